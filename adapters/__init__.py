@@ -1,0 +1,1 @@
+"""Adapters: the engines behind ``alkstore.Engine`` (memory, postgres) and the command line."""

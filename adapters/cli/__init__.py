@@ -1,0 +1,1 @@
+"""The ``alkstore`` command line: a driving adapter over the public API."""

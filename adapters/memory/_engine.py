@@ -1,0 +1,452 @@
+"""The in-memory engine: every table a dict, every index a lazily-cleaned heap, one lock."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from alkstore._boundary import catch_up, registration_boundary, soonest
+from alkstore._options import ScheduleOpts, resolve_schedule
+from alkstore._spec import Every
+from alkstore.engine import (
+    JOB_EXPIRED_ERROR,
+    LEASE_EXPIRED_ERROR,
+    Engine,
+    Fire,
+    JobRecord,
+    JobState,
+    LockRecord,
+    NewJob,
+    ScheduleRecord,
+    TickResult,
+    Waiter,
+)
+from alkstore.errors import InvalidOptions, LeaseLost
+
+__all__ = ["MemoryEngine", "MemoryTransaction", "open_engine"]
+
+
+def open_engine(url: str, **options: Any) -> MemoryEngine:
+    """Entry point for ``memory://``: each call is a new, empty, private store."""
+    if url.rstrip("/") != "memory:":
+        raise InvalidOptions(f"the memory engine takes the URL 'memory://' only, not {url!r}")
+    if options:
+        raise InvalidOptions(f"the memory engine takes no options, not {', '.join(sorted(options))}")
+    return MemoryEngine()
+
+
+@dataclass(slots=True)
+class _Job:
+    id: int
+    queue: str
+    payload: bytes
+    state: JobState
+    priority: int
+    run_at: datetime
+    expires_at: datetime | None
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    schedule: str | None
+    boundary: datetime | None
+    enqueued_at: datetime
+    worker_id: str | None = None
+    lease_until: datetime | None = None
+    died_at: datetime | None = None
+    version: int = 0
+
+    def record(self) -> JobRecord:
+        return JobRecord(
+            id=self.id,
+            queue=self.queue,
+            payload=self.payload,
+            state=self.state,
+            priority=self.priority,
+            run_at=self.run_at,
+            expires_at=self.expires_at,
+            attempts=self.attempts,
+            max_attempts=self.max_attempts,
+            last_error=self.last_error,
+            schedule=self.schedule,
+            boundary=self.boundary,
+            enqueued_at=self.enqueued_at,
+            worker_id=self.worker_id,
+            lease_until=self.lease_until,
+            died_at=self.died_at,
+        )
+
+
+def _new_row(job_id: int, job: NewJob, now: datetime) -> _Job:
+    stamps = job.stamps
+    return _Job(
+        id=job_id,
+        queue=job.queue,
+        payload=job.payload,
+        state=JobState.PENDING,
+        priority=stamps.priority,
+        run_at=stamps.run_at,
+        expires_at=stamps.expires_at,
+        attempts=0,
+        max_attempts=stamps.max_attempts,
+        last_error=None,
+        schedule=job.schedule,
+        boundary=job.boundary,
+        enqueued_at=now,
+    )
+
+
+class _QueueIndex:
+    """Heaps over one queue's jobs; an entry is live while its version matches the job's."""
+
+    __slots__ = ("delayed", "expiry", "leases", "ready", "signals")
+
+    def __init__(self) -> None:
+        self.ready: list[tuple[int, datetime, int, int]] = []  # (-priority, run_at, id, version)
+        self.delayed: list[tuple[datetime, int, int]] = []  # (run_at, id, version)
+        self.leases: list[tuple[datetime, int, int]] = []  # (lease_until, id, version)
+        self.expiry: list[tuple[datetime, int, int]] = []  # (expires_at, id, version)
+        self.signals = 0
+
+
+class MemoryTransaction:
+    """The memory engine's transaction: enqueues are buffered and published atomically at commit."""
+
+    __slots__ = ("_engine", "_pending", "_state")
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self._engine = engine
+        self._pending: list[_Job] = []
+        self._state = "open"
+
+    def __repr__(self) -> str:
+        return f"<alkstore.adapters.memory.MemoryTransaction {self._state}, {len(self._pending)} enqueued>"
+
+
+class _MemoryWaiter(Waiter):
+    def __init__(self, engine: MemoryEngine, queue: str) -> None:
+        self._engine = engine
+        self._queue = queue
+        self._seen = engine._index(queue).signals
+
+    def wait(self, timeout: float) -> None:
+        engine = self._engine
+        with engine._cond:
+            index = engine._index(self._queue)
+            if index.signals == self._seen and not engine._closed:
+                engine._cond.wait(timeout)
+            self._seen = index.signals
+
+
+class MemoryEngine(Engine):
+    """All state in this process, guarded by one lock; see ``alkstore.engine.Engine`` for the contract."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._ids = itertools.count(1)
+        self._tokens = itertools.count(1)
+        self._jobs: dict[int, _Job] = {}
+        self._dead: dict[int, _Job] = {}
+        self._queues: dict[str, _QueueIndex] = {}
+        self._locks: dict[str, LockRecord] = {}
+        self._schedules: dict[str, ScheduleRecord] = {}
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<alkstore.adapters.memory.MemoryEngine jobs={len(self._jobs)} dead={len(self._dead)}>"
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Nothing to migrate in memory."""
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- internals -----------------------------------------------------------------
+
+    def _index(self, queue: str) -> _QueueIndex:
+        index = self._queues.get(queue)
+        if index is None:
+            index = self._queues[queue] = _QueueIndex()
+        return index
+
+    def _make_pending(self, job: _Job) -> None:
+        job.version += 1
+        job.state = JobState.PENDING
+        job.worker_id = None
+        job.lease_until = None
+        index = self._index(job.queue)
+        heapq.heappush(index.delayed, (job.run_at, job.id, job.version))
+        if job.expires_at is not None:
+            heapq.heappush(index.expiry, (job.expires_at, job.id, job.version))
+
+    def _signal(self, queue: str) -> None:
+        self._index(queue).signals += 1
+        self._cond.notify_all()
+
+    def _insert(self, job_id: int, job: NewJob, now: datetime) -> None:
+        row = _new_row(job_id, job, now)
+        self._jobs[job_id] = row
+        self._make_pending(row)
+
+    def _live_job(self, job_id: int, version: int) -> _Job | None:
+        job = self._jobs.get(job_id)
+        return job if job is not None and job.version == version else None
+
+    def _fenced(self, job_id: int, attempt: int) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None or job.state is not JobState.RUNNING or job.attempts != attempt:
+            raise LeaseLost(f"job {job_id} is no longer leased under attempt {attempt}")
+        return job
+
+    def _to_dead(self, job: _Job, error: str, now: datetime) -> None:
+        del self._jobs[job.id]
+        job.version += 1
+        job.state = JobState.DEAD
+        job.last_error = error
+        job.died_at = now
+        job.worker_id = None
+        job.lease_until = None
+        self._dead[job.id] = job
+
+    # -- jobs ----------------------------------------------------------------------
+
+    def enqueue(self, job: NewJob, now: datetime) -> int:
+        with self._cond:
+            job_id = next(self._ids)
+            self._insert(job_id, job, now)
+            self._signal(job.queue)
+            return job_id
+
+    @contextmanager
+    def transaction(self) -> Iterator[MemoryTransaction]:
+        tx = MemoryTransaction(self)
+        try:
+            yield tx
+        except BaseException:
+            tx._state = "rolled back"
+            tx._pending.clear()
+            raise
+        with self._cond:
+            tx._state = "committed"
+            for row in tx._pending:
+                self._jobs[row.id] = row
+                self._make_pending(row)
+            for queue in {row.queue for row in tx._pending}:
+                self._signal(queue)
+
+    def enqueue_tx(self, tx: Any, job: NewJob, now: datetime) -> int:
+        if not isinstance(tx, MemoryTransaction) or tx._engine is not self:
+            raise TypeError(f"expected a transaction from this store's transaction(), not {type(tx).__name__}")
+        if tx._state != "open":
+            raise ValueError(f"the transaction is already {tx._state}")
+        with self._cond:
+            job_id = next(self._ids)
+        tx._pending.append(_new_row(job_id, job, now))
+        return job_id
+
+    def claim(self, queue: str, worker_id: str, now: datetime, lease_until: datetime) -> JobRecord | None:
+        with self._cond:
+            index = self._index(queue)
+            self._sweep_leases(index, now)
+            self._sweep_expired(index, now)
+            while index.delayed and index.delayed[0][0] <= now:
+                _, job_id, version = heapq.heappop(index.delayed)
+                job = self._live_job(job_id, version)
+                if job is not None:
+                    heapq.heappush(index.ready, (-job.priority, job.run_at, job.id, job.version))
+            while index.ready:
+                _, run_at, job_id, version = heapq.heappop(index.ready)
+                job = self._live_job(job_id, version)
+                if job is None:
+                    continue
+                if run_at > now:  # the clock went backwards since it was ready
+                    heapq.heappush(index.delayed, (run_at, job_id, version))
+                    continue
+                job.version += 1
+                job.state = JobState.RUNNING
+                job.attempts += 1
+                job.worker_id = worker_id
+                job.lease_until = lease_until
+                heapq.heappush(index.leases, (lease_until, job.id, job.version))
+                return job.record()
+            return None
+
+    def _sweep_leases(self, index: _QueueIndex, now: datetime) -> None:
+        while index.leases and index.leases[0][0] <= now:
+            _, job_id, version = heapq.heappop(index.leases)
+            job = self._live_job(job_id, version)
+            if job is None or job.state is not JobState.RUNNING:
+                continue
+            if job.attempts >= job.max_attempts:
+                self._to_dead(job, LEASE_EXPIRED_ERROR, now)
+            else:
+                self._make_pending(job)
+
+    def _sweep_expired(self, index: _QueueIndex, now: datetime) -> None:
+        while index.expiry and index.expiry[0][0] <= now:
+            _, job_id, version = heapq.heappop(index.expiry)
+            job = self._live_job(job_id, version)
+            if job is not None and job.state is JobState.PENDING:
+                self._to_dead(job, JOB_EXPIRED_ERROR, now)
+
+    @contextmanager
+    def waiter(self, queue: str) -> Iterator[Waiter]:
+        with self._cond:
+            waiter = _MemoryWaiter(self, queue)
+        yield waiter
+
+    def ack(self, job_id: int, attempt: int) -> None:
+        with self._cond:
+            job = self._fenced(job_id, attempt)
+            job.version += 1
+            del self._jobs[job_id]
+
+    def retry(self, job_id: int, attempt: int, error: str, run_at: datetime) -> None:
+        with self._cond:
+            job = self._fenced(job_id, attempt)
+            job.run_at = run_at
+            job.last_error = error
+            self._make_pending(job)
+            self._signal(job.queue)
+
+    def bury(self, job_id: int, attempt: int, error: str, now: datetime) -> None:
+        with self._cond:
+            self._to_dead(self._fenced(job_id, attempt), error, now)
+
+    def heartbeat(self, job_id: int, attempt: int, lease_until: datetime) -> None:
+        with self._cond:
+            job = self._fenced(job_id, attempt)
+            job.version += 1
+            job.lease_until = lease_until
+            heapq.heappush(self._index(job.queue).leases, (lease_until, job.id, job.version))
+
+    def get_job(self, job_id: int) -> JobRecord | None:
+        with self._cond:
+            job = self._jobs.get(job_id) or self._dead.get(job_id)
+            return None if job is None else job.record()
+
+    def requeue_dead(self, job_id: int, now: datetime) -> bool:
+        with self._cond:
+            job = self._dead.pop(job_id, None)
+            if job is None:
+                return False
+            job.attempts = 0
+            job.run_at = now
+            job.expires_at = None
+            job.died_at = None
+            self._jobs[job_id] = job
+            self._make_pending(job)
+            self._signal(job.queue)
+            return True
+
+    # -- locks ---------------------------------------------------------------------
+
+    def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> LockRecord | None:
+        with self._cond:
+            held = self._locks.get(name)
+            if held is not None and held.expires_at > now:
+                if held.owner != owner:
+                    return None
+                lock = replace(held, expires_at=expires_at)
+            else:
+                lock = LockRecord(name, owner, next(self._tokens), expires_at)
+            self._locks[name] = lock
+            return lock
+
+    def renew_lock(self, lock: LockRecord, now: datetime, expires_at: datetime) -> LockRecord:
+        with self._cond:
+            held = self._locks.get(lock.name)
+            if held is None or held.token != lock.token or held.expires_at <= now:
+                raise LeaseLost(f"lease {lock.name!r} is no longer held by {lock.owner!r}")
+            renewed = replace(held, expires_at=expires_at)
+            self._locks[lock.name] = renewed
+            return renewed
+
+    def release_lock(self, lock: LockRecord) -> bool:
+        with self._cond:
+            held = self._locks.get(lock.name)
+            if held is None or held.token != lock.token:
+                return False
+            del self._locks[lock.name]
+            return True
+
+    # -- schedules -----------------------------------------------------------------
+
+    def register_schedule(
+        self,
+        name: str,
+        every: Every,
+        queue: str,
+        payload: bytes,
+        opts: ScheduleOpts,
+        now: datetime,
+    ) -> ScheduleRecord:
+        with self._cond:
+            old = self._schedules.get(name)
+            existing = None if old is None else (old.interval_s, old.next_boundary)
+            record = ScheduleRecord(
+                name=name,
+                spec=str(every),
+                interval_s=every.seconds,
+                queue=queue,
+                payload=payload,
+                opts=opts,
+                next_boundary=registration_boundary(existing, every.seconds, now),
+            )
+            self._schedules[name] = record
+            return record
+
+    def unschedule(self, name: str) -> bool:
+        with self._cond:
+            return self._schedules.pop(name, None) is not None
+
+    def schedules(self) -> list[ScheduleRecord]:
+        with self._cond:
+            return [self._schedules[name] for name in sorted(self._schedules)]
+
+    def tick(self, now: datetime) -> TickResult:
+        with self._cond:
+            planned: list[tuple[datetime, str, NewJob]] = []
+            advanced: list[ScheduleRecord] = []
+            skipped: list[tuple[str, int]] = []
+            for name in sorted(self._schedules):
+                record = self._schedules[name]
+                if record.next_boundary > now:
+                    continue
+                step = catch_up(record.next_boundary, record.interval_s, now)
+                stamps = resolve_schedule(record.opts, record.queue, now)
+                planned.extend(
+                    (boundary, name, NewJob(record.queue, record.payload, stamps, name, boundary))
+                    for boundary in step.fired
+                )
+                advanced.append(replace(record, next_boundary=step.next_boundary))
+                if step.skipped:
+                    skipped.append((name, step.skipped))
+            planned.sort(key=lambda item: (item[0], item[1]))
+            fires = []
+            for boundary, name, job in planned:
+                job_id = next(self._ids)
+                self._insert(job_id, job, now)
+                fires.append(Fire(name, boundary, job.queue, job_id))
+            for record in advanced:
+                self._schedules[record.name] = record
+            for queue in {job.queue for _, _, job in planned}:
+                self._signal(queue)
+            return TickResult(tuple(fires), tuple(skipped), self._soonest())
+
+    def _soonest(self) -> datetime | None:
+        return soonest(record.next_boundary for record in self._schedules.values())
+
+    def soonest_boundary(self) -> datetime | None:
+        with self._cond:
+            return self._soonest()

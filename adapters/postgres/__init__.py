@@ -1,0 +1,1 @@
+"""The PostgreSQL engine (psycopg 3 + psycopg_pool)."""

@@ -1,0 +1,122 @@
+"""alkstore: durable job queues, leases, recurring schedules and a transactional outbox.
+
+One API over two engines, chosen by URL: ``alkstore.open("memory://")`` (embedded, for
+tests and demos) or ``alkstore.open("postgresql://…")`` (production).
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from ._boundary import CATCH_UP_CAP
+from ._codec import Codec, JsonCodec
+from ._names import RESERVED_PREFIX
+from ._options import EnqueueOpts, QueueDefaults, ScheduleOpts
+from ._spec import Every, parse_spec
+from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, Store
+from ._time import Clock, ManualClock, StopToken, SystemClock
+from .engine import Fire, JobState
+from .errors import (
+    AlkstoreError,
+    DatabaseError,
+    InvalidName,
+    InvalidOptions,
+    InvalidPayload,
+    InvalidSpec,
+    LeadershipLost,
+    LeaseLost,
+    ReservedName,
+    SchemaOutOfDate,
+    StoreClosed,
+)
+
+__all__ = [
+    "CATCH_UP_CAP",
+    "RESERVED_PREFIX",
+    "AlkstoreError",
+    "Clock",
+    "Codec",
+    "DatabaseError",
+    "Delivery",
+    "EnqueueOpts",
+    "Every",
+    "Fire",
+    "InvalidName",
+    "InvalidOptions",
+    "InvalidPayload",
+    "InvalidSpec",
+    "Job",
+    "JobInfo",
+    "JobState",
+    "JsonCodec",
+    "LeadershipLost",
+    "LeaseLost",
+    "Lock",
+    "ManualClock",
+    "Outbox",
+    "Queue",
+    "QueueDefaults",
+    "ReservedName",
+    "Schedule",
+    "ScheduleOpts",
+    "SchemaOutOfDate",
+    "StopToken",
+    "Store",
+    "StoreClosed",
+    "SystemClock",
+    "open",
+    "parse_spec",
+]
+
+ENGINE_ENTRY_POINTS = "alkstore.engines"
+
+try:
+    __version__ = metadata.version("alkstore")
+except metadata.PackageNotFoundError:  # pragma: no cover - running from an uninstalled tree
+    __version__ = "0+unknown"
+
+
+def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **options: Any) -> Store:  # noqa: A001
+    """Open a store on ``url``: ``memory://`` or ``postgresql://…`` (also ``postgres://…``).
+
+    ``clock`` (default: the system clock) stamps every job and lease; ``codec`` (default:
+    JSON, bytes kept as bytes) encodes payloads; other keyword ``options`` go to the engine
+    (Postgres: ``schema``, ``min_size``, ``max_size``, ``migrate``, …). The engine is found
+    by URL scheme among the ``alkstore.engines`` entry points, so core imports no adapter.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise InvalidOptions(f"expected a URL such as 'memory://' or 'postgresql://…', not {url!r}")
+    scheme = url.split("://", 1)[0].lower()
+    found = metadata.entry_points(group=ENGINE_ENTRY_POINTS, name=scheme)
+    if not found:
+        known = sorted(ep.name for ep in metadata.entry_points(group=ENGINE_ENTRY_POINTS))
+        raise InvalidOptions(f"no alkstore engine for scheme {scheme!r} (installed: {', '.join(known) or 'none'})")
+    factory = next(iter(found)).load()
+    return Store(factory(url, **options), clock=clock, codec=codec)
+
+
+for _public in (
+    Clock,
+    Codec,
+    Delivery,
+    EnqueueOpts,
+    Every,
+    Fire,
+    Job,
+    JobInfo,
+    JobState,
+    JsonCodec,
+    Lock,
+    ManualClock,
+    Outbox,
+    Queue,
+    QueueDefaults,
+    Schedule,
+    ScheduleOpts,
+    StopToken,
+    Store,
+    SystemClock,
+):
+    _public.__module__ = __name__
+del _public

@@ -1,0 +1,200 @@
+"""Option resolution: per-call options over a queue's derived defaults, to concrete job stamps.
+
+This is the one owner of the defaults (plain queues 300 s / 3 attempts / 5 s backoff base;
+outbox backing queues 60 s / 5 / 5 s) and of the formulas that turn options into stamps.
+Options are validated when constructed, so bad input fails before any engine is touched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ._names import is_outbox_queue
+from ._time import as_utc
+from .errors import InvalidOptions
+
+__all__ = [
+    "MAX_DURATION",
+    "EnqueueOpts",
+    "JobStamps",
+    "QueueDefaults",
+    "ScheduleOpts",
+    "as_duration",
+    "queue_defaults",
+    "resolve_enqueue",
+    "resolve_schedule",
+    "retry_delay",
+]
+
+_INT32_MAX = 2**31 - 1
+#: Longest delay, expiry or lease accepted: a hundred years keeps every instant representable.
+MAX_DURATION = timedelta(days=36500)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDefaults:
+    """What a queue derives when a call does not say: lease length, attempts, retry curve."""
+
+    visibility_timeout: timedelta
+    max_attempts: int
+    backoff_base: timedelta
+    backoff_cap: timedelta
+    priority: int = 0
+
+
+PLAIN_DEFAULTS = QueueDefaults(timedelta(seconds=300), 3, timedelta(seconds=5), timedelta(hours=1))
+OUTBOX_DEFAULTS = QueueDefaults(timedelta(seconds=60), 5, timedelta(seconds=5), timedelta(hours=1))
+
+
+def queue_defaults(queue: str) -> QueueDefaults:
+    """The derived defaults of ``queue``: the outbox's 60/5/5 set for a backing queue, else plain."""
+    return OUTBOX_DEFAULTS if is_outbox_queue(queue) else PLAIN_DEFAULTS
+
+
+def retry_delay(defaults: QueueDefaults, attempt: int) -> timedelta:
+    """The curve's wait after failed attempt ``attempt`` (1-based): ``base * 2**(attempt-1)``, capped."""
+    if attempt < 1:
+        raise InvalidOptions(f"attempt must be >= 1, not {attempt}")
+    if attempt > 64:
+        return defaults.backoff_cap
+    return min(defaults.backoff_base * (1 << (attempt - 1)), defaults.backoff_cap)
+
+
+def as_duration(value: object, what: str, *, allow_zero: bool = True) -> timedelta:
+    """Seconds (int/float) or a ``timedelta`` as a validated, non-negative ``timedelta``."""
+    if isinstance(value, timedelta):
+        delta = value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidOptions(f"{what} must be finite, not {value!r}")
+        if abs(value) > MAX_DURATION.total_seconds():
+            raise InvalidOptions(f"{what} of {value!r} s exceeds the limit of {MAX_DURATION}")
+        delta = timedelta(seconds=value)
+    else:
+        raise InvalidOptions(f"{what} must be seconds or a timedelta, not {type(value).__name__}")
+    if delta < timedelta(0) or (not allow_zero and delta == timedelta(0)):
+        raise InvalidOptions(f"{what} must be {'>= 0' if allow_zero else '> 0'}, not {value!r}")
+    if delta > MAX_DURATION:
+        raise InvalidOptions(f"{what} of {delta} exceeds the limit of {MAX_DURATION}")
+    return delta
+
+
+def _check_int(value: object, what: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidOptions(f"{what} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidOptions(f"{what} must be between {low} and {high}, not {value}")
+    return value
+
+
+def _check_priority(value: int | None) -> None:
+    if value is not None:
+        _check_int(value, "priority", -_INT32_MAX - 1, _INT32_MAX)
+
+
+def _check_max_attempts(value: int | None) -> None:
+    if value is not None:
+        _check_int(value, "max_attempts", 1, _INT32_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOpts:
+    """Per-call enqueue options; ``None`` means the queue's derived default.
+
+    ``delay`` (seconds or ``timedelta``) and ``run_at`` (aware ``datetime``) are exclusive;
+    ``expires`` is relative to the enqueue instant (seconds or ``timedelta``) or absolute
+    (aware ``datetime``). Durations are normalised to ``timedelta``, instants to UTC.
+    """
+
+    delay: float | timedelta | None = None
+    run_at: datetime | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    expires: float | timedelta | datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.delay is not None and self.run_at is not None:
+            raise InvalidOptions("give delay or run_at, not both")
+        if self.delay is not None:
+            object.__setattr__(self, "delay", as_duration(self.delay, "delay"))
+        if self.run_at is not None:
+            object.__setattr__(self, "run_at", as_utc(self.run_at, "run_at", InvalidOptions))
+        _check_priority(self.priority)
+        _check_max_attempts(self.max_attempts)
+        if isinstance(self.expires, datetime):
+            object.__setattr__(self, "expires", as_utc(self.expires, "expires", InvalidOptions))
+        elif self.expires is not None:
+            object.__setattr__(self, "expires", as_duration(self.expires, "expires", allow_zero=False))
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleOpts:
+    """Stamps for every job a schedule fires; ``expires`` is relative to each fire instant."""
+
+    priority: int | None = None
+    max_attempts: int | None = None
+    expires: float | timedelta | None = None
+
+    def __post_init__(self) -> None:
+        _check_priority(self.priority)
+        _check_max_attempts(self.max_attempts)
+        expires: object = self.expires
+        if expires is not None:
+            if isinstance(expires, datetime):
+                raise InvalidOptions("a schedule's expires is relative to each fire (seconds or timedelta)")
+            object.__setattr__(self, "expires", as_duration(expires, "expires", allow_zero=False))
+
+
+@dataclass(frozen=True, slots=True)
+class JobStamps:
+    """The concrete, resolved stamps a new job is stored with."""
+
+    priority: int
+    run_at: datetime
+    expires_at: datetime | None
+    max_attempts: int
+
+
+def resolve_enqueue(opts: EnqueueOpts, queue: str, now: datetime) -> JobStamps:
+    """Resolve ``opts`` over ``queue``'s derived defaults at the enqueue instant ``now``."""
+    defaults = queue_defaults(queue)
+    if opts.run_at is not None:
+        run_at = opts.run_at
+    elif isinstance(opts.delay, timedelta):
+        run_at = now + opts.delay
+    else:
+        run_at = now
+    return _stamps(defaults, opts.priority, opts.max_attempts, opts.expires, run_at, now)
+
+
+def resolve_schedule(opts: ScheduleOpts, queue: str, now: datetime) -> JobStamps:
+    """Resolve a schedule's ``opts`` over its target queue's defaults for a fire at ``now``."""
+    return _stamps(queue_defaults(queue), opts.priority, opts.max_attempts, opts.expires, now, now)
+
+
+def _stamps(
+    defaults: QueueDefaults,
+    priority: int | None,
+    max_attempts: int | None,
+    expires: float | timedelta | datetime | None,
+    run_at: datetime,
+    now: datetime,
+) -> JobStamps:
+    if isinstance(expires, datetime):
+        expires_at: datetime | None = expires
+    elif isinstance(expires, timedelta):
+        expires_at = now + expires
+    else:
+        expires_at = None
+    if expires_at is not None and expires_at <= run_at:
+        raise InvalidOptions(
+            f"the job would expire ({expires_at.isoformat()}) before it may run ({run_at.isoformat()})"
+        )
+    return JobStamps(
+        priority=defaults.priority if priority is None else priority,
+        run_at=run_at,
+        expires_at=expires_at,
+        max_attempts=defaults.max_attempts if max_attempts is None else max_attempts,
+    )

@@ -1,0 +1,139 @@
+"""The clock and stop-token ports: engines and the runner read time and wait only through them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Clock", "ManualClock", "StopToken", "SystemClock", "as_utc"]
+
+
+def as_utc(value: object, what: str, error: type[Exception]) -> datetime:
+    """``value`` as a UTC ``datetime``; naive datetimes and other types raise ``error``."""
+    if not isinstance(value, datetime):
+        raise error(f"{what} must be a timezone-aware datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise error(f"{what} must be timezone-aware, not naive ({value.isoformat()})")
+    return value.astimezone(UTC)
+
+
+class StopToken:
+    """A thread-safe, one-way stop signal handed to long-running loops."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        """Ask every loop holding this token to stop at its next check."""
+        self._event.set()
+
+    def is_cancelled(self) -> bool:
+        """Whether ``cancel()`` was called."""
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block (wall time) until cancelled or ``timeout`` seconds passed; return ``is_cancelled()``."""
+        return self._event.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"<alkstore.StopToken cancelled={self.is_cancelled()}>"
+
+
+class Clock(ABC):
+    """Where engines and the scheduler runner read the time and sleep, so tests can drive it."""
+
+    @abstractmethod
+    def now(self) -> datetime:
+        """The current instant, timezone-aware UTC."""
+
+    @abstractmethod
+    def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
+        """Wait ``seconds`` of this clock's time; return early once ``stop`` is cancelled."""
+
+
+class SystemClock(Clock):
+    """The wall clock of this host (UTC)."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
+        if seconds <= 0:
+            return
+        if stop is None:
+            time.sleep(seconds)
+        else:
+            stop.wait(seconds)
+
+    def __repr__(self) -> str:
+        return "<alkstore.SystemClock>"
+
+
+class ManualClock(Clock):
+    """A clock that moves only when told to (``set``/``advance``), for deterministic tests.
+
+    ``sleep`` blocks the calling thread until another thread moves the clock past the
+    sleeper's deadline (or its stop token is cancelled); ``wait_for_sleepers`` lets a test
+    step a sleeping runner in lockstep.
+    """
+
+    _STOP_POLL_S = 0.005
+
+    def __init__(self, start: datetime) -> None:
+        self._now = as_utc(start, "start", ValueError)
+        self._cond = threading.Condition()
+        self._deadlines: list[datetime] = []
+
+    def now(self) -> datetime:
+        with self._cond:
+            return self._now
+
+    def set(self, instant: datetime) -> None:
+        """Jump to ``instant`` (forwards or backwards) and wake sleepers that are due."""
+        with self._cond:
+            self._now = as_utc(instant, "instant", ValueError)
+            self._cond.notify_all()
+
+    def advance(self, seconds: float | timedelta) -> datetime:
+        """Move forward by ``seconds`` and wake sleepers that are due; return the new instant."""
+        step = seconds if isinstance(seconds, timedelta) else timedelta(seconds=seconds)
+        if step < timedelta(0):
+            raise ValueError("advance() moves forwards only; use set() to go back")
+        with self._cond:
+            self._now += step
+            self._cond.notify_all()
+            return self._now
+
+    def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
+        with self._cond:
+            deadline = self._now + timedelta(seconds=max(seconds, 0.0))
+            self._deadlines.append(deadline)
+            self._cond.notify_all()
+            try:
+                while self._now < deadline and not (stop is not None and stop.is_cancelled()):
+                    self._cond.wait(self._STOP_POLL_S if stop is not None else None)
+            finally:
+                self._deadlines.remove(deadline)
+                self._cond.notify_all()
+
+    def parked(self) -> int:
+        """How many threads are asleep on this clock with a deadline still in the future."""
+        with self._cond:
+            return sum(1 for deadline in self._deadlines if deadline > self._now)
+
+    def wait_for_sleepers(self, count: int = 1, timeout: float = 10.0) -> None:
+        """Block (wall time) until ``count`` threads are parked in ``sleep``; ``TimeoutError`` if not."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while sum(1 for deadline in self._deadlines if deadline > self._now) < count:
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"fewer than {count} sleepers parked on the clock after {timeout} s")
+                self._cond.wait(remaining)
+
+    def __repr__(self) -> str:
+        return f"<alkstore.ManualClock now={self.now().isoformat()}>"
