@@ -91,4 +91,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for message in dict.fromkeys(_unavailable):
         terminalreporter.write_sep("!", "POSTGRES TESTS SKIPPED", yellow=True, bold=True)
         terminalreporter.write_line(message)
-
