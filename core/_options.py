@@ -31,6 +31,7 @@ __all__ = [
 _INT32_MAX = 2**31 - 1
 #: Longest delay, expiry or lease accepted: a hundred years keeps every instant representable.
 MAX_DURATION = timedelta(days=36500)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,9 @@ def retry_delay(defaults: QueueDefaults, attempt: int) -> timedelta:
         raise InvalidOptions(f"attempt must be >= 1, not {attempt}")
     if attempt > 64:
         return defaults.backoff_cap
-    return min(defaults.backoff_base * (1 << (attempt - 1)), defaults.backoff_cap)
+    # In integer microseconds: base * 2**(attempt-1) as a timedelta overflows from attempt ~45 on.
+    base_us, cap_us = defaults.backoff_base // _MICROSECOND, defaults.backoff_cap // _MICROSECOND
+    return timedelta(microseconds=min(base_us << (attempt - 1), cap_us))
 
 
 def as_duration(value: object, what: str, *, allow_zero: bool = True) -> timedelta:

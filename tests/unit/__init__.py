@@ -1,0 +1,1 @@
+"""Unit tests of core's pure functions: names, spec grammar, boundary math, options, codec, time, errors."""
