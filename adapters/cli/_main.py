@@ -1,0 +1,111 @@
+"""Argument parsing, dispatch and exit status of the ``alkstore`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+import alkstore
+from alkstore.errors import AlkstoreError
+
+from . import _demo, _operate
+
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_ABORTED = 130
+
+_MAX_DEMO_SECONDS = 86400.0
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one ``alkstore: …`` line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"alkstore: {message} (see '{self.prog} --help')\n")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or not 0 < value <= _MAX_DEMO_SECONDS:
+        raise argparse.ArgumentTypeError(f"seconds must be more than 0 and at most {_MAX_DEMO_SECONDS:g}, not {text}")
+    return value
+
+
+def _add_database_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", required=True, help="the database, e.g. postgresql://user@host:5432/dbname")
+    parser.add_argument("--schema", help="the schema holding alkstore's tables (default: the engine's, 'alkstore')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``alkstore`` parser; each subcommand stores its handler as ``run``."""
+    parser = _Parser(
+        prog="alkstore",
+        description="Durable job queues, leases, recurring schedules and a transactional outbox.",
+    )
+    parser.add_argument("--version", action="version", version=f"alkstore {alkstore.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = commands.add_parser(
+        "demo",
+        help="watch schedules, a worker and an outbox at work on the embedded engine",
+        description="Run two @every schedules, a worker writing outbox messages in transactions, and an outbox "
+        "delivery that fails for some messages, on memory:// with the system clock; then print a summary. "
+        "Ctrl-C stops early (a second Ctrl-C aborts).",
+    )
+    demo.add_argument("--seconds", type=_seconds, default=15.0, help="how long to run (default: 15)")
+    demo.set_defaults(run=lambda args: _demo.run_demo(args.seconds))
+
+    migrate = commands.add_parser(
+        "migrate",
+        help="create or upgrade alkstore's tables in a database",
+        description="Apply the pending schema migrations (idempotent; safe from several processes at once).",
+    )
+    _add_database_arguments(migrate)
+    migrate.set_defaults(run=lambda args: _operate.migrate(args.url, args.schema))
+
+    tick = commands.add_parser(
+        "tick",
+        help="fire every elapsed schedule boundary once (for a system cron job)",
+        description="Run one scheduler tick now, without leadership (the tick locks what it fires), "
+        "and print the fires.",
+    )
+    _add_database_arguments(tick)
+    tick.set_defaults(run=lambda args: _operate.tick(args.url, args.schema))
+
+    run_schedules = commands.add_parser(
+        "run-schedules",
+        help="run the scheduler leader loop until SIGINT or SIGTERM",
+        description="Lead the scheduler, or stand by while another process leads and take over when it "
+        "stops; logs one line per event to stderr. Stops cleanly on SIGINT or SIGTERM.",
+    )
+    _add_database_arguments(run_schedules)
+    run_schedules.set_defaults(run=lambda args: _operate.run_schedules(args.url, args.schema))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except AlkstoreError as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"alkstore: {message}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("alkstore: aborted", file=sys.stderr)
+        return EXIT_ABORTED

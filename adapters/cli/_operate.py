@@ -1,0 +1,132 @@
+"""``alkstore migrate``, ``tick`` and ``run-schedules``: operating a database from the shell."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import alkstore
+from alkstore import Fire, Store
+from alkstore.errors import DatabaseError, LeadershipLost, LeaseLost, SchemaOutOfDate, StoreClosed
+
+from ._signals import Interrupts
+
+__all__ = ["migrate", "redact", "run_schedules", "tick"]
+
+log = logging.getLogger("alkstore.cli")
+
+#: How often a standby asks for the scheduler lease, and how long to wait after a database error.
+RETRY_SECONDS = 1.0
+_JOIN_POLL_SECONDS = 0.1
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, fit for logs and messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def _open(url: str, schema: str | None, **options: Any) -> Store:
+    if schema is not None:
+        options["schema"] = schema
+    return alkstore.open(url, **options)
+
+
+def _where(url: str, schema: str | None) -> str:
+    return f"{redact(url)}" + ("" if schema is None else f" (schema {schema!r})")
+
+
+def migrate(url: str, schema: str | None) -> int:
+    """Apply the pending migrations and say so."""
+    with _open(url, schema) as store:
+        store.migrate()
+    print(f"alkstore: {_where(url, schema)} is migrated to the current schema")
+    return 0
+
+
+def describe_fire(fire: Fire) -> str:
+    """One line for one fire."""
+    return f"fired {fire.schedule!r} boundary {fire.boundary.isoformat()} as job {fire.job_id} on {fire.queue!r}"
+
+
+def tick(url: str, schema: str | None) -> int:
+    """Fire every elapsed boundary once and print the fires."""
+    with _open(url, schema) as store:
+        fires = store.tick()
+    for fire in fires:
+        print(describe_fire(fire))
+    print(f"{len(fires)} fire{'' if len(fires) == 1 else 's'}")
+    return 0
+
+
+def _configure_logging() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger("alkstore")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler
+
+
+def run_schedules(url: str, schema: str | None) -> int:
+    """Lead the scheduler (or stand by) until SIGINT or SIGTERM; then stop cleanly."""
+    handler = _configure_logging()
+    try:
+        with _open(url, schema) as store:
+            return _supervise(store, url, schema)
+    finally:
+        logging.getLogger("alkstore").removeHandler(handler)
+
+
+def _supervise(store: Store, url: str, schema: str | None) -> int:
+    stop = alkstore.StopToken()
+    failures: list[BaseException] = []
+    runner = threading.Thread(target=_lead, args=(store, stop, failures), name="alkstore-run-schedules", daemon=True)
+    log.info("running the scheduler on %s", _where(url, schema))
+    with Interrupts((signal.SIGINT, signal.SIGTERM)) as interrupts:
+        runner.start()
+        while runner.is_alive():
+            if interrupts.count and not stop.is_cancelled():
+                name = interrupts.last.name if interrupts.last is not None else "a signal"
+                log.info("stopping on %s", name)
+                stop.cancel()
+            runner.join(_JOIN_POLL_SECONDS)
+    if failures:
+        raise failures[0]
+    log.info("stopped")
+    return 0
+
+
+def _lead(store: Store, stop: alkstore.StopToken, failures: list[BaseException]) -> None:
+    """Run the leader loop; on refusal or loss stand by and ask again every second."""
+    standing_by = False
+    try:
+        while not stop.is_cancelled():
+            try:
+                store.run_schedules(stop)
+            except LeadershipLost as exc:
+                if isinstance(exc.__cause__, LeaseLost):
+                    log.warning("%s; standing by, asking again every %g s", exc, RETRY_SECONDS)
+                    standing_by = True
+                elif not standing_by:
+                    log.info("%s; standing by, asking again every %g s", exc, RETRY_SECONDS)
+                    standing_by = True
+            except (SchemaOutOfDate, StoreClosed):
+                raise
+            except DatabaseError as exc:
+                log.warning("database error: %s; retrying in %g s", exc, RETRY_SECONDS)
+                standing_by = False
+            else:
+                return
+            stop.wait(RETRY_SECONDS)
+    except BaseException as exc:
+        failures.append(exc)
+        stop.cancel()
