@@ -37,9 +37,9 @@ class JsonCodec(Codec):
             return self._RAW + bytes(payload)
         try:
             text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            return text.encode("utf-8")  # a lone surrogate fails here (UnicodeEncodeError is a ValueError)
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidPayload(f"payload is not JSON-encodable: {exc}") from exc
-        return text.encode("utf-8")
 
     def decode(self, data: bytes) -> Any:
         data = bytes(data)
@@ -47,7 +47,7 @@ class JsonCodec(Codec):
             return data[1:]
         try:
             return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             raise InvalidPayload(f"stored payload is not valid JSON: {exc}") from exc
 
     def __repr__(self) -> str:
