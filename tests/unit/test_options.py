@@ -33,14 +33,16 @@ def test_delay_and_run_at_together_are_rejected() -> None:
 
 @pytest.mark.parametrize(
     "delay",
-    [-1, -0.5, timedelta(seconds=-1), math.nan, math.inf, -math.inf, True, "5", None.__class__, MAX_DURATION * 2, 1e300],
+    [-1, -0.5, timedelta(seconds=-1), math.nan, math.inf, -math.inf, True, "5", [5], MAX_DURATION * 2, 1e300],
 )
 def test_a_bad_delay_is_rejected(delay: object) -> None:
     with pytest.raises(InvalidOptions):
         EnqueueOpts(delay=delay)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("delay", "expected"), [(0, timedelta(0)), (2.5, timedelta(seconds=2.5)), (90, timedelta(seconds=90))])
+@pytest.mark.parametrize(
+    ("delay", "expected"), [(0, timedelta(0)), (2.5, timedelta(seconds=2.5)), (90, timedelta(seconds=90))]
+)
 def test_a_delay_is_normalised_to_a_timedelta(delay: float, expected: timedelta) -> None:
     assert EnqueueOpts(delay=delay).delay == expected
     assert EnqueueOpts(delay=expected).delay == expected
@@ -75,7 +77,7 @@ def test_max_attempts_of_one_is_accepted() -> None:
 @pytest.mark.parametrize("field", ["run_at", "expires"])
 def test_naive_datetimes_are_rejected(field: str) -> None:
     with pytest.raises(InvalidOptions, match="naive"):
-        EnqueueOpts(**{field: datetime(2030, 1, 1)})  # noqa: DTZ001
+        EnqueueOpts(**{field: datetime(2030, 1, 1)})
 
 
 def test_run_at_must_be_a_datetime() -> None:
@@ -87,7 +89,8 @@ def test_run_at_must_be_a_datetime() -> None:
 
 def test_aware_instants_are_normalised_to_utc() -> None:
     plus_two = timezone(timedelta(hours=2))
-    opts = EnqueueOpts(run_at=datetime(2030, 1, 1, 14, tzinfo=plus_two), expires=datetime(2030, 1, 1, 15, tzinfo=plus_two))
+    run_at, expires = datetime(2030, 1, 1, 14, tzinfo=plus_two), datetime(2030, 1, 1, 15, tzinfo=plus_two)
+    opts = EnqueueOpts(run_at=run_at, expires=expires)
     assert opts.run_at == NOW
     assert opts.run_at.tzinfo is UTC
     assert isinstance(opts.expires, datetime)
@@ -192,7 +195,7 @@ def test_durations_accept_seconds_and_timedeltas_up_to_a_hundred_years() -> None
     assert as_duration(1.5, "x") == timedelta(seconds=1.5)
     assert as_duration(timedelta(minutes=2), "x") == timedelta(minutes=2)
     assert as_duration(MAX_DURATION, "x") == MAX_DURATION
-    assert MAX_DURATION == timedelta(days=36500)
+    assert timedelta(days=36500) == MAX_DURATION
     with pytest.raises(InvalidOptions, match="ttl"):
         as_duration(MAX_DURATION + timedelta(seconds=1), "ttl")
     with pytest.raises(InvalidOptions, match="> 0"):
