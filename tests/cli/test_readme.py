@@ -1,0 +1,73 @@
+"""The README cannot rot: its set-up commands come first and its Python examples run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/alkstore demo"
+TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install '.[test,dev]' && .venv/bin/pytest"
+
+
+def code_blocks() -> list[tuple[str, str]]:
+    """Every fenced block of the README as (info string, content)."""
+    return [(m.group(1), m.group(2)) for m in FENCE.finditer(README.read_text(encoding="utf-8"))]
+
+
+def python_blocks() -> list[str]:
+    return [body for info, body in code_blocks() if info == "python"]
+
+
+def test_the_first_two_code_blocks_are_the_demo_and_the_test_commands() -> None:
+    blocks = code_blocks()
+
+    assert blocks[0] == ("sh", DEMO_COMMAND + "\n")
+    assert blocks[1] == ("sh", TEST_COMMAND + "\n")
+
+
+def test_the_setup_commands_stand_at_the_top_after_a_few_lines_of_introduction() -> None:
+    text = README.read_text(encoding="utf-8")
+    before = text[: text.index("```")]
+
+    assert before.startswith("# alkstore\n")
+    assert "##" not in before  # no section comes before the two commands
+    assert len(before.splitlines()) <= 10
+
+
+def test_the_test_command_installs_the_package_non_editable() -> None:
+    assert "-e" not in TEST_COMMAND.split()
+    assert "--editable" not in TEST_COMMAND
+
+
+def test_ci_runs_the_readme_test_command_itself() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+    assert "README.md" in script
+    assert "--durations=15" in script
+
+
+def test_the_tour_runs_as_written(tmp_path: Path) -> None:
+    tour = python_blocks()[0]
+    assert 'alkstore.open("memory://"' in tour
+    script = tmp_path / "tour.py"
+    script.write_text(tour, encoding="utf-8")
+
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks())))
+def test_every_python_example_compiles(index: int) -> None:
+    compile(python_blocks()[index], f"README.md python block {index + 1}", "exec")
