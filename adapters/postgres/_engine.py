@@ -1,0 +1,637 @@
+"""The PostgreSQL engine: the ``Engine`` port on psycopg 3 and psycopg_pool.
+
+Every method takes one pooled connection in autocommit mode and, except the scheduler's
+multi-statement transactions, does its work in one statement (the claim is one call of the
+``claim`` function the migrations create). psycopg errors are translated here, once, into
+``alkstore.DatabaseError`` raised from the original.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import select
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool, PoolClosed
+
+from alkstore._boundary import catch_up, registration_boundary
+from alkstore._options import ScheduleOpts, as_duration, resolve_schedule
+from alkstore._spec import Every
+from alkstore.engine import (
+    JOB_EXPIRED_ERROR,
+    LEASE_EXPIRED_ERROR,
+    Engine,
+    Fire,
+    JobRecord,
+    JobState,
+    LockRecord,
+    NewJob,
+    ScheduleRecord,
+    TickResult,
+    Waiter,
+)
+from alkstore.errors import DatabaseError, InvalidOptions, LeaseLost, StoreClosed
+
+from . import _migrate
+from ._sql import Statements
+
+__all__ = ["PostgresEngine", "open_engine"]
+
+log = logging.getLogger("alkstore.postgres")
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+DEFAULT_SCHEMA = "alkstore"
+DEFAULT_MIN_SIZE = 1
+DEFAULT_MAX_SIZE = 10
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_POOL_TIMEOUT = 10.0
+#: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
+_MAX_IDENTIFIER_BYTES = 63
+#: How long a parked claim waits for a listening connection before it falls back to polling.
+_WAITER_CHECKOUT_S = 1.0
+_MICROSECOND = timedelta(microseconds=1)
+_OPTIONS = ("schema", "min_size", "max_size", "migrate", "connect_timeout", "pool_timeout")
+
+
+def open_engine(url: str, **options: Any) -> PostgresEngine:
+    """Entry point for ``postgresql://`` and ``postgres://`` URLs (see ``PostgresEngine``)."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise InvalidOptions(
+            f"unknown option(s) for the postgres engine: {', '.join(unknown)} (known: {', '.join(_OPTIONS)})"
+        )
+    return PostgresEngine(url, **options)
+
+
+class PostgresEngine(Engine):
+    """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
+
+    Options: ``schema`` (default ``"alkstore"``, any name up to 63 bytes, always quoted),
+    ``min_size``/``max_size`` of the connection pool (1/10), ``migrate`` (``False``: opening
+    an unmigrated or older schema raises ``SchemaOutOfDate``; ``True`` migrates first),
+    ``connect_timeout`` (seconds per connection attempt; default the URL's, else 10) and
+    ``pool_timeout`` (seconds to wait for a free pooled connection, 10). Parked claims hold a
+    connection of a second, lazily filled pool of at most ``max_size`` listening connections.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        min_size: int = DEFAULT_MIN_SIZE,
+        max_size: int = DEFAULT_MAX_SIZE,
+        migrate: bool = False,
+        connect_timeout: float | None = None,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+    ) -> None:
+        params = _check_url(url)
+        self._schema = _check_schema(schema)
+        min_size = _check_int(min_size, "min_size", 0)
+        max_size = _check_int(max_size, "max_size", max(1, min_size))
+        if not isinstance(migrate, bool):
+            raise InvalidOptions(f"migrate must be a bool, not {type(migrate).__name__}")
+        if connect_timeout is None:
+            connect_timeout = _url_connect_timeout(params)
+        connect_timeout = _check_seconds(connect_timeout, "connect_timeout")
+        self._pool_timeout = _check_seconds(pool_timeout, "pool_timeout")
+        self._url = url
+        self._sql = Statements.for_schema(self._schema)
+        self._closed = False
+        # libpq takes whole seconds (and treats anything below 2 as 2).
+        connect_kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(2, math.ceil(connect_timeout))}
+
+        # A direct connection first, so a wrong URL or an old schema fails now with the real cause.
+        try:
+            with psycopg.connect(url, **connect_kwargs) as conn:
+                if migrate:
+                    _migrate.apply(conn, self._sql, self._schema)
+                _migrate.check(conn, self._sql, self._schema, url)
+        except psycopg.Error as exc:
+            _raise_translated(exc)
+
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            kwargs=connect_kwargs,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            configure=self._configure,
+            check=_check_connection,
+            timeout=self._pool_timeout,
+            name=f"alkstore:{self._schema}",
+            num_workers=2,
+        )
+        self._waiter_pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            kwargs=connect_kwargs,
+            min_size=0,
+            max_size=max_size,
+            open=False,
+            configure=self._configure,
+            check=_check_connection,
+            reset=self._reset_listener,
+            timeout=self._pool_timeout,
+            max_idle=60.0,
+            name=f"alkstore:{self._schema}:listen",
+            num_workers=1,
+        )
+        self._pool.open(wait=False)
+        self._waiter_pool.open(wait=False)
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return (
+            f"<alkstore.adapters.postgres.PostgresEngine url={_migrate.redact(self._url)!r} "
+            f"schema={self._schema!r}{state}>"
+        )
+
+    @property
+    def schema(self) -> str:
+        """The schema holding every table and function of this store."""
+        return self._schema
+
+    @property
+    def pool(self) -> ConnectionPool[Connection]:
+        """The connection pool of every operation but parked claims."""
+        return self._pool
+
+    @property
+    def waiter_pool(self) -> ConnectionPool[Connection]:
+        """The pool of listening connections held by claims parked in ``claim(wait=…)``."""
+        return self._waiter_pool
+
+    # -- connections -------------------------------------------------------------------
+
+    def _configure(self, conn: Connection) -> None:
+        conn.execute(self._sql.use_utc)
+
+    def _reset_listener(self, conn: Connection) -> None:
+        conn.execute(self._sql.unlisten)
+        for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
+            pass
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A pooled autocommit connection; psycopg errors inside become ``DatabaseError``."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            _raise_translated(exc)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        with self._connection() as conn:
+            applied = _migrate.apply(conn, self._sql, self._schema)
+        if applied:
+            log.info("migrated schema %r to version %s", self._schema, applied[-1])
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._waiter_pool.close()
+        self._pool.close()
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def enqueue(self, job: NewJob, now: datetime) -> int:
+        with self._connection() as conn:
+            row = conn.execute(self._sql.enqueue, _job_params(job, now)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection inside a transaction: commits on normal exit, rolls back on error.
+
+        The caller's own psycopg errors pass through untouched; a failure to begin or commit
+        is a ``DatabaseError``.
+        """
+        in_body = False
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                in_body = True
+                yield conn
+                in_body = False
+        except psycopg.Error as exc:
+            if in_body:
+                raise
+            _raise_translated(exc)
+
+    def enqueue_tx(self, tx: Any, job: NewJob, now: datetime) -> int:
+        if not isinstance(tx, psycopg.Connection):
+            raise TypeError(f"expected the caller's psycopg.Connection, not {type(tx).__name__}")
+        try:
+            with tx.cursor(row_factory=tuple_row) as cur:
+                row = cur.execute(self._sql.enqueue, _job_params(job, now)).fetchone()
+        except psycopg.Error as exc:
+            _raise_translated(exc)
+        assert row is not None
+        return int(row[0])
+
+    def claim(self, queue: str, worker_id: str, now: datetime, lease_until: datetime) -> JobRecord | None:
+        params = {
+            "queue": queue,
+            "worker": worker_id,
+            "now": now,
+            "lease_until": lease_until,
+            "lease_expired_error": _error_bytes(LEASE_EXPIRED_ERROR),
+            "job_expired_error": _error_bytes(JOB_EXPIRED_ERROR),
+        }
+        with self._connection() as conn:
+            row = conn.execute(self._sql.claim, params).fetchone()
+        return None if row is None else _job_record(row)
+
+    @contextmanager
+    def waiter(self, queue: str) -> Iterator[Waiter]:
+        try:
+            conn = self._waiter_pool.getconn(timeout=min(self._pool_timeout, _WAITER_CHECKOUT_S))
+        except PoolClosed as exc:
+            raise StoreClosed("this store is closed") from exc
+        except psycopg.Error as exc:
+            log.debug("no listening connection for queue %r (%s); the wait polls", queue, exc)
+            yield _PollingWaiter()
+            return
+        try:
+            try:
+                conn.execute(self._sql.listen, {"queue": queue})
+            except psycopg.Error as exc:
+                _raise_translated(exc)
+            yield _ListeningWaiter(conn, queue)
+        finally:
+            self._waiter_pool.putconn(conn)
+
+    def ack(self, job_id: int, attempt: int) -> None:
+        with self._connection() as conn:
+            done = conn.execute(self._sql.ack, {"id": job_id, "attempt": attempt}).rowcount
+        if done != 1:
+            _lease_lost(job_id, attempt)
+
+    def retry(self, job_id: int, attempt: int, error: str, run_at: datetime) -> None:
+        params = {"id": job_id, "attempt": attempt, "error": _error_bytes(error), "run_at": run_at}
+        with self._connection() as conn:
+            row = conn.execute(self._sql.retry, params).fetchone()
+        if row is None:
+            _lease_lost(job_id, attempt)
+
+    def bury(self, job_id: int, attempt: int, error: str, now: datetime) -> None:
+        params = {"id": job_id, "attempt": attempt, "error": _error_bytes(error), "now": now}
+        with self._connection() as conn:
+            done = conn.execute(self._sql.bury, params).rowcount
+        if done != 1:
+            _lease_lost(job_id, attempt)
+
+    def heartbeat(self, job_id: int, attempt: int, lease_until: datetime) -> None:
+        params = {"id": job_id, "attempt": attempt, "lease_until": lease_until}
+        with self._connection() as conn:
+            done = conn.execute(self._sql.heartbeat, params).rowcount
+        if done != 1:
+            _lease_lost(job_id, attempt)
+
+    def get_job(self, job_id: int) -> JobRecord | None:
+        with self._connection() as conn:
+            row = conn.execute(self._sql.get_job, {"id": job_id}).fetchone()
+        return None if row is None else _job_record(row)
+
+    def requeue_dead(self, job_id: int, now: datetime) -> bool:
+        with self._connection() as conn:
+            row = conn.execute(self._sql.requeue_dead, {"id": job_id, "now": now}).fetchone()
+        return row is not None
+
+    # -- locks ---------------------------------------------------------------------------
+
+    def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> LockRecord | None:
+        params = {"name": name, "owner": owner, "now": now, "expires_at": expires_at}
+        with self._connection() as conn:
+            row = conn.execute(self._sql.try_lock, params).fetchone()
+        return None if row is None else _lock_record(row)
+
+    def renew_lock(self, lock: LockRecord, now: datetime, expires_at: datetime) -> LockRecord:
+        params = {"name": lock.name, "token": lock.token, "now": now, "expires_at": expires_at}
+        with self._connection() as conn:
+            row = conn.execute(self._sql.renew_lock, params).fetchone()
+        if row is None:
+            raise LeaseLost(f"lease {lock.name!r} is no longer held by {lock.owner!r}")
+        return _lock_record(row)
+
+    def release_lock(self, lock: LockRecord) -> bool:
+        with self._connection() as conn:
+            done = conn.execute(self._sql.release_lock, {"name": lock.name, "token": lock.token}).rowcount
+        return done == 1
+
+    # -- schedules -----------------------------------------------------------------------
+
+    def register_schedule(
+        self,
+        name: str,
+        every: Every,
+        queue: str,
+        payload: bytes,
+        opts: ScheduleOpts,
+        now: datetime,
+    ) -> ScheduleRecord:
+        expires = None if opts.expires is None else as_duration(opts.expires, "expires") // _MICROSECOND
+        params: dict[str, Any] = {
+            "name": name,
+            "spec": str(every),
+            "interval_s": every.seconds,
+            "queue": queue,
+            "payload": payload,
+            "priority": opts.priority,
+            "max_attempts": opts.max_attempts,
+            "expires_us": expires,
+        }
+        with self._connection() as conn, conn.transaction():
+            while True:
+                row = conn.execute(self._sql.lock_schedule, {"name": name}).fetchone()
+                existing = None if row is None else (int(row[0]), _utc(row[1]))
+                params["next_boundary"] = registration_boundary(existing, every.seconds, now)
+                statement = self._sql.insert_schedule if row is None else self._sql.update_schedule
+                stored = conn.execute(statement, params).fetchone()
+                if stored is not None:
+                    return _schedule_record(stored)
+                # A concurrent registration inserted the name first: lock its row and decide again.
+
+    def unschedule(self, name: str) -> bool:
+        with self._connection() as conn:
+            return conn.execute(self._sql.unschedule, {"name": name}).rowcount == 1
+
+    def schedules(self) -> list[ScheduleRecord]:
+        with self._connection() as conn:
+            rows = conn.execute(self._sql.schedules).fetchall()
+        return sorted((_schedule_record(row) for row in rows), key=lambda record: record.name)
+
+    def tick(self, now: datetime) -> TickResult:
+        with self._connection() as conn, conn.transaction():
+            due = sorted(
+                (_schedule_record(row) for row in conn.execute(self._sql.due_schedules, {"now": now})),
+                key=lambda record: record.name,
+            )
+            planned: list[tuple[datetime, str, NewJob]] = []
+            advanced: dict[str, datetime] = {}
+            skipped: list[tuple[str, int]] = []
+            for record in due:
+                step = catch_up(record.next_boundary, record.interval_s, now)
+                stamps = resolve_schedule(record.opts, record.queue, now)
+                planned.extend(
+                    (boundary, record.name, NewJob(record.queue, record.payload, stamps, record.name, boundary))
+                    for boundary in step.fired
+                )
+                advanced[record.name] = step.next_boundary
+                if step.skipped:
+                    skipped.append((record.name, step.skipped))
+            planned.sort(key=lambda item: (item[0], item[1]))
+            fires: list[Fire] = []
+            if planned:
+                rows = conn.execute(self._sql.next_job_ids, {"count": len(planned)}).fetchall()
+                ids = sorted(int(row[0]) for row in rows)
+                jobs = [job for _, _, job in planned]
+                conn.execute(self._sql.insert_fires, _fire_params(ids, jobs, now))
+                fires = [
+                    Fire(name, boundary, job.queue, job_id)
+                    for job_id, (boundary, name, job) in zip(ids, planned, strict=True)
+                ]
+            if advanced:
+                conn.execute(
+                    self._sql.advance_schedules,
+                    {"names": list(advanced), "boundaries": list(advanced.values())},
+                )
+            if planned:
+                conn.execute(self._sql.notify_queues, {"queues": sorted({job.queue for _, _, job in planned})})
+            row = conn.execute(self._sql.soonest_boundary).fetchone()
+        soonest = None if row is None or row[0] is None else _utc(row[0])
+        return TickResult(tuple(fires), tuple(skipped), soonest)
+
+    def soonest_boundary(self) -> datetime | None:
+        with self._connection() as conn:
+            row = conn.execute(self._sql.soonest_boundary).fetchone()
+        return None if row is None or row[0] is None else _utc(row[0])
+
+
+# -- waiting ---------------------------------------------------------------------------------
+
+
+class _ListeningWaiter(Waiter):
+    """Parks on a connection that LISTENs on the queue's channel."""
+
+    def __init__(self, conn: Connection, queue: str) -> None:
+        self._conn: Connection | None = conn
+        self._queue = queue
+
+    def __repr__(self) -> str:
+        return f"<alkstore.adapters.postgres waiter queue={self._queue!r}>"
+
+    def wait(self, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        if self._conn is not None:
+            try:
+                for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                    pass
+            except psycopg.Error as exc:
+                # The row is the truth: a dead listener only turns the rest of the wait into polling.
+                log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
+                self._conn = None
+            else:
+                return
+        time.sleep(timeout)
+
+
+class _PollingWaiter(Waiter):
+    """Used when no listening connection is free: each wait sleeps its whole timeout."""
+
+    def __repr__(self) -> str:
+        return "<alkstore.adapters.postgres polling waiter>"
+
+    def wait(self, timeout: float) -> None:
+        if timeout > 0:
+            time.sleep(timeout)
+
+
+# -- translation -----------------------------------------------------------------------------
+
+
+def _raise_translated(exc: psycopg.Error) -> NoReturn:
+    """Raise the alkstore error for a psycopg error, ``from`` it."""
+    if isinstance(exc, PoolClosed):
+        raise StoreClosed("this store is closed") from exc
+    code = f" [{exc.sqlstate}]" if exc.sqlstate else ""
+    raise DatabaseError(f"PostgreSQL error{code}: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
+
+
+def _lease_lost(job_id: int, attempt: int) -> NoReturn:
+    raise LeaseLost(f"job {job_id} is no longer leased under attempt {attempt}")
+
+
+def _check_connection(conn: Connection) -> None:
+    """The pools' check: a round trip only if the idle connection's socket has something to say.
+
+    An idle connection the server dropped (terminated backend, restart) has a readable socket
+    (the error message, or EOF), so the pool discards it and hands out another; a healthy one
+    costs a ``poll`` system call, not a round trip.
+    """
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    poll = getattr(select, "poll", None)
+    if poll is not None:
+        poller = poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+        if not poller.poll(0):
+            return
+    ConnectionPool.check_connection(conn)
+
+
+# -- records and parameters ------------------------------------------------------------------
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else _utc(value)
+
+
+def _error_bytes(error: str) -> bytes:
+    """Error text as stored: UTF-8 with lone surrogates passed through, so every str round-trips."""
+    return error.encode("utf-8", "surrogatepass")
+
+
+def _error_text(data: bytes | None) -> str | None:
+    return None if data is None else bytes(data).decode("utf-8", "surrogatepass")
+
+
+def _job_record(row: tuple[Any, ...]) -> JobRecord:
+    died_at = row[15] if len(row) > 15 else None
+    return JobRecord(
+        id=int(row[0]),
+        queue=row[1],
+        payload=bytes(row[2]),
+        state=JobState(row[3]),
+        priority=row[4],
+        run_at=_utc(row[5]),
+        expires_at=_utc_or_none(row[6]),
+        attempts=row[7],
+        max_attempts=row[8],
+        last_error=_error_text(row[9]),
+        schedule=row[10],
+        boundary=_utc_or_none(row[11]),
+        enqueued_at=_utc(row[12]),
+        worker_id=row[13],
+        lease_until=_utc_or_none(row[14]),
+        died_at=_utc_or_none(died_at),
+    )
+
+
+def _lock_record(row: tuple[Any, ...]) -> LockRecord:
+    return LockRecord(name=row[0], owner=row[1], token=int(row[2]), expires_at=_utc(row[3]))
+
+
+def _schedule_record(row: tuple[Any, ...]) -> ScheduleRecord:
+    name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, next_boundary = row
+    expires = None if expires_us is None else timedelta(microseconds=expires_us)
+    return ScheduleRecord(
+        name=name,
+        spec=spec,
+        interval_s=int(interval_s),
+        queue=queue,
+        payload=bytes(payload),
+        opts=ScheduleOpts(priority=priority, max_attempts=max_attempts, expires=expires),
+        next_boundary=_utc(next_boundary),
+    )
+
+
+def _job_params(job: NewJob, now: datetime) -> dict[str, Any]:
+    stamps = job.stamps
+    return {
+        "queue": job.queue,
+        "payload": job.payload,
+        "priority": stamps.priority,
+        "run_at": stamps.run_at,
+        "expires_at": stamps.expires_at,
+        "max_attempts": stamps.max_attempts,
+        "schedule": job.schedule,
+        "boundary": job.boundary,
+        "now": now,
+    }
+
+
+def _fire_params(ids: list[int], jobs: list[NewJob], now: datetime) -> dict[str, Any]:
+    return {
+        "ids": ids,
+        "queues": [job.queue for job in jobs],
+        "payloads": [job.payload for job in jobs],
+        "priorities": [job.stamps.priority for job in jobs],
+        "run_ats": [job.stamps.run_at for job in jobs],
+        "expires_ats": [job.stamps.expires_at for job in jobs],
+        "max_attempts": [job.stamps.max_attempts for job in jobs],
+        "schedules": [job.schedule for job in jobs],
+        "boundaries": [job.boundary for job in jobs],
+        "now": now,
+    }
+
+
+# -- option checks ---------------------------------------------------------------------------
+
+
+def _check_url(url: object) -> Mapping[str, Any]:
+    if not isinstance(url, str):
+        raise InvalidOptions(f"the URL must be a str, not {type(url).__name__}")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("postgresql", "postgres"):
+        raise InvalidOptions(f"the postgres engine takes postgresql:// URLs, not {_migrate.redact(url)!r}")
+    try:
+        return conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidOptions(f"invalid PostgreSQL URL {_migrate.redact(url)!r}: {exc}") from exc
+
+
+def _url_connect_timeout(params: Mapping[str, Any]) -> float:
+    value = params.get("connect_timeout")
+    if not value:
+        return DEFAULT_CONNECT_TIMEOUT
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise InvalidOptions(f"the URL's connect_timeout is not a number of seconds: {value!r}") from exc
+
+
+def _check_schema(schema: object) -> str:
+    if not isinstance(schema, str):
+        raise InvalidOptions(f"schema must be a str, not {type(schema).__name__}")
+    size = len(schema.encode("utf-8", "surrogatepass"))
+    if not 0 < size <= _MAX_IDENTIFIER_BYTES:
+        raise InvalidOptions(f"schema must be 1 to {_MAX_IDENTIFIER_BYTES} bytes of UTF-8, not {size}: {schema!r}")
+    if "\x00" in schema or any(0xD800 <= ord(char) <= 0xDFFF for char in schema):
+        raise InvalidOptions(f"schema {schema!r} contains a NUL or a lone surrogate")
+    if schema.startswith("pg_"):
+        raise InvalidOptions(f"schema {schema!r}: names starting with 'pg_' are reserved by PostgreSQL")
+    return schema
+
+
+def _check_int(value: object, what: str, low: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidOptions(f"{what} must be an int, not {type(value).__name__}")
+    if value < low:
+        raise InvalidOptions(f"{what} must be at least {low}, not {value}")
+    return value
+
+
+def _check_seconds(value: object, what: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise InvalidOptions(f"{what} must be seconds (int or float), not {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidOptions(f"{what} must be a positive number of seconds, not {value!r}")
+    return float(value)

@@ -1,0 +1,132 @@
+"""Versioned migrations: the SQL files in ``migrations/``, applied in order under an advisory lock.
+
+Each file ``NNNN_name.sql`` is one schema version. ``apply`` runs every missing version in one
+transaction that holds a per-schema advisory lock, so concurrent migrators serialise and the
+late ones find nothing left to do; ``check`` compares the stored version with this code's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from alkstore.errors import DatabaseError, SchemaOutOfDate
+
+from ._sql import Statements
+
+__all__ = ["Migration", "apply", "check", "current_version", "migrations", "stored_version"]
+
+_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema version: its number, its name and its SQL."""
+
+    version: int
+    name: str
+    text: str
+
+
+@cache
+def migrations() -> tuple[Migration, ...]:
+    """The packaged migrations in version order; their numbers run 1, 2, … without a gap."""
+    found = []
+    for entry in resources.files(__package__).joinpath("migrations").iterdir():
+        match = _FILE.fullmatch(entry.name)
+        if match is not None:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda migration: migration.version)
+    versions = [migration.version for migration in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"alkstore's migrations are not numbered 1..n: {versions}")
+    return tuple(found)
+
+
+def current_version() -> int:
+    """The schema version this code needs."""
+    return migrations()[-1].version
+
+
+def _lock_key(schema: str) -> int:
+    """The advisory lock key that serialises migrations of ``schema`` (a signed 64-bit int)."""
+    digest = hashlib.sha256(f"alkstore migrate {schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def stored_version(conn: psycopg.Connection[Any], statements: Statements, schema: str) -> int:
+    """The version recorded in ``schema`` (0 when it holds no alkstore version table)."""
+    row = conn.execute(statements.version_table_exists, {"schema": schema}).fetchone()
+    if row is None or not row[0]:
+        return 0
+    row = conn.execute(statements.schema_version).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def apply(conn: psycopg.Connection[Any], statements: Statements, schema: str) -> list[int]:
+    """Bring ``schema`` to the current version; return the versions applied (none if up to date)."""
+    applied = []
+    with conn.transaction():
+        conn.execute(statements.migration_lock, {"key": _lock_key(schema)})
+        conn.execute(statements.create_schema)
+        conn.execute(statements.create_version_table)
+        have = stored_version(conn, statements, schema)
+        _refuse_newer(have, schema)
+        conn.execute(statements.use_schema)
+        for migration in migrations():
+            if migration.version <= have:
+                continue
+            conn.execute(sql.SQL(migration.text))
+            conn.execute(statements.record_version, {"version": migration.version, "name": migration.name})
+            applied.append(migration.version)
+    return applied
+
+
+def check(conn: psycopg.Connection[Any], statements: Statements, schema: str, url: str) -> None:
+    """Raise ``SchemaOutOfDate`` (naming the command to run) unless ``schema`` is current."""
+    have = stored_version(conn, statements, schema)
+    want = current_version()
+    _refuse_newer(have, schema)
+    if have == want:
+        return
+    state = "has no alkstore tables" if have == 0 else f"is at version {have}"
+    command = f"alkstore migrate --url {shlex.quote(redact(url))} --schema {shlex.quote(schema)}"
+    raise SchemaOutOfDate(
+        f"schema {schema!r} {state}, and this alkstore needs version {want}. Run `{command}`, "
+        "or open with `alkstore.open(url, migrate=True)` (which calls `store.migrate()`)."
+    )
+
+
+def _refuse_newer(have: int, schema: str) -> None:
+    want = current_version()
+    if have > want:
+        raise DatabaseError(
+            f"schema {schema!r} is at version {have}, newer than this alkstore knows (version {want}); "
+            "upgrade alkstore before using this database"
+        )
+
+
+def redact(url: str) -> str:
+    """``url`` with any password replaced by ``***``, fit for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hostinfo = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{hostinfo}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(key, "***" if key == "password" else value) for key, value in pairs], safe="*/")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

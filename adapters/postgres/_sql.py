@@ -1,0 +1,196 @@
+"""Every SQL statement of the Postgres engine, by name, composed once per schema.
+
+A template names the schema as ``{s}``, filled with ``psycopg.sql.Identifier`` (so any schema
+name is quoted correctly); values are always bound parameters (``%(name)s``), never formatted
+into the text. Functions such as ``{s}.claim`` are created by the migrations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg import sql
+
+__all__ = ["Statements"]
+
+_JOB = (
+    "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, "
+    "schedule, boundary, enqueued_at, worker_id, lease_until"
+)
+_DEAD = (
+    "id, queue, payload, priority, run_at, expires_at, attempts, max_attempts, last_error, "
+    "schedule, boundary, enqueued_at"
+)
+_SCHEDULE = "name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, next_boundary"
+_LOCK = "name, owner, token, expires_at"
+
+_TEMPLATES: dict[str, str] = {
+    # -- schema and migrations ---------------------------------------------------------------
+    "version_table_exists": "SELECT to_regclass(quote_ident(%(schema)s) || '.schema_version') IS NOT NULL",
+    "schema_version": "SELECT coalesce(max(version), 0) FROM {s}.schema_version",
+    "migration_lock": "SELECT pg_advisory_xact_lock(%(key)s)",
+    "create_schema": "CREATE SCHEMA IF NOT EXISTS {s}",
+    "create_version_table": (
+        "CREATE TABLE IF NOT EXISTS {s}.schema_version ("
+        " version integer PRIMARY KEY,"
+        " name text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())"
+    ),
+    "use_schema": "SET LOCAL search_path TO {s}",
+    "record_version": "INSERT INTO {s}.schema_version (version, name) VALUES (%(version)s, %(name)s)",
+    "use_utc": "SET TIME ZONE 'UTC'",
+    # -- jobs ----------------------------------------------------------------------------------
+    "enqueue": (
+        "WITH new AS ("
+        " INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,"
+        "                      schedule, boundary, enqueued_at)"
+        " VALUES (%(queue)s, %(payload)s, 'pending', %(priority)s, %(run_at)s, %(expires_at)s,"
+        "         %(max_attempts)s, %(schedule)s, %(boundary)s, %(now)s)"
+        " RETURNING id, queue)"
+        " SELECT id, pg_notify({s}.channel(queue), '') FROM new"
+    ),
+    "claim": (
+        "SELECT " + _JOB + " FROM {s}.claim(%(queue)s, %(worker)s, %(now)s, %(lease_until)s,"
+        " %(lease_expired_error)s, %(job_expired_error)s)"
+    ),
+    "listen": "SELECT {s}.listen(%(queue)s)",
+    "unlisten": "UNLISTEN *",
+    "ack": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s",
+    "retry": (
+        "WITH job AS ("
+        " UPDATE {s}.jobs SET state = 'pending', run_at = %(run_at)s, last_error = %(error)s,"
+        "                     worker_id = NULL, lease_until = NULL"
+        " WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s"
+        " RETURNING queue)"
+        " SELECT pg_notify({s}.channel(queue), '') FROM job"
+    ),
+    "bury": (
+        "WITH job AS ("
+        " DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s"
+        " RETURNING " + _DEAD + ")"
+        " INSERT INTO {s}.dead_jobs (" + _DEAD + ", died_at)"
+        " SELECT id, queue, payload, priority, run_at, expires_at, attempts, max_attempts, %(error)s,"
+        "        schedule, boundary, enqueued_at, %(now)s"
+        " FROM job"
+    ),
+    "heartbeat": (
+        "UPDATE {s}.jobs SET lease_until = %(lease_until)s"
+        " WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s"
+    ),
+    "get_job": (
+        "SELECT " + _JOB + ", NULL::timestamptz AS died_at FROM {s}.jobs WHERE id = %(id)s"
+        " UNION ALL"
+        " SELECT id, queue, payload, 'dead', priority, run_at, expires_at, attempts, max_attempts, last_error,"
+        "        schedule, boundary, enqueued_at, NULL, NULL, died_at"
+        " FROM {s}.dead_jobs WHERE id = %(id)s"
+    ),
+    "requeue_dead": (
+        "WITH dead AS (DELETE FROM {s}.dead_jobs WHERE id = %(id)s RETURNING " + _DEAD + "),"
+        " job AS ("
+        " INSERT INTO {s}.jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
+        "                      last_error, schedule, boundary, enqueued_at)"
+        " SELECT id, queue, payload, 'pending', priority, %(now)s, NULL, 0, max_attempts,"
+        "        last_error, schedule, boundary, enqueued_at"
+        " FROM dead"
+        " RETURNING queue)"
+        " SELECT pg_notify({s}.channel(queue), '') FROM job"
+    ),
+    # -- locks ---------------------------------------------------------------------------------
+    "try_lock": "SELECT " + _LOCK + " FROM {s}.try_lock(%(name)s, %(owner)s, %(now)s, %(expires_at)s)",
+    "renew_lock": (
+        "UPDATE {s}.locks SET expires_at = %(expires_at)s"
+        " WHERE name = %(name)s AND token = %(token)s AND expires_at > %(now)s"
+        " RETURNING " + _LOCK
+    ),
+    "release_lock": "DELETE FROM {s}.locks WHERE name = %(name)s AND token = %(token)s",
+    # -- schedules -----------------------------------------------------------------------------
+    "lock_schedule": "SELECT interval_s, next_boundary FROM {s}.schedules WHERE name = %(name)s FOR UPDATE",
+    "insert_schedule": (
+        "INSERT INTO {s}.schedules (" + _SCHEDULE + ")"
+        " VALUES (%(name)s, %(spec)s, %(interval_s)s, %(queue)s, %(payload)s, %(priority)s, %(max_attempts)s,"
+        "         %(expires_us)s, %(next_boundary)s)"
+        " ON CONFLICT (name) DO NOTHING"
+        " RETURNING " + _SCHEDULE
+    ),
+    "update_schedule": (
+        "UPDATE {s}.schedules SET spec = %(spec)s, interval_s = %(interval_s)s, queue = %(queue)s,"
+        " payload = %(payload)s, priority = %(priority)s, max_attempts = %(max_attempts)s,"
+        " expires_us = %(expires_us)s, next_boundary = %(next_boundary)s"
+        " WHERE name = %(name)s"
+        " RETURNING " + _SCHEDULE
+    ),
+    "unschedule": "DELETE FROM {s}.schedules WHERE name = %(name)s",
+    "schedules": "SELECT " + _SCHEDULE + " FROM {s}.schedules ORDER BY name",
+    "due_schedules": (
+        "SELECT " + _SCHEDULE + " FROM {s}.schedules WHERE next_boundary <= %(now)s ORDER BY name FOR UPDATE"
+    ),
+    "next_job_ids": "SELECT id FROM {s}.next_job_ids(%(count)s) AS id",
+    "insert_fires": (
+        "INSERT INTO {s}.jobs (id, queue, payload, state, priority, run_at, expires_at, max_attempts,"
+        "                      schedule, boundary, enqueued_at)"
+        " SELECT id, queue, payload, 'pending', priority, run_at, expires_at, max_attempts, schedule, boundary,"
+        "        %(now)s"
+        " FROM unnest(%(ids)s::bigint[], %(queues)s::text[], %(payloads)s::bytea[], %(priorities)s::integer[],"
+        "             %(run_ats)s::timestamptz[], %(expires_ats)s::timestamptz[], %(max_attempts)s::integer[],"
+        "             %(schedules)s::text[], %(boundaries)s::timestamptz[])"
+        " AS fire(id, queue, payload, priority, run_at, expires_at, max_attempts, schedule, boundary)"
+    ),
+    "advance_schedules": (
+        "UPDATE {s}.schedules AS s SET next_boundary = a.next_boundary"
+        " FROM unnest(%(names)s::text[], %(boundaries)s::timestamptz[]) AS a(name, next_boundary)"
+        " WHERE s.name = a.name"
+    ),
+    "notify_queues": "SELECT pg_notify({s}.channel(queue), '') FROM unnest(%(queues)s::text[]) AS queue",
+    "soonest_boundary": "SELECT min(next_boundary) FROM {s}.schedules",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """The engine's statements for one schema, each ready to execute with bound parameters."""
+
+    version_table_exists: sql.SQL
+    schema_version: sql.SQL
+    migration_lock: sql.SQL
+    create_schema: sql.SQL
+    create_version_table: sql.SQL
+    use_schema: sql.SQL
+    record_version: sql.SQL
+    use_utc: sql.SQL
+    enqueue: sql.SQL
+    claim: sql.SQL
+    listen: sql.SQL
+    unlisten: sql.SQL
+    ack: sql.SQL
+    retry: sql.SQL
+    bury: sql.SQL
+    heartbeat: sql.SQL
+    get_job: sql.SQL
+    requeue_dead: sql.SQL
+    try_lock: sql.SQL
+    renew_lock: sql.SQL
+    release_lock: sql.SQL
+    lock_schedule: sql.SQL
+    insert_schedule: sql.SQL
+    update_schedule: sql.SQL
+    unschedule: sql.SQL
+    schedules: sql.SQL
+    due_schedules: sql.SQL
+    next_job_ids: sql.SQL
+    insert_fires: sql.SQL
+    advance_schedules: sql.SQL
+    notify_queues: sql.SQL
+    soonest_boundary: sql.SQL
+
+    @classmethod
+    def for_schema(cls, schema: str) -> Statements:
+        """Compose every template with ``schema`` quoted as an identifier."""
+        ident = sql.Identifier(schema)
+        return cls(**{name: _compose(template, ident) for name, template in _TEMPLATES.items()})
+
+
+def _compose(template: str, schema: sql.Identifier) -> sql.SQL:
+    # Rendered once to text: executing plain SQL is cheaper than re-quoting the identifier on
+    # every call, and the text is encoded per connection, so any client encoding works.
+    text = sql.SQL(template).format(s=schema).as_string()
+    return sql.SQL(text)
