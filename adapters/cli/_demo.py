@@ -42,10 +42,10 @@ SCHEDULES = (("heartbeat", "@every 2s"), ("report", "@every 3s"))
 DESTINATIONS = ("email", "webhook", "crm")
 _BEST_EFFORT = EnqueueOpts(max_attempts=2)
 
-_CLAIM_WAIT_SECONDS = 0.25
+_CLAIM_WAIT_SECONDS = 0.1
 _IDLE_POLL_SECONDS = 0.05
 _MAIN_POLL_SECONDS = 0.05
-_SUBJECT_WIDTH = 17
+_SUBJECT_WIDTH = 19
 
 _COLORS = {
     "fire": "36",  # cyan

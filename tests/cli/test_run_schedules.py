@@ -109,7 +109,7 @@ def test_a_leader_that_loses_its_lease_logs_a_warning_stands_by_and_leads_again(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda signum: signum.name)
 def test_run_schedules_stops_cleanly_on_a_signal_and_releases_its_lease(signum: signal.Signals) -> None:
     with LiveProcess([ALKSTORE, "run-schedules", "--url", "memory://"]) as runner:
         line = runner.wait_for(lambda stream, text: bool(ACQUIRED.search(text)), timeout=60)
