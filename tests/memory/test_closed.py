@@ -1,0 +1,144 @@
+"""After ``close()`` every facade entry point raises StoreClosed: the store's, and its handles'."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import alkstore
+from alkstore import Job, Lock, ManualClock, Outbox, Queue, StopToken, Store, StoreClosed
+
+# Every public method of each facade, with arguments that would succeed on an open store.
+STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
+    "migrate": lambda s, h: s.migrate(),
+    "queue": lambda s, h: s.queue("q"),
+    "outbox": lambda s, h: s.outbox("mail"),
+    "transaction": lambda s, h: s.transaction(),
+    "enqueue_tx": lambda s, h: s.enqueue_tx(h["tx"], "q", 1),
+    "outbox_enqueue_tx": lambda s, h: s.outbox_enqueue_tx(h["tx"], "mail", 1),
+    "get_job": lambda s, h: s.get_job(h["pending_id"]),
+    "requeue_dead": lambda s, h: s.requeue_dead(h["dead_id"]),
+    "try_lock": lambda s, h: s.try_lock("free", "owner", 10),
+    "schedule": lambda s, h: s.schedule("s2", "@every 1m", "q"),
+    "unschedule": lambda s, h: s.unschedule("s"),
+    "schedules": lambda s, h: s.schedules(),
+    "tick": lambda s, h: s.tick(),
+    "run_schedules": lambda s, h: s.run_schedules(StopToken()),
+}
+QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
+    "enqueue": lambda q: q.enqueue(1),
+    "claim": lambda q: q.claim("w"),
+}
+JOB_CALLS: dict[str, Callable[[Job], object]] = {
+    "ack": lambda j: j.ack(),
+    "retry": lambda j: j.retry("e"),
+    "fail": lambda j: j.fail("e"),
+    "heartbeat": lambda j: j.heartbeat(),
+}
+LOCK_CALLS: dict[str, Callable[[Lock], object]] = {
+    "renew": lambda lock: lock.renew(),
+    "release": lambda lock: lock.release(),
+}
+OUTBOX_CALLS: dict[str, Callable[[Outbox], object]] = {
+    "enqueue": lambda o: o.enqueue(1),
+    "run_once": lambda o: o.run_once("w", lambda payload, job: None),
+}
+NOT_ENTRY_POINTS = {"close"}
+
+
+def _public_methods(cls: type) -> set[str]:
+    return {
+        name
+        for name, member in inspect.getmembers(cls)
+        if not name.startswith("_") and callable(member) and not isinstance(member, type)
+    }
+
+
+@pytest.mark.parametrize(
+    ("cls", "listed"),
+    [(Store, STORE_CALLS), (Queue, QUEUE_CALLS), (Job, JOB_CALLS), (Lock, LOCK_CALLS), (Outbox, OUTBOX_CALLS)],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_every_public_method_of_every_facade_is_covered_here(cls: type, listed: dict[str, object]) -> None:
+    assert _public_methods(cls) - NOT_ENTRY_POINTS == set(listed)
+
+
+@pytest.fixture
+def closed(clock: ManualClock) -> Iterator[dict[str, Any]]:
+    """A store with a handle of every kind taken while it was open, then closed."""
+    store = alkstore.open("memory://", clock=clock)
+    handles: dict[str, Any] = {"store": store, "queue": store.queue("q"), "outbox": store.outbox("mail")}
+    handles["pending_id"] = store.queue("q").enqueue("pending")
+    store.queue("dead").enqueue("dead")
+    dead = store.queue("dead").claim("w")
+    assert dead is not None
+    dead.fail("buried")
+    handles["dead_id"] = dead.id
+    handles["job"] = store.queue("q").claim("w")
+    handles["lock"] = store.try_lock("held", "owner", 30)
+    store.schedule("s", "@every 1m", "q")
+    transaction = store.transaction()
+    handles["tx"] = transaction.__enter__()
+    store.close()
+    yield handles
+    transaction.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("method", sorted(STORE_CALLS))
+def test_every_store_method_raises_store_closed_after_close(closed: dict[str, Any], method: str) -> None:
+    with pytest.raises(StoreClosed):
+        STORE_CALLS[method](closed["store"], closed)
+
+
+@pytest.mark.parametrize("method", sorted(QUEUE_CALLS))
+def test_a_queue_handle_raises_store_closed_after_close(closed: dict[str, Any], method: str) -> None:
+    with pytest.raises(StoreClosed):
+        QUEUE_CALLS[method](closed["queue"])
+
+
+def test_a_waiting_claim_on_a_closed_store_raises_store_closed(closed: dict[str, Any]) -> None:
+    with pytest.raises(StoreClosed):
+        closed["queue"].claim("w", wait=30)
+
+
+@pytest.mark.parametrize("method", sorted(JOB_CALLS))
+def test_a_claimed_job_raises_store_closed_after_close(closed: dict[str, Any], method: str) -> None:
+    with pytest.raises(StoreClosed):
+        JOB_CALLS[method](closed["job"])
+
+
+@pytest.mark.parametrize("method", sorted(LOCK_CALLS))
+def test_a_held_lock_raises_store_closed_after_close(closed: dict[str, Any], method: str) -> None:
+    with pytest.raises(StoreClosed):
+        LOCK_CALLS[method](closed["lock"])
+
+
+def test_leaving_a_lock_block_on_a_closed_store_raises_store_closed(closed: dict[str, Any]) -> None:
+    with pytest.raises(StoreClosed), closed["lock"]:
+        pass
+
+
+@pytest.mark.parametrize("method", sorted(OUTBOX_CALLS))
+def test_an_outbox_handle_raises_store_closed_after_close(closed: dict[str, Any], method: str) -> None:
+    with pytest.raises(StoreClosed):
+        OUTBOX_CALLS[method](closed["outbox"])
+
+
+def test_close_is_idempotent_and_the_context_manager_closes(clock: ManualClock) -> None:
+    with alkstore.open("memory://", clock=clock) as store:
+        store.queue("q").enqueue(1)
+    store.close()
+    store.close()
+    with pytest.raises(StoreClosed):
+        store.queue("q")
+
+
+def test_input_errors_still_come_first_on_a_closed_store(closed: dict[str, Any]) -> None:
+    store = closed["store"]
+    with pytest.raises(alkstore.InvalidName):
+        store.queue("")
+    with pytest.raises(alkstore.InvalidSpec):
+        store.schedule("s", "@daily", "q")

@@ -1,0 +1,163 @@
+"""A waiting claim (``claim(wait=…)``) parks on the memory engine and is woken by what makes a job claimable.
+
+The clock is frozen, so a parked claim can only return through a wake-up (or its wall-clock
+``poll_interval``, set far beyond the test's patience so polling cannot mask a missing wake).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+import alkstore
+from alkstore import ManualClock, Store, StoreClosed
+from alkstore.engine import Waiter
+
+PATIENCE = 10.0  # wall seconds a thread gets before the test fails
+NO_POLLING = 3600.0  # a poll interval no test waits out
+
+
+class _SpyWaiter(Waiter):
+    def __init__(self, inner: Waiter, parked: threading.Event) -> None:
+        self._inner = inner
+        self._parked = parked
+
+    def wait(self, timeout: float) -> None:
+        self._parked.set()
+        self._inner.wait(timeout)
+
+
+class Claimer:
+    """A thread running ``queue.claim(worker, wait=…)``; ``parked`` is set once it waits for a wake-up."""
+
+    def __init__(self, store: Store, queue: str, wait: float = 3600.0, poll_interval: float = NO_POLLING) -> None:
+        self.parked = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        engine = store.engine
+        real_waiter: Callable[[str], Any] = engine.waiter
+
+        @contextmanager
+        def spying_waiter(name: str) -> Iterator[Waiter]:
+            with real_waiter(name) as inner:
+                yield _SpyWaiter(inner, self.parked)
+
+        engine.waiter = spying_waiter  # type: ignore[method-assign]
+        self._thread = threading.Thread(target=self._run, args=(store.queue(queue), wait, poll_interval), daemon=True)
+        self._thread.start()
+        assert self.parked.wait(PATIENCE), "the claim never parked"
+
+    def _run(self, queue: alkstore.Queue, wait: float, poll_interval: float) -> None:
+        try:
+            self.result = queue.claim("waiting-worker", wait=wait, poll_interval=poll_interval)
+        except BaseException as exc:
+            self.error = exc
+
+    def finished(self, timeout: float = PATIENCE) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+def test_a_waiting_claim_is_woken_by_an_enqueue_from_another_thread(store: Store) -> None:
+    claimer = Claimer(store, "q")
+    job_id = store.queue("q").enqueue({"wake": True})
+    assert claimer.finished()
+    assert claimer.error is None
+    assert claimer.result is not None
+    assert (claimer.result.id, claimer.result.payload) == (job_id, {"wake": True})
+
+
+def test_a_waiting_claim_is_woken_by_a_commit(store: Store) -> None:
+    claimer = Claimer(store, "q")
+    with store.transaction() as tx:
+        job_id = store.enqueue_tx(tx, "q", "committed")
+    assert claimer.finished()
+    assert claimer.result is not None
+    assert claimer.result.id == job_id
+
+
+def test_a_waiting_claim_is_woken_by_a_retry_that_makes_a_job_claimable_again(store: Store) -> None:
+    store.queue("q").enqueue("again")
+    first = store.queue("q").claim("first-worker")
+    assert first is not None
+    claimer = Claimer(store, "q")
+    first.retry("try again", delay=0)
+    assert claimer.finished()
+    assert claimer.result is not None
+    assert (claimer.result.id, claimer.result.attempts) == (first.id, 2)
+
+
+def test_a_waiting_claim_is_woken_by_requeueing_a_dead_job(store: Store) -> None:
+    store.queue("q").enqueue("revived")
+    job = store.queue("q").claim("w")
+    assert job is not None
+    job.fail("dead")
+    claimer = Claimer(store, "q")
+    assert store.requeue_dead(job.id)
+    assert claimer.finished()
+    assert claimer.result is not None
+    assert claimer.result.id == job.id
+
+
+def test_a_waiting_claim_is_woken_by_a_tick_that_fires_onto_its_queue(store: Store, clock: ManualClock) -> None:
+    store.schedule("every-minute", "@every 1m", "q", "tick")
+    claimer = Claimer(store, "q")
+    clock.advance(60)
+    (fire,) = store.tick()
+    assert claimer.finished()
+    assert claimer.result is not None
+    assert claimer.result.id == fire.job_id
+
+
+def test_a_commit_on_another_queue_does_not_satisfy_a_waiting_claim(store: Store) -> None:
+    claimer = Claimer(store, "q")
+    with store.transaction() as tx:
+        store.enqueue_tx(tx, "other", 1)
+    assert not claimer.finished(timeout=0.2)
+    job_id = store.queue("q").enqueue(2)
+    assert claimer.finished()
+    assert claimer.result is not None
+    assert claimer.result.id == job_id
+
+
+def test_a_rolled_back_transaction_does_not_wake_a_waiting_claim_with_a_job(store: Store) -> None:
+    claimer = Claimer(store, "q")
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        _enqueue_then_fail(store, tx)
+    assert not claimer.finished(timeout=0.2)
+    store.queue("q").enqueue("real")
+    assert claimer.finished()
+    assert claimer.result is not None
+    assert claimer.result.payload == "real"
+
+
+def _enqueue_then_fail(store: Store, tx: object) -> None:
+    store.enqueue_tx(tx, "q", "never")
+    raise RuntimeError("rolled back")
+
+
+def test_closing_the_store_releases_a_waiting_claim_with_store_closed(clock: ManualClock) -> None:
+    store = alkstore.open("memory://", clock=clock)
+    claimer = Claimer(store, "q")
+    store.close()
+    assert claimer.finished()
+    assert isinstance(claimer.error, StoreClosed)
+
+
+def test_a_waiting_claim_returns_none_once_its_wait_has_passed_on_the_clock(store: Store, clock: ManualClock) -> None:
+    claimer = Claimer(store, "q", wait=30, poll_interval=0.01)
+    clock.advance(29)
+    assert not claimer.finished(timeout=0.1)
+    clock.advance(1)
+    assert claimer.finished()
+    assert claimer.error is None
+    assert claimer.result is None
+
+
+def test_a_claim_without_wait_never_parks(store: Store) -> None:
+    assert store.queue("q").claim("w") is None
+    assert store.queue("q").claim("w", wait=0) is None
