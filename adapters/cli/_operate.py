@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import alkstore
 from alkstore import Fire, Store
@@ -25,13 +25,23 @@ _JOIN_POLL_SECONDS = 0.1
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, fit for logs and messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """``url`` without its password (in the user part or a ``password=`` parameter), fit for output."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    if password is None and "password=" not in parts.query:
         return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+    netloc = parts.netloc
+    if password is not None:
+        userinfo, _, hostinfo = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{hostinfo}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(key, "***" if key == "password" else value) for key, value in pairs], safe="*/")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _open(url: str, schema: str | None, **options: Any) -> Store:
@@ -41,14 +51,24 @@ def _open(url: str, schema: str | None, **options: Any) -> Store:
 
 
 def _where(url: str, schema: str | None) -> str:
-    return f"{redact(url)}" + ("" if schema is None else f" (schema {schema!r})")
+    return redact(url) if schema is None else f"schema {schema!r} at {redact(url)}"
 
 
 def migrate(url: str, schema: str | None) -> int:
-    """Apply the pending migrations and say so."""
-    with _open(url, schema) as store:
-        store.migrate()
-    print(f"alkstore: {_where(url, schema)} is migrated to the current schema")
+    """Apply the pending migrations, and say whether there were any.
+
+    Opening a store checks its schema, so a plain open that succeeds means the schema is
+    current; one that raises ``SchemaOutOfDate`` is answered by opening with ``migrate=True``.
+    """
+    try:
+        with _open(url, schema):
+            pass
+    except SchemaOutOfDate:
+        with _open(url, schema, migrate=True) as store:
+            store.migrate()
+        print(f"alkstore: migrated {_where(url, schema)} to the current schema version")
+    else:
+        print(f"alkstore: {_where(url, schema)} is already at the current schema version; nothing to do")
     return 0
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import alkstore
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -71,3 +73,27 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
 @pytest.mark.parametrize("index", range(len(python_blocks())))
 def test_every_python_example_compiles(index: int) -> None:
     compile(python_blocks()[index], f"README.md python block {index + 1}", "exec")
+
+
+@pytest.mark.postgres
+def test_the_postgres_example_runs_against_a_fresh_schema(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
+    example = python_blocks()[1]
+    readme_url, readme_schema = '"postgresql://postgres@127.0.0.1:5432/test"', 'schema="alkstore"'
+    assert readme_url in example
+    assert readme_schema in example
+    script = tmp_path / "postgres_example.py"
+    script.write_text(example.replace(readme_url, repr(pg_dsn)).replace(readme_schema, f"schema={pg_schema!r}"))
+
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+    with alkstore.open(pg_dsn, schema=pg_schema, max_size=2) as store:
+        delivered: list[object] = []
+        assert store.outbox("webhooks").run_once("check", lambda payload, job: delivered.append(payload))
+        assert delivered == [{"event": "order.paid", "order": 42}]
+        email = store.queue("emails").claim("check")
+        assert email is not None
+        assert email.payload == {"to": "ada@example.com"}
+        email.ack()

@@ -78,15 +78,18 @@ def test_tick_on_an_empty_store_prints_that_nothing_fired(capsys: pytest.Capture
     assert capsys.readouterr().out == "0 fires\n"
 
 
-def test_migrate_says_what_it_migrated(capsys: pytest.CaptureFixture[str]) -> None:
+def test_migrate_says_when_there_is_nothing_to_do(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["migrate", "--url", "memory://"]) == EXIT_OK
 
-    assert capsys.readouterr().out == "alkstore: memory:// is migrated to the current schema\n"
+    assert capsys.readouterr().out == "alkstore: memory:// is already at the current schema version; nothing to do\n"
 
 
 def test_passwords_never_appear_in_what_the_command_line_prints() -> None:
     assert redact("postgresql://app:s3cret@db:5432/prod") == "postgresql://app:***@db:5432/prod"
     assert redact("postgresql://app@db/prod") == "postgresql://app@db/prod"
+    assert redact("postgresql://app@db/prod?password=s3cret&sslmode=require") == (
+        "postgresql://app@db/prod?password=***&sslmode=require"
+    )
     assert redact("memory://") == "memory://"
 
 
