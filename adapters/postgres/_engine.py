@@ -161,6 +161,11 @@ class PostgresEngine(Engine):
         return self._schema
 
     @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    @property
     def pool(self) -> ConnectionPool[Connection]:
         """The connection pool of every operation but parked claims."""
         return self._pool

@@ -98,7 +98,7 @@ def check(conn: psycopg.Connection[Any], statements: Statements, schema: str, ur
     _refuse_newer(have, schema)
     if have == want:
         return
-    state = "has no alkstore tables" if have == 0 else f"is at version {have}"
+    state = "has not been migrated" if have == 0 else f"is at version {have}"
     command = f"alkstore migrate --url {shlex.quote(redact(url))} --schema {shlex.quote(schema)}"
     raise SchemaOutOfDate(
         f"schema {schema!r} {state}, and this alkstore needs version {want}. Run `{command}`, "

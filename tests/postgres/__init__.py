@@ -1,0 +1,1 @@
+"""Tests of the Postgres engine's own specifics (the shared behaviour lives in contract_tests/)."""

@@ -1,0 +1,224 @@
+"""Schema and migrations: versioned, idempotent, serialised across processes, never applied silently."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import alkstore
+from alkstore import DatabaseError, EnqueueOpts, InvalidOptions, SchemaOutOfDate
+from alkstore.adapters.postgres import PostgresEngine, _migrate
+from alkstore.adapters.postgres._sql import Statements
+
+from . import _procs
+from .conftest import PATIENCE, OpenStore, table
+
+pytestmark = pytest.mark.postgres
+
+
+def versions(db: psycopg.Connection[Any], schema: str) -> list[tuple[int, str]]:
+    query = sql.SQL("SELECT version, name FROM {} ORDER BY version").format(table(schema, "schema_version"))
+    return [(int(version), name) for version, name in db.execute(query)]
+
+
+def expected_versions() -> list[tuple[int, str]]:
+    return [(migration.version, migration.name) for migration in _migrate.migrations()]
+
+
+def schema_exists(db: psycopg.Connection[Any], schema: str) -> bool:
+    return db.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone() is not None
+
+
+def test_the_packaged_migrations_are_numbered_from_one_without_gaps() -> None:
+    numbers = [migration.version for migration in _migrate.migrations()]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert _migrate.current_version() == numbers[-1]
+
+
+def test_a_fresh_schema_migrates_on_open_when_asked(
+    open_store: OpenStore, db: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    store = open_store(pg_schema, migrate=True)
+    assert versions(db, pg_schema) == expected_versions()
+    queue = store.queue("fresh")
+    job_id = queue.enqueue({"n": 1})
+    job = queue.claim("w")
+    assert job is not None
+    assert job.id == job_id
+    job.ack()
+
+
+def test_migrating_again_is_a_no_op(open_store: OpenStore, db: psycopg.Connection[Any], pg_schema: str) -> None:
+    store = open_store(pg_schema, migrate=True)
+    stamped = db.execute(sql.SQL("SELECT version, applied_at FROM {}").format(table(pg_schema, "schema_version")))
+    before = stamped.fetchall()
+    store.migrate()
+    store.migrate()
+    after = db.execute(sql.SQL("SELECT version, applied_at FROM {}").format(table(pg_schema, "schema_version")))
+    assert after.fetchall() == before
+    with psycopg.connect(db.info.dsn, autocommit=True) as conn:
+        assert _migrate.apply(conn, Statements.for_schema(pg_schema), pg_schema) == []
+
+
+def test_an_unmigrated_schema_refuses_to_open_and_names_the_command_to_run(
+    pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    with pytest.raises(SchemaOutOfDate) as raised:
+        alkstore.open(pg_dsn, schema=pg_schema)
+    message = str(raised.value)
+    assert "alkstore migrate --url" in message
+    assert f"--schema {pg_schema}" in message
+    assert "store.migrate()" in message
+    assert "migrate=True" in message
+    assert not schema_exists(db, pg_schema), "opening without migrate=True must not create anything"
+
+
+def test_an_older_schema_is_out_of_date(
+    open_store: OpenStore, pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    open_store(pg_schema, migrate=True)
+    latest = _migrate.current_version()
+    db.execute(sql.SQL("DELETE FROM {} WHERE version = %s").format(table(pg_schema, "schema_version")), [latest])
+    with pytest.raises(SchemaOutOfDate, match="alkstore migrate"):
+        alkstore.open(pg_dsn, schema=pg_schema)
+
+
+def test_a_schema_newer_than_the_code_is_refused_with_a_clear_error(
+    open_store: OpenStore, pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    open_store(pg_schema, migrate=True)
+    future = _migrate.current_version() + 1
+    insert = sql.SQL("INSERT INTO {} (version, name) VALUES (%s, 'from_the_future')")
+    db.execute(insert.format(table(pg_schema, "schema_version")), [future])
+    for migrate in (False, True):
+        with pytest.raises(DatabaseError, match="newer than this alkstore") as raised:
+            alkstore.open(pg_dsn, schema=pg_schema, migrate=migrate)
+        assert not isinstance(raised.value, SchemaOutOfDate)
+    assert versions(db, pg_schema)[-1] == (future, "from_the_future")
+
+
+def test_concurrent_migrating_threads_apply_each_version_once(
+    pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    statements = Statements.for_schema(pg_schema)
+    barrier = threading.Barrier(4)
+    applied: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def migrate() -> None:
+        try:
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                barrier.wait(PATIENCE)
+                applied.append(_migrate.apply(conn, statements, pg_schema))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=migrate) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(PATIENCE)
+    assert errors == []
+    assert sorted(applied) == [[], [], [], [version for version, _ in expected_versions()]]
+    assert versions(db, pg_schema) == expected_versions()
+
+
+def test_concurrent_migrating_processes_end_with_one_set_of_versions(
+    pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(3)
+    processes = [context.Process(target=_procs.migrate, args=(pg_dsn, pg_schema, barrier)) for _ in range(3)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(PATIENCE * 2)
+    assert [process.exitcode for process in processes] == [0, 0, 0]
+    assert versions(db, pg_schema) == expected_versions()
+
+
+@pytest.fixture
+def odd_schema(db: psycopg.Connection[Any]) -> Iterator[str]:
+    """A schema name that only works quoted: upper case, a space, a double and a single quote."""
+    name = f'Odd "Sché\'ma" {uuid.uuid4().hex[:8]}'
+    yield name
+    db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def test_a_schema_name_that_needs_quoting_works_end_to_end(
+    open_store: OpenStore, db: psycopg.Connection[Any], odd_schema: str
+) -> None:
+    store = open_store(odd_schema, migrate=True)
+    assert engine_schema(store) == odd_schema
+    assert schema_exists(db, odd_schema)
+    queue = store.queue("q")
+    first = queue.enqueue("a", EnqueueOpts(priority=1))
+    queue.enqueue("b")
+    job = queue.claim("w")
+    assert job is not None
+    assert job.id == first
+    job.retry("again", delay=0)
+    assert store.get_job(first) is not None
+    lock = store.try_lock("l", "me", 10)
+    assert lock is not None
+    assert lock.release()
+    store.schedule("s", "@every 1m", "q")
+    assert [schedule.name for schedule in store.schedules()] == ["s"]
+    assert versions(db, odd_schema) == expected_versions()
+
+
+def engine_schema(store: alkstore.Store) -> str:
+    engine = store.engine
+    assert isinstance(engine, PostgresEngine)
+    return engine.schema
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"schema": ""}, "schema must be 1 to 63 bytes"),
+        ({"schema": "s" * 64}, "schema must be 1 to 63 bytes"),
+        ({"schema": "é" * 32}, "schema must be 1 to 63 bytes"),
+        ({"schema": "pg_mine"}, "reserved by PostgreSQL"),
+        ({"schema": "a\x00b"}, "NUL"),
+        ({"schema": 7}, "schema must be a str"),
+        ({"min_size": -1}, "min_size must be at least 0"),
+        ({"min_size": 3, "max_size": 2}, "max_size must be at least 3"),
+        ({"max_size": 0}, "max_size must be at least 1"),
+        ({"max_size": True}, "max_size must be an int"),
+        ({"migrate": "yes"}, "migrate must be a bool"),
+        ({"pool_timeout": 0}, "pool_timeout must be a positive number"),
+        ({"connect_timeout": float("nan")}, "connect_timeout must be a positive number"),
+        ({"pool_size": 3}, "unknown option"),
+    ],
+)
+def test_bad_options_are_refused_before_connecting(options: dict[str, Any], message: str) -> None:
+    unreachable = "postgresql://nobody@127.0.0.1:1/nothing"
+    with pytest.raises(InvalidOptions, match=message):
+        alkstore.open(unreachable, **options)
+
+
+def test_a_malformed_url_is_an_invalid_option() -> None:
+    with pytest.raises(InvalidOptions, match="invalid PostgreSQL URL"):
+        alkstore.open("postgresql://host/db?no_such_libpq_option=1")
+
+
+def test_an_unreachable_server_fails_at_open_with_the_driver_error_as_cause() -> None:
+    with pytest.raises(DatabaseError) as raised:
+        alkstore.open("postgresql://nobody@127.0.0.1:1/nothing", connect_timeout=2)
+    assert isinstance(raised.value.__cause__, psycopg.OperationalError)
+
+
+def test_passwords_never_appear_in_messages() -> None:
+    assert (
+        _migrate.redact("postgresql://u:s3cret@h:5/db?sslmode=require") == "postgresql://u:***@h:5/db?sslmode=require"
+    )
+    assert "s3cret" not in _migrate.redact("postgresql://u@h/db?password=s3cret&application_name=x")
+    assert _migrate.redact("postgresql://h/db") == "postgresql://h/db"
