@@ -135,13 +135,13 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(json_values)
 def test_every_json_value_round_trips(payload: Any) -> None:
     assert codec.decode(codec.encode(payload)) == payload
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(st.binary())
 def test_every_byte_string_round_trips(payload: bytes) -> None:
     assert codec.decode(codec.encode(payload)) == payload

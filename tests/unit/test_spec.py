@@ -161,7 +161,7 @@ def canonical_specs(draw: st.DrawFn) -> tuple[str, int, str]:
     return f"@every {count}{unit}", count, unit
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(canonical_specs())
 def test_every_canonical_spec_round_trips_with_its_interval_in_seconds(case: tuple[str, int, str]) -> None:
     spec, count, unit = case
@@ -209,19 +209,19 @@ def _accepted(text: str) -> bool:
     return True
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(mutated_specs())
 def test_a_mutated_spec_is_accepted_exactly_when_it_is_still_canonical(text: str) -> None:
     assert _accepted(text) == is_canonical(text)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.text(max_size=40))
 def test_random_text_is_accepted_exactly_when_it_is_canonical(text: str) -> None:
     assert _accepted(text) == is_canonical(text)
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.from_regex(r"@every [1-9][0-9]{6,9}[smhd]", fullmatch=True))
 def test_specs_near_the_upper_bound_are_accepted_exactly_up_to_ten_years(text: str) -> None:
     assert _accepted(text) == is_canonical(text)
