@@ -46,9 +46,14 @@ class JsonCodec(Codec):
         if data.startswith(self._RAW):
             return data[1:]
         try:
-            return json.loads(data.decode("utf-8"))
+            return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             raise InvalidPayload(f"stored payload is not valid JSON: {exc}") from exc
 
     def __repr__(self) -> str:
         return "<alkstore.JsonCodec>"
+
+
+def _reject_constant(name: str) -> Any:
+    """``NaN``/``Infinity`` are not JSON: refuse them on decode as ``encode`` does."""
+    raise ValueError(f"{name} is not valid JSON")

@@ -175,16 +175,18 @@ class Store:
 
     def get_job(self, job_id: int) -> JobInfo | None:
         """The job's state and stamps; ``None`` once acked ("done and gone") or if it never existed."""
+        engine = self._live()
         if not _valid_id(job_id):
             return None
-        record = self._live().get_job(job_id)
+        record = engine.get_job(job_id)
         return None if record is None else JobInfo(*_fields(record, self._decode_lenient(record.payload)))
 
     def requeue_dead(self, job_id: int) -> bool:
         """Bring a dead job back to its queue with 0 attempts; ``False`` if it is not dead."""
+        engine = self._live()
         if not _valid_id(job_id):
             return False
-        return self._live().requeue_dead(job_id, self._clock.now())
+        return engine.requeue_dead(job_id, self._clock.now())
 
     def _decode_lenient(self, data: bytes) -> Any:
         try:

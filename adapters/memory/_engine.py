@@ -34,7 +34,7 @@ __all__ = ["MemoryEngine", "MemoryTransaction", "open_engine"]
 
 def open_engine(url: str, **options: Any) -> MemoryEngine:
     """Entry point for ``memory://``: each call is a new, empty, private store."""
-    if url.rstrip("/") != "memory:":
+    if url.rstrip("/").lower() != "memory:":
         raise InvalidOptions(f"the memory engine takes the URL 'memory://' only, not {url!r}")
     if options:
         raise InvalidOptions(f"the memory engine takes no options, not {', '.join(sorted(options))}")
