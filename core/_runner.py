@@ -1,4 +1,4 @@
-"""The scheduler leader loop, written once over the ``Engine`` and ``Clock`` ports (ADR 005).
+"""The scheduler leader loop, written once over the ``Engine`` and ``Clock`` ports (ADR 006).
 
 Leadership is the engine's own lease ``__alkstore_scheduler`` under an owner token unique
 to this runner instance. The lease (10 s) is renewed at the top of every iteration, which
@@ -45,7 +45,8 @@ def run_schedules(
     """Lead the scheduler until ``stop`` is cancelled, then release the lease and return.
 
     Raises ``LeadershipLost`` at once if another runner holds the lease (no tick happens),
-    and before any further tick if the lease could not be renewed.
+    and before any further tick if the lease could not be renewed. ``on_fire`` runs on this
+    thread between renewals: keep it short (well under the 10 s lease).
     """
     owner = owner_token()
     now = clock.now()

@@ -40,8 +40,8 @@ __all__ = [
 
 #: ``last_error`` of a job buried because its lease lapsed on its last allowed attempt.
 LEASE_EXPIRED_ERROR = "lease expired on the last attempt"
-#: ``last_error`` of a job buried because its ``expires_at`` passed before it was claimed.
-JOB_EXPIRED_ERROR = "expired before it was claimed"
+#: ``last_error`` of a pending job buried because its ``expires_at`` passed (never claimed, or its lease lapsed).
+JOB_EXPIRED_ERROR = "expired before it could run"
 
 
 class JobState(enum.StrEnum):
