@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import math
 import select
-import time
+import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -107,6 +108,9 @@ class PostgresEngine(Engine):
         self._url = url
         self._sql = Statements.for_schema(self._schema)
         self._closed = False
+        self._closing = threading.Event()  # set by close(): parked waits return at once
+        self._parked_lock = threading.Lock()
+        self._parked: Counter[str] = Counter()  # queues with a parked claim in this engine
         # libpq takes whole seconds (and treats anything below 2 as 2).
         connect_kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(2, math.ceil(connect_timeout))}
 
@@ -203,9 +207,20 @@ class PostgresEngine(Engine):
             log.info("migrated schema %r to version %s", self._schema, applied[-1])
 
     def close(self) -> None:
+        """Close both pools; parked claims are woken first, so they return promptly."""
         if self._closed:
             return
         self._closed = True
+        self._closing.set()
+        with self._parked_lock:
+            parked = sorted(self._parked)
+        if parked:
+            # A claim parked in conn.notifies() on another thread wakes only through its socket.
+            try:
+                with self._pool.connection(timeout=_WAITER_CHECKOUT_S) as conn:
+                    conn.execute(self._sql.notify_queues, {"queues": parked})
+            except psycopg.Error as exc:
+                log.warning("could not wake the claims parked on %s at close: %s", parked, exc)
         self._waiter_pool.close()
         self._pool.close()
 
@@ -261,20 +276,33 @@ class PostgresEngine(Engine):
 
     @contextmanager
     def waiter(self, queue: str) -> Iterator[Waiter]:
+        with self._parked_lock:
+            self._parked[queue] += 1
+        try:
+            with self._listening(queue) as waiter:
+                yield waiter
+        finally:
+            with self._parked_lock:
+                self._parked[queue] -= 1
+                if not self._parked[queue]:
+                    del self._parked[queue]
+
+    @contextmanager
+    def _listening(self, queue: str) -> Iterator[Waiter]:
         try:
             conn = self._waiter_pool.getconn(timeout=min(self._pool_timeout, _WAITER_CHECKOUT_S))
         except PoolClosed as exc:
             raise StoreClosed("this store is closed") from exc
         except psycopg.Error as exc:
             log.debug("no listening connection for queue %r (%s); the wait polls", queue, exc)
-            yield _PollingWaiter()
+            yield _PollingWaiter(self._closing)
             return
         try:
             try:
                 conn.execute(self._sql.listen, {"queue": queue})
             except psycopg.Error as exc:
                 _raise_translated(exc)
-            yield _ListeningWaiter(conn, queue)
+            yield _ListeningWaiter(conn, queue, self._closing)
         finally:
             self._waiter_pool.putconn(conn)
 
@@ -431,15 +459,16 @@ class PostgresEngine(Engine):
 class _ListeningWaiter(Waiter):
     """Parks on a connection that LISTENs on the queue's channel."""
 
-    def __init__(self, conn: Connection, queue: str) -> None:
+    def __init__(self, conn: Connection, queue: str, closing: threading.Event) -> None:
         self._conn: Connection | None = conn
         self._queue = queue
+        self._closing = closing
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.postgres waiter queue={self._queue!r}>"
 
     def wait(self, timeout: float) -> None:
-        if timeout <= 0:
+        if timeout <= 0 or self._closing.is_set():
             return
         if self._conn is not None:
             try:
@@ -451,18 +480,21 @@ class _ListeningWaiter(Waiter):
                 self._conn = None
             else:
                 return
-        time.sleep(timeout)
+        self._closing.wait(timeout)
 
 
 class _PollingWaiter(Waiter):
-    """Used when no listening connection is free: each wait sleeps its whole timeout."""
+    """Used when no listening connection is free: each wait sleeps its whole timeout (or until close)."""
+
+    def __init__(self, closing: threading.Event) -> None:
+        self._closing = closing
 
     def __repr__(self) -> str:
         return "<alkstore.adapters.postgres polling waiter>"
 
     def wait(self, timeout: float) -> None:
         if timeout > 0:
-            time.sleep(timeout)
+            self._closing.wait(timeout)
 
 
 # -- translation -----------------------------------------------------------------------------

@@ -555,3 +555,11 @@ def test_a_closed_engine_raises_store_closed(open_store: OpenStore, clock: Manua
         pass
     with pytest.raises(StoreClosed), engine.transaction():
         pass
+
+
+def test_closing_the_store_releases_a_parked_claim_with_store_closed(open_store: OpenStore, clock: ManualClock) -> None:
+    store = open_store(clock=clock)
+    claimer = Claimer(store, unique("closing"))
+    store.close()
+    with pytest.raises(StoreClosed):
+        claimer.returned()
