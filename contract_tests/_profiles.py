@@ -1,0 +1,45 @@
+"""Hypothesis profiles of the contract suite: ``ci`` (the default) and ``deep`` (``HYPOTHESIS_PROFILE=deep``).
+
+``ci`` keeps the whole suite, on both engines, to a few minutes on a small machine; ``deep``
+is for long runs by hand. Each property scales the profile's example count by a weight
+reflecting its cost (``sized``), so one knob sizes the suite. Deadlines are off: a
+property that talks to a database is slow for reasons that are not bugs.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+__all__ = ["MACHINE_EXAMPLES", "PROFILE", "PROFILE_NAME", "sized"]
+
+_COMMON = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+    "print_blob": True,
+}
+
+settings.register_profile("ci", max_examples=40, stateful_step_count=30, **_COMMON)
+settings.register_profile(
+    "deep",
+    max_examples=1000,
+    stateful_step_count=80,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    **_COMMON,
+)
+
+#: ``HYPOTHESIS_PROFILE`` when it names a registered profile, else ``ci``.
+PROFILE_NAME = os.environ.get("HYPOTHESIS_PROFILE") or "ci"
+#: The selected profile. Every property of the suite derives its settings from it explicitly,
+#: so the suite never changes Hypothesis' global default under other test directories.
+PROFILE = settings.get_profile(PROFILE_NAME)
+
+
+def sized(weight: float, **overrides: object) -> settings:
+    """The selected profile with its example count scaled by ``weight`` (at least 1 example)."""
+    return settings(PROFILE, max_examples=max(1, round(PROFILE.max_examples * weight)), **overrides)  # type: ignore[arg-type]
+
+
+#: State-machine runs per test node: Hypothesis' statistics cover ``@given`` tests only.
+MACHINE_EXAMPLES: dict[str, int] = {}

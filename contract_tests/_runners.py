@@ -1,0 +1,120 @@
+"""Scheduler runners on threads, and a manual clock that can hold a runner asleep.
+
+Tests step a ``ManualClock`` and wait (with generous wall-clock timeouts) for runner threads
+to park again; nothing here waits on wall time for a boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+
+from alkstore import Fire, LeadershipLost, ManualClock, StopToken, Store
+
+__all__ = ["PROGRESS_TIMEOUT", "HoldingClock", "Runner", "Standby", "cancelled", "step"]
+
+#: How long (wall seconds) a test waits for a thread to make progress on a loaded machine.
+PROGRESS_TIMEOUT = 30.0
+
+
+def cancelled() -> StopToken:
+    """A stop token that is already cancelled: a runner given it leads (if it can) and returns at once."""
+    token = StopToken()
+    token.cancel()
+    return token
+
+
+def step(clock: ManualClock, sleepers: int, seconds: float = 1) -> datetime:
+    """Advance ``clock`` and wait until ``sleepers`` threads are parked on it again; return the new now."""
+    now = clock.advance(seconds)
+    clock.wait_for_sleepers(sleepers, timeout=PROGRESS_TIMEOUT)
+    return now
+
+
+class HoldingClock(ManualClock):
+    """A ``ManualClock`` that can keep chosen threads asleep past their deadline until released.
+
+    Lets a test move time while a runner is frozen mid-sleep, the way a paused process is.
+    """
+
+    def __init__(self, start: datetime) -> None:
+        super().__init__(start)
+        self._gate = threading.Condition()
+        self._held: set[threading.Thread] = set()
+
+    def hold(self, thread: threading.Thread) -> None:
+        """From now on, ``thread`` does not return from ``sleep`` until ``release``."""
+        with self._gate:
+            self._held.add(thread)
+
+    def release(self, thread: threading.Thread) -> None:
+        """Let ``thread`` wake from its sleep again."""
+        with self._gate:
+            self._held.discard(thread)
+            self._gate.notify_all()
+
+    def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
+        super().sleep(seconds, stop)
+        me = threading.current_thread()
+        with self._gate:
+            while me in self._held and not (stop is not None and stop.is_cancelled()):
+                self._gate.wait(0.01)
+
+
+class Runner:
+    """``store.run_schedules`` on its own thread, recording its fires and how it ended."""
+
+    def __init__(self, store: Store, name: str = "runner") -> None:
+        self.store = store
+        self.stop = StopToken()
+        self.fires: list[Fire] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
+
+    def start(self) -> Runner:
+        self.thread.start()
+        return self
+
+    def _main(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:
+            self.error = exc
+
+    def _run(self) -> None:
+        self.store.run_schedules(self.stop, on_fire=self.fires.append)
+
+    def ended(self, timeout: float = PROGRESS_TIMEOUT) -> bool:
+        """Wait for the thread to end on its own; whether it did."""
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def finish(self) -> BaseException | None:
+        """Cancel, wait for the thread to end, and return what it raised (``None`` for a clean return)."""
+        self.stop.cancel()
+        if not self.ended():
+            raise AssertionError(f"{self.thread.name} did not stop within {PROGRESS_TIMEOUT} s")
+        return self.error
+
+    @property
+    def boundaries(self) -> list[datetime]:
+        return [fire.boundary for fire in self.fires]
+
+
+class Standby(Runner):
+    """A runner that, refused leadership, sleeps one second of the clock and tries again."""
+
+    def __init__(self, store: Store, clock: ManualClock, name: str = "standby") -> None:
+        super().__init__(store, name)
+        self.clock = clock
+        self.refusals = 0
+
+    def _run(self) -> None:
+        while not self.stop.is_cancelled():
+            try:
+                self.store.run_schedules(self.stop, on_fire=self.fires.append)
+            except LeadershipLost:
+                self.refusals += 1
+                self.clock.sleep(1, self.stop)
+            else:
+                return

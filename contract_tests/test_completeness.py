@@ -1,0 +1,76 @@
+"""Completeness: every adapter implements the whole port, and the suite exercises the whole public surface."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import typing
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from alkstore import ManualClock
+from alkstore.engine import Engine
+
+from ._engines import ENGINE_GROUP, T0, EngineTarget, entry_point_problem, under_ci
+from ._facades import DESELECTED, EXERCISED, FACADES, public_members
+
+_SCHEMES = sorted({entry.name for entry in metadata.entry_points(group=ENGINE_GROUP)})
+
+
+def adapter_classes(scheme: str) -> set[type[Engine]]:
+    """The ``Engine`` classes behind an entry point: its factory's return type and its module's engines."""
+    factory = next(iter(metadata.entry_points(group=ENGINE_GROUP, name=scheme))).load()
+    found: set[type[Engine]] = set()
+    returned = typing.get_type_hints(factory).get("return")
+    if isinstance(returned, type) and issubclass(returned, Engine):
+        found.add(returned)
+    module = sys.modules[factory.__module__]
+    found.update(
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, Engine) and value is not Engine
+    )
+    return found
+
+
+def test_the_memory_and_postgres_engines_are_registered_under_their_url_schemes() -> None:
+    assert {"memory", "postgres", "postgresql"} <= set(_SCHEMES)
+
+
+@pytest.mark.parametrize("scheme", _SCHEMES)
+def test_every_adapter_implements_every_method_of_the_engine_port(scheme: str) -> None:
+    problem = entry_point_problem(scheme)
+    if problem is not None:
+        if under_ci():
+            pytest.fail(problem)
+        pytest.skip(problem)
+    classes = adapter_classes(scheme)
+    assert classes, f"the {scheme!r} entry point leads to no Engine subclass"
+    for cls in classes:
+        assert not inspect.isabstract(cls), f"{cls.__qualname__} leaves {sorted(cls.__abstractmethods__)} abstract"
+        for name in sorted(Engine.__abstractmethods__):
+            implementation = getattr(cls, name)
+            assert implementation is not getattr(Engine, name), f"{cls.__qualname__}.{name} is the port's own"
+            assert not getattr(implementation, "__isabstractmethod__", False), f"{cls.__qualname__}.{name}"
+            port = inspect.signature(getattr(Engine, name))
+            mine = inspect.signature(implementation)
+            assert len(mine.parameters) == len(port.parameters), f"{cls.__qualname__}.{name}{mine} vs {port}"
+
+
+def test_a_store_runs_on_the_engine_its_entry_point_names(engine: EngineTarget) -> None:
+    scheme = {"memory": "memory", "postgres": "postgresql"}[engine.name]
+    with engine.store(ManualClock(T0)) as store:
+        assert type(store.engine) in adapter_classes(scheme)
+
+
+def test_every_public_facade_member_is_exercised_by_the_suite(request: pytest.FixtureRequest) -> None:
+    here = Path(__file__).parent
+    modules = {path.name for path in here.glob("test_*.py")}
+    ran = {item.path.name for item in request.session.items if item.path.parent == here}
+    if DESELECTED or ran != modules:
+        pytest.skip("this check needs the whole contract suite in one run")
+    required = {f"{cls.__name__}.{member}" for cls in FACADES for member in public_members(cls)}
+    missing = sorted(required - EXERCISED)
+    assert not missing, f"public facade members no contract test exercised: {missing}"
