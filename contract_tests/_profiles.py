@@ -14,19 +14,19 @@ from hypothesis import HealthCheck, Phase, settings
 
 __all__ = ["MACHINE_EXAMPLES", "PROFILE", "PROFILE_NAME", "sized"]
 
-_COMMON = {
-    "deadline": None,
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
-    "print_blob": True,
-}
+_COMMON = settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
 
-settings.register_profile("ci", max_examples=40, stateful_step_count=30, **_COMMON)
+settings.register_profile("ci", _COMMON, max_examples=40, stateful_step_count=30)
 settings.register_profile(
     "deep",
+    _COMMON,
     max_examples=1000,
     stateful_step_count=80,
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
-    **_COMMON,
 )
 
 #: ``HYPOTHESIS_PROFILE`` when it names a registered profile, else ``ci``.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
+from typing import Self
 
 from alkstore import Fire, LeadershipLost, ManualClock, StopToken, Store
 
@@ -71,7 +72,7 @@ class Runner:
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name=name, daemon=True)
 
-    def start(self) -> Runner:
+    def start(self) -> Self:
         self.thread.start()
         return self
 

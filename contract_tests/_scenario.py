@@ -268,7 +268,7 @@ def play(store: Store, clock: Any, scenario: Scenario) -> list[Seen]:
             seen.append(
                 TickSeen(
                     now=clock.now(),
-                    fires=tuple((f.schedule, _utc(f.boundary), f.queue) for f in fires),
+                    fires=tuple((f.schedule, f.boundary.astimezone(UTC), f.queue) for f in fires),
                     jobs=tuple(_job_view(store, f.job_id) for f in fires),
                     listing=listing,
                     soonest=min((entry[6] for entry in listing), default=None),
@@ -360,8 +360,9 @@ def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
                 spec = _spec(draw)
             else:
                 spec = current.spec if mode == "same" else _respelled(current.spec)
-            step: Step = Register(name, spec, draw(st.sampled_from(QUEUES)), draw(_payloads), draw(_opts))
-            model.register(step)
+            registration = Register(name, spec, draw(st.sampled_from(QUEUES)), draw(_payloads), draw(_opts))
+            model.register(registration)
+            step: Step = registration
         elif kind == "unschedule":
             name = draw(st.sampled_from(registered or list(NAMES)))
             step = Unschedule(name)

@@ -80,7 +80,7 @@ class ModelJob:
 
 def curve(attempt: int) -> timedelta:
     """The plain queue's retry wait after failed attempt ``attempt``: 5 s, 10 s, 20 s, … (capped at 1 h)."""
-    return min(BACKOFF_BASE * 2 ** (attempt - 1), timedelta(hours=1))
+    return min(BACKOFF_BASE * (1 << (attempt - 1)), timedelta(hours=1))
 
 
 class QueueMachine(RuleBasedStateMachine):
@@ -277,6 +277,6 @@ def test_the_queue_behaves_like_its_reference_model(engine: EngineTarget, reques
         return QueueMachine(engine)
 
     try:
-        run_state_machine_as_test(machine, settings=sized(0.75))
+        run_state_machine_as_test(machine, settings=sized(0.75))  # type: ignore[arg-type]
     finally:
         MACHINE_EXAMPLES[request.node.nodeid] = runs

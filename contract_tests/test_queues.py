@@ -369,7 +369,7 @@ def test_requeue_dead_brings_a_dead_job_back_with_zero_attempts_and_its_last_err
     assert store.requeue_dead(10**9) is False
 
 
-PAYLOADS = [
+PAYLOADS: list[object] = [
     None,
     True,
     0,

@@ -5,6 +5,7 @@ Runners run on threads; the test steps the manual clock and waits for them to pa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -23,9 +24,9 @@ def holding_clock() -> HoldingClock:
 
 
 @pytest.fixture
-def held_store(engine: EngineTarget, holding_clock: HoldingClock) -> Store:
+def held_store(engine: EngineTarget, holding_clock: HoldingClock) -> Iterator[Store]:
     with engine.store(holding_clock) as opened:
-        yield opened  # type: ignore[misc]
+        yield opened
 
 
 def lead(store: Store, clock: ManualClock, name: str = "leader") -> Runner:

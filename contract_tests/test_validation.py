@@ -109,42 +109,51 @@ def test_a_reserved_name_is_refused_at_every_entry_point(store: Store, entry: st
 def test_names_are_judged_before_the_engine_is_touched(store: Store) -> None:
     store.close()
     for error, name in ((InvalidName, ""), (ReservedName, "__alkstore_x")):
-        wrong = not_refused(
-            error, CLOSED_NAME_ENTRY_POINTS, lambda entry, name=name: CLOSED_NAME_ENTRY_POINTS[entry](store, name)
-        )
-        assert wrong == [], f"{name!r} on a closed store"
+
+        def call(entry: str, name: str = name) -> object:
+            return CLOSED_NAME_ENTRY_POINTS[entry](store, name)
+
+        assert not_refused(error, CLOSED_NAME_ENTRY_POINTS, call) == [], f"{name!r} on a closed store"
+
+
+def _round_trip_every_entry_point(store: Store, name: str) -> None:
+    job_id = store.queue(name).enqueue(PAYLOAD)
+    claimed = store.queue(name).claim("w")
+    assert claimed is not None
+    assert (claimed.id, claimed.queue) == (job_id, name)
+    claimed.ack()
+
+    tx_id = _committed(store, lambda tx: store.enqueue_tx(tx, name, PAYLOAD))
+    assert isinstance(tx_id, int)
+    tx_job = store.get_job(tx_id)
+    assert tx_job is not None
+    assert tx_job.queue == name
+
+    delivered: list[object] = []
+    outbox = store.outbox(name)
+    assert outbox.name == name
+    outbox.enqueue("direct")
+    _committed(store, lambda tx: store.outbox_enqueue_tx(tx, name, "in-tx"))
+    while outbox.run_once("w", lambda payload, job: delivered.append(payload)):
+        pass
+    assert delivered == ["direct", "in-tx"]
+
+    stored = store.schedule(name, "@every 1m", name)
+    assert (stored.name, stored.queue) == (name, name)
+    assert [(s.name, s.queue) for s in store.schedules()] == [(name, name)]
+    assert store.unschedule(name) is True
+
+    lock = store.try_lock(name, name, 30)
+    assert lock is not None
+    assert (lock.name, lock.owner) == (name, name)
 
 
 def test_names_at_the_edges_of_the_rule_are_accepted_and_read_back_everywhere(store: Store) -> None:
     for name in EDGE_NAMES:
-        job_id = store.queue(name).enqueue(PAYLOAD)
-        claimed = store.queue(name).claim("w")
-        assert claimed is not None, name
-        assert (claimed.id, claimed.queue) == (job_id, name)
-        claimed.ack()
-
-        tx_id = _committed(store, lambda tx, name=name: store.enqueue_tx(tx, name, PAYLOAD))
-        tx_job = store.get_job(tx_id)  # type: ignore[arg-type]
-        assert tx_job is not None, name
-        assert tx_job.queue == name
-
-        delivered: list[object] = []
-        outbox = store.outbox(name)
-        assert outbox.name == name
-        outbox.enqueue("direct")
-        _committed(store, lambda tx, name=name: store.outbox_enqueue_tx(tx, name, "in-tx"))
-        while outbox.run_once("w", lambda payload, job, seen=delivered: seen.append(payload)):
-            pass
-        assert delivered == ["direct", "in-tx"], name
-
-        stored = store.schedule(name, "@every 1m", name)
-        assert (stored.name, stored.queue) == (name, name)
-        assert [(s.name, s.queue) for s in store.schedules()] == [(name, name)]
-        assert store.unschedule(name) is True
-
-        lock = store.try_lock(name, name, 30)
-        assert lock is not None, name
-        assert (lock.name, lock.owner) == (name, name)
+        try:
+            _round_trip_every_entry_point(store, name)
+        except AssertionError as exc:
+            raise AssertionError(f"name {name!r}: {exc}") from exc
 
 
 def test_a_malformed_worker_id_or_lock_owner_is_invalid(store: Store) -> None:
@@ -252,7 +261,7 @@ def test_an_unencodable_payload_is_refused_and_nothing_is_stored(store: Store, e
 def test_a_payload_is_judged_before_the_engine_is_touched(store: Store) -> None:
     queue, outbox = store.queue("jobs"), store.outbox("mail")
     store.close()
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "queue.enqueue": lambda: queue.enqueue(object()),
         "outbox.enqueue": lambda: outbox.enqueue(object()),
         "schedule": lambda: store.schedule("nightly", "@every 1m", "jobs", object()),
@@ -292,10 +301,11 @@ def test_bad_enqueue_options_are_refused_and_nothing_is_stored(store: Store) -> 
         "enqueue_tx": lambda make: _committed(store, lambda tx: store.enqueue_tx(tx, "jobs", PAYLOAD, make())),
     }
     for entry, enqueue in enqueues.items():
-        wrong = not_refused(
-            InvalidOptions, BAD_ENQUEUE_OPTS, lambda case, enqueue=enqueue: enqueue(BAD_ENQUEUE_OPTS[case])
-        )
-        assert wrong == [], entry
+
+        def call(case: str, enqueue: Callable[[Any], object] = enqueue) -> object:
+            return enqueue(BAD_ENQUEUE_OPTS[case])
+
+        assert not_refused(InvalidOptions, BAD_ENQUEUE_OPTS, call) == [], entry
     assert_nothing_stored(store)
 
 
