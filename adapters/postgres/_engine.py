@@ -189,6 +189,9 @@ class PostgresEngine(Engine):
         for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
             pass
 
+    def _job_params(self, job: NewJob, now: datetime) -> dict[str, Any]:
+        return _job_params(self._schema, job, now)
+
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
         """A pooled autocommit connection; psycopg errors inside become ``DatabaseError``."""
@@ -218,7 +221,7 @@ class PostgresEngine(Engine):
             # A claim parked in conn.notifies() on another thread wakes only through its socket.
             try:
                 with self._pool.connection(timeout=_WAITER_CHECKOUT_S) as conn:
-                    conn.execute(self._sql.notify_queues, {"queues": parked})
+                    conn.execute(self._sql.notify_queues, {"schema": self._schema, "queues": parked})
             except psycopg.Error as exc:
                 log.warning("could not wake the claims parked on %s at close: %s", parked, exc)
         self._waiter_pool.close()
@@ -228,7 +231,7 @@ class PostgresEngine(Engine):
 
     def enqueue(self, job: NewJob, now: datetime) -> int:
         with self._connection() as conn:
-            row = conn.execute(self._sql.enqueue, _job_params(job, now)).fetchone()
+            row = conn.execute(self._sql.enqueue, self._job_params(job, now)).fetchone()
         assert row is not None
         return int(row[0])
 
@@ -255,7 +258,7 @@ class PostgresEngine(Engine):
             raise TypeError(f"expected the caller's psycopg.Connection, not {type(tx).__name__}")
         try:
             with tx.cursor(row_factory=tuple_row) as cur:
-                row = cur.execute(self._sql.enqueue, _job_params(job, now)).fetchone()
+                row = cur.execute(self._sql.enqueue, self._job_params(job, now)).fetchone()
         except psycopg.Error as exc:
             _raise_translated(exc)
         assert row is not None
@@ -271,7 +274,7 @@ class PostgresEngine(Engine):
             "job_expired_error": _error_bytes(JOB_EXPIRED_ERROR),
         }
         with self._connection() as conn:
-            row = conn.execute(self._sql.claim, params).fetchone()
+            row = conn.execute(self._sql.claim, params, binary=True).fetchone()
         return None if row is None else _job_record(row)
 
     @contextmanager
@@ -299,7 +302,7 @@ class PostgresEngine(Engine):
             return
         try:
             try:
-                conn.execute(self._sql.listen, {"queue": queue})
+                conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
             except psycopg.Error as exc:
                 _raise_translated(exc)
             yield _ListeningWaiter(conn, queue, self._closing)
@@ -314,6 +317,7 @@ class PostgresEngine(Engine):
 
     def retry(self, job_id: int, attempt: int, error: str, run_at: datetime) -> None:
         params = {"id": job_id, "attempt": attempt, "error": _error_bytes(error), "run_at": run_at}
+        params["schema"] = self._schema
         with self._connection() as conn:
             row = conn.execute(self._sql.retry, params).fetchone()
         if row is None:
@@ -335,12 +339,13 @@ class PostgresEngine(Engine):
 
     def get_job(self, job_id: int) -> JobRecord | None:
         with self._connection() as conn:
-            row = conn.execute(self._sql.get_job, {"id": job_id}).fetchone()
+            row = conn.execute(self._sql.get_job, {"id": job_id}, binary=True).fetchone()
         return None if row is None else _job_record(row)
 
     def requeue_dead(self, job_id: int, now: datetime) -> bool:
         with self._connection() as conn:
-            row = conn.execute(self._sql.requeue_dead, {"id": job_id, "now": now}).fetchone()
+            params = {"id": job_id, "now": now, "schema": self._schema}
+            row = conn.execute(self._sql.requeue_dead, params).fetchone()
         return row is not None
 
     # -- locks ---------------------------------------------------------------------------
@@ -442,7 +447,8 @@ class PostgresEngine(Engine):
                     {"names": list(advanced), "boundaries": list(advanced.values())},
                 )
             if planned:
-                conn.execute(self._sql.notify_queues, {"queues": sorted({job.queue for _, _, job in planned})})
+                queues = sorted({job.queue for _, _, job in planned})
+                conn.execute(self._sql.notify_queues, {"schema": self._schema, "queues": queues})
             row = conn.execute(self._sql.soonest_boundary).fetchone()
         soonest = None if row is None or row[0] is None else _utc(row[0])
         return TickResult(tuple(fires), tuple(skipped), soonest)
@@ -590,9 +596,10 @@ def _schedule_record(row: tuple[Any, ...]) -> ScheduleRecord:
     )
 
 
-def _job_params(job: NewJob, now: datetime) -> dict[str, Any]:
+def _job_params(schema: str, job: NewJob, now: datetime) -> dict[str, Any]:
     stamps = job.stamps
     return {
+        "schema": schema,
         "queue": job.queue,
         "payload": job.payload,
         "priority": stamps.priority,

@@ -47,13 +47,13 @@ _TEMPLATES: dict[str, str] = {
         " VALUES (%(queue)s, %(payload)s, 'pending', %(priority)s, %(run_at)s, %(expires_at)s,"
         "         %(max_attempts)s, %(schedule)s, %(boundary)s, %(now)s)"
         " RETURNING id, queue)"
-        " SELECT id, pg_notify({s}.channel(queue), '') FROM new"
+        " SELECT id, pg_notify({s}.channel(%(schema)s, queue), '') FROM new"
     ),
     "claim": (
         "SELECT " + _JOB + " FROM {s}.claim(%(queue)s, %(worker)s, %(now)s, %(lease_until)s,"
         " %(lease_expired_error)s, %(job_expired_error)s)"
     ),
-    "listen": "SELECT {s}.listen(%(queue)s)",
+    "listen": "SELECT {s}.listen(%(schema)s, %(queue)s)",
     "unlisten": "UNLISTEN *",
     "ack": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s",
     "retry": (
@@ -62,7 +62,7 @@ _TEMPLATES: dict[str, str] = {
         "                     worker_id = NULL, lease_until = NULL"
         " WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s"
         " RETURNING queue)"
-        " SELECT pg_notify({s}.channel(queue), '') FROM job"
+        " SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM job"
     ),
     "bury": (
         "WITH job AS ("
@@ -93,7 +93,7 @@ _TEMPLATES: dict[str, str] = {
         "        last_error, schedule, boundary, enqueued_at"
         " FROM dead"
         " RETURNING queue)"
-        " SELECT pg_notify({s}.channel(queue), '') FROM job"
+        " SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM job"
     ),
     # -- locks ---------------------------------------------------------------------------------
     "try_lock": "SELECT " + _LOCK + " FROM {s}.try_lock(%(name)s, %(owner)s, %(now)s, %(expires_at)s)",
@@ -140,7 +140,7 @@ _TEMPLATES: dict[str, str] = {
         " FROM unnest(%(names)s::text[], %(boundaries)s::timestamptz[]) AS a(name, next_boundary)"
         " WHERE s.name = a.name"
     ),
-    "notify_queues": "SELECT pg_notify({s}.channel(queue), '') FROM unnest(%(queues)s::text[]) AS queue",
+    "notify_queues": "SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM unnest(%(queues)s::text[]) AS queue",
     "soonest_boundary": "SELECT min(next_boundary) FROM {s}.schedules",
 }
 

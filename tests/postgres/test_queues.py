@@ -242,8 +242,8 @@ def test_the_notify_of_enqueue_tx_is_delivered_at_commit_only(
     store: Store, pg_dsn: str, db: psycopg.Connection[Any], pg_module_schema: str
 ) -> None:
     name = unique("tx-notify")
-    channel_query = sql.SQL("SELECT {}.channel(%s)").format(sql.Identifier(pg_module_schema))
-    row = db.execute(channel_query, [name]).fetchone()
+    channel_query = sql.SQL("SELECT {}.channel(%s, %s)").format(sql.Identifier(pg_module_schema))
+    row = db.execute(channel_query, [pg_module_schema, name]).fetchone()
     assert row is not None
     channel = row[0]
     with psycopg.connect(pg_dsn, autocommit=True) as listener:
@@ -388,10 +388,10 @@ def test_channel_names_are_short_safe_and_distinct_for_any_queue_name(
     open_store(pg_schema)
     reserved = [store.outbox("o" * 128).queue, store.outbox("x").queue]
     names = ODD_QUEUE_NAMES + reserved
-    here = sql.SQL("SELECT {}.channel(%s)").format(sql.Identifier(pg_module_schema))
-    there = sql.SQL("SELECT {}.channel(%s)").format(sql.Identifier(pg_schema))
-    channels = [db.execute(here, [name]).fetchone()[0] for name in names]  # type: ignore[index]
-    elsewhere = [db.execute(there, [name]).fetchone()[0] for name in names]  # type: ignore[index]
+    here = sql.SQL("SELECT {}.channel(%s, %s)").format(sql.Identifier(pg_module_schema))
+    there = sql.SQL("SELECT {}.channel(%s, %s)").format(sql.Identifier(pg_schema))
+    channels = [db.execute(here, [pg_module_schema, name]).fetchone()[0] for name in names]  # type: ignore[index]
+    elsewhere = [db.execute(there, [pg_schema, name]).fetchone()[0] for name in names]  # type: ignore[index]
     assert all(re.fullmatch(r"alkstore_[0-9a-f]{40}", channel) for channel in channels + elsewhere)
     assert len(set(channels + elsewhere)) == 2 * len(names), "queues and schemas never share a channel"
 

@@ -81,22 +81,23 @@ CREATE TABLE schedules (
 CREATE INDEX schedules_next_boundary ON schedules (next_boundary);
 
 -- The LISTEN/NOTIFY channel of a queue: a fixed prefix and a hash of schema and queue, so any
--- valid queue name (any length, any character) maps to a short, safe, per-schema identifier.
-CREATE FUNCTION channel(p_queue text) RETURNS text
+-- valid queue name (any length, any character) maps to a short, safe identifier of its own
+-- schema. The schema is an argument (not current_schema()) and the function has no SET
+-- clause, so PostgreSQL inlines it into the statements that notify.
+CREATE FUNCTION channel(p_schema text, p_queue text) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path FROM CURRENT
 AS $$
-    SELECT 'alkstore_' || left(encode(sha256(convert_to(
-        length(current_schema())::text || ':' || current_schema() || ':' || p_queue, 'UTF8')), 'hex'), 40)
+    SELECT 'alkstore_' || pg_catalog.left(pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
+        pg_catalog.length(p_schema)::text || ':' || p_schema || ':' || p_queue, 'UTF8')), 'hex'), 40)
 $$;
 
 -- LISTEN on a queue's channel (quoted as an identifier); effective when the statement commits.
-CREATE FUNCTION listen(p_queue text) RETURNS void
+CREATE FUNCTION listen(p_schema text, p_queue text) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    EXECUTE format('LISTEN %I', channel(p_queue));
+    EXECUTE format('LISTEN %I', channel(p_schema, p_queue));
 END
 $$;
 
@@ -108,17 +109,15 @@ AS $$
     SELECT nextval('job_ids') FROM generate_series(1, p_count) ORDER BY 1
 $$;
 
--- Claim: sweep the queue, then lease its best pending job (see alkstore.engine.Engine.claim).
--- Sweeps skip rows another transaction holds (that transaction decides their fate), so
--- concurrent claimers never wait on, or deadlock with, each other.
-CREATE FUNCTION claim(
+-- The claim's sweeps, in the port's order. They skip rows another transaction holds (that
+-- transaction decides their fate), so concurrent claimers never wait on, or deadlock with,
+-- each other.
+CREATE FUNCTION sweep(
     p_queue text,
-    p_worker text,
     p_now timestamptz,
-    p_lease_until timestamptz,
     p_lease_expired_error bytea,
     p_job_expired_error bytea
-) RETURNS SETOF jobs
+) RETURNS void
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
@@ -159,8 +158,36 @@ BEGIN
     SELECT id, queue, payload, priority, run_at, expires_at, attempts, max_attempts,
            p_job_expired_error, schedule, boundary, enqueued_at, p_now
       FROM expired;
+END
+$$;
 
-    -- 4. The best runnable job: priority desc, run_at, id; a job another claimer holds is skipped.
+-- Claim: sweep the queue if it needs it, then lease its best pending job (see
+-- alkstore.engine.Engine.claim).
+CREATE FUNCTION claim(
+    p_queue text,
+    p_worker text,
+    p_now timestamptz,
+    p_lease_until timestamptz,
+    p_lease_expired_error bytea,
+    p_job_expired_error bytea
+) RETURNS SETOF jobs
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    -- A cheap look first: most claims have nothing to sweep. Each probe is a range scan of a
+    -- partial index that stops at the first hit (ORDER BY + LIMIT keep the plan an index scan
+    -- even when generic, and the range skips the entries of acked jobs not yet vacuumed).
+    IF (SELECT lease_until FROM jobs
+         WHERE queue = p_queue AND state = 'running' AND lease_until <= p_now
+         ORDER BY lease_until LIMIT 1) IS NOT NULL
+       OR (SELECT expires_at FROM jobs
+            WHERE queue = p_queue AND state = 'pending' AND expires_at <= p_now
+            ORDER BY expires_at LIMIT 1) IS NOT NULL THEN
+        PERFORM sweep(p_queue, p_now, p_lease_expired_error, p_job_expired_error);
+    END IF;
+
+    -- The best runnable job: priority desc, run_at, id; a job another claimer holds is skipped.
     RETURN QUERY
     UPDATE jobs
        SET state = 'running', attempts = attempts + 1, worker_id = p_worker, lease_until = p_lease_until
