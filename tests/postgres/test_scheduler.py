@@ -31,10 +31,13 @@ def fired_jobs(db: psycopg.Connection[Any], schema: str) -> list[tuple[str, Any]
     return [(name, boundary) for name, boundary in db.execute(query.format(table(schema, "jobs")))]
 
 
-def blocked_tickers(db: psycopg.Connection[Any]) -> int:
+def blocked_tickers(db: psycopg.Connection[Any], schema: str) -> int:
+    """Sessions of this schema's tickers waiting for a row lock on its schedules."""
     row = db.execute(
         "SELECT count(*) FROM pg_stat_activity"
-        " WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%%FOR UPDATE%%'"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        " AND query LIKE '%%FOR UPDATE%%' AND strpos(query, %s) > 0",
+        [sql.Identifier(schema).as_string(db) + ".schedules"],
     ).fetchone()
     assert row is not None
     return int(row[0])
@@ -83,7 +86,7 @@ def test_a_rogue_ticker_blocked_behind_the_first_fires_nothing_twice(
         tickers = [Ticker(first), Ticker(rogue)]
         for ticker in tickers:
             ticker.start()
-        wait_until(lambda: blocked_tickers(db) == 2, "both tickers to block on the schedule rows")
+        wait_until(lambda: blocked_tickers(db, pg_schema) == 2, "both tickers to block on the schedule rows")
         holder.commit()
     results = [ticker.result() for ticker in tickers]
 
