@@ -135,7 +135,8 @@ class Demo:
 
     def __init__(self, store: Store, out: TextIO, *, color: bool = False) -> None:
         self.store = store
-        self.stop = StopToken()
+        self.stop = StopToken()  # the worker and the courier
+        self.stop_leader = StopToken()  # the scheduler: stopped last, so its lease release is the last event
         self.start = store.clock.now()
         self.console = _Console(out, self.start, store.clock, color)
         self.fires: Counter[str] = Counter()
@@ -153,7 +154,7 @@ class Demo:
         self.console.event("fire", fire.schedule, f"boundary {self.console.at(fire.boundary)}, task job {fire.job_id}")
 
     def _lead(self) -> None:
-        self.store.run_schedules(self.stop, on_fire=self._on_fire)
+        self.store.run_schedules(self.stop_leader, on_fire=self._on_fire)
 
     def _work(self) -> None:
         tasks = self.store.queue(TASKS)
@@ -272,11 +273,14 @@ class Demo:
                     thread.start()
                 self._wait(seconds, interrupts)
                 self.stop.cancel()
-                for thread in threads:
+                for thread in threads[1:] + threads[:1]:  # the scheduler last
+                    if thread is threads[0]:
+                        self.stop_leader.cancel()
                     while thread.is_alive():
                         thread.join(_MAIN_POLL_SECONDS)
         finally:
             self.stop.cancel()
+            self.stop_leader.cancel()
             leader_log.removeHandler(events)
             leader_log.setLevel(saved_level)
         self._summary()
