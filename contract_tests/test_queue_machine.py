@@ -4,8 +4,9 @@ requeue / clock steps, against a small reference model written here, on every en
 The model restates the job lifecycle of DESIGN.md and the ``Engine`` docstrings: a claim
 first sweeps lapsed leases (back to pending, or dead on the last attempt) and expired
 pending jobs (dead), then takes the best due job by priority, run_at, id; ack, retry,
-fail and heartbeat are fenced by the attempt a worker claimed. After every step each
-job's ``get_job`` view must equal the model's.
+fail and heartbeat are fenced by the lease a worker claimed (a count of the job's claims
+that ``requeue_dead`` does not reset, unlike ``attempts``). After every step each job's
+``get_job`` view must equal the model's.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class ModelJob:
     worker_id: str | None = None
     lease_until: datetime | None = None
     died_at: datetime | None = None
+    leases: int = 0
 
     def died(self, error: str, now: datetime) -> ModelJob:
         return replace(self, state="dead", last_error=error, died_at=now, worker_id=None, lease_until=None)
@@ -95,6 +97,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.store = self._opened.__enter__()
         self.queue = self.store.queue(QUEUE)
         self.jobs: dict[int, ModelJob] = {}
+        self.held: dict[int, int] = {}  # id(handle) -> the lease it was claimed under
         self.errors = 0
 
     def teardown(self) -> None:
@@ -158,16 +161,22 @@ class QueueMachine(RuleBasedStateMachine):
         if claimed is None or best is None:
             return multiple()
         taken = replace(
-            best, state="running", attempts=best.attempts + 1, worker_id=worker, lease_until=now + VISIBILITY
+            best,
+            state="running",
+            attempts=best.attempts + 1,
+            leases=best.leases + 1,
+            worker_id=worker,
+            lease_until=now + VISIBILITY,
         )
         self.jobs[taken.id] = taken
+        self.held[id(claimed)] = taken.leases
         assert _view(claimed) == taken.view()
         return claimed
 
     def _fenced(self, handle: Job) -> ModelJob | None:
-        """The model's job if ``handle`` still holds its lease (running under its attempt), else ``None``."""
+        """The model's job if ``handle`` still holds its lease (running under its claim), else ``None``."""
         job = self.jobs[handle.id]
-        return job if job.state == "running" and job.attempts == handle.attempts else None
+        return job if job.state == "running" and job.leases == self.held[id(handle)] else None
 
     @rule(handle=handles)
     def ack(self, handle: Job) -> None:

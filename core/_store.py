@@ -292,13 +292,12 @@ class Queue:
         at most that).
         """
         validate_label(worker_id, "worker id")
-        if wait is not None:
-            as_duration(wait, "wait")
-        job = self._claim_once(worker_id)
-        if job is not None or not wait:
-            return job
+        span = timedelta(0) if wait is None else as_duration(wait, "wait")
         clock = self._store.clock
-        deadline = clock.now() + timedelta(seconds=wait)
+        deadline = clock.now() + span
+        job = self._claim_once(worker_id)
+        if job is not None or not span:
+            return job
         with self._store._live().waiter(self.name) as waiter:
             while True:
                 job = self._claim_once(worker_id)
@@ -322,9 +321,9 @@ class Queue:
                 payload = store.codec.decode(record.payload)
             except InvalidPayload as exc:
                 log.error("burying job %s of %r: %s", record.id, self.name, exc)
-                engine.bury(record.id, record.attempts, f"undecodable payload: {exc}", now)
+                engine.bury(record.id, record.lease, f"undecodable payload: {exc}", now)
                 continue
-            return Job(*_fields(record, payload), _store=store)
+            return Job(*_fields(record, payload), _store=store, _lease=record.lease)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,10 +335,11 @@ class Job(JobInfo):
     """
 
     _store: Store = field(repr=False, compare=False, kw_only=True)
+    _lease: int = field(repr=False, compare=False, kw_only=True)
 
     def ack(self) -> None:
         """Done: delete the job."""
-        self._store._live().ack(self.id, self.attempts)
+        self._store._live().ack(self.id, self._lease)
 
     def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
         """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).
@@ -351,19 +351,19 @@ class Job(JobInfo):
         engine = self._store._live()
         now = self._store.clock.now()
         if self.attempts >= self.max_attempts:
-            engine.bury(self.id, self.attempts, message, now)
+            engine.bury(self.id, self._lease, message, now)
         else:
-            engine.retry(self.id, self.attempts, message, now + wait)
+            engine.retry(self.id, self._lease, message, now + wait)
 
     def fail(self, error: str | BaseException) -> None:
         """Give up now: the job goes dead with ``error``, whatever attempts are left."""
         message = _error_text(error)
-        self._store._live().bury(self.id, self.attempts, message, self._store.clock.now())
+        self._store._live().bury(self.id, self._lease, message, self._store.clock.now())
 
     def heartbeat(self) -> datetime:
         """Extend the lease by the queue's visibility timeout from now; return the new lease end."""
         lease_until = self._store.clock.now() + queue_defaults(self.queue).visibility_timeout
-        self._store._live().heartbeat(self.id, self.attempts, lease_until)
+        self._store._live().heartbeat(self.id, self._lease, lease_until)
         object.__setattr__(self, "lease_until", lease_until)
         return lease_until
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ._options import JobStamps, ScheduleOpts
+from ._boundary import catch_up
+from ._options import JobStamps, ScheduleOpts, resolve_schedule
 from ._spec import Every
 
 __all__ = [
@@ -34,8 +35,10 @@ __all__ = [
     "LockRecord",
     "NewJob",
     "ScheduleRecord",
+    "TickPlan",
     "TickResult",
     "Waiter",
+    "plan_tick",
 ]
 
 #: ``last_error`` of a job buried because its lease lapsed on its last allowed attempt.
@@ -67,9 +70,11 @@ class NewJob:
 class JobRecord:
     """A stored job (live or dead), exactly as the engine holds it.
 
-    ``attempts`` counts claims so far and is the lease's fencing token while ``RUNNING``;
-    ``worker_id``/``lease_until`` are set only while running (they survive a lapse until
-    the next claim's sweep); ``died_at`` only once dead.
+    ``attempts`` counts claims against ``max_attempts`` (``requeue_dead`` resets it);
+    ``lease`` is the fencing token: it grows by one with every claim of this job and is never
+    reset, so a stale holder can never match a later lease. ``worker_id``/``lease_until`` are
+    set only while running (they survive a lapse until the next claim's sweep); ``died_at``
+    only once dead.
     """
 
     id: int
@@ -88,6 +93,7 @@ class JobRecord:
     worker_id: str | None
     lease_until: datetime | None
     died_at: datetime | None
+    lease: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +195,7 @@ class Engine(ABC):
         ``PENDING`` again (worker and lease cleared); then a ``PENDING`` job whose
         ``expires_at <= now`` becomes ``DEAD`` with ``JOB_EXPIRED_ERROR``. Then take the
         ``PENDING`` job with ``run_at <= now`` that sorts first by priority descending,
-        ``run_at``, id; set it ``RUNNING``, add one to ``attempts``, record the worker and
+        ``run_at``, id; set it ``RUNNING``, add one to ``attempts`` and to ``lease``, record the worker and
         lease, and return it. ``None`` when nothing is claimable. Concurrent claims never
         return the same job twice (Postgres: ``FOR UPDATE SKIP LOCKED``).
         """
@@ -199,26 +205,26 @@ class Engine(ABC):
         """Listen for enqueues on ``queue`` while the context is open (see ``Waiter``)."""
 
     @abstractmethod
-    def ack(self, job_id: int, attempt: int) -> None:
-        """Delete a job that is ``RUNNING`` with ``attempts == attempt``; else raise ``LeaseLost``."""
+    def ack(self, job_id: int, lease: int) -> None:
+        """Delete a job that is ``RUNNING`` under ``lease``; else raise ``LeaseLost`` and change nothing."""
 
     @abstractmethod
-    def retry(self, job_id: int, attempt: int, error: str, run_at: datetime) -> None:
+    def retry(self, job_id: int, lease: int, error: str, run_at: datetime) -> None:
         """Fenced like ``ack``: make the job ``PENDING`` at ``run_at`` with ``last_error=error``.
 
-        Worker and lease are cleared, ``attempts`` is kept. Raises ``LeaseLost`` if the job is
-        not ``RUNNING`` with ``attempts == attempt``.
+        Worker and lease end are cleared; ``attempts`` and ``lease`` are kept. Raises
+        ``LeaseLost`` if the job is not ``RUNNING`` under ``lease``.
         """
 
     @abstractmethod
-    def bury(self, job_id: int, attempt: int, error: str, now: datetime) -> None:
+    def bury(self, job_id: int, lease: int, error: str, now: datetime) -> None:
         """Fenced like ``ack``: make the job ``DEAD`` with ``last_error=error``, ``died_at=now``.
 
-        The dead job keeps its id, queue, payload, stamps, attempts and schedule fire.
+        The dead job keeps its id, queue, payload, stamps, attempts, lease and schedule fire.
         """
 
     @abstractmethod
-    def heartbeat(self, job_id: int, attempt: int, lease_until: datetime) -> None:
+    def heartbeat(self, job_id: int, lease: int, lease_until: datetime) -> None:
         """Fenced like ``ack``: move the job's ``lease_until``. Raises ``LeaseLost`` otherwise."""
 
     @abstractmethod
@@ -229,7 +235,7 @@ class Engine(ABC):
     def requeue_dead(self, job_id: int, now: datetime) -> bool:
         """Bring a ``DEAD`` job back as ``PENDING`` at ``run_at=now`` with 0 attempts.
 
-        Keeps its id, queue, payload, priority, ``max_attempts``, schedule fire and
+        Keeps its id, queue, payload, priority, ``max_attempts``, ``lease``, schedule fire and
         ``last_error``; clears ``expires_at`` (requeueing is a decision to run it) and
         ``died_at``. ``False`` if the job is not dead. Wakes waiters on its queue.
         """
@@ -284,19 +290,64 @@ class Engine(ABC):
     def tick(self, now: datetime) -> TickResult:
         """Fire every elapsed boundary at ``now`` in one atomic step.
 
-        For each schedule with ``next_boundary <= now`` (rows locked, in name order, so a
-        concurrent tick waits and then sees them advanced), ``catch_up(next_boundary,
-        interval_s, now)`` gives the boundaries to fire and the new boundary; each fire is
-        enqueued as an ordinary job on the schedule's queue with the schedule's payload,
-        stamped ``resolve_schedule(opts, queue, now)`` and carrying ``schedule``/``boundary``.
-        Jobs are inserted, and ``fires`` ordered, by ``(boundary, schedule)``. The inserts,
-        the advances and the read of ``soonest`` commit together or not at all. Waiters on
-        every fired queue are woken.
+        Lock the schedules with ``next_boundary <= now`` (in name order, so a concurrent tick
+        waits and then sees them advanced) and let ``plan_tick(due, now)`` decide: insert its
+        ``jobs`` in order (ids increasing), store its ``advanced`` boundaries, and return
+        ``plan.fires(ids)``, its ``skipped`` and the new soonest boundary. The inserts, the
+        advances and the read of ``soonest`` commit together or not at all. Waiters on every
+        fired queue are woken.
         """
 
     @abstractmethod
     def soonest_boundary(self) -> datetime | None:
         """The earliest ``next_boundary`` of all schedules, or ``None`` when there are none."""
+
+
+@dataclass(frozen=True, slots=True)
+class TickPlan:
+    """What one tick does: the fires in ``(boundary, schedule)`` order, the new boundaries, the skips."""
+
+    planned: tuple[tuple[str, datetime, NewJob], ...]
+    advanced: tuple[tuple[str, datetime], ...]
+    skipped: tuple[tuple[str, int], ...]
+
+    @property
+    def jobs(self) -> list[NewJob]:
+        """The fire jobs to insert, in order."""
+        return [job for _, _, job in self.planned]
+
+    def fires(self, ids: Sequence[int]) -> tuple[Fire, ...]:
+        """The ``Fire`` of each planned job, given the ids the engine stored them under (same order)."""
+        return tuple(
+            Fire(name, boundary, job.queue, job_id)
+            for job_id, (name, boundary, job) in zip(ids, self.planned, strict=True)
+        )
+
+
+def plan_tick(due: Iterable[ScheduleRecord], now: datetime) -> TickPlan:
+    """Plan a tick at ``now`` over the due schedules: the one owner of how fires become jobs.
+
+    Each schedule fires ``catch_up(next_boundary, interval_s, now)``'s boundaries as jobs on
+    its queue with its payload, stamped ``resolve_schedule(opts, queue, now)``; all fires are
+    ordered by ``(boundary, schedule)``. Schedules not yet due are left out of the plan.
+    """
+    planned: list[tuple[str, datetime, NewJob]] = []
+    advanced: list[tuple[str, datetime]] = []
+    skipped: list[tuple[str, int]] = []
+    for record in sorted(due, key=lambda record: record.name):
+        if record.next_boundary > now:
+            continue
+        step = catch_up(record.next_boundary, record.interval_s, now)
+        stamps = resolve_schedule(record.opts, record.queue, now)
+        planned.extend(
+            (record.name, boundary, NewJob(record.queue, record.payload, stamps, record.name, boundary))
+            for boundary in step.fired
+        )
+        advanced.append((record.name, step.next_boundary))
+        if step.skipped:
+            skipped.append((record.name, step.skipped))
+    planned.sort(key=lambda item: (item[1], item[0]))
+    return TickPlan(tuple(planned), tuple(advanced), tuple(skipped))
 
 
 #: An engine's entry point (group ``alkstore.engines``, named by URL scheme): ``factory(url, **options)``.

@@ -11,14 +11,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from alkstore._boundary import catch_up, registration_boundary, soonest
-from alkstore._options import ScheduleOpts, resolve_schedule
+from alkstore._boundary import registration_boundary, soonest
+from alkstore._options import ScheduleOpts
 from alkstore._spec import Every
 from alkstore.engine import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
     Engine,
-    Fire,
     JobRecord,
     JobState,
     LockRecord,
@@ -26,6 +25,7 @@ from alkstore.engine import (
     ScheduleRecord,
     TickResult,
     Waiter,
+    plan_tick,
 )
 from alkstore.errors import InvalidOptions, LeaseLost
 
@@ -59,6 +59,7 @@ class _Job:
     worker_id: str | None = None
     lease_until: datetime | None = None
     died_at: datetime | None = None
+    lease: int = 0
     version: int = 0
 
     def record(self) -> JobRecord:
@@ -79,6 +80,7 @@ class _Job:
             worker_id=self.worker_id,
             lease_until=self.lease_until,
             died_at=self.died_at,
+            lease=self.lease,
         )
 
 
@@ -202,10 +204,10 @@ class MemoryEngine(Engine):
         job = self._jobs.get(job_id)
         return job if job is not None and job.version == version else None
 
-    def _fenced(self, job_id: int, attempt: int) -> _Job:
+    def _fenced(self, job_id: int, lease: int) -> _Job:
         job = self._jobs.get(job_id)
-        if job is None or job.state is not JobState.RUNNING or job.attempts != attempt:
-            raise LeaseLost(f"job {job_id} is no longer leased under attempt {attempt}")
+        if job is None or job.state is not JobState.RUNNING or job.lease != lease:
+            raise LeaseLost(f"job {job_id} is no longer held under lease {lease}")
         return job
 
     def _to_dead(self, job: _Job, error: str, now: datetime) -> None:
@@ -275,6 +277,7 @@ class MemoryEngine(Engine):
                 job.version += 1
                 job.state = JobState.RUNNING
                 job.attempts += 1
+                job.lease += 1
                 job.worker_id = worker_id
                 job.lease_until = lease_until
                 heapq.heappush(index.leases, (lease_until, job.id, job.version))
@@ -305,27 +308,27 @@ class MemoryEngine(Engine):
             waiter = _MemoryWaiter(self, queue)
         yield waiter
 
-    def ack(self, job_id: int, attempt: int) -> None:
+    def ack(self, job_id: int, lease: int) -> None:
         with self._cond:
-            job = self._fenced(job_id, attempt)
+            job = self._fenced(job_id, lease)
             job.version += 1
             del self._jobs[job_id]
 
-    def retry(self, job_id: int, attempt: int, error: str, run_at: datetime) -> None:
+    def retry(self, job_id: int, lease: int, error: str, run_at: datetime) -> None:
         with self._cond:
-            job = self._fenced(job_id, attempt)
+            job = self._fenced(job_id, lease)
             job.run_at = run_at
             job.last_error = error
             self._make_pending(job)
             self._signal(job.queue)
 
-    def bury(self, job_id: int, attempt: int, error: str, now: datetime) -> None:
+    def bury(self, job_id: int, lease: int, error: str, now: datetime) -> None:
         with self._cond:
-            self._to_dead(self._fenced(job_id, attempt), error, now)
+            self._to_dead(self._fenced(job_id, lease), error, now)
 
-    def heartbeat(self, job_id: int, attempt: int, lease_until: datetime) -> None:
+    def heartbeat(self, job_id: int, lease: int, lease_until: datetime) -> None:
         with self._cond:
-            job = self._fenced(job_id, attempt)
+            job = self._fenced(job_id, lease)
             job.version += 1
             job.lease_until = lease_until
             heapq.heappush(self._index(job.queue).leases, (lease_until, job.id, job.version))
@@ -416,33 +419,15 @@ class MemoryEngine(Engine):
 
     def tick(self, now: datetime) -> TickResult:
         with self._cond:
-            planned: list[tuple[datetime, str, NewJob]] = []
-            advanced: list[ScheduleRecord] = []
-            skipped: list[tuple[str, int]] = []
-            for name in sorted(self._schedules):
-                record = self._schedules[name]
-                if record.next_boundary > now:
-                    continue
-                step = catch_up(record.next_boundary, record.interval_s, now)
-                stamps = resolve_schedule(record.opts, record.queue, now)
-                planned.extend(
-                    (boundary, name, NewJob(record.queue, record.payload, stamps, name, boundary))
-                    for boundary in step.fired
-                )
-                advanced.append(replace(record, next_boundary=step.next_boundary))
-                if step.skipped:
-                    skipped.append((name, step.skipped))
-            planned.sort(key=lambda item: (item[0], item[1]))
-            fires = []
-            for boundary, name, job in planned:
-                job_id = next(self._ids)
+            plan = plan_tick(self._schedules.values(), now)
+            ids = [next(self._ids) for _ in plan.planned]
+            for job_id, job in zip(ids, plan.jobs, strict=True):
                 self._insert(job_id, job, now)
-                fires.append(Fire(name, boundary, job.queue, job_id))
-            for record in advanced:
-                self._schedules[record.name] = record
-            for queue in {job.queue for _, _, job in planned}:
+            for name, boundary in plan.advanced:
+                self._schedules[name] = replace(self._schedules[name], next_boundary=boundary)
+            for queue in {job.queue for job in plan.jobs}:
                 self._signal(queue)
-            return TickResult(tuple(fires), tuple(skipped), self._soonest())
+            return TickResult(plan.fires(ids), plan.skipped, self._soonest())
 
     def _soonest(self) -> datetime | None:
         return soonest(record.next_boundary for record in self._schedules.values())

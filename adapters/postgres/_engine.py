@@ -23,14 +23,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed
 
-from alkstore._boundary import catch_up, registration_boundary
-from alkstore._options import ScheduleOpts, as_duration, resolve_schedule
+from alkstore._boundary import registration_boundary
+from alkstore._options import ScheduleOpts, as_duration
 from alkstore._spec import Every
 from alkstore.engine import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
     Engine,
-    Fire,
     JobRecord,
     JobState,
     LockRecord,
@@ -38,6 +37,7 @@ from alkstore.engine import (
     ScheduleRecord,
     TickResult,
     Waiter,
+    plan_tick,
 )
 from alkstore.errors import DatabaseError, InvalidOptions, LeaseLost, StoreClosed
 
@@ -309,33 +309,33 @@ class PostgresEngine(Engine):
         finally:
             self._waiter_pool.putconn(conn)
 
-    def ack(self, job_id: int, attempt: int) -> None:
+    def ack(self, job_id: int, lease: int) -> None:
         with self._connection() as conn:
-            done = conn.execute(self._sql.ack, {"id": job_id, "attempt": attempt}).rowcount
+            done = conn.execute(self._sql.ack, {"id": job_id, "lease": lease}).rowcount
         if done != 1:
-            _lease_lost(job_id, attempt)
+            _lease_lost(job_id, lease)
 
-    def retry(self, job_id: int, attempt: int, error: str, run_at: datetime) -> None:
-        params = {"id": job_id, "attempt": attempt, "error": _error_bytes(error), "run_at": run_at}
+    def retry(self, job_id: int, lease: int, error: str, run_at: datetime) -> None:
+        params = {"id": job_id, "lease": lease, "error": _error_bytes(error), "run_at": run_at}
         params["schema"] = self._schema
         with self._connection() as conn:
             row = conn.execute(self._sql.retry, params).fetchone()
         if row is None:
-            _lease_lost(job_id, attempt)
+            _lease_lost(job_id, lease)
 
-    def bury(self, job_id: int, attempt: int, error: str, now: datetime) -> None:
-        params = {"id": job_id, "attempt": attempt, "error": _error_bytes(error), "now": now}
+    def bury(self, job_id: int, lease: int, error: str, now: datetime) -> None:
+        params = {"id": job_id, "lease": lease, "error": _error_bytes(error), "now": now}
         with self._connection() as conn:
             done = conn.execute(self._sql.bury, params).rowcount
         if done != 1:
-            _lease_lost(job_id, attempt)
+            _lease_lost(job_id, lease)
 
-    def heartbeat(self, job_id: int, attempt: int, lease_until: datetime) -> None:
-        params = {"id": job_id, "attempt": attempt, "lease_until": lease_until}
+    def heartbeat(self, job_id: int, lease: int, lease_until: datetime) -> None:
+        params = {"id": job_id, "lease": lease, "lease_until": lease_until}
         with self._connection() as conn:
             done = conn.execute(self._sql.heartbeat, params).rowcount
         if done != 1:
-            _lease_lost(job_id, attempt)
+            _lease_lost(job_id, lease)
 
     def get_job(self, job_id: int) -> JobRecord | None:
         with self._connection() as conn:
@@ -413,45 +413,22 @@ class PostgresEngine(Engine):
 
     def tick(self, now: datetime) -> TickResult:
         with self._connection() as conn, conn.transaction():
-            due = sorted(
-                (_schedule_record(row) for row in conn.execute(self._sql.due_schedules, {"now": now})),
-                key=lambda record: record.name,
-            )
-            planned: list[tuple[datetime, str, NewJob]] = []
-            advanced: dict[str, datetime] = {}
-            skipped: list[tuple[str, int]] = []
-            for record in due:
-                step = catch_up(record.next_boundary, record.interval_s, now)
-                stamps = resolve_schedule(record.opts, record.queue, now)
-                planned.extend(
-                    (boundary, record.name, NewJob(record.queue, record.payload, stamps, record.name, boundary))
-                    for boundary in step.fired
-                )
-                advanced[record.name] = step.next_boundary
-                if step.skipped:
-                    skipped.append((record.name, step.skipped))
-            planned.sort(key=lambda item: (item[0], item[1]))
-            fires: list[Fire] = []
-            if planned:
-                rows = conn.execute(self._sql.next_job_ids, {"count": len(planned)}).fetchall()
+            due = [_schedule_record(row) for row in conn.execute(self._sql.due_schedules, {"now": now})]
+            plan = plan_tick(due, now)
+            ids: list[int] = []
+            if plan.planned:
+                rows = conn.execute(self._sql.next_job_ids, {"count": len(plan.planned)}).fetchall()
                 ids = sorted(int(row[0]) for row in rows)
-                jobs = [job for _, _, job in planned]
-                conn.execute(self._sql.insert_fires, _fire_params(ids, jobs, now))
-                fires = [
-                    Fire(name, boundary, job.queue, job_id)
-                    for job_id, (boundary, name, job) in zip(ids, planned, strict=True)
-                ]
-            if advanced:
-                conn.execute(
-                    self._sql.advance_schedules,
-                    {"names": list(advanced), "boundaries": list(advanced.values())},
-                )
-            if planned:
-                queues = sorted({job.queue for _, _, job in planned})
+                conn.execute(self._sql.insert_fires, _fire_params(ids, plan.jobs, now))
+            if plan.advanced:
+                names, boundaries = zip(*plan.advanced, strict=True)
+                conn.execute(self._sql.advance_schedules, {"names": list(names), "boundaries": list(boundaries)})
+            if plan.planned:
+                queues = sorted({job.queue for job in plan.jobs})
                 conn.execute(self._sql.notify_queues, {"schema": self._schema, "queues": queues})
             row = conn.execute(self._sql.soonest_boundary).fetchone()
         soonest = None if row is None or row[0] is None else _utc(row[0])
-        return TickResult(tuple(fires), tuple(skipped), soonest)
+        return TickResult(plan.fires(ids), plan.skipped, soonest)
 
     def soonest_boundary(self) -> datetime | None:
         with self._connection() as conn:
@@ -514,8 +491,8 @@ def _raise_translated(exc: psycopg.Error) -> NoReturn:
     raise DatabaseError(f"PostgreSQL error{code}: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
 
 
-def _lease_lost(job_id: int, attempt: int) -> NoReturn:
-    raise LeaseLost(f"job {job_id} is no longer leased under attempt {attempt}")
+def _lease_lost(job_id: int, lease: int) -> NoReturn:
+    raise LeaseLost(f"job {job_id} is no longer held under lease {lease}")
 
 
 def _check_connection(conn: Connection) -> None:
@@ -557,7 +534,7 @@ def _error_text(data: bytes | None) -> str | None:
 
 
 def _job_record(row: tuple[Any, ...]) -> JobRecord:
-    died_at = row[15] if len(row) > 15 else None
+    died_at = row[16] if len(row) > 16 else None
     return JobRecord(
         id=int(row[0]),
         queue=row[1],
@@ -575,6 +552,7 @@ def _job_record(row: tuple[Any, ...]) -> JobRecord:
         worker_id=row[13],
         lease_until=_utc_or_none(row[14]),
         died_at=_utc_or_none(died_at),
+        lease=int(row[15]),
     )
 
 

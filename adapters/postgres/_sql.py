@@ -15,11 +15,11 @@ __all__ = ["Statements"]
 
 _JOB = (
     "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, "
-    "schedule, boundary, enqueued_at, worker_id, lease_until"
+    "schedule, boundary, enqueued_at, worker_id, lease_until, lease"
 )
 _DEAD = (
     "id, queue, payload, priority, run_at, expires_at, attempts, max_attempts, last_error, "
-    "schedule, boundary, enqueued_at"
+    "schedule, boundary, enqueued_at, lease"
 )
 _SCHEDULE = "name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, next_boundary"
 _LOCK = "name, owner, token, expires_at"
@@ -55,42 +55,42 @@ _TEMPLATES: dict[str, str] = {
     ),
     "listen": "SELECT {s}.listen(%(schema)s, %(queue)s)",
     "unlisten": "UNLISTEN *",
-    "ack": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s",
+    "ack": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s",
     "retry": (
         "WITH job AS ("
         " UPDATE {s}.jobs SET state = 'pending', run_at = %(run_at)s, last_error = %(error)s,"
         "                     worker_id = NULL, lease_until = NULL"
-        " WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s"
+        " WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s"
         " RETURNING queue)"
         " SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM job"
     ),
     "bury": (
         "WITH job AS ("
-        " DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s"
+        " DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s"
         " RETURNING " + _DEAD + ")"
         " INSERT INTO {s}.dead_jobs (" + _DEAD + ", died_at)"
         " SELECT id, queue, payload, priority, run_at, expires_at, attempts, max_attempts, %(error)s,"
-        "        schedule, boundary, enqueued_at, %(now)s"
+        "        schedule, boundary, enqueued_at, lease, %(now)s"
         " FROM job"
     ),
     "heartbeat": (
         "UPDATE {s}.jobs SET lease_until = %(lease_until)s"
-        " WHERE id = %(id)s AND state = 'running' AND attempts = %(attempt)s"
+        " WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s"
     ),
     "get_job": (
         "SELECT " + _JOB + ", NULL::timestamptz AS died_at FROM {s}.jobs WHERE id = %(id)s"
         " UNION ALL"
         " SELECT id, queue, payload, 'dead', priority, run_at, expires_at, attempts, max_attempts, last_error,"
-        "        schedule, boundary, enqueued_at, NULL, NULL, died_at"
+        "        schedule, boundary, enqueued_at, NULL, NULL, lease, died_at"
         " FROM {s}.dead_jobs WHERE id = %(id)s"
     ),
     "requeue_dead": (
         "WITH dead AS (DELETE FROM {s}.dead_jobs WHERE id = %(id)s RETURNING " + _DEAD + "),"
         " job AS ("
         " INSERT INTO {s}.jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
-        "                      last_error, schedule, boundary, enqueued_at)"
+        "                      last_error, schedule, boundary, enqueued_at, lease)"
         " SELECT id, queue, payload, 'pending', priority, %(now)s, NULL, 0, max_attempts,"
-        "        last_error, schedule, boundary, enqueued_at"
+        "        last_error, schedule, boundary, enqueued_at, lease"
         " FROM dead"
         " RETURNING queue)"
         " SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM job"

@@ -10,8 +10,10 @@
 CREATE SEQUENCE job_ids AS bigint;
 
 -- Live jobs: pending (waiting for run_at) or running (leased to worker_id until lease_until).
--- `attempts` counts claims and is the lease's fencing token while running. last_error is
--- UTF-8 bytes (surrogates passed through) so any Python string round-trips exactly, NUL too.
+-- `attempts` counts claims against max_attempts (requeue_dead resets it); `lease` is the
+-- fencing token of ack/retry/bury/heartbeat: it grows with every claim and is never reset, so
+-- a stale holder cannot match a later lease. last_error is UTF-8 bytes (surrogates passed
+-- through) so any Python string round-trips exactly, NUL too.
 CREATE TABLE jobs (
     id           bigint PRIMARY KEY DEFAULT nextval('job_ids'),
     queue        text COLLATE "C" NOT NULL,
@@ -28,6 +30,7 @@ CREATE TABLE jobs (
     enqueued_at  timestamptz NOT NULL,
     worker_id    text,
     lease_until  timestamptz,
+    lease        bigint NOT NULL DEFAULT 0 CHECK (lease >= 0),
     CHECK ((state = 'running') = (worker_id IS NOT NULL AND lease_until IS NOT NULL))
 );
 ALTER SEQUENCE job_ids OWNED BY jobs.id;
@@ -53,6 +56,7 @@ CREATE TABLE dead_jobs (
     schedule     text COLLATE "C",
     boundary     timestamptz,
     enqueued_at  timestamptz NOT NULL,
+    lease        bigint NOT NULL,
     died_at      timestamptz NOT NULL
 );
 CREATE INDEX dead_jobs_queue ON dead_jobs (queue, died_at);
@@ -132,9 +136,9 @@ BEGIN
         RETURNING *
     )
     INSERT INTO dead_jobs (id, queue, payload, priority, run_at, expires_at, attempts, max_attempts,
-                           last_error, schedule, boundary, enqueued_at, died_at)
+                           last_error, schedule, boundary, enqueued_at, lease, died_at)
     SELECT id, queue, payload, priority, run_at, expires_at, attempts, max_attempts,
-           p_lease_expired_error, schedule, boundary, enqueued_at, p_now
+           p_lease_expired_error, schedule, boundary, enqueued_at, lease, p_now
       FROM lapsed;
 
     -- 2. Other lapsed leases: pending again, worker and lease cleared.
@@ -154,9 +158,9 @@ BEGIN
         RETURNING *
     )
     INSERT INTO dead_jobs (id, queue, payload, priority, run_at, expires_at, attempts, max_attempts,
-                           last_error, schedule, boundary, enqueued_at, died_at)
+                           last_error, schedule, boundary, enqueued_at, lease, died_at)
     SELECT id, queue, payload, priority, run_at, expires_at, attempts, max_attempts,
-           p_job_expired_error, schedule, boundary, enqueued_at, p_now
+           p_job_expired_error, schedule, boundary, enqueued_at, lease, p_now
       FROM expired;
 END
 $$;
@@ -190,7 +194,8 @@ BEGIN
     -- The best runnable job: priority desc, run_at, id; a job another claimer holds is skipped.
     RETURN QUERY
     UPDATE jobs
-       SET state = 'running', attempts = attempts + 1, worker_id = p_worker, lease_until = p_lease_until
+       SET state = 'running', attempts = attempts + 1, lease = lease + 1,
+           worker_id = p_worker, lease_until = p_lease_until
      WHERE id = (
         SELECT id FROM jobs
          WHERE queue = p_queue AND state = 'pending' AND run_at <= p_now
