@@ -12,7 +12,7 @@ from typing import Self
 
 from alkstore import Fire, LeadershipLost, ManualClock, StopToken, Store
 
-__all__ = ["PROGRESS_TIMEOUT", "HoldingClock", "Runner", "Standby", "cancelled", "step"]
+__all__ = ["PROGRESS_TIMEOUT", "HoldingClock", "Runner", "Standby", "cancelled", "step", "stop_all"]
 
 #: How long (wall seconds) a test waits for a thread to make progress on a loaded machine.
 PROGRESS_TIMEOUT = 30.0
@@ -71,6 +71,7 @@ class Runner:
         self.fires: list[Fire] = []
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name=name, daemon=True)
+        _started.append(self)
 
     def start(self) -> Self:
         self.thread.start()
@@ -100,6 +101,20 @@ class Runner:
     @property
     def boundaries(self) -> list[datetime]:
         return [fire.boundary for fire in self.fires]
+
+
+_started: list[Runner] = []
+
+
+def stop_all() -> list[str]:
+    """Cancel every runner started so far (a failed test must not leave one running); the ones that hung."""
+    hung = []
+    while _started:
+        runner = _started.pop()
+        runner.stop.cancel()
+        if runner.thread.ident is not None and not runner.ended(PROGRESS_TIMEOUT):
+            hung.append(runner.thread.name)
+    return hung
 
 
 class Standby(Runner):

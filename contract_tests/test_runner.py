@@ -13,9 +13,17 @@ import pytest
 from alkstore import LeadershipLost, ManualClock, Store
 
 from ._engines import T0, EngineTarget
-from ._runners import HoldingClock, Runner, Standby, cancelled, step
+from ._runners import HoldingClock, Runner, Standby, cancelled, step, stop_all
 
 SECOND = timedelta(seconds=1)
+
+
+@pytest.fixture(autouse=True)
+def _no_runner_outlives_its_test() -> Iterator[None]:
+    """Stop every runner a test started, even when the test failed half-way."""
+    yield
+    hung = stop_all()
+    assert not hung, f"runners that did not stop: {hung}"
 
 
 @pytest.fixture
