@@ -6,60 +6,11 @@ The clock is frozen, so a parked claim can only return through a wake-up (or its
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
-
 import pytest
 
 import alkstore
 from alkstore import ManualClock, Store, StoreClosed
-from alkstore.engine import Waiter
-
-PATIENCE = 10.0  # wall seconds a thread gets before the test fails
-NO_POLLING = 3600.0  # a poll interval no test waits out
-
-
-class _SpyWaiter(Waiter):
-    def __init__(self, inner: Waiter, parked: threading.Event) -> None:
-        self._inner = inner
-        self._parked = parked
-
-    def wait(self, timeout: float) -> None:
-        self._parked.set()
-        self._inner.wait(timeout)
-
-
-class Claimer:
-    """A thread running ``queue.claim(worker, wait=…)``; ``parked`` is set once it waits for a wake-up."""
-
-    def __init__(self, store: Store, queue: str, wait: float = 3600.0, poll_interval: float = NO_POLLING) -> None:
-        self.parked = threading.Event()
-        self.result: Any = None
-        self.error: BaseException | None = None
-        engine = store.engine
-        real_waiter: Callable[[str], Any] = engine.waiter
-
-        @contextmanager
-        def spying_waiter(name: str) -> Iterator[Waiter]:
-            with real_waiter(name) as inner:
-                yield _SpyWaiter(inner, self.parked)
-
-        engine.waiter = spying_waiter  # type: ignore[method-assign]
-        self._thread = threading.Thread(target=self._run, args=(store.queue(queue), wait, poll_interval), daemon=True)
-        self._thread.start()
-        assert self.parked.wait(PATIENCE), "the claim never parked"
-
-    def _run(self, queue: alkstore.Queue, wait: float, poll_interval: float) -> None:
-        try:
-            self.result = queue.claim("waiting-worker", wait=wait, poll_interval=poll_interval)
-        except BaseException as exc:
-            self.error = exc
-
-    def finished(self, timeout: float = PATIENCE) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+from tests._claimer import Claimer
 
 
 def test_a_waiting_claim_is_woken_by_an_enqueue_from_another_thread(store: Store) -> None:

@@ -7,10 +7,8 @@ for leaks: neither of its pools may still have a connection checked out. Pools s
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,9 +17,8 @@ import pytest
 from psycopg import sql
 
 import alkstore
-from alkstore import Job, ManualClock, Queue, Store
+from alkstore import ManualClock, Store
 from alkstore.adapters.postgres import PostgresEngine
-from alkstore.engine import Waiter
 
 #: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
 T0 = datetime(2030, 1, 1, 12, 0, 0, 654321, tzinfo=UTC)
@@ -116,55 +113,3 @@ def count(db: psycopg.Connection[Any], schema: str, name: str) -> int:
     row = db.execute(sql.SQL("SELECT count(*) FROM {}").format(table(schema, name))).fetchone()
     assert row is not None
     return int(row[0])
-
-
-class _SpyWaiter(Waiter):
-    def __init__(self, inner: Waiter, parked: threading.Event) -> None:
-        self._inner = inner
-        self._parked = parked
-
-    def wait(self, timeout: float) -> None:
-        self._parked.set()
-        self._inner.wait(timeout)
-
-
-class Claimer:
-    """A thread in ``queue.claim(worker, wait=…)``; the constructor returns once it is parked.
-
-    The store's clock should be frozen, so the claim can only return through a wake-up or
-    its wall-clock ``poll_interval`` (by default far beyond any test's patience).
-    """
-
-    def __init__(self, store: Store, queue: str, *, poll_interval: float = 3600.0) -> None:
-        self.parked = threading.Event()
-        self.result: Job | None = None
-        self.error: BaseException | None = None
-        engine = engine_of(store)
-        real_waiter = engine.waiter
-
-        @contextmanager
-        def spying_waiter(name: str) -> Iterator[Waiter]:
-            with real_waiter(name) as inner:
-                yield _SpyWaiter(inner, self.parked)
-
-        engine.waiter = spying_waiter  # type: ignore[method-assign]
-        try:
-            self._thread = threading.Thread(target=self._run, args=(store.queue(queue), poll_interval), daemon=True)
-            self._thread.start()
-            assert self.parked.wait(PATIENCE), "the claim never parked"
-        finally:
-            del engine.waiter  # the instance attribute goes; the method is back
-
-    def _run(self, queue: Queue, poll_interval: float) -> None:
-        try:
-            self.result = queue.claim("parked-worker", wait=3600, poll_interval=poll_interval)
-        except BaseException as exc:
-            self.error = exc
-
-    def returned(self) -> Job | None:
-        """Wait (generously) for the claim to return; fail if it does not."""
-        self._thread.join(PATIENCE)
-        assert not self._thread.is_alive(), "the parked claim was not woken"
-        if self.error is not None:
-            raise self.error
-        return self.result

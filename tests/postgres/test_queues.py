@@ -35,9 +35,10 @@ from alkstore import (
     StoreClosed,
 )
 from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR
+from tests._claimer import Claimer
 
 from . import _procs
-from .conftest import PATIENCE, Claimer, OpenStore, count, engine_of, table, wait_until
+from .conftest import PATIENCE, OpenStore, count, engine_of, table, wait_until
 
 pytestmark = pytest.mark.postgres
 
