@@ -7,7 +7,7 @@ import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -41,52 +41,9 @@ def open_engine(url: str, **options: Any) -> MemoryEngine:
     return MemoryEngine()
 
 
-@dataclass(slots=True)
-class _Job:
-    id: int
-    queue: str
-    payload: bytes
-    state: JobState
-    priority: int
-    run_at: datetime
-    expires_at: datetime | None
-    attempts: int
-    max_attempts: int
-    last_error: str | None
-    schedule: str | None
-    boundary: datetime | None
-    enqueued_at: datetime
-    worker_id: str | None = None
-    lease_until: datetime | None = None
-    died_at: datetime | None = None
-    lease: int = 0
-    version: int = 0
-
-    def record(self) -> JobRecord:
-        return JobRecord(
-            id=self.id,
-            queue=self.queue,
-            payload=self.payload,
-            state=self.state,
-            priority=self.priority,
-            run_at=self.run_at,
-            expires_at=self.expires_at,
-            attempts=self.attempts,
-            max_attempts=self.max_attempts,
-            last_error=self.last_error,
-            schedule=self.schedule,
-            boundary=self.boundary,
-            enqueued_at=self.enqueued_at,
-            worker_id=self.worker_id,
-            lease_until=self.lease_until,
-            died_at=self.died_at,
-            lease=self.lease,
-        )
-
-
-def _new_row(job_id: int, job: NewJob, now: datetime) -> _Job:
+def _new_row(job_id: int, job: NewJob, now: datetime) -> JobRecord:
     stamps = job.stamps
-    return _Job(
+    return JobRecord(
         id=job_id,
         queue=job.queue,
         payload=job.payload,
@@ -100,19 +57,28 @@ def _new_row(job_id: int, job: NewJob, now: datetime) -> _Job:
         schedule=job.schedule,
         boundary=job.boundary,
         enqueued_at=now,
+        worker_id=None,
+        lease_until=None,
+        died_at=None,
+        lease=0,
     )
 
 
 class _QueueIndex:
-    """Heaps over one queue's jobs; an entry is live while its version matches the job's."""
+    """Heaps over one queue's jobs.
+
+    Rows are immutable and replaced on every change, so an entry carries the row it was made
+    for and is live only while that very row is still the stored one. Each entry has a unique
+    serial before the row, so ties (one job re-entered under the same key) never compare rows.
+    """
 
     __slots__ = ("delayed", "expiry", "leases", "ready", "signals")
 
     def __init__(self) -> None:
-        self.ready: list[tuple[int, datetime, int, int]] = []  # (-priority, run_at, id, version)
-        self.delayed: list[tuple[datetime, int, int]] = []  # (run_at, id, version)
-        self.leases: list[tuple[datetime, int, int]] = []  # (lease_until, id, version)
-        self.expiry: list[tuple[datetime, int, int]] = []  # (expires_at, id, version)
+        self.ready: list[tuple[int, datetime, int, int, JobRecord]] = []  # (-priority, run_at, id, serial, row)
+        self.delayed: list[tuple[datetime, int, JobRecord]] = []  # (run_at, serial, row)
+        self.leases: list[tuple[datetime, int, JobRecord]] = []  # (lease_until, serial, row)
+        self.expiry: list[tuple[datetime, int, JobRecord]] = []  # (expires_at, serial, row)
         self.signals = 0
 
 
@@ -123,7 +89,7 @@ class MemoryTransaction:
 
     def __init__(self, engine: MemoryEngine) -> None:
         self._engine = engine
-        self._pending: list[_Job] = []
+        self._pending: list[JobRecord] = []
         self._state = "open"
 
     def __repr__(self) -> str:
@@ -153,8 +119,9 @@ class MemoryEngine(Engine):
         self._cond = threading.Condition(self._lock)
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
-        self._jobs: dict[int, _Job] = {}
-        self._dead: dict[int, _Job] = {}
+        self._serials = itertools.count()  # tie-breakers of heap entries
+        self._jobs: dict[int, JobRecord] = {}
+        self._dead: dict[int, JobRecord] = {}
         self._queues: dict[str, _QueueIndex] = {}
         self._locks: dict[str, LockRecord] = {}
         self._schedules: dict[str, ScheduleRecord] = {}
@@ -181,44 +148,35 @@ class MemoryEngine(Engine):
             index = self._queues[queue] = _QueueIndex()
         return index
 
-    def _make_pending(self, job: _Job) -> None:
-        job.version += 1
-        job.state = JobState.PENDING
-        job.worker_id = None
-        job.lease_until = None
-        index = self._index(job.queue)
-        heapq.heappush(index.delayed, (job.run_at, job.id, job.version))
-        if job.expires_at is not None:
-            heapq.heappush(index.expiry, (job.expires_at, job.id, job.version))
+    def _make_pending(self, job: JobRecord, **changes: Any) -> None:
+        row = replace(job, state=JobState.PENDING, worker_id=None, lease_until=None, **changes)
+        self._jobs[row.id] = row
+        index = self._index(row.queue)
+        heapq.heappush(index.delayed, (row.run_at, next(self._serials), row))
+        if row.expires_at is not None:
+            heapq.heappush(index.expiry, (row.expires_at, next(self._serials), row))
 
     def _signal(self, queue: str) -> None:
         self._index(queue).signals += 1
         self._cond.notify_all()
 
     def _insert(self, job_id: int, job: NewJob, now: datetime) -> None:
-        row = _new_row(job_id, job, now)
-        self._jobs[job_id] = row
-        self._make_pending(row)
+        self._make_pending(_new_row(job_id, job, now))
 
-    def _live_job(self, job_id: int, version: int) -> _Job | None:
-        job = self._jobs.get(job_id)
-        return job if job is not None and job.version == version else None
+    def _live(self, row: JobRecord) -> bool:
+        return self._jobs.get(row.id) is row
 
-    def _fenced(self, job_id: int, lease: int) -> _Job:
+    def _fenced(self, job_id: int, lease: int) -> JobRecord:
         job = self._jobs.get(job_id)
         if job is None or job.state is not JobState.RUNNING or job.lease != lease:
             raise LeaseLost(f"job {job_id} is no longer held under lease {lease}")
         return job
 
-    def _to_dead(self, job: _Job, error: str, now: datetime) -> None:
+    def _to_dead(self, job: JobRecord, error: str, now: datetime) -> None:
         del self._jobs[job.id]
-        job.version += 1
-        job.state = JobState.DEAD
-        job.last_error = error
-        job.died_at = now
-        job.worker_id = None
-        job.lease_until = None
-        self._dead[job.id] = job
+        self._dead[job.id] = replace(
+            job, state=JobState.DEAD, last_error=error, died_at=now, worker_id=None, lease_until=None
+        )
 
     # -- jobs ----------------------------------------------------------------------
 
@@ -241,7 +199,6 @@ class MemoryEngine(Engine):
         with self._cond:
             tx._state = "committed"
             for row in tx._pending:
-                self._jobs[row.id] = row
                 self._make_pending(row)
             for queue in {row.queue for row in tx._pending}:
                 self._signal(queue)
@@ -262,45 +219,44 @@ class MemoryEngine(Engine):
             self._sweep_leases(index, now)
             self._sweep_expired(index, now)
             while index.delayed and index.delayed[0][0] <= now:
-                _, job_id, version = heapq.heappop(index.delayed)
-                job = self._live_job(job_id, version)
-                if job is not None:
-                    heapq.heappush(index.ready, (-job.priority, job.run_at, job.id, job.version))
+                _, _, row = heapq.heappop(index.delayed)
+                if self._live(row):
+                    heapq.heappush(index.ready, (-row.priority, row.run_at, row.id, next(self._serials), row))
             while index.ready:
-                _, run_at, job_id, version = heapq.heappop(index.ready)
-                job = self._live_job(job_id, version)
-                if job is None:
+                _, run_at, job_id, _, row = heapq.heappop(index.ready)
+                if not self._live(row):
                     continue
                 if run_at > now:  # the clock went backwards since it was ready
-                    heapq.heappush(index.delayed, (run_at, job_id, version))
+                    heapq.heappush(index.delayed, (run_at, next(self._serials), row))
                     continue
-                job.version += 1
-                job.state = JobState.RUNNING
-                job.attempts += 1
-                job.lease += 1
-                job.worker_id = worker_id
-                job.lease_until = lease_until
-                heapq.heappush(index.leases, (lease_until, job.id, job.version))
-                return job.record()
+                claimed = replace(
+                    row,
+                    state=JobState.RUNNING,
+                    attempts=row.attempts + 1,
+                    lease=row.lease + 1,
+                    worker_id=worker_id,
+                    lease_until=lease_until,
+                )
+                self._jobs[job_id] = claimed
+                heapq.heappush(index.leases, (lease_until, next(self._serials), claimed))
+                return claimed
             return None
 
     def _sweep_leases(self, index: _QueueIndex, now: datetime) -> None:
         while index.leases and index.leases[0][0] <= now:
-            _, job_id, version = heapq.heappop(index.leases)
-            job = self._live_job(job_id, version)
-            if job is None or job.state is not JobState.RUNNING:
+            _, _, row = heapq.heappop(index.leases)
+            if not self._live(row):
                 continue
-            if job.attempts >= job.max_attempts:
-                self._to_dead(job, LEASE_EXPIRED_ERROR, now)
+            if row.attempts >= row.max_attempts:
+                self._to_dead(row, LEASE_EXPIRED_ERROR, now)
             else:
-                self._make_pending(job)
+                self._make_pending(row)
 
     def _sweep_expired(self, index: _QueueIndex, now: datetime) -> None:
         while index.expiry and index.expiry[0][0] <= now:
-            _, job_id, version = heapq.heappop(index.expiry)
-            job = self._live_job(job_id, version)
-            if job is not None and job.state is JobState.PENDING:
-                self._to_dead(job, JOB_EXPIRED_ERROR, now)
+            _, _, row = heapq.heappop(index.expiry)
+            if self._live(row):
+                self._to_dead(row, JOB_EXPIRED_ERROR, now)
 
     @contextmanager
     def waiter(self, queue: str) -> Iterator[Waiter]:
@@ -310,16 +266,13 @@ class MemoryEngine(Engine):
 
     def ack(self, job_id: int, lease: int) -> None:
         with self._cond:
-            job = self._fenced(job_id, lease)
-            job.version += 1
+            self._fenced(job_id, lease)
             del self._jobs[job_id]
 
     def retry(self, job_id: int, lease: int, error: str, run_at: datetime) -> None:
         with self._cond:
             job = self._fenced(job_id, lease)
-            job.run_at = run_at
-            job.last_error = error
-            self._make_pending(job)
+            self._make_pending(job, run_at=run_at, last_error=error)
             self._signal(job.queue)
 
     def bury(self, job_id: int, lease: int, error: str, now: datetime) -> None:
@@ -328,27 +281,20 @@ class MemoryEngine(Engine):
 
     def heartbeat(self, job_id: int, lease: int, lease_until: datetime) -> None:
         with self._cond:
-            job = self._fenced(job_id, lease)
-            job.version += 1
-            job.lease_until = lease_until
-            heapq.heappush(self._index(job.queue).leases, (lease_until, job.id, job.version))
+            row = replace(self._fenced(job_id, lease), lease_until=lease_until)
+            self._jobs[job_id] = row
+            heapq.heappush(self._index(row.queue).leases, (lease_until, next(self._serials), row))
 
     def get_job(self, job_id: int) -> JobRecord | None:
         with self._cond:
-            job = self._jobs.get(job_id) or self._dead.get(job_id)
-            return None if job is None else job.record()
+            return self._jobs.get(job_id) or self._dead.get(job_id)
 
     def requeue_dead(self, job_id: int, now: datetime) -> bool:
         with self._cond:
             job = self._dead.pop(job_id, None)
             if job is None:
                 return False
-            job.attempts = 0
-            job.run_at = now
-            job.expires_at = None
-            job.died_at = None
-            self._jobs[job_id] = job
-            self._make_pending(job)
+            self._make_pending(job, attempts=0, run_at=now, expires_at=None, died_at=None)
             self._signal(job.queue)
             return True
 
