@@ -60,6 +60,8 @@ _MAX_IDENTIFIER_BYTES = 63
 #: How long a parked claim waits for a listening connection before it falls back to polling.
 _WAITER_CHECKOUT_S = 1.0
 _MICROSECOND = timedelta(microseconds=1)
+#: Queue channel names remembered per engine before the memo starts over.
+_CHANNEL_CACHE_SIZE = 4096
 _OPTIONS = ("schema", "min_size", "max_size", "migrate", "connect_timeout", "pool_timeout")
 
 
@@ -108,6 +110,7 @@ class PostgresEngine(Engine):
         self._url = url
         self._sql = Statements.for_schema(self._schema)
         self._closed = False
+        self._channels: dict[str, str] = {}
         self._closing = threading.Event()  # set by close(): parked waits return at once
         self._parked_lock = threading.Lock()
         self._parked: Counter[str] = Counter()  # queues with a parked claim in this engine
@@ -189,17 +192,39 @@ class PostgresEngine(Engine):
         for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
             pass
 
-    def _job_params(self, job: NewJob, now: datetime) -> dict[str, Any]:
-        return _job_params(self._schema, job, now)
+    def _channel(self, cur: Connection | psycopg.Cursor[tuple[Any, ...]], queue: str) -> str:
+        """The NOTIFY channel of ``queue``: asked of the schema's ``channel()`` once, then remembered.
+
+        The SQL function stays the one owner of the formula; enqueues pass the name as a
+        parameter instead of hashing it again in every statement.
+        """
+        channel = self._channels.get(queue)
+        if channel is None:
+            row = cur.execute(self._sql.channel, {"schema": self._schema, "queue": queue}).fetchone()
+            assert row is not None
+            channel = str(row[0])
+            if len(self._channels) >= _CHANNEL_CACHE_SIZE:
+                self._channels.clear()
+            self._channels[queue] = channel
+        return channel
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        """A pooled autocommit connection; psycopg errors inside become ``DatabaseError``."""
+        """A pooled autocommit connection; psycopg errors inside become ``DatabaseError``.
+
+        ``getconn``/``putconn`` rather than ``pool.connection()``, whose exit also runs the
+        connection's own ``with`` exit: a commit that autocommit makes a no-op, but not a free one.
+        """
         try:
-            with self._pool.connection() as conn:
-                yield conn
+            conn = self._pool.getconn()
         except psycopg.Error as exc:
             _raise_translated(exc)
+        try:
+            yield conn
+        except psycopg.Error as exc:
+            _raise_translated(exc)
+        finally:
+            self._pool.putconn(conn)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -231,7 +256,8 @@ class PostgresEngine(Engine):
 
     def enqueue(self, job: NewJob, now: datetime) -> int:
         with self._connection() as conn:
-            row = conn.execute(self._sql.enqueue, self._job_params(job, now)).fetchone()
+            params = _job_params(job, now, self._channel(conn, job.queue))
+            row = conn.execute(self._sql.enqueue, params).fetchone()
         assert row is not None
         return int(row[0])
 
@@ -258,7 +284,8 @@ class PostgresEngine(Engine):
             raise TypeError(f"expected the caller's psycopg.Connection, not {type(tx).__name__}")
         try:
             with tx.cursor(row_factory=tuple_row) as cur:
-                row = cur.execute(self._sql.enqueue, self._job_params(job, now)).fetchone()
+                params = _job_params(job, now, self._channel(cur, job.queue))
+                row = cur.execute(self._sql.enqueue, params).fetchone()
         except psycopg.Error as exc:
             _raise_translated(exc)
         assert row is not None
@@ -574,10 +601,10 @@ def _schedule_record(row: tuple[Any, ...]) -> ScheduleRecord:
     )
 
 
-def _job_params(schema: str, job: NewJob, now: datetime) -> dict[str, Any]:
+def _job_params(job: NewJob, now: datetime, channel: str) -> dict[str, Any]:
     stamps = job.stamps
     return {
-        "schema": schema,
+        "channel": channel,
         "queue": job.queue,
         "payload": job.payload,
         "priority": stamps.priority,

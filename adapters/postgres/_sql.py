@@ -46,9 +46,10 @@ _TEMPLATES: dict[str, str] = {
         "                      schedule, boundary, enqueued_at)"
         " VALUES (%(queue)s, %(payload)s, 'pending', %(priority)s, %(run_at)s, %(expires_at)s,"
         "         %(max_attempts)s, %(schedule)s, %(boundary)s, %(now)s)"
-        " RETURNING id, queue)"
-        " SELECT id, pg_notify({s}.channel(%(schema)s, queue), '') FROM new"
+        " RETURNING id)"
+        " SELECT id, pg_notify(%(channel)s, '') FROM new"
     ),
+    "channel": "SELECT {s}.channel(%(schema)s, %(queue)s)",
     "claim": (
         "SELECT " + _JOB + " FROM {s}.claim(%(queue)s, %(worker)s, %(now)s, %(lease_until)s,"
         " %(lease_expired_error)s, %(job_expired_error)s)"
@@ -158,6 +159,7 @@ class Statements:
     record_version: sql.SQL
     use_utc: sql.SQL
     enqueue: sql.SQL
+    channel: sql.SQL
     claim: sql.SQL
     listen: sql.SQL
     unlisten: sql.SQL
