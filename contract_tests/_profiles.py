@@ -20,7 +20,7 @@ _COMMON = settings(
     print_blob=True,
 )
 
-settings.register_profile("ci", _COMMON, max_examples=40, stateful_step_count=30)
+settings.register_profile("ci", _COMMON, max_examples=150, stateful_step_count=30)
 settings.register_profile(
     "deep",
     _COMMON,
