@@ -2,10 +2,11 @@
 
 A scenario is a list of steps — register (new, same spec, the same interval respelled, or a
 changed spec), unschedule, advance the clock (a little, onto or just before a boundary, or
-thousands of boundaries ahead), tick — played on a fresh store under a manual clock. Playing
-it records everything a user can observe: what ``schedule`` returned, what ``unschedule``
-said, and per tick the fires, the fired jobs as ``get_job`` shows them, every schedule's
-next boundary and the soonest of them.
+thousands of boundaries ahead), tick, and work (claim fired jobs and ack, retry, fail or
+drop each) — played on a fresh store under a manual clock. Playing it records everything a
+user can observe: what ``schedule`` returned, what ``unschedule`` said, per tick the fires,
+the fired jobs as ``get_job`` shows them, every schedule's next boundary and the soonest of
+them, per work step the jobs handled, and at the end a census of every fired job.
 
 ``ScheduleModel`` restates the rules of DESIGN.md from first principles (integer
 microseconds, boundaries enumerated one by one) without calling ``alkstore``'s boundary
@@ -21,15 +22,20 @@ from typing import Any
 from hypothesis import strategies as st
 
 from alkstore import ScheduleOpts, Store
+from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR
 
 __all__ = [
     "CAP",
     "Advance",
+    "Outcome",
     "Register",
     "Scenario",
     "ScheduleModel",
     "Tick",
+    "TickSeen",
     "Unschedule",
+    "Work",
+    "expected",
     "play",
     "scenarios",
 ]
@@ -43,6 +49,9 @@ UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_COUNT = {"s": 120, "m": 120, "h": 48, "d": 14}
 #: The queue defaults a fired job falls back to (plain queues: priority 0, 3 attempts).
 DEFAULT_PRIORITY, DEFAULT_MAX_ATTEMPTS = 0, 3
+#: A plain queue's lease and retry curve: 300 s visibility, 5 s * 2**(attempt-1), capped at 1 h.
+VISIBILITY_S, BACKOFF_BASE_S, BACKOFF_CAP_S = 300, 5, 3600
+WORKER = "worker"
 _US = 1_000_000
 _MICRO = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -89,7 +98,15 @@ class Tick:
     pass
 
 
-Step = Register | Unschedule | Advance | Tick
+@dataclass(frozen=True)
+class Work:
+    """Claim from ``queue`` once per disposition, then ack, retry (on the curve), fail or drop the job."""
+
+    queue: str
+    dispositions: tuple[str, ...]
+
+
+Step = Register | Unschedule | Advance | Tick | Work
 
 
 @dataclass(frozen=True)
@@ -126,11 +143,61 @@ class _ModelSchedule:
 
 
 @dataclass
+class _ModelJob:
+    """A fired job as the model tracks it; ``index`` is its place in fire order (ids follow it)."""
+
+    index: int
+    queue: str
+    payload: Any
+    schedule: str
+    boundary_us: int
+    priority: int
+    max_attempts: int
+    run_at_us: int
+    expires_at_us: int | None
+    state: str = "pending"
+    attempts: int = 0
+    last_error: str | None = None
+    worker_id: str | None = None
+    lease_until_us: int | None = None
+    died_at_us: int | None = None
+
+    def die(self, error: str, now_us: int) -> None:
+        self.state, self.last_error, self.died_at_us = "dead", error, now_us
+        self.worker_id = self.lease_until_us = None
+
+    def census(self) -> tuple[Any, ...] | None:
+        if self.state == "done":
+            return None
+        return (
+            self.queue,
+            self.payload,
+            self.schedule,
+            from_us(self.boundary_us),
+            self.priority,
+            self.max_attempts,
+            from_us(self.run_at_us),
+            _maybe(self.expires_at_us),
+            self.state,
+            self.attempts,
+            self.last_error,
+            self.worker_id,
+            _maybe(self.lease_until_us),
+            _maybe(self.died_at_us),
+        )
+
+
+def _maybe(micros: int | None) -> datetime | None:
+    return None if micros is None else from_us(micros)
+
+
+@dataclass
 class ScheduleModel:
-    """What DESIGN.md says a store holds and fires, computed one boundary at a time."""
+    """What DESIGN.md says a store holds, fires and hands out, computed one boundary at a time."""
 
     now_us: int
     schedules: dict[str, _ModelSchedule] = field(default_factory=dict)
+    jobs: list[_ModelJob] = field(default_factory=list)
 
     def register(self, step: Register) -> tuple[Any, ...]:
         interval_us = interval_of(step.spec) * _US
@@ -143,24 +210,15 @@ class ScheduleModel:
     def unschedule(self, name: str) -> bool:
         return self.schedules.pop(name, None) is not None
 
-    def elapsed(self, name: str) -> list[int]:
-        """Every elapsed boundary of ``name`` (for small backlogs; used to check the model itself)."""
-        schedule = self.schedules[name]
-        out, boundary = [], schedule.next_us
-        while boundary <= self.now_us:
-            out.append(boundary)
-            boundary += schedule.interval_us
-        return out
-
-    def tick(self) -> list[tuple[str, int, str]]:
+    def tick(self) -> list[_ModelJob]:
         """Fire: per schedule the oldest elapsed boundaries up to the cap; skip the rest; keep the phase."""
-        fires = []
+        fires: list[tuple[int, str]] = []
         for name in sorted(self.schedules):
             schedule = self.schedules[name]
             boundary = schedule.next_us
             fired = 0
             while boundary <= self.now_us and fired < CAP:
-                fires.append((name, boundary, schedule.queue))
+                fires.append((boundary, name))
                 fired += 1
                 boundary += schedule.interval_us
             if boundary <= self.now_us:  # more were elapsed than the cap: skip them, phase kept
@@ -168,26 +226,63 @@ class ScheduleModel:
                 boundary += skipped * schedule.interval_us
             assert boundary > self.now_us
             schedule.next_us = boundary
-        fires.sort(key=lambda fire: (fire[1], fire[0]))
-        return fires
+        new = [self._fire(name, boundary) for boundary, name in sorted(fires)]
+        self.jobs.extend(new)
+        return new
 
-    def job_view(self, name: str, boundary_us: int, queue: str) -> tuple[Any, ...]:
+    def _fire(self, name: str, boundary_us: int) -> _ModelJob:
         schedule = self.schedules[name]
         opts = schedule.opts
-        expires = opts.expires
-        assert expires is None or isinstance(expires, timedelta)
-        return (
-            queue,
-            schedule.payload,
-            name,
-            from_us(boundary_us),
-            DEFAULT_PRIORITY if opts.priority is None else opts.priority,
-            DEFAULT_MAX_ATTEMPTS if opts.max_attempts is None else opts.max_attempts,
-            from_us(self.now_us),
-            None if expires is None else from_us(self.now_us) + expires,
-            "pending",
-            0,
+        assert opts.expires is None or isinstance(opts.expires, timedelta)
+        return _ModelJob(
+            index=len(self.jobs),
+            queue=schedule.queue,
+            payload=schedule.payload,
+            schedule=name,
+            boundary_us=boundary_us,
+            priority=DEFAULT_PRIORITY if opts.priority is None else opts.priority,
+            max_attempts=DEFAULT_MAX_ATTEMPTS if opts.max_attempts is None else opts.max_attempts,
+            run_at_us=self.now_us,
+            expires_at_us=None if opts.expires is None else self.now_us + opts.expires // _MICRO,
         )
+
+    def claim(self, queue: str) -> _ModelJob | None:
+        """Sweep the queue's lapsed leases, then its expired jobs, then take the best due job."""
+        now = self.now_us
+        mine = [job for job in self.jobs if job.queue == queue]
+        for job in mine:
+            if job.state == "running" and job.lease_until_us is not None and job.lease_until_us <= now:
+                if job.attempts >= job.max_attempts:
+                    job.die(LEASE_EXPIRED_ERROR, now)
+                else:
+                    job.state, job.worker_id, job.lease_until_us = "pending", None, None
+        for job in mine:
+            if job.state == "pending" and job.expires_at_us is not None and job.expires_at_us <= now:
+                job.die(JOB_EXPIRED_ERROR, now)
+        due = [job for job in mine if job.state == "pending" and job.run_at_us <= now]
+        best = min(due, key=lambda job: (-job.priority, job.run_at_us, job.index), default=None)
+        if best is not None:
+            best.state, best.attempts, best.worker_id = "running", best.attempts + 1, WORKER
+            best.lease_until_us = now + VISIBILITY_S * _US
+        return best
+
+    def work(self, step: Work, index: int) -> tuple[Any, ...]:
+        handled = []
+        for disposition in step.dispositions:
+            job = self.claim(step.queue)
+            if job is None:
+                break
+            handled.append((job.schedule, from_us(job.boundary_us), job.attempts, disposition))
+            error = f"{disposition} at step {index}"
+            if disposition == "ack":
+                job.state, job.worker_id, job.lease_until_us = "done", None, None
+            elif disposition == "fail" or (disposition == "retry" and job.attempts >= job.max_attempts):
+                job.die(error, self.now_us)
+            elif disposition == "retry":
+                wait_s = min(BACKOFF_BASE_S * 2 ** (job.attempts - 1), BACKOFF_CAP_S)
+                job.state, job.run_at_us, job.last_error = "pending", self.now_us + wait_s * _US, error
+                job.worker_id = job.lease_until_us = None
+        return tuple(handled)
 
     def view(self, name: str) -> tuple[Any, ...]:
         s = self.schedules[name]
@@ -218,6 +313,14 @@ class TickSeen:
 Seen = tuple[Any, ...] | bool | TickSeen | None
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What playing a scenario showed: one observation per step, then every fired job as it ended."""
+
+    seen: list[Seen]
+    census: tuple[tuple[Any, ...] | None, ...]
+
+
 def _utc(instant: datetime | None) -> datetime | None:
     return None if instant is None else instant.astimezone(UTC)
 
@@ -234,9 +337,16 @@ def _schedule_view(schedule: Any) -> tuple[Any, ...]:
     )
 
 
-def _job_view(store: Store, job_id: int) -> tuple[Any, ...]:
+def _fired_view(job: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """A just-fired job: its census view up to ``attempts`` (its lease and error are still empty)."""
+    assert job is not None, "a fired job is missing"
+    return job[:10]
+
+
+def _census(store: Store, job_id: int) -> tuple[Any, ...] | None:
     info = store.get_job(job_id)
-    assert info is not None, f"fired job {job_id} is missing"
+    if info is None:
+        return None
     return (
         info.queue,
         info.payload,
@@ -248,13 +358,18 @@ def _job_view(store: Store, job_id: int) -> tuple[Any, ...]:
         _utc(info.expires_at),
         info.state.value,
         info.attempts,
+        info.last_error,
+        info.worker_id,
+        _utc(info.lease_until),
+        _utc(info.died_at),
     )
 
 
-def play(store: Store, clock: Any, scenario: Scenario) -> list[Seen]:
+def play(store: Store, clock: Any, scenario: Scenario) -> Outcome:
     """Play ``scenario`` on ``store`` (whose manual ``clock`` starts at ``scenario.start``); what was seen."""
     seen: list[Seen] = []
-    for step in scenario.steps:
+    fired: list[int] = []
+    for index, step in enumerate(scenario.steps):
         if isinstance(step, Register):
             seen.append(_schedule_view(store.schedule(step.name, step.spec, step.queue, step.payload, step.opts)))
         elif isinstance(step, Unschedule):
@@ -262,27 +377,48 @@ def play(store: Store, clock: Any, scenario: Scenario) -> list[Seen]:
         elif isinstance(step, Advance):
             clock.advance(step.by)
             seen.append(None)
+        elif isinstance(step, Work):
+            seen.append(_work(store, step, index))
         else:
             fires = store.tick()
+            fired.extend(f.job_id for f in fires)
             listing = tuple(_schedule_view(s) for s in store.schedules())
             seen.append(
                 TickSeen(
                     now=clock.now(),
                     fires=tuple((f.schedule, f.boundary.astimezone(UTC), f.queue) for f in fires),
-                    jobs=tuple(_job_view(store, f.job_id) for f in fires),
+                    jobs=tuple(_fired_view(_census(store, f.job_id)) for f in fires),
                     listing=listing,
                     soonest=min((entry[6] for entry in listing), default=None),
                     job_ids=tuple(f.job_id for f in fires),
                 )
             )
-    return seen
+    return Outcome(seen, tuple(_census(store, job_id) for job_id in fired))
 
 
-def expected(scenario: Scenario) -> list[Seen]:
+def _work(store: Store, step: Work, index: int) -> tuple[Any, ...]:
+    handled = []
+    queue = store.queue(step.queue)
+    for disposition in step.dispositions:
+        job = queue.claim(WORKER)
+        if job is None:
+            break
+        handled.append((job.schedule, _utc(job.boundary), job.attempts, disposition))
+        error = f"{disposition} at step {index}"
+        if disposition == "ack":
+            job.ack()
+        elif disposition == "retry":
+            job.retry(error)
+        elif disposition == "fail":
+            job.fail(error)
+    return tuple(handled)
+
+
+def expected(scenario: Scenario) -> Outcome:
     """What the model says playing ``scenario`` must show."""
     model = ScheduleModel(to_us(scenario.start))
     out: list[Seen] = []
-    for step in scenario.steps:
+    for index, step in enumerate(scenario.steps):
         if isinstance(step, Register):
             out.append(model.register(step))
         elif isinstance(step, Unschedule):
@@ -290,19 +426,21 @@ def expected(scenario: Scenario) -> list[Seen]:
         elif isinstance(step, Advance):
             model.now_us += step.by // _MICRO
             out.append(None)
+        elif isinstance(step, Work):
+            out.append(model.work(step, index))
         else:
             fires = model.tick()
             out.append(
                 TickSeen(
                     now=from_us(model.now_us),
-                    fires=tuple((name, from_us(b), queue) for name, b, queue in fires),
-                    jobs=tuple(model.job_view(name, b, queue) for name, b, queue in fires),
+                    fires=tuple((job.schedule, from_us(job.boundary_us), job.queue) for job in fires),
+                    jobs=tuple(_fired_view(job.census()) for job in fires),
                     listing=tuple(model.listing()),
                     soonest=model.soonest(),
                     job_ids=(),
                 )
             )
-    return out
+    return Outcome(out, tuple(job.census() for job in model.jobs))
 
 
 # -- strategies ----------------------------------------------------------------------------------
@@ -339,19 +477,24 @@ def _respelled(spec: str) -> str:
     return spec
 
 
-_KINDS = ["register"] * 3 + ["unschedule"] + ["advance"] * 3 + ["tick"] * 3
-_ADVANCES = ["little"] * 2 + ["boundary"] * 3 + ["far"] * 2 + ["days"]
+_IDLE_KINDS = ["register"] * 3 + ["unschedule"] + ["advance"] * 3 + ["tick"] * 3
+_BUSY_KINDS = ["register", "unschedule"] + ["advance"] * 3 + ["tick"] * 2 + ["work"] * 4
+_WEIGHTED_DISPOSITIONS = ["ack", "retry", "retry", "fail", "drop"]
+_ADVANCES = ["little"] * 2 + ["minutes"] * 2 + ["boundary"] * 3 + ["far"] * 2 + ["days"]
+_SHORT_ADVANCES = ["little"] * 2 + ["minutes"] * 3 + ["boundary"] * 3
 
 
 @st.composite
 def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
     """A scenario whose clock moves forward only, with horizons up to thousands of boundaries."""
     start = datetime(2031, 5, 17, tzinfo=UTC) + timedelta(microseconds=draw(st.integers(0, 86400 * _US - 1)))
-    model = ScheduleModel(to_us(start))  # follows the steps so advances can aim at boundaries
+    model = ScheduleModel(to_us(start))  # follows the steps so advances and work can aim
+    far_out = draw(st.booleans())  # else short moves only, so queues stay small and jobs come back
     steps: list[Step] = []
     for index in range(draw(st.integers(1, max_steps))):
-        kind = "register" if index == 0 else draw(st.sampled_from(_KINDS))
         registered = sorted(model.schedules)
+        busy = sorted({job.queue for job in model.jobs if job.state in ("pending", "running")})
+        kind = "register" if index == 0 else draw(st.sampled_from(_BUSY_KINDS if busy else _IDLE_KINDS))
         if kind == "register":
             name = draw(st.sampled_from(NAMES))
             current = model.schedules.get(name)
@@ -368,8 +511,13 @@ def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
             step = Unschedule(name)
             model.unschedule(name)
         elif kind == "advance":
-            step = Advance(_advance(draw, model, registered))
+            step = Advance(_advance(draw, model, registered, far_out))
             model.now_us += step.by // _MICRO
+        elif kind == "work":
+            dispositions = draw(st.lists(st.sampled_from(_WEIGHTED_DISPOSITIONS), min_size=1, max_size=24))
+            work = Work(draw(st.sampled_from(busy)), tuple(dispositions))
+            model.work(work, index)
+            step = work
         else:
             step = Tick()
             model.tick()
@@ -378,11 +526,16 @@ def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
     return Scenario(start, tuple(steps))
 
 
-def _advance(draw: st.DrawFn, model: ScheduleModel, registered: list[str]) -> timedelta:
-    """A forward move: a little, onto (or a microsecond before) a boundary, or far out."""
-    how = draw(st.sampled_from(_ADVANCES if registered else ["little", "days"]))
+def _advance(draw: st.DrawFn, model: ScheduleModel, registered: list[str], far_out: bool) -> timedelta:
+    """A forward move: a little, minutes, onto (or a microsecond before) a boundary, or far out."""
+    choices = _ADVANCES if far_out else _SHORT_ADVANCES
+    how = draw(
+        st.sampled_from(choices if registered else [how for how in choices if how != "boundary" and how != "far"])
+    )
     if how == "little":
         return timedelta(microseconds=draw(st.integers(0, 3 * _US)))
+    if how == "minutes":  # enough for retries to come due and leases (300 s) to lapse
+        return timedelta(seconds=draw(st.integers(4, 700)))
     if how == "days":
         return timedelta(days=draw(st.integers(1, 400)), microseconds=draw(st.integers(0, _US)))
     schedule = model.schedules[draw(st.sampled_from(registered))]

@@ -3,7 +3,8 @@
 Two properties share one scenario generator (``_scenario.scenarios``):
 
 * every available engine plays the same scenario and shows the same outcome — fires in
-  order, fired jobs' stamps, next boundaries, the soonest deadline;
+  order, fired jobs' stamps, next boundaries, the soonest deadline, the jobs each worker
+  handled, and how every fired job ended (done, dead with which error, pending, running);
 * each engine's outcome keeps the invariants of DESIGN.md (checked from the observations
   alone) and equals what an independent, naive model computes. The model does not call
   ``alkstore``'s boundary math: the engines share that code, so only an outside model
@@ -22,7 +23,7 @@ from alkstore import ManualClock
 
 from ._engines import EngineTarget
 from ._profiles import sized
-from ._scenario import CAP, Advance, Register, Scenario, Seen, TickSeen, Unschedule, expected, play, scenarios
+from ._scenario import CAP, Advance, Outcome, Register, Scenario, TickSeen, Unschedule, Work, expected, play, scenarios
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def every_engine(all_engines: tuple[list[EngineTarget], list[str]]) -> list[Engi
     return targets
 
 
-def run(target: EngineTarget, scenario: Scenario) -> list[Seen]:
+def run(target: EngineTarget, scenario: Scenario) -> Outcome:
     clock = ManualClock(scenario.start)
     with target.store(clock) as store:
         return play(store, clock, scenario)
@@ -54,14 +55,17 @@ def test_every_engine_shows_the_same_outcome_for_the_same_scenario(
     want = run(reference, scenario)
     for other in others:
         got = run(other, scenario)
-        for index, (mine, theirs) in enumerate(zip(want, got, strict=True)):
+        for index, (mine, theirs) in enumerate(zip(want.seen, got.seen, strict=True)):
             assert theirs == mine, f"{other.name} differs from {reference.name} at {_describe(scenario, index)}"
+        assert got.census == want.census, f"{other.name} and {reference.name} differ in how fired jobs ended"
 
 
-def check_invariants(scenario: Scenario, seen: list[Seen]) -> None:
+def check_invariants(scenario: Scenario, outcome: Outcome) -> None:
     """DESIGN.md's invariants, judged from what the store showed (not from the model)."""
+    seen = outcome.seen
     state: dict[str, tuple[timedelta, datetime]] = {}  # name -> (interval, next boundary) as last shown
     fired_ever: set[tuple[str, datetime]] = set()
+    max_attempts: dict[tuple[str, datetime], int] = {}
     last_id = 0
     clock = scenario.start
     for index, (step, observed) in enumerate(zip(scenario.steps, seen, strict=True)):
@@ -94,6 +98,7 @@ def check_invariants(scenario: Scenario, seen: list[Seen]) -> None:
                 last_id = job_id
             for (name, boundary, queue), job in zip(fires, observed.jobs, strict=True):
                 assert (job[0], job[2], job[3], job[6], job[8], job[9]) == (queue, name, boundary, now, "pending", 0)
+                max_attempts[(name, boundary)] = job[5]
             listed = {entry[0]: entry for entry in observed.listing}
             assert set(listed) == set(state), f"the listing must hold exactly the registered schedules ({where})"
             for name, (interval, before) in state.items():
@@ -111,12 +116,29 @@ def check_invariants(scenario: Scenario, seen: list[Seen]) -> None:
                     assert after == before, f"{name} moved without firing ({where})"
                 state[name] = (interval, after)
             assert observed.soonest == min((b for _, b in state.values()), default=None), where
+        elif isinstance(step, Work):
+            assert isinstance(observed, tuple)
+            assert len(observed) <= len(step.dispositions), where
+            for name, boundary, attempts, _ in observed:
+                assert 1 <= attempts <= max_attempts[(name, boundary)], f"attempts beyond max_attempts ({where})"
+    assert len(outcome.census) == len(fired_ever), "every fired job is accounted for"
+    for job in outcome.census:
+        if job is None:
+            continue  # done: acked and gone
+        state_name, attempts, error, died_at = job[8], job[9], job[10], job[13]
+        assert state_name in ("pending", "running", "dead"), job
+        assert 0 <= attempts <= job[5], f"attempts beyond max_attempts: {job}"
+        assert (state_name == "dead") == (died_at is not None), job
+        assert state_name != "dead" or error is not None, f"a dead job without its error: {job}"
 
 
 @sized(1.0)
 @given(scenario=scenarios())
 def test_ticks_keep_every_invariant_and_match_a_naive_model(engine: EngineTarget, scenario: Scenario) -> None:
-    seen = run(engine, scenario)
-    check_invariants(scenario, seen)
-    for index, (got, want) in enumerate(zip(seen, expected(scenario), strict=True)):
+    outcome = run(engine, scenario)
+    check_invariants(scenario, outcome)
+    model = expected(scenario)
+    for index, (got, want) in enumerate(zip(outcome.seen, model.seen, strict=True)):
         assert got == want, f"{engine.name} disagrees with the model at {_describe(scenario, index)}"
+    for got_job, want_job in zip(outcome.census, model.census, strict=True):
+        assert got_job == want_job, f"{engine.name} disagrees with the model on how a fired job ended"
