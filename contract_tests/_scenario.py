@@ -9,8 +9,10 @@ the fired jobs as ``get_job`` shows them, every schedule's next boundary and the
 them, per work step the jobs handled, and at the end a census of every fired job.
 
 ``ScheduleModel`` restates the rules of DESIGN.md from first principles (integer
-microseconds, boundaries enumerated one by one) without calling ``alkstore``'s boundary
-math, so that a bug in the one shared implementation shows up as a disagreement.
+microseconds, fired boundaries stepped through one by one, skipped ones counted from their
+definition, claims and their sweeps as the ``Engine`` docstrings state them) without calling
+``alkstore``'s boundary math, so that a bug in the one shared implementation shows up as a
+disagreement.
 """
 
 from __future__ import annotations
