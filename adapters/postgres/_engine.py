@@ -1,9 +1,9 @@
 """The PostgreSQL engine: the ``Engine`` port on psycopg 3 and psycopg_pool.
 
 Every method takes one pooled connection in autocommit mode and, except the scheduler's
-multi-statement transactions, does its work in one statement (the claim is one call of the
-``claim`` function the migrations create). psycopg errors are translated here, once, into
-``alkstore.DatabaseError`` raised from the original.
+multi-statement transactions, does its work in one statement (a claim with something to sweep
+calls, from that statement, the ``claim`` function the migrations create). psycopg errors are
+translated here, once, into ``alkstore.DatabaseError`` raised from the original.
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ _WAITER_CHECKOUT_S = 1.0
 _MICROSECOND = timedelta(microseconds=1)
 #: Queue channel names remembered per engine before the memo starts over.
 _CHANNEL_CACHE_SIZE = 4096
+_LEASE_EXPIRED_ERROR = LEASE_EXPIRED_ERROR.encode()
+_JOB_EXPIRED_ERROR = JOB_EXPIRED_ERROR.encode()
 _OPTIONS = ("schema", "min_size", "max_size", "migrate", "connect_timeout", "pool_timeout")
 
 
@@ -297,12 +299,12 @@ class PostgresEngine(Engine):
             "worker": worker_id,
             "now": now,
             "lease_until": lease_until,
-            "lease_expired_error": _error_bytes(LEASE_EXPIRED_ERROR),
-            "job_expired_error": _error_bytes(JOB_EXPIRED_ERROR),
+            "lease_expired_error": _LEASE_EXPIRED_ERROR,
+            "job_expired_error": _JOB_EXPIRED_ERROR,
         }
         with self._connection() as conn:
             row = conn.execute(self._sql.claim, params, binary=True).fetchone()
-        return None if row is None else _job_record(row)
+        return None if row is None else _claimed_record(row, queue, worker_id, lease_until)
 
     @contextmanager
     def waiter(self, queue: str) -> Iterator[Waiter]:
@@ -580,6 +582,29 @@ def _job_record(row: tuple[Any, ...]) -> JobRecord:
         lease_until=_utc_or_none(row[14]),
         died_at=_utc_or_none(died_at),
         lease=int(row[15]),
+    )
+
+
+def _claimed_record(row: tuple[Any, ...], queue: str, worker_id: str, lease_until: datetime) -> JobRecord:
+    """A job the claim statement just leased: the row gives what it kept, the claim's own values the rest."""
+    return JobRecord(
+        id=row[0],
+        queue=queue,
+        payload=row[1],
+        state=JobState.RUNNING,
+        priority=row[2],
+        run_at=_utc(row[3]),
+        expires_at=_utc_or_none(row[4]),
+        attempts=row[5],
+        max_attempts=row[6],
+        last_error=_error_text(row[7]),
+        schedule=row[8],
+        boundary=_utc_or_none(row[9]),
+        enqueued_at=_utc(row[10]),
+        worker_id=worker_id,
+        lease_until=_utc(lease_until),
+        died_at=None,
+        lease=row[11],
     )
 
 

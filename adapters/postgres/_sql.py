@@ -17,6 +17,11 @@ _JOB = (
     "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, "
     "schedule, boundary, enqueued_at, worker_id, lease_until, lease"
 )
+#: What a claim returns: the job's columns but those the claim itself sets (queue, state, worker, lease end).
+_CLAIMED = (
+    "id, payload, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule, boundary, "
+    "enqueued_at, lease"
+)
 _DEAD = (
     "id, queue, payload, priority, run_at, expires_at, attempts, max_attempts, last_error, "
     "schedule, boundary, enqueued_at, lease"
@@ -50,9 +55,36 @@ _TEMPLATES: dict[str, str] = {
         " SELECT id, pg_notify(%(channel)s, '') FROM new"
     ),
     "channel": "SELECT {s}.channel(%(schema)s, %(queue)s)",
+    # The claim, in one statement: a look for anything to sweep (each probe a range scan of a
+    # partial index that stops at the first hit), then the best runnable job. Most claims find
+    # nothing to sweep and lease the job here, in the statement's snapshot; otherwise the
+    # statement leaves the job alone and calls the claim function instead, which sweeps and
+    # then claims in snapshots of their own, so the claim sees the sweeps' effects.
     "claim": (
-        "SELECT " + _JOB + " FROM {s}.claim(%(queue)s, %(worker)s, %(now)s, %(lease_until)s,"
-        " %(lease_expired_error)s, %(job_expired_error)s)"
+        "WITH sweep AS MATERIALIZED ("
+        " SELECT (SELECT lease_until FROM {s}.jobs"
+        "          WHERE queue = %(queue)s AND state = 'running' AND lease_until <= %(now)s"
+        "          ORDER BY lease_until LIMIT 1) IS NOT NULL"
+        "     OR (SELECT expires_at FROM {s}.jobs"
+        "          WHERE queue = %(queue)s AND state = 'pending' AND expires_at <= %(now)s"
+        "          ORDER BY expires_at LIMIT 1) IS NOT NULL AS needed),"
+        " claimed AS ("
+        " UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,"
+        "                     worker_id = %(worker)s, lease_until = %(lease_until)s"
+        " WHERE id = ("
+        "  SELECT id FROM {s}.jobs"
+        "   WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s"
+        "     AND (expires_at IS NULL OR expires_at > %(now)s)"
+        "     AND NOT (SELECT needed FROM sweep)"
+        "   ORDER BY priority DESC, run_at, id"
+        "   LIMIT 1"
+        "   FOR UPDATE SKIP LOCKED)"
+        " RETURNING " + _CLAIMED + ")"
+        " SELECT " + _CLAIMED + " FROM claimed"
+        " UNION ALL"
+        " SELECT " + _CLAIMED + " FROM {s}.claim(%(queue)s, %(worker)s, %(now)s, %(lease_until)s,"
+        "                                        %(lease_expired_error)s, %(job_expired_error)s)"
+        " WHERE (SELECT needed FROM sweep)"
     ),
     "listen": "SELECT {s}.listen(%(schema)s, %(queue)s)",
     "unlisten": "UNLISTEN *",
