@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 
 import alkstore
-from alkstore import Clock, Store
+from alkstore import Clock, Codec, Store
 
 __all__ = [
     "ENGINE_GROUP",
@@ -47,12 +47,12 @@ class EngineTarget:
     """One engine the suite runs against: ``store(clock)`` opens a fresh, private store on it."""
 
     name: str
-    opener: Callable[[Clock], tuple[Store, Callable[[], None]]]
+    opener: Callable[[Clock, Codec | None], tuple[Store, Callable[[], None]]]
 
     @contextmanager
-    def store(self, clock: Clock) -> Iterator[Store]:
+    def store(self, clock: Clock, codec: Codec | None = None) -> Iterator[Store]:
         """A fresh store on this engine driven by ``clock``; closed (and its storage dropped) after."""
-        store, cleanup = self.opener(clock)
+        store, cleanup = self.opener(clock, codec)
         try:
             yield store
         finally:
@@ -77,8 +77,8 @@ def entry_point_problem(scheme: str) -> str | None:
 def memory_target() -> EngineTarget:
     """The embedded engine: every store is a new, empty memory."""
 
-    def opener(clock: Clock) -> tuple[Store, Callable[[], None]]:
-        store = alkstore.open("memory://", clock=clock)
+    def opener(clock: Clock, codec: Codec | None) -> tuple[Store, Callable[[], None]]:
+        store = alkstore.open("memory://", clock=clock, codec=codec)
         return store, store.close
 
     return EngineTarget("memory", opener)
@@ -91,10 +91,10 @@ def postgres_target(
 ) -> EngineTarget:
     """The Postgres engine: every store lives in a fresh schema, migrated on open, dropped on close."""
 
-    def opener(clock: Clock) -> tuple[Store, Callable[[], None]]:
+    def opener(clock: Clock, codec: Codec | None) -> tuple[Store, Callable[[], None]]:
         schema = unique_schema("ct")
         try:
-            store = alkstore.open(dsn, schema=schema, migrate=True, clock=clock, max_size=PG_MAX_SIZE)
+            store = alkstore.open(dsn, schema=schema, migrate=True, clock=clock, codec=codec, max_size=PG_MAX_SIZE)
         except BaseException:
             drop_schema(dsn, schema)
             raise

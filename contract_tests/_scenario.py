@@ -529,11 +529,23 @@ def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
 
 
 def _advance(draw: st.DrawFn, model: ScheduleModel, registered: list[str], far_out: bool) -> timedelta:
-    """A forward move: a little, minutes, onto (or a microsecond before) a boundary, or far out."""
+    """A forward move: a little, minutes, onto (or 1 µs before) a boundary or a job's edge, or far out."""
     choices = _ADVANCES if far_out else _SHORT_ADVANCES
-    how = draw(
-        st.sampled_from(choices if registered else [how for how in choices if how != "boundary" and how != "far"])
+    if not registered:
+        choices = [how for how in choices if how not in ("boundary", "far")]
+    edges = sorted(
+        {
+            instant
+            for job in model.jobs
+            if job.state in ("pending", "running")
+            for instant in (job.run_at_us, job.expires_at_us, job.lease_until_us)
+            if instant is not None and instant > model.now_us
+        }
     )
+    how = draw(st.sampled_from([*choices, "job edge", "job edge"] if edges else choices))
+    if how == "job edge":  # onto (or 1 µs before) a fired job's run_at, expiry or lease end
+        target = draw(st.sampled_from(edges)) - draw(st.sampled_from([0, 1]))
+        return timedelta(microseconds=target - model.now_us)
     if how == "little":
         return timedelta(microseconds=draw(st.integers(0, 3 * _US)))
     if how == "minutes":  # enough for retries to come due and leases (300 s) to lapse

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
+    initialize,
     invariant,
     multiple,
     precondition,
@@ -38,6 +39,17 @@ VISIBILITY = timedelta(seconds=300)
 BACKOFF_BASE = timedelta(seconds=5)
 DEFAULT_ATTEMPTS = 3
 MAX_JOBS = 10
+#: Options and clock steps share whole seconds, so expiries, delays and lease ends often fall
+#: exactly on "now" (the edge every ``<=`` in the contract is about); 1 µs steps probe just after.
+JOB_OPTIONS = st.fixed_dictionaries(
+    {
+        "priority": st.none() | st.integers(-1, 1),
+        "delay": st.none() | st.sampled_from([0, 1, 5, 30, 301]),
+        "max_attempts": st.none() | st.integers(1, 4),
+        "expires": st.none() | st.sampled_from([1, 5, 30, 300, 600]),
+    }
+)
+STEPS = st.sampled_from([0.000001, 1, 4, 5, 30, 150, 299, 300, 301, 3600])
 
 
 @dataclass(frozen=True)
@@ -113,13 +125,17 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- rules ------------------------------------------------------------------------------
 
+    @initialize(jobs=st.lists(JOB_OPTIONS, min_size=1, max_size=4))
+    def some_jobs(self, jobs: list[dict[str, int | None]]) -> None:
+        """Start with jobs: swarm testing switches rules off for whole runs, ``enqueue`` included."""
+        for options in jobs:
+            self.enqueue(**options)
+
     @precondition(lambda self: len(self.jobs) < MAX_JOBS)
-    @rule(
-        priority=st.none() | st.integers(-1, 1),
-        delay=st.none() | st.sampled_from([0, 1, 5, 30, 301]),
-        max_attempts=st.none() | st.integers(1, 4),
-        expires=st.none() | st.sampled_from([1, 6, 31, 600]),
-    )
+    @rule(options=JOB_OPTIONS)
+    def enqueue_one(self, options: dict[str, int | None]) -> None:
+        self.enqueue(**options)
+
     def enqueue(self, priority: int | None, delay: int | None, max_attempts: int | None, expires: int | None) -> None:
         opts = EnqueueOpts(delay=delay, priority=priority, max_attempts=max_attempts, expires=expires)
         run_at = self.now + timedelta(seconds=delay or 0)
@@ -172,6 +188,22 @@ class QueueMachine(RuleBasedStateMachine):
         self.held[id(claimed)] = taken.leases
         assert _view(claimed) == taken.view()
         return claimed
+
+    @rule(
+        target=handles,
+        worker=st.sampled_from(["w1", "w2"]),
+        then=st.sampled_from(["ack", "retry", "fail", "heartbeat"]),
+        delay=st.none() | st.sampled_from([0, 2, 45]),
+    )
+    def claim_and_finish(self, worker: str, then: str, delay: int | None) -> Any:
+        """A claim followed at once by what a worker does with the job (lifecycles get further)."""
+        handle = self.claim(worker)
+        if isinstance(handle, Job):
+            if then == "retry":
+                self.retry(handle, delay)
+            else:
+                {"ack": self.ack, "fail": self.fail, "heartbeat": self.heartbeat}[then](handle)
+        return handle
 
     def _fenced(self, handle: Job) -> ModelJob | None:
         """The model's job if ``handle`` still holds its lease (running under its claim), else ``None``."""
@@ -239,9 +271,20 @@ class QueueMachine(RuleBasedStateMachine):
                 job, state="pending", attempts=0, run_at=self.now, expires_at=None, died_at=None
             )
 
-    @rule(seconds=st.sampled_from([0.000001, 1, 4, 30, 150, 299, 300, 301, 3600]))
+    @rule(seconds=STEPS)
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
+
+    @rule(data=st.data())
+    def advance_to_an_edge(self, data: st.DataObject) -> None:
+        """Move the clock exactly onto (or 1 µs before) a job's run_at, expiry or lease end."""
+        now = self.now
+        live = [job for job in self.jobs.values() if job.state in ("pending", "running")]
+        edges = sorted({t for job in live for t in (job.run_at, job.expires_at, job.lease_until) if t and t > now})
+        if edges:
+            target = data.draw(st.sampled_from(edges), label="edge")
+            before = data.draw(st.sampled_from([timedelta(0), timedelta(microseconds=1)]), label="before")
+            self.clock.advance(target - now - before)
 
     # -- invariants -----------------------------------------------------------------------------
 

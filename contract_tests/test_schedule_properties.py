@@ -122,14 +122,14 @@ def check_invariants(scenario: Scenario, outcome: Outcome) -> None:
             for name, boundary, attempts, _ in observed:
                 assert 1 <= attempts <= max_attempts[(name, boundary)], f"attempts beyond max_attempts ({where})"
     assert len(outcome.census) == len(fired_ever), "every fired job is accounted for"
-    for job in outcome.census:
-        if job is None:
+    for ended in outcome.census:
+        if ended is None:
             continue  # done: acked and gone
-        state_name, attempts, error, died_at = job[8], job[9], job[10], job[13]
-        assert state_name in ("pending", "running", "dead"), job
-        assert 0 <= attempts <= job[5], f"attempts beyond max_attempts: {job}"
-        assert (state_name == "dead") == (died_at is not None), job
-        assert state_name != "dead" or error is not None, f"a dead job without its error: {job}"
+        state_name, attempts, error, died_at = ended[8], ended[9], ended[10], ended[13]
+        assert state_name in ("pending", "running", "dead"), ended
+        assert 0 <= attempts <= ended[5], f"attempts beyond max_attempts: {ended}"
+        assert (state_name == "dead") == (died_at is not None), ended
+        assert state_name != "dead" or error is not None, f"a dead job without its error: {ended}"
 
 
 @sized(1.0)
