@@ -62,6 +62,8 @@ _WAITER_CHECKOUT_S = 1.0
 _MICROSECOND = timedelta(microseconds=1)
 #: Queue channel names remembered per engine before the memo starts over.
 _CHANNEL_CACHE_SIZE = 4096
+#: ``select.poll`` where the platform has it (the pools' check falls back to a round trip).
+_POLL = getattr(select, "poll", None)
 _LEASE_EXPIRED_ERROR = LEASE_EXPIRED_ERROR.encode()
 _JOB_EXPIRED_ERROR = JOB_EXPIRED_ERROR.encode()
 _OPTIONS = ("schema", "min_size", "max_size", "migrate", "connect_timeout", "pool_timeout")
@@ -228,6 +230,37 @@ class PostgresEngine(Engine):
         finally:
             self._pool.putconn(conn)
 
+    def _one(self, statement: str, params: Mapping[str, Any], *, binary: bool = False) -> tuple[Any, ...] | None:
+        """Run one statement on a pooled connection; its first row, or ``None``.
+
+        The hot calls' form of ``_connection()``: the same checkout and translation, inline.
+        """
+        pool = self._pool
+        try:
+            conn = pool.getconn()
+        except psycopg.Error as exc:
+            _raise_translated(exc)
+        try:
+            return conn.execute(statement, params, binary=binary).fetchone()
+        except psycopg.Error as exc:
+            _raise_translated(exc)
+        finally:
+            pool.putconn(conn)
+
+    def _count(self, statement: str, params: Mapping[str, Any]) -> int:
+        """Run one statement on a pooled connection; the number of rows it changed."""
+        pool = self._pool
+        try:
+            conn = pool.getconn()
+        except psycopg.Error as exc:
+            _raise_translated(exc)
+        try:
+            return conn.execute(statement, params).rowcount
+        except psycopg.Error as exc:
+            _raise_translated(exc)
+        finally:
+            pool.putconn(conn)
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def migrate(self) -> None:
@@ -257,9 +290,11 @@ class PostgresEngine(Engine):
     # -- jobs ----------------------------------------------------------------------------
 
     def enqueue(self, job: NewJob, now: datetime) -> int:
-        with self._connection() as conn:
-            params = _job_params(job, now, self._channel(conn, job.queue))
-            row = conn.execute(self._sql.enqueue, params).fetchone()
+        channel = self._channels.get(job.queue)
+        if channel is None:
+            with self._connection() as conn:
+                channel = self._channel(conn, job.queue)
+        row = self._one(self._sql.enqueue, _job_params(job, now, channel))
         assert row is not None
         return int(row[0])
 
@@ -302,8 +337,7 @@ class PostgresEngine(Engine):
             "lease_expired_error": _LEASE_EXPIRED_ERROR,
             "job_expired_error": _JOB_EXPIRED_ERROR,
         }
-        with self._connection() as conn:
-            row = conn.execute(self._sql.claim, params, binary=True).fetchone()
+        row = self._one(self._sql.claim, params, binary=True)
         return None if row is None else _claimed_record(row, queue, worker_id, lease_until)
 
     @contextmanager
@@ -339,36 +373,27 @@ class PostgresEngine(Engine):
             self._waiter_pool.putconn(conn)
 
     def ack(self, job_id: int, lease: int) -> None:
-        with self._connection() as conn:
-            done = conn.execute(self._sql.ack, {"id": job_id, "lease": lease}).rowcount
-        if done != 1:
+        if self._count(self._sql.ack, {"id": job_id, "lease": lease}) != 1:
             _lease_lost(job_id, lease)
 
     def retry(self, job_id: int, lease: int, error: str, run_at: datetime) -> None:
         params = {"id": job_id, "lease": lease, "error": _error_bytes(error), "run_at": run_at}
         params["schema"] = self._schema
-        with self._connection() as conn:
-            row = conn.execute(self._sql.retry, params).fetchone()
-        if row is None:
+        if self._one(self._sql.retry, params) is None:
             _lease_lost(job_id, lease)
 
     def bury(self, job_id: int, lease: int, error: str, now: datetime) -> None:
         params = {"id": job_id, "lease": lease, "error": _error_bytes(error), "now": now}
-        with self._connection() as conn:
-            done = conn.execute(self._sql.bury, params).rowcount
-        if done != 1:
+        if self._count(self._sql.bury, params) != 1:
             _lease_lost(job_id, lease)
 
     def heartbeat(self, job_id: int, lease: int, lease_until: datetime) -> None:
         params = {"id": job_id, "lease": lease, "lease_until": lease_until}
-        with self._connection() as conn:
-            done = conn.execute(self._sql.heartbeat, params).rowcount
-        if done != 1:
+        if self._count(self._sql.heartbeat, params) != 1:
             _lease_lost(job_id, lease)
 
     def get_job(self, job_id: int) -> JobRecord | None:
-        with self._connection() as conn:
-            row = conn.execute(self._sql.get_job, {"id": job_id}, binary=True).fetchone()
+        row = self._one(self._sql.get_job, {"id": job_id}, binary=True)
         return None if row is None else _job_record(row)
 
     def requeue_dead(self, job_id: int, now: datetime) -> bool:
@@ -533,9 +558,8 @@ def _check_connection(conn: Connection) -> None:
     """
     if conn.closed:
         raise psycopg.OperationalError("the connection is closed")
-    poll = getattr(select, "poll", None)
-    if poll is not None:
-        poller = poll()
+    if _POLL is not None:
+        poller = _POLL()
         poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
         if not poller.poll(0):
             return

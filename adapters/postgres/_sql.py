@@ -182,39 +182,39 @@ _TEMPLATES: dict[str, str] = {
 class Statements:
     """The engine's statements for one schema, each ready to execute with bound parameters."""
 
-    version_table_exists: sql.SQL
-    schema_version: sql.SQL
-    migration_lock: sql.SQL
-    create_schema: sql.SQL
-    create_version_table: sql.SQL
-    use_schema: sql.SQL
-    record_version: sql.SQL
-    use_utc: sql.SQL
-    enqueue: sql.SQL
-    channel: sql.SQL
-    claim: sql.SQL
-    listen: sql.SQL
-    unlisten: sql.SQL
-    ack: sql.SQL
-    retry: sql.SQL
-    bury: sql.SQL
-    heartbeat: sql.SQL
-    get_job: sql.SQL
-    requeue_dead: sql.SQL
-    try_lock: sql.SQL
-    renew_lock: sql.SQL
-    release_lock: sql.SQL
-    lock_schedule: sql.SQL
-    insert_schedule: sql.SQL
-    update_schedule: sql.SQL
-    unschedule: sql.SQL
-    schedules: sql.SQL
-    due_schedules: sql.SQL
-    next_job_ids: sql.SQL
-    insert_fires: sql.SQL
-    advance_schedules: sql.SQL
-    notify_queues: sql.SQL
-    soonest_boundary: sql.SQL
+    version_table_exists: str
+    schema_version: str
+    migration_lock: str
+    create_schema: str
+    create_version_table: str
+    use_schema: str
+    record_version: str
+    use_utc: str
+    enqueue: str
+    channel: str
+    claim: str
+    listen: str
+    unlisten: str
+    ack: str
+    retry: str
+    bury: str
+    heartbeat: str
+    get_job: str
+    requeue_dead: str
+    try_lock: str
+    renew_lock: str
+    release_lock: str
+    lock_schedule: str
+    insert_schedule: str
+    update_schedule: str
+    unschedule: str
+    schedules: str
+    due_schedules: str
+    next_job_ids: str
+    insert_fires: str
+    advance_schedules: str
+    notify_queues: str
+    soonest_boundary: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
@@ -223,8 +223,8 @@ class Statements:
         return cls(**{name: _compose(template, ident) for name, template in _TEMPLATES.items()})
 
 
-def _compose(template: str, schema: sql.Identifier) -> sql.SQL:
-    # Rendered once to text: executing plain SQL is cheaper than re-quoting the identifier on
-    # every call, and the text is encoded per connection, so any client encoding works.
-    text = sql.SQL(template).format(s=schema).as_string()
-    return sql.SQL(text)
+def _compose(template: str, schema: sql.Identifier) -> str:
+    # Rendered once to plain text: executing a str is cheaper than re-quoting the identifier,
+    # or re-rendering an ``sql.SQL``, on every call, and psycopg encodes a str per connection,
+    # so any client encoding works.
+    return sql.SQL(template).format(s=schema).as_string()
