@@ -292,7 +292,9 @@ class Queue:
         at most that).
         """
         validate_label(worker_id, "worker id")
-        span = timedelta(0) if wait is None else as_duration(wait, "wait")
+        if wait is None:  # the common, non-blocking claim: no deadline to read the clock for
+            return self._claim_once(worker_id)
+        span = as_duration(wait, "wait")
         clock = self._store.clock
         deadline = clock.now() + span
         job = self._claim_once(worker_id)
@@ -311,7 +313,7 @@ class Queue:
     def _claim_once(self, worker_id: str) -> Job | None:
         store = self._store
         engine = store._live()
-        visibility = self.defaults.visibility_timeout
+        visibility = queue_defaults(self.name).visibility_timeout
         while True:
             now = store.clock.now()
             record = engine.claim(self.name, worker_id, now, now + visibility)
