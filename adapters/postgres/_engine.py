@@ -20,7 +20,8 @@ from typing import Any, NoReturn
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import tuple_row
+from psycopg.pq.abc import PGconn
+from psycopg.rows import RowFactory, tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed
 
 from alkstore._boundary import registration_boundary
@@ -49,6 +50,7 @@ __all__ = ["PostgresEngine", "open_engine"]
 log = logging.getLogger("alkstore.postgres")
 
 Connection = psycopg.Connection[tuple[Any, ...]]
+Cursor = psycopg.Cursor[tuple[Any, ...]]
 
 DEFAULT_SCHEMA = "alkstore"
 DEFAULT_MIN_SIZE = 1
@@ -130,8 +132,9 @@ class PostgresEngine(Engine):
         except psycopg.Error as exc:
             _raise_translated(exc)
 
-        self._pool: ConnectionPool[Connection] = ConnectionPool(
+        self._pool: ConnectionPool[_PooledConnection] = ConnectionPool(
             url,
+            connection_class=_PooledConnection,
             kwargs=connect_kwargs,
             min_size=min_size,
             max_size=max_size,
@@ -177,7 +180,7 @@ class PostgresEngine(Engine):
         return self._closed
 
     @property
-    def pool(self) -> ConnectionPool[Connection]:
+    def pool(self) -> ConnectionPool[_PooledConnection]:
         """The connection pool of every operation but parked claims."""
         return self._pool
 
@@ -241,7 +244,7 @@ class PostgresEngine(Engine):
         except psycopg.Error as exc:
             _raise_translated(exc)
         try:
-            return conn.execute(statement, params, binary=binary).fetchone()
+            return conn.run(statement, params, binary=binary).fetchone()
         except psycopg.Error as exc:
             _raise_translated(exc)
         finally:
@@ -255,7 +258,7 @@ class PostgresEngine(Engine):
         except psycopg.Error as exc:
             _raise_translated(exc)
         try:
-            return conn.execute(statement, params).rowcount
+            return conn.run(statement, params).rowcount
         except psycopg.Error as exc:
             _raise_translated(exc)
         finally:
@@ -488,6 +491,29 @@ class PostgresEngine(Engine):
         with self._connection() as conn:
             row = conn.execute(self._sql.soonest_boundary).fetchone()
         return None if row is None or row[0] is None else _utc(row[0])
+
+
+# -- connections -----------------------------------------------------------------------------
+
+
+class _PooledConnection(psycopg.Connection[tuple[Any, ...]]):
+    """A connection of the engine's main pool, keeping one cursor for the engine's statements.
+
+    ``Connection.execute`` builds a cursor (and its adaptation context) for every statement;
+    the hot calls reuse this one instead. The pool lends the connection to one thread at a
+    time, so the cursor is never shared, and it goes with the connection.
+    """
+
+    def __init__(self, pgconn: PGconn, row_factory: RowFactory[tuple[Any, ...]] = tuple_row) -> None:
+        super().__init__(pgconn, row_factory)
+        self._statement_cursor: Cursor | None = None
+
+    def run(self, statement: str, params: Mapping[str, Any], *, binary: bool = False) -> Cursor:
+        """Execute ``statement`` on the kept cursor (text or binary results) and return it."""
+        cursor = self._statement_cursor
+        if cursor is None or cursor.closed:
+            cursor = self._statement_cursor = self.cursor()
+        return cursor.execute(statement, params, binary=binary)
 
 
 # -- waiting ---------------------------------------------------------------------------------
