@@ -228,16 +228,18 @@ class ScheduleModel:
                 boundary += skipped * schedule.interval_us
             assert boundary > self.now_us
             schedule.next_us = boundary
-        new = [self._fire(name, boundary) for boundary, name in sorted(fires)]
+        new: list[_ModelJob] = []
+        for boundary, name in sorted(fires):
+            new.append(self._fire(name, boundary, len(self.jobs) + len(new)))
         self.jobs.extend(new)
         return new
 
-    def _fire(self, name: str, boundary_us: int) -> _ModelJob:
+    def _fire(self, name: str, boundary_us: int, index: int) -> _ModelJob:
         schedule = self.schedules[name]
         opts = schedule.opts
         assert opts.expires is None or isinstance(opts.expires, timedelta)
         return _ModelJob(
-            index=len(self.jobs),
+            index=index,
             queue=schedule.queue,
             payload=schedule.payload,
             schedule=name,
@@ -457,14 +459,15 @@ _payloads = st.one_of(
 )
 _opts = st.builds(
     ScheduleOpts,
-    priority=st.none() | st.integers(-5, 5),
+    priority=st.sampled_from([None, None, -3, 0, 2, 5]),  # distinct values, so claims choose by priority
     max_attempts=st.none() | st.integers(1, 9),
     expires=st.none() | st.integers(1, 7200) | st.integers(1, 7200 * _US).map(lambda us: timedelta(microseconds=us)),
 )
 
 
-def _spec(draw: st.DrawFn) -> str:
-    unit = draw(st.sampled_from("smhd"))
+def _spec(draw: st.DrawFn, usual_unit: str) -> str:
+    """Mostly the scenario's usual unit, so its schedules fire at comparable rates and share queues."""
+    unit = draw(st.sampled_from([usual_unit] * 3 + list("smhd")))
     return f"@every {draw(st.integers(1, MAX_COUNT[unit]))}{unit}"
 
 
@@ -481,6 +484,7 @@ def _respelled(spec: str) -> str:
 
 _IDLE_KINDS = ["register"] * 3 + ["unschedule"] + ["advance"] * 3 + ["tick"] * 3
 _BUSY_KINDS = ["register", "unschedule"] + ["advance"] * 3 + ["tick"] * 2 + ["work"] * 4
+_WEIGHTED_QUEUES = [QUEUES[0]] * 3 + [QUEUES[1]]
 _WEIGHTED_DISPOSITIONS = ["ack", "retry", "retry", "fail", "drop"]
 _ADVANCES = ["little"] * 2 + ["minutes"] * 2 + ["boundary"] * 3 + ["far"] * 2 + ["days"]
 _SHORT_ADVANCES = ["little"] * 2 + ["minutes"] * 3 + ["boundary"] * 3
@@ -492,20 +496,22 @@ def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
     start = datetime(2031, 5, 17, tzinfo=UTC) + timedelta(microseconds=draw(st.integers(0, 86400 * _US - 1)))
     model = ScheduleModel(to_us(start))  # follows the steps so advances and work can aim
     far_out = draw(st.booleans())  # else short moves only, so queues stay small and jobs come back
+    usual_unit = draw(st.sampled_from("smhd"))
     steps: list[Step] = []
     for index in range(draw(st.integers(1, max_steps))):
         registered = sorted(model.schedules)
         busy = sorted({job.queue for job in model.jobs if job.state in ("pending", "running")})
-        kind = "register" if index == 0 else draw(st.sampled_from(_BUSY_KINDS if busy else _IDLE_KINDS))
+        kind = "register" if index < 2 else draw(st.sampled_from(_BUSY_KINDS if busy else _IDLE_KINDS))
         if kind == "register":
             name = draw(st.sampled_from(NAMES))
             current = model.schedules.get(name)
             mode = draw(st.sampled_from(["same", "respelled", "new"])) if current else "new"
             if current is None or mode == "new":
-                spec = _spec(draw)
+                spec = _spec(draw, usual_unit)
             else:
                 spec = current.spec if mode == "same" else _respelled(current.spec)
-            registration = Register(name, spec, draw(st.sampled_from(QUEUES)), draw(_payloads), draw(_opts))
+            queue = draw(st.sampled_from(_WEIGHTED_QUEUES))  # mostly one queue: claims then choose among schedules
+            registration = Register(name, spec, queue, draw(_payloads), draw(_opts))
             model.register(registration)
             step: Step = registration
         elif kind == "unschedule":
