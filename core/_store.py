@@ -36,6 +36,8 @@ __all__ = ["Delivery", "Job", "JobInfo", "Lock", "Outbox", "Queue", "Schedule", 
 log = logging.getLogger("alkstore")
 
 _MAX_JOB_ID = 2**63 - 1
+#: The options of an enqueue given none (frozen, so one instance serves every call).
+_DEFAULT_ENQUEUE = EnqueueOpts()
 
 
 class Delivery(Protocol):
@@ -164,7 +166,7 @@ class Store:
     _NO_TX: Any = object()
 
     def _enqueue(self, queue: str, payload: Any, opts: EnqueueOpts | None, tx: Any = _NO_TX) -> int:
-        opts = _check_opts(opts, EnqueueOpts)
+        opts = _DEFAULT_ENQUEUE if opts is None else _check_opts(opts, EnqueueOpts)
         data = self._codec.encode(payload)
         engine = self._live()
         now = self._clock.now()
