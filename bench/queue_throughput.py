@@ -386,9 +386,9 @@ def _pool_pids(store: alkstore.Store, size: int) -> list[int]:
             pool.putconn(conn)
 
 
-def _text(statement: sql.Composed) -> sql.SQL:
-    """Render a composed statement to text once, as alkstore does with its own statements."""
-    return sql.SQL(statement.as_string())
+def _text(statement: sql.Composed) -> str:
+    """Render a composed statement to plain text once, as alkstore does with its own statements."""
+    return statement.as_string()
 
 
 # -- measurements ----------------------------------------------------------------------------
