@@ -17,7 +17,7 @@ disagreement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -498,7 +498,7 @@ def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
     far_out = draw(st.booleans())  # else short moves only, so queues stay small and jobs come back
     usual_unit = draw(st.sampled_from("smhd"))
     steps: list[Step] = []
-    for index in range(draw(st.integers(1, max_steps))):
+    for index in range(draw(st.integers(2, max_steps))):
         registered = sorted(model.schedules)
         busy = sorted({job.queue for job in model.jobs if job.state in ("pending", "running")})
         kind = "register" if index < 2 else draw(st.sampled_from(_BUSY_KINDS if busy else _IDLE_KINDS))
@@ -511,7 +511,12 @@ def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
             else:
                 spec = current.spec if mode == "same" else _respelled(current.spec)
             queue = draw(st.sampled_from(_WEIGHTED_QUEUES))  # mostly one queue: claims then choose among schedules
-            registration = Register(name, spec, queue, draw(_payloads), draw(_opts))
+            opts = draw(_opts)
+            if index == 1 and isinstance(steps[0], Register):  # a rival on the same queue at another priority
+                first = steps[0]
+                queue, taken = first.queue, first.opts.priority or 0
+                opts = replace(opts, priority=draw(st.sampled_from([p for p in (-3, 0, 2, 5) if p != taken])))
+            registration = Register(name, spec, queue, draw(_payloads), opts)
             model.register(registration)
             step: Step = registration
         elif kind == "unschedule":
@@ -531,6 +536,12 @@ def scenarios(draw: st.DrawFn, max_steps: int = 14) -> Scenario:
             model.tick()
         steps.append(step)
     steps.append(Tick())
+    model.tick()
+    live = [job.queue for job in model.jobs if job.state in ("pending", "running")]
+    if live:  # end with a worker on the busiest queue, so most scenarios see claims choose
+        busiest = max(sorted(set(live)), key=live.count)
+        dispositions = draw(st.lists(st.sampled_from(_WEIGHTED_DISPOSITIONS), min_size=1, max_size=24))
+        steps.append(Work(busiest, tuple(dispositions)))
     return Scenario(start, tuple(steps))
 
 
