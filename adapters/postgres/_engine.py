@@ -66,6 +66,7 @@ _MICROSECOND = timedelta(microseconds=1)
 _CHANNEL_CACHE_SIZE = 4096
 #: ``select.poll`` where the platform has it (the pools' check falls back to a round trip).
 _POLL = getattr(select, "poll", None)
+#: The sweeps' error texts as stored (UTF-8), encoded once.
 _LEASE_EXPIRED_ERROR = LEASE_EXPIRED_ERROR.encode()
 _JOB_EXPIRED_ERROR = JOB_EXPIRED_ERROR.encode()
 _OPTIONS = ("schema", "min_size", "max_size", "migrate", "connect_timeout", "pool_timeout")
@@ -199,7 +200,7 @@ class PostgresEngine(Engine):
         for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
             pass
 
-    def _channel(self, cur: Connection | psycopg.Cursor[tuple[Any, ...]], queue: str) -> str:
+    def _channel(self, cur: Connection | Cursor, queue: str) -> str:
         """The NOTIFY channel of ``queue``: asked of the schema's ``channel()`` once, then remembered.
 
         The SQL function stays the one owner of the formula; enqueues pass the name as a
@@ -596,7 +597,10 @@ def _check_connection(conn: Connection) -> None:
 
 
 def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo is UTC else value.astimezone(UTC)
+    """``value`` in ``datetime.UTC``; a naive value is read as UTC, as the engine's sessions store it."""
+    if value.tzinfo is UTC:
+        return value
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _utc_or_none(value: datetime | None) -> datetime | None:
