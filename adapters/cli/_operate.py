@@ -7,10 +7,10 @@ import signal
 import sys
 import threading
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import alkstore
 from alkstore import Fire, Store
+from alkstore._urls import redact
 from alkstore.errors import DatabaseError, LeadershipLost, LeaseLost, SchemaOutOfDate, StoreClosed
 
 from ._signals import Interrupts
@@ -22,26 +22,6 @@ log = logging.getLogger("alkstore.cli")
 #: How often a standby asks for the scheduler lease, and how long to wait after a database error.
 RETRY_SECONDS = 1.0
 _JOIN_POLL_SECONDS = 0.1
-
-
-def redact(url: str) -> str:
-    """``url`` without its password (in the user part or a ``password=`` parameter), fit for output."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<unparsable URL>"
-    if password is None and "password=" not in parts.query:
-        return url
-    netloc = parts.netloc
-    if password is not None:
-        userinfo, _, hostinfo = netloc.rpartition("@")
-        netloc = f"{userinfo.partition(':')[0]}:***@{hostinfo}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(key, "***" if key == "password" else value) for key, value in pairs], safe="*/")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _open(url: str, schema: str | None, **options: Any) -> Store:

@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool, PoolClosed
 from alkstore._boundary import registration_boundary
 from alkstore._options import ScheduleOpts, as_duration
 from alkstore._spec import Every
+from alkstore._urls import redact
 from alkstore.engine import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
@@ -165,10 +166,7 @@ class PostgresEngine(Engine):
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
-        return (
-            f"<alkstore.adapters.postgres.PostgresEngine url={_migrate.redact(self._url)!r} "
-            f"schema={self._schema!r}{state}>"
-        )
+        return f"<alkstore.adapters.postgres.PostgresEngine url={redact(self._url)!r} schema={self._schema!r}{state}>"
 
     @property
     def schema(self) -> str:
@@ -719,11 +717,11 @@ def _check_url(url: object) -> Mapping[str, Any]:
         raise InvalidOptions(f"the URL must be a str, not {type(url).__name__}")
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in ("postgresql", "postgres"):
-        raise InvalidOptions(f"the postgres engine takes postgresql:// URLs, not {_migrate.redact(url)!r}")
+        raise InvalidOptions(f"the postgres engine takes postgresql:// URLs, not {redact(url)!r}")
     try:
         return conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
-        raise InvalidOptions(f"invalid PostgreSQL URL {_migrate.redact(url)!r}: {exc}") from exc
+        raise InvalidOptions(f"invalid PostgreSQL URL {redact(url)!r}: {exc}") from exc
 
 
 def _url_connect_timeout(params: Mapping[str, Any]) -> float:

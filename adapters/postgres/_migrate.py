@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
 
+from alkstore._urls import redact
 from alkstore.errors import DatabaseError, SchemaOutOfDate
 
 from ._sql import Statements
@@ -113,20 +113,3 @@ def _refuse_newer(have: int, schema: str) -> None:
             f"schema {schema!r} is at version {have}, newer than this alkstore knows (version {want}); "
             "upgrade alkstore before using this database"
         )
-
-
-def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***``, fit for messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    netloc = parts.netloc
-    if parts.password is not None:
-        userinfo, _, hostinfo = netloc.rpartition("@")
-        netloc = f"{userinfo.partition(':')[0]}:***@{hostinfo}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(key, "***" if key == "password" else value) for key, value in pairs], safe="*/")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import signal
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -35,6 +36,20 @@ def test_migrate_creates_a_fresh_schema_and_then_has_nothing_to_do(
     assert capsys.readouterr().out.endswith("is already at the current schema version; nothing to do\n")
     with alkstore.open(pg_dsn, schema=pg_schema, max_size=2) as store:
         assert store.schedules() == []
+
+
+def test_a_password_in_the_url_never_appears_in_what_migrate_prints(
+    pg_dsn: str, pg_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parts = urlsplit(pg_dsn)
+    netloc = f"{parts.username or 'postgres'}:s3cret@{parts.netloc.rpartition('@')[2]}"
+    with_password = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))  # trust auth ignores it
+
+    assert main(["migrate", "--url", with_password, "--schema", pg_schema]) == EXIT_OK
+
+    printed = capsys.readouterr()
+    assert ":***@" in printed.out
+    assert "s3cret" not in printed.out + printed.err
 
 
 @pytest.mark.parametrize("command", ["tick", "run-schedules"])
