@@ -31,12 +31,13 @@ class JsonCodec(Codec):
     """
 
     _RAW = b"\x00"
+    _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
     def encode(self, payload: Any) -> bytes:
         if isinstance(payload, bytes | bytearray | memoryview):
             return self._RAW + bytes(payload)
         try:
-            text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            text = self._ENCODER.encode(payload)
             return text.encode("utf-8")  # a lone surrogate fails here (UnicodeEncodeError is a ValueError)
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidPayload(f"payload is not JSON-encodable: {exc}") from exc
@@ -46,7 +47,7 @@ class JsonCodec(Codec):
         if data.startswith(self._RAW):
             return data[1:]
         try:
-            return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+            return _DECODER.decode(data.decode("utf-8"))
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             raise InvalidPayload(f"stored payload is not valid JSON: {exc}") from exc
 
@@ -57,3 +58,6 @@ class JsonCodec(Codec):
 def _reject_constant(name: str) -> Any:
     """``NaN``/``Infinity`` are not JSON: refuse them on decode as ``encode`` does."""
     raise ValueError(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
