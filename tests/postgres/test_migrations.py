@@ -91,6 +91,32 @@ def test_an_older_schema_is_out_of_date(
         alkstore.open(pg_dsn, schema=pg_schema)
 
 
+def test_a_version_1_schema_holding_jobs_upgrades_in_place_and_keeps_them(
+    open_store: OpenStore, db: psycopg.Connection[Any], pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    every_migration = _migrate.migrations()
+    monkeypatch.setattr(_migrate, "migrations", lambda: every_migration[:1])  # the code of version 1
+    old = open_store(pg_schema, migrate=True)
+    old.queue("kept").enqueue({"n": 1})
+    waiting = old.queue("kept").enqueue({"n": 2})
+    running = old.queue("kept").claim("old-worker")
+    assert running is not None
+    assert running.id != waiting
+    before = (old.get_job(waiting), old.get_job(running.id))
+    assert versions(db, pg_schema) == [(1, every_migration[0].name)]
+    monkeypatch.undo()
+
+    new = open_store(pg_schema, migrate=True)
+
+    assert versions(db, pg_schema) == expected_versions()
+    assert (new.get_job(waiting), new.get_job(running.id)) == before
+    running.ack()  # the lease taken under version 1 is still honoured
+    assert new.get_job(running.id) is None
+    claimed = new.queue("kept").claim("new-worker")
+    assert claimed is not None
+    assert claimed.id == waiting
+
+
 def test_a_schema_newer_than_the_code_is_refused_with_a_clear_error(
     open_store: OpenStore, pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str
 ) -> None:
