@@ -63,14 +63,21 @@ def run_schedules(
             except LeaseLost as exc:
                 held = False
                 raise LeadershipLost(f"scheduler lease of {owner} was lost") from exc
-            result = engine.tick(clock.now())
+            ticked_at = clock.now()
+            result = engine.tick(ticked_at)
             for name, count in result.skipped:
                 log.warning("schedule %r was %d boundaries behind; skipped the oldest beyond the cap", name, count)
             for fire in result.fires:
                 log.info("fired %r boundary %s as job %s on %r", fire.schedule, fire.boundary, fire.job_id, fire.queue)
                 if on_fire is not None:
                     on_fire(fire)
-            lock = _sleep_until(engine, clock, stop, lock, result.soonest)
+            deadline = result.soonest
+            if deadline is not None and deadline <= ticked_at:
+                # A tick leaves every boundary after its instant; one that did not is a storage
+                # fault. Wait a slice rather than spin on the database.
+                log.warning("the soonest boundary %s is not after the tick at %s", deadline, ticked_at)
+                deadline = ticked_at + SLEEP_SLICE
+            lock = _sleep_until(engine, clock, stop, lock, deadline)
     finally:
         if held:
             try:
