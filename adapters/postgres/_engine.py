@@ -249,20 +249,6 @@ class PostgresEngine(Engine):
         finally:
             pool.putconn(conn)
 
-    def _count(self, statement: str, params: Mapping[str, Any]) -> int:
-        """Run one statement on a pooled connection; the number of rows it changed."""
-        pool = self._pool
-        try:
-            conn = pool.getconn()
-        except psycopg.Error as exc:
-            _raise_translated(exc)
-        try:
-            return conn.run(statement, params).rowcount
-        except psycopg.Error as exc:
-            _raise_translated(exc)
-        finally:
-            pool.putconn(conn)
-
     # -- lifecycle -----------------------------------------------------------------------
 
     def migrate(self) -> None:
@@ -375,23 +361,22 @@ class PostgresEngine(Engine):
             self._waiter_pool.putconn(conn)
 
     def ack(self, job_id: int, lease: int) -> None:
-        if self._count(self._sql.ack, {"id": job_id, "lease": lease}) != 1:
+        if self._one(self._sql.ack, {"id": job_id, "lease": lease}) is None:
             _lease_lost(job_id, lease)
 
     def retry(self, job_id: int, lease: int, error: str, run_at: datetime) -> None:
-        params = {"id": job_id, "lease": lease, "error": _error_bytes(error), "run_at": run_at}
-        params["schema"] = self._schema
+        params = {"id": job_id, "lease": lease, "error": _error_bytes(error), "run_at": run_at, "schema": self._schema}
         if self._one(self._sql.retry, params) is None:
             _lease_lost(job_id, lease)
 
     def bury(self, job_id: int, lease: int, error: str, now: datetime) -> None:
         params = {"id": job_id, "lease": lease, "error": _error_bytes(error), "now": now}
-        if self._count(self._sql.bury, params) != 1:
+        if self._one(self._sql.bury, params) is None:
             _lease_lost(job_id, lease)
 
     def heartbeat(self, job_id: int, lease: int, lease_until: datetime) -> None:
         params = {"id": job_id, "lease": lease, "lease_until": lease_until}
-        if self._count(self._sql.heartbeat, params) != 1:
+        if self._one(self._sql.heartbeat, params) is None:
             _lease_lost(job_id, lease)
 
     def get_job(self, job_id: int) -> JobRecord | None:

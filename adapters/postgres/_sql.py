@@ -88,7 +88,8 @@ _TEMPLATES: dict[str, str] = {
     ),
     "listen": "SELECT {s}.listen(%(schema)s, %(queue)s)",
     "unlisten": "UNLISTEN *",
-    "ack": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s",
+    # The fenced calls return a row when the lease still held (and changed it), none otherwise.
+    "ack": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s RETURNING id",
     "retry": (
         "WITH job AS ("
         " UPDATE {s}.jobs SET state = 'pending', run_at = %(run_at)s, last_error = %(error)s,"
@@ -105,10 +106,12 @@ _TEMPLATES: dict[str, str] = {
         " SELECT id, queue, payload, priority, run_at, expires_at, attempts, max_attempts, %(error)s,"
         "        schedule, boundary, enqueued_at, lease, %(now)s"
         " FROM job"
+        " RETURNING id"
     ),
     "heartbeat": (
         "UPDATE {s}.jobs SET lease_until = %(lease_until)s"
         " WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s"
+        " RETURNING id"
     ),
     "get_job": (
         "SELECT " + _JOB + ", NULL::timestamptz AS died_at FROM {s}.jobs WHERE id = %(id)s"
