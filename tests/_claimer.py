@@ -43,7 +43,7 @@ class Claimer:
             with real_waiter(name) as inner:
                 yield _SpyWaiter(inner, self.parked)
 
-        engine.waiter = spying_waiter  # type: ignore[method-assign]
+        engine.waiter = spying_waiter  # type: ignore[method-assign,assignment]
         try:
             args = (store.queue(queue), wait, poll_interval)
             self._thread = threading.Thread(target=self._run, args=args, daemon=True)

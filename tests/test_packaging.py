@@ -22,11 +22,16 @@ _NOT_SOURCE = shutil.ignore_patterns(
 
 
 def _expected_package_files() -> set[str]:
-    """Every file of core/ (as ``alkstore/…``) and of adapters/ (as ``alkstore/adapters/…``)."""
+    """Every file of core/alkstore (as ``alkstore/…``) and adapters/alkstore/adapters (``alkstore/adapters/…``)."""
     expected = set()
-    for source, target in [("core", "alkstore"), ("adapters", "alkstore/adapters")]:
+    for source, target in [("core/alkstore", "alkstore"), ("adapters/alkstore/adapters", "alkstore/adapters")]:
         for path in (ROOT / source).rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            if (
+                path.is_file()
+                and "__pycache__" not in path.parts
+                and path.suffix != ".pyc"
+                and path.name != "ruff.toml"
+            ):
                 expected.add(f"{target}/{path.relative_to(ROOT / source).as_posix()}")
     return expected
 
@@ -74,7 +79,7 @@ def test_the_wheel_ships_every_module_of_core_and_the_adapters_under_alkstore(wh
 
 @pytest.mark.slow
 def test_the_wheel_ships_the_postgres_migrations(wheel: zipfile.ZipFile) -> None:
-    migrations = sorted((ROOT / "adapters" / "postgres" / "migrations").glob("*.sql"))
+    migrations = sorted((ROOT / "adapters" / "alkstore" / "adapters" / "postgres" / "migrations").glob("*.sql"))
     assert migrations, "the source tree has no migrations"
     for migration in migrations:
         assert f"alkstore/adapters/postgres/migrations/{migration.name}" in wheel.namelist()

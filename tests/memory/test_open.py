@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import metadata
+from typing import Any
 
 import pytest
 
@@ -50,7 +51,7 @@ def test_a_memory_url_with_anything_after_the_scheme_is_refused(url: str) -> Non
 
 
 @pytest.mark.parametrize("options", [{"schema": "x"}, {"max_size": 4}, {"migrate": True}])
-def test_the_memory_engine_takes_no_options(options: dict[str, object]) -> None:
+def test_the_memory_engine_takes_no_options(options: dict[str, Any]) -> None:
     with pytest.raises(InvalidOptions, match=next(iter(options))):
         alkstore.open("memory://", **options)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -13,7 +13,7 @@ from alkstore import ManualClock, Store
 PATIENCE = 60.0  # wall seconds for all threads of one test to finish
 
 
-def run_together(workers: list[Callable[[], Any]]) -> list[Any]:
+def run_together(workers: Sequence[Callable[[], Any]]) -> list[Any]:
     """Start every worker at the same moment (a barrier), wait for all, re-raise the first error."""
     barrier = threading.Barrier(len(workers))
     results: list[Any] = [None] * len(workers)
@@ -54,7 +54,7 @@ def test_concurrent_enqueuers_and_claimers_claim_every_job_exactly_once(store: S
 
     def consume(c: int) -> list[tuple[int, Any]]:
         queue = store.queue("jobs")
-        claimed = []
+        claimed: list[tuple[int, Any]] = []
         while True:
             done = produced_all.is_set()
             job = queue.claim(f"worker-{c}")
@@ -65,9 +65,9 @@ def test_concurrent_enqueuers_and_claimers_claim_every_job_exactly_once(store: S
             claimed.append((job.id, job.payload))
             job.ack()
 
-    results = run_together(
-        [lambda p=p: produce(p) for p in range(producers)] + [lambda c=c: consume(c) for c in range(consumers)]
-    )
+    workers: list[Callable[[], Any]] = [partial(produce, p) for p in range(producers)]
+    workers += [partial(consume, c) for c in range(consumers)]
+    results = run_together(workers)
     produced = [job_id for ids in results[:producers] for job_id in ids]
     claimed = [item for items in results[producers:] for item in items]
 
@@ -86,7 +86,7 @@ def test_ids_from_concurrent_plain_and_transactional_enqueues_are_unique(store: 
         return [store.queue("q").enqueue(n) for n in range(200)]
 
     def transactional() -> list[int]:
-        ids = []
+        ids: list[int] = []
         for n in range(20):
             with store.transaction() as tx:
                 ids.extend(store.enqueue_tx(tx, "q", n) for _ in range(10))
@@ -112,7 +112,7 @@ def test_concurrent_ticks_fire_each_boundary_once(store: Store, clock: ManualClo
 
 
 def test_concurrent_try_lock_grants_a_lease_to_exactly_one_owner(store: Store) -> None:
-    results = run_together([lambda n=n: store.try_lock("leader", f"owner-{n}", 30) for n in range(8)])
+    results = run_together([partial(store.try_lock, "leader", f"owner-{n}", 30) for n in range(8)])
     winners = [lock for lock in results if lock is not None]
     assert len(winners) == 1
     assert store.try_lock("leader", "late-owner", 30) is None

@@ -34,7 +34,7 @@ from alkstore import (
     Store,
     StoreClosed,
 )
-from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR
+from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR, Waiter
 from tests._claimer import Claimer
 
 from . import _procs
@@ -405,7 +405,7 @@ def test_a_parked_claim_on_an_odd_queue_name_is_woken_by_its_enqueue(store: Stor
         engine = engine_of(store)
         with engine.waiter(name) as waiter:
             woken = threading.Event()
-            thread = threading.Thread(target=lambda: (waiter.wait(3600), woken.set()), daemon=True)
+            thread = threading.Thread(target=_wait_then_set, args=(waiter, woken), daemon=True)
             thread.start()
             job_id = outbox.enqueue("message")
             assert woken.wait(PATIENCE), "the outbox's backing queue was not announced"
@@ -421,11 +421,16 @@ def test_a_parked_claim_on_an_odd_queue_name_is_woken_by_its_enqueue(store: Stor
     job.ack()
 
 
+def _wait_then_set(waiter: Waiter, woken: threading.Event) -> None:
+    waiter.wait(3600)
+    woken.set()
+
+
 def test_a_waiter_sleeps_through_a_neighbours_enqueue_and_wakes_on_its_own(store: Store) -> None:
     name = unique("own-channel")
     with engine_of(store).waiter(name) as waiter:
         woken = threading.Event()
-        thread = threading.Thread(target=lambda: (waiter.wait(3600), woken.set()), daemon=True)
+        thread = threading.Thread(target=_wait_then_set, args=(waiter, woken), daemon=True)
         thread.start()
         store.queue(name.upper()).enqueue("neighbour")
         store.queue(name + "x").enqueue("neighbour")

@@ -62,7 +62,7 @@ class Runner:
             self.log.append(line)
             self._lines.put(line)
 
-    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 60.0) -> str:
+    def wait_for(self, predicate: Callable[[str], object], timeout: float = 60.0) -> str:
         """The next log line satisfying ``predicate`` (waiting, generously, for the process)."""
         end = time.monotonic() + timeout
         while (remaining := end - time.monotonic()) > 0:

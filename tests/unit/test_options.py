@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -76,8 +77,9 @@ def test_max_attempts_of_one_is_accepted() -> None:
 
 @pytest.mark.parametrize("field", ["run_at", "expires"])
 def test_naive_datetimes_are_rejected(field: str) -> None:
+    naive: dict[str, Any] = {field: datetime(2030, 1, 1)}
     with pytest.raises(InvalidOptions, match="naive"):
-        EnqueueOpts(**{field: datetime(2030, 1, 1)})
+        EnqueueOpts(**naive)
 
 
 def test_run_at_must_be_a_datetime() -> None:

@@ -7,6 +7,7 @@ tests and demos) or ``alkstore.open("postgresql://…")`` (production).
 from __future__ import annotations
 
 from importlib import metadata
+from pkgutil import extend_path
 from typing import Any
 
 from ._boundary import CATCH_UP_CAP
@@ -68,6 +69,10 @@ __all__ = [
     "open",
     "parse_spec",
 ]
+
+# In a source checkout the package has two halves, core/alkstore and adapters/alkstore (ADR 013);
+# in the wheel they are one directory, and this finds nothing more.
+__path__ = extend_path(__path__, __name__)
 
 ENGINE_ENTRY_POINTS = "alkstore.engines"
 
