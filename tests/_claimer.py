@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from alkstore import Job, Queue, Store
+from alkstore import Job, Queue, StopToken, Store
 from alkstore.engine import Waiter
 
 PATIENCE = 10.0  # wall seconds a thread gets before the test fails
@@ -18,9 +18,9 @@ class _SpyWaiter(Waiter):
         self._inner = inner
         self._parked = parked
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float, stop: StopToken | None = None) -> None:
         self._parked.set()
-        self._inner.wait(timeout)
+        self._inner.wait(timeout, stop)
 
 
 class Claimer:

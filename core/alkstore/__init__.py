@@ -21,10 +21,13 @@ from .engine import Fire, JobState
 from .errors import (
     AlkstoreError,
     DatabaseError,
+    DatabaseUnavailable,
+    InvalidArgument,
     InvalidName,
     InvalidOptions,
     InvalidPayload,
     InvalidSpec,
+    InvalidTransaction,
     LeadershipLost,
     LeaseLost,
     ReservedName,
@@ -39,14 +42,17 @@ __all__ = [
     "Clock",
     "Codec",
     "DatabaseError",
+    "DatabaseUnavailable",
     "Delivery",
     "EnqueueOpts",
     "Every",
     "Fire",
+    "InvalidArgument",
     "InvalidName",
     "InvalidOptions",
     "InvalidPayload",
     "InvalidSpec",
+    "InvalidTransaction",
     "Job",
     "JobInfo",
     "JobState",
@@ -85,13 +91,18 @@ except metadata.PackageNotFoundError:  # pragma: no cover - running from an unin
 def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **options: Any) -> Store:  # noqa: A001
     """Open a store on ``url``: ``memory://`` or ``postgresql://…`` (also ``postgres://…``).
 
-    ``clock`` (default: the system clock) stamps every job and lease; ``codec`` (default:
-    JSON, bytes kept as bytes) encodes payloads; other keyword ``options`` go to the engine
+    ``clock`` stamps every job and lease (default: the engine's, which every host sharing the
+    storage agrees on: the database server's clock on Postgres); ``codec`` (default: JSON,
+    bytes kept as bytes) encodes payloads; other keyword ``options`` go to the engine
     (Postgres: ``schema``, ``min_size``, ``max_size``, ``migrate``, …). The engine is found
     by URL scheme among the ``alkstore.engines`` entry points, so core imports no adapter.
     """
     if not isinstance(url, str) or "://" not in url:
         raise InvalidOptions(f"expected a URL such as 'memory://' or 'postgresql://…', not {url!r}")
+    if clock is not None and not isinstance(clock, Clock):
+        raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
+    if codec is not None and not isinstance(codec, Codec):
+        raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
     scheme = url.split("://", 1)[0].lower()
     found = metadata.entry_points(group=ENGINE_ENTRY_POINTS, name=scheme)
     if not found:

@@ -8,11 +8,22 @@ from typing import Any
 
 from .errors import InvalidPayload
 
-__all__ = ["Codec", "JsonCodec"]
+__all__ = ["MAX_DEPTH", "Codec", "JsonCodec"]
+
+#: The deepest nesting of lists and objects a JSON payload may have. Checked when encoding, so a
+#: payload that is accepted decodes in any claimer, however deep its own stack (Python's parser
+#: recurses once per level and shares the interpreter's recursion limit with its caller).
+MAX_DEPTH = 256
 
 
 class Codec(ABC):
-    """Turns payloads into the bytes an engine stores, and back. Raises ``InvalidPayload``."""
+    """Turns payloads into the bytes an engine stores, and back.
+
+    ``encode`` raises ``InvalidPayload`` for a payload it cannot encode, before any I/O.
+    ``decode`` raises ``InvalidPayload`` for bytes that are not a valid encoding (the job is
+    then buried); any other exception it raises is taken as no fault of the payload (the job
+    is handed back, not buried).
+    """
 
     @abstractmethod
     def encode(self, payload: Any) -> bytes:
@@ -20,11 +31,11 @@ class Codec(ABC):
 
     @abstractmethod
     def decode(self, data: bytes) -> Any:
-        """Decode bytes produced by ``encode``; raise ``InvalidPayload`` if they are not."""
+        """Decode bytes produced by ``encode``; raise ``InvalidPayload`` if they are not an encoding."""
 
 
 class JsonCodec(Codec):
-    """JSON text (UTF-8, no NaN) for JSON values; ``bytes`` stay ``bytes``.
+    """JSON text (UTF-8, no NaN, at most ``MAX_DEPTH`` levels deep) for JSON values; ``bytes`` stay ``bytes``.
 
     Raw bytes are stored behind a NUL byte, which no JSON text starts with, so JSON
     payloads stay readable in the database and the two kinds never collide.
@@ -37,22 +48,68 @@ class JsonCodec(Codec):
         if isinstance(payload, bytes | bytearray | memoryview):
             return self._RAW + bytes(payload)
         try:
+            _check_depth(payload)
             text = self._ENCODER.encode(payload)
             return text.encode("utf-8")  # a lone surrogate fails here (UnicodeEncodeError is a ValueError)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise InvalidPayload(f"payload is not JSON-encodable: {exc}") from exc
+        except InvalidPayload:
+            raise
+        except Exception as exc:  # whatever a value's own methods raise (a mapping whose items() fails)
+            raise InvalidPayload(f"payload is not JSON-encodable: {type(exc).__name__}: {exc}") from exc
 
     def decode(self, data: bytes) -> Any:
         data = bytes(data)
         if data.startswith(self._RAW):
             return data[1:]
         try:
-            return _DECODER.decode(data.decode("utf-8"))
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            text = data.decode("utf-8")
+            return _DECODER.decode(text)
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             raise InvalidPayload(f"stored payload is not valid JSON: {exc}") from exc
+        except RecursionError:
+            # Too deep for this thread's stack right now: the payload's fault only if it is
+            # deeper than any payload encode accepts.
+            if _text_depth(text) > MAX_DEPTH:
+                raise InvalidPayload(f"stored payload is nested deeper than {MAX_DEPTH} levels") from None
+            raise
 
     def __repr__(self) -> str:
         return "<alkstore.JsonCodec>"
+
+
+def _check_depth(payload: Any) -> None:
+    """Refuse a payload nested deeper than ``MAX_DEPTH`` (walked without recursion; cycles end here too)."""
+    if not isinstance(payload, dict | list | tuple):
+        return
+    stack: list[tuple[Any, int]] = [(payload, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidPayload(f"payload is nested deeper than {MAX_DEPTH} levels")
+        for item in value.values() if isinstance(value, dict) else value:
+            if isinstance(item, dict | list | tuple):
+                stack.append((item, depth + 1))
+
+
+def _text_depth(text: str) -> int:
+    """The deepest nesting of JSON text, brackets inside strings aside (a slow path, for diagnosis)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _reject_constant(name: str) -> Any:

@@ -1,8 +1,10 @@
-"""Option resolution: per-call options over a queue's derived defaults, to concrete job stamps.
+"""Option resolution: per-call options over a queue's defaults, to concrete job stamps.
 
-This is the one owner of the defaults (plain queues 300 s / 3 attempts / 5 s backoff base;
-outbox backing queues 60 s / 5 / 5 s) and of the formulas that turn options into stamps.
-Options are validated when constructed, so bad input fails before any engine is touched.
+This is the one owner of the defaults and of the formulas that turn options into stamps. A
+queue's defaults are its *derived* set (plain queues 300 s / 3 attempts / 5 s backoff base
+capped at 1 h; outbox backing queues 60 s / 5 / 5 s) overlaid with what a user stored for it
+(``QueueConfig``, ADR 016). Options are validated when constructed, so bad input fails before
+any engine is touched.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol, TypeVar
 
 from ._names import is_outbox_queue
 from ._time import as_utc
+from .engine import QueueConfig
 from .errors import InvalidOptions
 
 __all__ = [
@@ -21,7 +25,9 @@ __all__ = [
     "JobStamps",
     "QueueDefaults",
     "ScheduleOpts",
+    "ScheduleStamps",
     "as_duration",
+    "check_queue_config",
     "queue_defaults",
     "resolve_enqueue",
     "resolve_schedule",
@@ -36,7 +42,7 @@ _MICROSECOND = timedelta(microseconds=1)
 
 @dataclass(frozen=True, slots=True)
 class QueueDefaults:
-    """What a queue derives when a call does not say: lease length, attempts, retry curve."""
+    """What a queue uses when a call does not say: lease length, attempts, retry curve, priority."""
 
     visibility_timeout: timedelta
     max_attempts: int
@@ -49,9 +55,25 @@ PLAIN_DEFAULTS = QueueDefaults(timedelta(seconds=300), 3, timedelta(seconds=5), 
 OUTBOX_DEFAULTS = QueueDefaults(timedelta(seconds=60), 5, timedelta(seconds=5), timedelta(hours=1))
 
 
-def queue_defaults(queue: str) -> QueueDefaults:
-    """The derived defaults of ``queue``: the outbox's 60/5/5 set for a backing queue, else plain."""
-    return OUTBOX_DEFAULTS if is_outbox_queue(queue) else PLAIN_DEFAULTS
+def queue_defaults(queue: str, stored: QueueConfig | None = None) -> QueueDefaults:
+    """The defaults of ``queue``: its derived set (outbox 60/5/5, else plain) under what is ``stored``."""
+    derived = OUTBOX_DEFAULTS if is_outbox_queue(queue) else PLAIN_DEFAULTS
+    if stored is None:
+        return derived
+    return QueueDefaults(
+        visibility_timeout=_either(stored.visibility_timeout, derived.visibility_timeout),
+        max_attempts=_either(stored.max_attempts, derived.max_attempts),
+        backoff_base=_either(stored.backoff_base, derived.backoff_base),
+        backoff_cap=_either(stored.backoff_cap, derived.backoff_cap),
+        priority=_either(stored.priority, derived.priority),
+    )
+
+
+_T = TypeVar("_T")
+
+
+def _either(value: _T | None, fallback: _T) -> _T:
+    return fallback if value is None else value
 
 
 def retry_delay(defaults: QueueDefaults, attempt: int) -> timedelta:
@@ -102,13 +124,42 @@ def _check_max_attempts(value: int | None) -> None:
         _check_int(value, "max_attempts", 1, _INT32_MAX)
 
 
+def _optional_duration(value: object, what: str) -> timedelta | None:
+    return None if value is None else as_duration(value, what, allow_zero=False)
+
+
+def check_queue_config(
+    *,
+    visibility_timeout: object = None,
+    max_attempts: object = None,
+    backoff_base: object = None,
+    backoff_cap: object = None,
+    priority: object = None,
+) -> QueueConfig:
+    """A validated ``QueueConfig`` (durations > 0, ``backoff_base <= backoff_cap``); ``None`` keeps the default."""
+    _check_max_attempts(max_attempts)  # type: ignore[arg-type]
+    _check_priority(priority)  # type: ignore[arg-type]
+    config = QueueConfig(
+        visibility_timeout=_optional_duration(visibility_timeout, "visibility_timeout"),
+        max_attempts=max_attempts,  # type: ignore[arg-type]
+        backoff_base=_optional_duration(backoff_base, "backoff_base"),
+        backoff_cap=_optional_duration(backoff_cap, "backoff_cap"),
+        priority=priority,  # type: ignore[arg-type]
+    )
+    if config.backoff_base is not None and config.backoff_cap is not None and config.backoff_base > config.backoff_cap:
+        raise InvalidOptions(f"backoff_base ({config.backoff_base}) must not exceed backoff_cap ({config.backoff_cap})")
+    return config
+
+
 @dataclass(frozen=True, slots=True)
 class EnqueueOpts:
-    """Per-call enqueue options; ``None`` means the queue's derived default.
+    """Per-call enqueue options; ``None`` means the queue's default.
 
     ``delay`` (seconds or ``timedelta``) and ``run_at`` (aware ``datetime``) are exclusive;
     ``expires`` is relative to the enqueue instant (seconds or ``timedelta``) or absolute
-    (aware ``datetime``). Durations are normalised to ``timedelta``, instants to UTC.
+    (aware ``datetime``); ``visibility_timeout`` is this job's own lease length, used by every
+    claim and heartbeat of it instead of the queue's. Durations are normalised to
+    ``timedelta``, instants to UTC.
     """
 
     delay: float | timedelta | None = None
@@ -116,6 +167,7 @@ class EnqueueOpts:
     priority: int | None = None
     max_attempts: int | None = None
     expires: float | timedelta | datetime | None = None
+    visibility_timeout: float | timedelta | None = None
 
     def __post_init__(self) -> None:
         if self.delay is not None and self.run_at is not None:
@@ -130,6 +182,9 @@ class EnqueueOpts:
             object.__setattr__(self, "expires", as_utc(self.expires, "expires", InvalidOptions))
         elif self.expires is not None:
             object.__setattr__(self, "expires", as_duration(self.expires, "expires", allow_zero=False))
+        object.__setattr__(
+            self, "visibility_timeout", _optional_duration(self.visibility_timeout, "visibility_timeout")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,46 +213,77 @@ class JobStamps:
     run_at: datetime
     expires_at: datetime | None
     max_attempts: int
+    visibility: timedelta | None = None
 
 
-def resolve_enqueue(opts: EnqueueOpts, queue: str, now: datetime) -> JobStamps:
-    """Resolve ``opts`` over ``queue``'s derived defaults at the enqueue instant ``now``."""
-    defaults = queue_defaults(queue)
+def resolve_enqueue(opts: EnqueueOpts, queue: str, now: datetime, stored: QueueConfig | None = None) -> JobStamps:
+    """Resolve ``opts`` over the defaults of ``queue`` (and its ``stored`` config) at the enqueue instant ``now``."""
+    defaults = queue_defaults(queue, stored)
     if opts.run_at is not None:
         run_at = opts.run_at
     elif isinstance(opts.delay, timedelta):
-        run_at = now + opts.delay
+        run_at = _shifted(now, opts.delay, "delay")
     else:
         run_at = now
-    return _stamps(defaults, opts.priority, opts.max_attempts, opts.expires, run_at, now)
+    expires: float | timedelta | datetime | None = opts.expires
+    if isinstance(expires, timedelta):
+        expires = _shifted(now, expires, "expires")
+    stamps = _stamps(defaults, opts.priority, opts.max_attempts, expires, run_at, now)
+    if isinstance(opts.visibility_timeout, timedelta):
+        return JobStamps(
+            stamps.priority, stamps.run_at, stamps.expires_at, stamps.max_attempts, opts.visibility_timeout
+        )
+    return stamps
 
 
-def resolve_schedule(opts: ScheduleOpts, queue: str, now: datetime) -> JobStamps:
-    """Resolve a schedule's ``opts`` over its target queue's defaults for a fire at ``now``."""
-    return _stamps(queue_defaults(queue), opts.priority, opts.max_attempts, opts.expires, now, now)
+class ScheduleStamps(Protocol):
+    """What a schedule says about the jobs it fires: ``ScheduleOpts``, or a stored schedule."""
+
+    @property
+    def priority(self) -> int | None: ...
+
+    @property
+    def max_attempts(self) -> int | None: ...
+
+    @property
+    def expires(self) -> float | timedelta | None: ...
+
+
+def resolve_schedule(
+    schedule: ScheduleStamps, queue: str, now: datetime, stored: QueueConfig | None = None
+) -> JobStamps:
+    """Resolve a schedule's stamps over its target ``queue``'s defaults for a fire at ``now``."""
+    expires = schedule.expires
+    expires_at = None if not isinstance(expires, timedelta) else _shifted(now, expires, "expires")
+    return _stamps(queue_defaults(queue, stored), schedule.priority, schedule.max_attempts, expires_at, now, now)
+
+
+def _shifted(now: datetime, by: timedelta, what: str) -> datetime:
+    try:
+        return now + by
+    except OverflowError:
+        raise InvalidOptions(f"{what} of {by} from {now.isoformat()} is past the last representable instant") from None
 
 
 def _stamps(
     defaults: QueueDefaults,
     priority: int | None,
     max_attempts: int | None,
-    expires: float | timedelta | datetime | None,
+    expires_at: float | timedelta | datetime | None,
     run_at: datetime,
     now: datetime,
 ) -> JobStamps:
-    if isinstance(expires, datetime):
-        expires_at: datetime | None = expires
-    elif isinstance(expires, timedelta):
-        expires_at = now + expires
-    else:
-        expires_at = None
-    if expires_at is not None and expires_at <= run_at:
-        raise InvalidOptions(
-            f"the job would expire ({expires_at.isoformat()}) before it may run ({run_at.isoformat()})"
-        )
+    absolute = expires_at if isinstance(expires_at, datetime) else None
+    if absolute is not None:
+        if absolute <= now:
+            raise InvalidOptions(f"the job would be dead on arrival: it expires ({absolute.isoformat()}) before now")
+        if absolute <= run_at:
+            raise InvalidOptions(
+                f"the job would expire ({absolute.isoformat()}) before it may run ({run_at.isoformat()})"
+            )
     return JobStamps(
         priority=defaults.priority if priority is None else priority,
         run_at=run_at,
-        expires_at=expires_at,
+        expires_at=absolute,
         max_attempts=defaults.max_attempts if max_attempts is None else max_attempts,
     )

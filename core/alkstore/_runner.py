@@ -1,10 +1,14 @@
-"""The scheduler leader loop, written once over the ``Engine`` and ``Clock`` ports (ADR 006).
+"""The scheduler's loops, written once over the ``Engine`` and ``Clock`` ports (ADR 006, 018).
 
-Leadership is the engine's own lease ``__alkstore_scheduler`` under an owner token unique
-to this runner instance. The lease (10 s) is renewed at the top of every iteration, which
-alone decides loss, and every 2 s across the sleep, which is cut in 1 s slices so a stop
-or a newly registered schedule is noticed within a slice. Correctness never rests on the
-sleep: every tick locks what it fires.
+Leadership is the engine's own lock ``__alkstore_scheduler`` under an owner token unique to
+this runner instance. The lease (10 s) is renewed at the top of every iteration, which alone
+decides loss, between the transactions of a large tick, and every 2 s across the sleep, which
+is cut in 1 s slices so a stop or a newly registered schedule is noticed within a slice.
+Correctness never rests on the sleep: every tick locks what it fires.
+
+Through an outage (``DatabaseUnavailable``) the leader keeps trying while its lease could
+still be valid, and raises ``LeadershipLost`` once it cannot be; ``serve_schedules`` — the
+standby loop every long-running process uses — then stands by and asks again.
 """
 
 from __future__ import annotations
@@ -14,26 +18,121 @@ import os
 import secrets
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ._names import SCHEDULER_LOCK
+from ._tick import DEFAULT_BUDGET
 from ._time import Clock, StopToken
-from .engine import Engine, Fire, LockRecord
-from .errors import AlkstoreError, LeadershipLost, LeaseLost
+from .engine import Engine, Fire, LockRecord, TickBudget, TickResult
+from .errors import AlkstoreError, DatabaseUnavailable, LeadershipLost, LeaseLost
 
-__all__ = ["LEASE_TTL", "RENEW_EVERY", "SLEEP_SLICE", "owner_token", "run_schedules"]
+__all__ = [
+    "LEASE_TTL",
+    "RENEW_EVERY",
+    "RETRY_EVERY",
+    "SLEEP_SLICE",
+    "StandBy",
+    "after_leading",
+    "owner_token",
+    "run_schedules",
+    "serve_schedules",
+    "tick_all",
+]
 
 log = logging.getLogger("alkstore.scheduler")
 
 LEASE_TTL = timedelta(seconds=10)
 RENEW_EVERY = timedelta(seconds=2)
 SLEEP_SLICE = timedelta(seconds=1)
+#: How long a standby waits before asking for leadership again (wall seconds), and a leader
+#: before retrying through an outage (seconds of the store's clock, which its lease is measured in).
+RETRY_EVERY = timedelta(seconds=1)
 
 
 def owner_token() -> str:
     """An owner token unique to one runner instance: host, pid, nanoseconds and randomness."""
     return f"{socket.gethostname()[:48]}:{os.getpid()}:{time.time_ns()}:{secrets.token_hex(4)}"
+
+
+def tick_all(
+    engine: Engine,
+    now: datetime,
+    budget: TickBudget = DEFAULT_BUDGET,
+    each: Callable[[TickResult], None] | None = None,
+) -> TickResult:
+    """One tick at ``now``, in as many bounded transactions as it takes (ADR 017).
+
+    ``each`` runs after every transaction with what it did (the leader reports fires there and,
+    while ``more`` is left, renews its lease; raising stops the tick). The result holds every
+    fire in the order stored, every skip, and the soonest boundary after the last transaction.
+    """
+    fired: Counter[str] = Counter()
+    fires: list[Fire] = []
+    skipped: list[tuple[str, int]] = []
+    while True:
+        result = engine.tick(now, budget, dict(fired))
+        fires.extend(result.fires)
+        skipped.extend(result.skipped)
+        fired.update(fire.schedule for fire in result.fires)
+        if each is not None:
+            each(result)
+        if not result.more:
+            return TickResult(tuple(fires), tuple(skipped), result.soonest)
+
+
+class _Leadership:
+    """The leader's lease: renewed on a cadence, lost for good once a renewal is refused or too late."""
+
+    def __init__(self, engine: Engine, clock: Clock, stop: StopToken, lock: LockRecord) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.stop = stop
+        self.lock = lock
+        self.held = True
+        self.renewed_at = clock.now()
+
+    def renew(self) -> None:
+        """Renew now; through an outage retry while the lease may still be valid, then give it up.
+
+        Raises ``LeadershipLost`` when the lease was taken over or could not be renewed in time.
+        """
+        while True:
+            now = self.clock.now()
+            try:
+                self.lock = self.engine.renew_lock(self.lock, now, now + LEASE_TTL)
+            except LeaseLost as exc:
+                self.held = False
+                raise LeadershipLost(f"scheduler lease of {self.lock.owner} was lost") from exc
+            except DatabaseUnavailable as exc:
+                if now + RETRY_EVERY >= self.lock.expires_at:
+                    self.held = False
+                    raise LeadershipLost(
+                        f"scheduler lease of {self.lock.owner} could not be renewed before it lapsed: {exc}"
+                    ) from exc
+                log.warning("could not renew the scheduler lease (%s); retrying while it holds", exc)
+                self.clock.sleep(RETRY_EVERY.total_seconds(), self.stop)
+                if self.stop.is_cancelled():
+                    return
+                continue
+            self.renewed_at = now
+            return
+
+    def renew_if_due(self, _: object = None) -> None:
+        if self.clock.now() - self.renewed_at >= RENEW_EVERY:
+            self.renew()
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        try:
+            self.engine.release_lock(self.lock)
+        except AlkstoreError as exc:
+            log.warning("could not release the scheduler lease: %s", exc)
+        else:
+            log.info("scheduler leadership released by %s", self.lock.owner)
 
 
 def run_schedules(
@@ -45,8 +144,9 @@ def run_schedules(
     """Lead the scheduler until ``stop`` is cancelled, then release the lease and return.
 
     Raises ``LeadershipLost`` at once if another runner holds the lease (no tick happens),
-    and before any further tick if the lease could not be renewed. ``on_fire`` runs on this
-    thread between renewals: keep it short (well under the 10 s lease).
+    and before any further tick once the lease could not be renewed (refused, or an outage
+    outlasted it). A transient failure of a tick is retried under a renewed lease. ``on_fire``
+    runs on this thread between renewals: keep it short (well under the 10 s lease).
     """
     owner = owner_token()
     now = clock.now()
@@ -54,48 +154,55 @@ def run_schedules(
     if lock is None:
         raise LeadershipLost("another runner holds the scheduler lease")
     log.info("scheduler leadership acquired by %s", owner)
-    held = True
+    leadership = _Leadership(engine, clock, stop, lock)
+
+    def each(result: TickResult) -> None:
+        for name, count in result.skipped:
+            log.warning("schedule %r was %d boundaries behind; skipped the oldest beyond the cap", name, count)
+        for fire in result.fires:
+            log.info("fired %r boundary %s as job %s on %r", fire.schedule, fire.boundary, fire.job_id, fire.queue)
+            if on_fire is not None:
+                on_fire(fire)
+        if result.more:  # a long tick: keep the lease, and stop between its transactions if asked
+            leadership.renew_if_due()
+            if stop.is_cancelled():
+                raise _Stopped
+
     try:
         while not stop.is_cancelled():
-            now = clock.now()
-            try:
-                lock = engine.renew_lock(lock, now, now + LEASE_TTL)
-            except LeaseLost as exc:
-                held = False
-                raise LeadershipLost(f"scheduler lease of {owner} was lost") from exc
+            leadership.renew()
+            if stop.is_cancelled():
+                break
             ticked_at = clock.now()
-            result = engine.tick(ticked_at)
-            for name, count in result.skipped:
-                log.warning("schedule %r was %d boundaries behind; skipped the oldest beyond the cap", name, count)
-            for fire in result.fires:
-                log.info("fired %r boundary %s as job %s on %r", fire.schedule, fire.boundary, fire.job_id, fire.queue)
-                if on_fire is not None:
-                    on_fire(fire)
+            try:
+                result = tick_all(engine, ticked_at, DEFAULT_BUDGET, each)
+            except _Stopped:
+                break
+            except DatabaseUnavailable as exc:
+                log.warning("scheduler tick failed (%s); retrying under a renewed lease", exc)
+                clock.sleep(RETRY_EVERY.total_seconds(), stop)
+                continue
             deadline = result.soonest
             if deadline is not None and deadline <= ticked_at:
                 # A tick leaves every boundary after its instant; one that did not is a storage
                 # fault. Wait a slice rather than spin on the database.
                 log.warning("the soonest boundary %s is not after the tick at %s", deadline, ticked_at)
                 deadline = ticked_at + SLEEP_SLICE
-            lock = _sleep_until(engine, clock, stop, lock, deadline)
+            _sleep_until(leadership, deadline)
     finally:
-        if held:
-            try:
-                engine.release_lock(lock)
-            except AlkstoreError as exc:
-                log.warning("could not release the scheduler lease: %s", exc)
-            else:
-                log.info("scheduler leadership released by %s", owner)
+        leadership.release()
 
 
-def _sleep_until(
-    engine: Engine, clock: Clock, stop: StopToken, lock: LockRecord, deadline: datetime | None
-) -> LockRecord:
+class _Stopped(Exception):
+    """Raised between the transactions of a tick when the runner was asked to stop."""
+
+
+def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> None:
     """Sleep in slices until ``deadline`` (re-read each slice), renewing the lease on the way.
 
     A failed renewal here ends the sleep early and is left to the loop top to judge.
     """
-    last_renewal = clock.now()
+    clock, stop, engine = leadership.clock, leadership.stop, leadership.engine
     while not stop.is_cancelled():
         now = clock.now()
         if deadline is not None and now >= deadline:
@@ -105,14 +212,76 @@ def _sleep_until(
         if stop.is_cancelled():
             break
         now = clock.now()
-        if now - last_renewal >= RENEW_EVERY:
-            try:
-                lock = engine.renew_lock(lock, now, now + LEASE_TTL)
-            except AlkstoreError as exc:
-                log.warning("scheduler lease renewal failed mid-sleep: %s", exc)
-                break
-            last_renewal = now
-        soonest = engine.soonest_boundary()
+        try:
+            if now - leadership.renewed_at >= RENEW_EVERY:
+                leadership.lock = engine.renew_lock(leadership.lock, now, now + LEASE_TTL)
+                leadership.renewed_at = now
+            soonest = engine.soonest_boundary()
+        except AlkstoreError as exc:
+            log.warning("scheduler lease renewal failed mid-sleep: %s", exc)
+            break
         if soonest is not None and (deadline is None or soonest < deadline):
             deadline = soonest
-    return lock
+
+
+# -- standing by ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StandBy:
+    """Ask for leadership again after ``wait``; ``warn`` when leadership was lost rather than refused."""
+
+    wait: timedelta
+    reason: str
+    warn: bool
+
+
+def after_leading(error: BaseException | None) -> StandBy | None:
+    """What a long-running process does when ``run_schedules`` ends: stand by, or stop (``None``).
+
+    Refused or lost leadership, and an outage (``DatabaseUnavailable``), mean standing by and
+    asking again; a clean return means the process was asked to stop. Any other error is not
+    this loop's to handle and is raised by the caller.
+    """
+    if error is None:
+        return None
+    if isinstance(error, LeadershipLost):
+        lost = isinstance(error.__cause__, LeaseLost | DatabaseUnavailable)
+        return StandBy(RETRY_EVERY, str(error), warn=lost)
+    if isinstance(error, DatabaseUnavailable):
+        return StandBy(RETRY_EVERY, f"database unavailable: {error}", warn=True)
+    raise error
+
+
+def serve_schedules(
+    engine: Engine,
+    clock: Clock,
+    stop: StopToken,
+    on_fire: Callable[[Fire], None] | None = None,
+    logger: logging.Logger = log,
+) -> None:
+    """Lead the scheduler when possible and stand by otherwise, until ``stop`` is cancelled.
+
+    Every process that runs the scheduler (``alkstore run-schedules``, a worker with schedules)
+    uses this loop: one leads, the others ask again every second and take over once the
+    leader's lease lapses. Permanent errors (``SchemaOutOfDate``, ``StoreClosed``, a
+    ``DatabaseError`` that is not transient) are raised. Standing by is logged once (again
+    after each loss) on ``logger``: the caller's, so the line names who stands by.
+    """
+    standing_by = False
+    while not stop.is_cancelled():
+        try:
+            run_schedules(engine, clock, stop, on_fire)
+        except (LeadershipLost, DatabaseUnavailable) as exc:
+            action = after_leading(exc)
+        else:
+            action = after_leading(None)
+        if action is None:
+            return
+        if action.warn:
+            logger.warning("%s; standing by, asking again every %g s", action.reason, action.wait.total_seconds())
+            standing_by = True
+        elif not standing_by:
+            logger.info("%s; standing by, asking again every %g s", action.reason, action.wait.total_seconds())
+            standing_by = True
+        stop.wait(action.wait.total_seconds())  # a cadence in wall time, whatever the store's clock does

@@ -1,21 +1,33 @@
 """The public facades: ``Store`` and its handles, thin layers over an ``Engine``.
 
-The facades own every rule that must not differ between engines: validation before any
-I/O, encoding, option resolution, retry curves and the decision to bury an exhausted job.
+The facades validate before any I/O, encode payloads and resolve options; every lifecycle
+decision (decode-or-bury, retry-or-bury, lease length, how long a waiting claim parks) is
+asked of ``alkstore._lifecycle`` and carried out through the engine port.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from . import _runner
 from ._codec import Codec, JsonCodec
+from ._lifecycle import (
+    Decoded,
+    Undecodable,
+    check_poll_interval,
+    check_wait,
+    claim_wait,
+    decode_claimed,
+    failure,
+    lease_until,
+    on_failure,
+)
 from ._names import outbox_queue, validate_label, validate_name
 from ._options import (
     EnqueueOpts,
@@ -24,12 +36,27 @@ from ._options import (
     as_duration,
     queue_defaults,
     resolve_enqueue,
-    retry_delay,
 )
 from ._spec import parse_spec
-from ._time import Clock, StopToken, SystemClock
-from .engine import Engine, Fire, JobRecord, JobState, LockRecord, NewJob, ScheduleRecord
-from .errors import InvalidOptions, InvalidPayload, StoreClosed
+from ._tick import DEFAULT_BUDGET
+from ._time import Clock, StopToken
+from .engine import (
+    Burial,
+    ClaimRequest,
+    Engine,
+    Fire,
+    Heartbeat,
+    Held,
+    JobRecord,
+    JobState,
+    LockRecord,
+    NewJob,
+    NewSchedule,
+    QueueConfig,
+    Retry,
+    ScheduleRecord,
+)
+from .errors import InvalidArgument, InvalidOptions, InvalidPayload, LeaseLost, StoreClosed
 
 __all__ = ["Delivery", "Job", "JobInfo", "Lock", "Outbox", "Queue", "Schedule", "Store"]
 
@@ -38,6 +65,8 @@ log = logging.getLogger("alkstore")
 _MAX_JOB_ID = 2**63 - 1
 #: The options of an enqueue given none (frozen, so one instance serves every call).
 _DEFAULT_ENQUEUE = EnqueueOpts()
+#: How long a store trusts what it read of a queue's stored config, in seconds of its clock (ADR 016).
+CONFIG_TTL = timedelta(seconds=2)
 
 
 class Delivery(Protocol):
@@ -68,6 +97,14 @@ class JobInfo:
     died_at: datetime | None
 
 
+#: The fields a ``JobInfo`` copies from a ``JobRecord`` by name (the payload is decoded instead).
+_COPIED = tuple(f.name for f in fields(JobInfo) if f.name != "payload")
+
+
+def _copied(record: JobRecord) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in _COPIED}
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """A registered schedule, as stored: ``next_boundary`` is the next instant it fires."""
@@ -88,10 +125,15 @@ class Store:
     """
 
     def __init__(self, engine: Engine, *, clock: Clock | None = None, codec: Codec | None = None) -> None:
+        if clock is not None and not isinstance(clock, Clock):
+            raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
+        if codec is not None and not isinstance(codec, Codec):
+            raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
         self._engine = engine
-        self._clock = clock if clock is not None else SystemClock()
+        self._clock = clock if clock is not None else engine.default_clock()
         self._codec = codec if codec is not None else JsonCodec()
         self._closed = False
+        self._configs: dict[str, tuple[datetime, QueueConfig | None]] = {}
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -135,6 +177,21 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- queue configuration ----------------------------------------------------------
+
+    def _stored_config(self, queue: str) -> QueueConfig | None:
+        """The queue's stored config, as read at most ``CONFIG_TTL`` of this store's clock ago."""
+        now = self._clock.now()
+        cached = self._configs.get(queue)
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        config = self._live().queue_config(queue)
+        self._configs[queue] = (now + CONFIG_TTL, config)
+        return config
+
+    def _defaults(self, queue: str) -> QueueDefaults:
+        return queue_defaults(queue, self._stored_config(queue))
+
     # -- queues and jobs -------------------------------------------------------------
 
     def queue(self, name: str) -> Queue:
@@ -156,24 +213,46 @@ class Store:
     def enqueue_tx(self, tx: Any, queue: str, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Enqueue onto ``queue`` inside the caller's transaction ``tx``: commit publishes, rollback erases."""
         validate_name(queue, "queue")
-        return self._enqueue(queue, payload, opts, tx)
+        return self._enqueue(queue, (payload,), opts, tx, in_caller_tx=True)[0]
 
     def outbox_enqueue_tx(self, tx: Any, outbox: str, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Add a message to ``outbox`` inside the caller's transaction ``tx``."""
         validate_name(outbox, "outbox")
-        return self._enqueue(outbox_queue(outbox), payload, opts, tx)
+        return self._enqueue(outbox_queue(outbox), (payload,), opts, tx, in_caller_tx=True)[0]
 
-    _NO_TX: Any = object()
-
-    def _enqueue(self, queue: str, payload: Any, opts: EnqueueOpts | None, tx: Any = _NO_TX) -> int:
+    def _enqueue(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        opts: EnqueueOpts | None,
+        tx: Any = None,
+        *,
+        in_caller_tx: bool = False,
+    ) -> list[int]:
+        """Enqueue one job per payload, in a transaction of the engine's own or (``in_caller_tx``) in ``tx``."""
         opts = _DEFAULT_ENQUEUE if opts is None else _check_opts(opts, EnqueueOpts)
-        data = self._codec.encode(payload)
-        engine = self._live()
+        data = [self._codec.encode(payload) for payload in payloads]
         now = self._clock.now()
-        job = NewJob(queue, data, resolve_enqueue(opts, queue, now))
-        if tx is Store._NO_TX:
-            return engine.enqueue(job, now)
-        return engine.enqueue_tx(tx, job, now)
+        stamps = resolve_enqueue(opts, queue, now)  # every check that needs no I/O, before any
+        engine = self._live()
+        if in_caller_tx:
+            tx = engine.caller_transaction(tx)
+        stored = self._stored_config(queue)
+        if stored is not None:
+            stamps = resolve_enqueue(opts, queue, now, stored)
+        jobs = [
+            NewJob(
+                queue,
+                payload,
+                stamps.priority,
+                stamps.run_at,
+                stamps.expires_at,
+                stamps.max_attempts,
+                stamps.visibility,
+            )
+            for payload in data
+        ]
+        return engine.enqueue(jobs, now, tx)
 
     def get_job(self, job_id: int) -> JobInfo | None:
         """The job's state and stamps; ``None`` once acked ("done and gone") or if it never existed."""
@@ -181,14 +260,16 @@ class Store:
         if not _valid_id(job_id):
             return None
         record = engine.get_job(job_id)
-        return None if record is None else JobInfo(*_fields(record, self._decode_lenient(record.payload)))
+        if record is None:
+            return None
+        return JobInfo(payload=self._decode_lenient(record.payload), **_copied(record))
 
     def requeue_dead(self, job_id: int) -> bool:
         """Bring a dead job back to its queue with 0 attempts; ``False`` if it is not dead."""
         engine = self._live()
         if not _valid_id(job_id):
             return False
-        return engine.requeue_dead(job_id, self._clock.now())
+        return bool(engine.requeue_dead((job_id,), self._clock.now()))
 
     def _decode_lenient(self, data: bytes) -> Any:
         try:
@@ -199,11 +280,8 @@ class Store:
     # -- locks -----------------------------------------------------------------------
 
     def try_lock(self, name: str, owner: str, ttl: float | timedelta) -> Lock | None:
-        """Take the lease ``name`` for ``owner`` for ``ttl``; ``None`` while another owner holds it."""
+        """Take the lock ``name`` for ``owner`` for ``ttl``; ``None`` while another owner holds it."""
         validate_name(name, "lock")
-        return self._try_lock(name, owner, ttl)
-
-    def _try_lock(self, name: str, owner: str, ttl: float | timedelta) -> Lock | None:
         validate_label(owner, "lock owner")
         span = as_duration(ttl, "ttl", allow_zero=False)
         now = self._clock.now()
@@ -230,8 +308,10 @@ class Store:
         validate_name(queue, "queue")
         opts = _check_opts(opts, ScheduleOpts)
         data = self._codec.encode(payload)
-        record = self._live().register_schedule(name, every, queue, data, opts, self._clock.now())
-        return self._schedule(record)
+        expires = opts.expires if isinstance(opts.expires, timedelta) else None
+        record = NewSchedule(name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires)
+        (stored,) = self._live().register_schedules((record,), self._clock.now())
+        return self._schedule(stored)
 
     def unschedule(self, name: str) -> bool:
         """Remove the schedule ``name``; ``False`` if there was none. Already-fired jobs stay."""
@@ -243,8 +323,13 @@ class Store:
         return [self._schedule(record) for record in self._live().schedules()]
 
     def tick(self) -> list[Fire]:
-        """Fire every elapsed boundary now, without leadership (safe: the tick locks what it fires)."""
-        return list(self._live().tick(self._clock.now()).fires)
+        """Fire every elapsed boundary now, without leadership (safe: the tick locks what it fires).
+
+        A tick too large for one bounded transaction takes several at the same instant; the
+        fires come back in the order they were stored.
+        """
+        engine = self._live()
+        return list(_runner.tick_all(engine, self._clock.now(), DEFAULT_BUDGET).fires)
 
     def run_schedules(self, stop: StopToken, on_fire: Callable[[Fire], None] | None = None) -> None:
         """Run the scheduler leader loop until ``stop`` is cancelled (see ``alkstore._runner``).
@@ -260,13 +345,13 @@ class Store:
             interval=timedelta(seconds=record.interval_s),
             queue=record.queue,
             payload=self._decode_lenient(record.payload),
-            opts=record.opts,
+            opts=ScheduleOpts(priority=record.priority, max_attempts=record.max_attempts, expires=record.expires),
             next_boundary=record.next_boundary,
         )
 
 
 class Queue:
-    """A named queue: ``enqueue`` jobs, ``claim`` them; derived defaults in ``defaults``."""
+    """A named queue: ``enqueue`` jobs, ``claim`` them; its defaults in ``defaults``."""
 
     __slots__ = ("_store", "name")
 
@@ -279,101 +364,142 @@ class Queue:
 
     @property
     def defaults(self) -> QueueDefaults:
-        """Visibility timeout, attempts and retry curve this queue derives."""
-        return queue_defaults(self.name)
+        """Visibility timeout, attempts, retry curve and priority this queue's jobs get by default."""
+        return self._store._defaults(self.name)
 
     def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Store a job now (its own transaction); return its id."""
-        return self._store._enqueue(self.name, payload, opts)
+        return self._store._enqueue(self.name, (payload,), opts)[0]
 
-    def claim(self, worker_id: str, *, wait: float | None = None, poll_interval: float = 1.0) -> Job | None:
+    def claim(
+        self,
+        worker_id: str,
+        *,
+        wait: float | timedelta | None = None,
+        poll_interval: float = 1.0,
+        stop: StopToken | None = None,
+    ) -> Job | None:
         """Lease the next job to ``worker_id``, or ``None``.
 
-        With ``wait`` (seconds of the store's clock), park until a job arrives or the wait
-        ends, re-polling at least every ``poll_interval`` wall seconds (a lost wake-up costs
-        at most that).
+        With ``wait`` (seconds of the store's clock), park until a job arrives, the wait ends
+        or ``stop`` is cancelled, looking again at least every ``poll_interval`` wall seconds
+        (a lost wake-up costs at most that).
         """
         validate_label(worker_id, "worker id")
         if wait is None:  # the common, non-blocking claim: no deadline to read the clock for
-            return self._claim_once(worker_id)
-        span = as_duration(wait, "wait")
+            if poll_interval != 1.0:
+                check_poll_interval(poll_interval)
+            jobs = self._claim(worker_id, 1)
+            return jobs[0] if jobs else None
+        span = check_wait(wait)
+        interval = check_poll_interval(poll_interval)
+        if stop is not None and not isinstance(stop, StopToken):
+            raise InvalidArgument(f"stop must be an alkstore.StopToken, not {type(stop).__name__}")
         clock = self._store.clock
         deadline = clock.now() + span
-        job = self._claim_once(worker_id)
-        if job is not None or not span:
-            return job
+        jobs = self._claim(worker_id, 1)
+        if jobs or not span:
+            return jobs[0] if jobs else None
         with self._store._live().waiter(self.name) as waiter:
-            while True:
-                job = self._claim_once(worker_id)
-                if job is not None:
-                    return job
-                remaining = (deadline - clock.now()).total_seconds()
-                if remaining <= 0:
+            while stop is None or not stop.is_cancelled():
+                jobs = self._claim(worker_id, 1)
+                if jobs:
+                    return jobs[0]
+                pause = claim_wait(deadline, clock.now(), interval)
+                if pause is None:
                     return None
-                waiter.wait(min(remaining, poll_interval))
+                waiter.wait(pause, stop)
+        return None
 
-    def _claim_once(self, worker_id: str) -> Job | None:
+    def _claim(self, worker_id: str, limit: int) -> list[Job]:
+        """Claim up to ``limit`` jobs, burying the undecodable and handing back what could not be decoded."""
         store = self._store
         engine = store._live()
-        visibility = queue_defaults(self.name).visibility_timeout
+        lease = store._defaults(self.name).visibility_timeout
         while True:
             now = store.clock.now()
-            record = engine.claim(self.name, worker_id, now, now + visibility)
-            if record is None:
-                return None
-            try:
-                payload = store.codec.decode(record.payload)
-            except InvalidPayload as exc:
-                log.error("burying job %s of %r: %s", record.id, self.name, exc)
-                engine.bury(record.id, record.lease, f"undecodable payload: {exc}", now)
-                continue
-            return Job(*_fields(record, payload), _store=store, _lease=record.lease)
+            records = engine.claim(ClaimRequest(self.name, worker_id, now, lease, limit))
+            jobs: list[Job] = []
+            handed_back: list[BaseException] = []
+            for record in records:
+                outcome = decode_claimed(record, store.codec)
+                if isinstance(outcome, Decoded):
+                    jobs.append(Job(payload=outcome.payload, _store=store, _record=record, **_copied(record)))
+                elif isinstance(outcome, Undecodable):
+                    log.error("burying job %s of %r: %s", record.id, self.name, outcome.error)
+                    engine.bury((Burial(record.id, record.fence, outcome.error),), now)
+                else:
+                    log.warning("handing job %s of %r back: decoding failed: %r", record.id, self.name, outcome.cause)
+                    engine.release((Held(record.id, record.fence),), now)
+                    handed_back.append(outcome.cause)
+            if jobs or not records:
+                return jobs
+            if handed_back:
+                raise handed_back[0]
+            # Every job claimed was undecodable and is buried now: look for another.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Job(JobInfo):
     """A claimed job: its fields, and the fenced calls that finish or extend its lease.
 
     ``ack``, ``retry``, ``fail`` and ``heartbeat`` raise ``LeaseLost`` (changing nothing)
-    if the lease lapsed and another worker claimed the job since.
+    if the lease lapsed and another worker claimed the job since. A ``Job`` is one claim:
+    two are equal when they are the same claim of the same job, whatever their lease end.
     """
 
-    _store: Store = field(repr=False, compare=False, kw_only=True)
-    _lease: int = field(repr=False, compare=False, kw_only=True)
+    _store: Store = field(repr=False, kw_only=True)
+    _record: JobRecord = field(repr=False, kw_only=True)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Job):
+            return NotImplemented
+        return (self.id, self._record.fence) == (other.id, other._record.fence)
+
+    def __hash__(self) -> int:
+        return hash((Job, self.id, self._record.fence))
+
+    def _fenced(self, stale: list[Held]) -> None:
+        if stale:
+            raise LeaseLost(f"job {self.id} is no longer held under its claim (fence {self._record.fence})")
 
     def ack(self) -> None:
         """Done: delete the job."""
-        self._store._live().ack(self.id, self._lease)
+        self._fenced(self._store._live().ack((Held(self.id, self._record.fence),)))
 
     def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
         """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).
 
-        The error is kept as ``last_error``; with no attempts left the job goes dead instead.
+        The error is kept as ``last_error`` (an exception's traceback too); with no attempts
+        left the job goes dead instead.
         """
-        message = _error_text(error)
-        wait = retry_delay(queue_defaults(self.queue), self.attempts) if delay is None else as_duration(delay, "delay")
-        engine = self._store._live()
-        now = self._store.clock.now()
-        if self.attempts >= self.max_attempts:
-            engine.bury(self.id, self._lease, message, now)
+        failed = failure(error)
+        store = self._store
+        now = store.clock.now()
+        outcome = on_failure(self._record, failed, store._defaults(self.queue), delay, now)
+        engine = store._live()
+        if isinstance(outcome, Retry):
+            self._fenced(engine.retry((outcome,), now))
         else:
-            engine.retry(self.id, self._lease, message, now + wait)
+            self._fenced(engine.bury((outcome,), now))
 
     def fail(self, error: str | BaseException) -> None:
         """Give up now: the job goes dead with ``error``, whatever attempts are left."""
-        message = _error_text(error)
-        self._store._live().bury(self.id, self._lease, message, self._store.clock.now())
+        failed = failure(error)
+        burial = Burial(self.id, self._record.fence, failed.error, failed.traceback)
+        self._fenced(self._store._live().bury((burial,), self._store.clock.now()))
 
     def heartbeat(self) -> datetime:
-        """Extend the lease by the queue's visibility timeout from now; return the new lease end."""
-        lease_until = self._store.clock.now() + queue_defaults(self.queue).visibility_timeout
-        self._store._live().heartbeat(self.id, self._lease, lease_until)
-        object.__setattr__(self, "lease_until", lease_until)
-        return lease_until
+        """Extend the lease by the job's (or its queue's) visibility timeout from now; return the new lease end."""
+        store = self._store
+        until = lease_until(self._record, store._defaults(self.queue), store.clock.now())
+        self._fenced(store._live().heartbeat((Heartbeat(self.id, self._record.fence, until),)))
+        object.__setattr__(self, "lease_until", until)
+        return until
 
 
 class Lock:
-    """A held lease on a name. ``token`` grows with every acquisition: use it as a fencing token."""
+    """A held lock on a name. ``token`` grows with every acquisition: use it as a fencing token."""
 
     __slots__ = ("_record", "_store", "ttl")
 
@@ -402,13 +528,13 @@ class Lock:
         return self._record.expires_at
 
     def renew(self, ttl: float | timedelta | None = None) -> None:
-        """Extend the lease by ``ttl`` (default: the acquiring ttl) from now; ``LeaseLost`` if it lapsed."""
+        """Extend the lock by ``ttl`` (default: the acquiring ttl) from now; ``LeaseLost`` if it lapsed."""
         span = self.ttl if ttl is None else as_duration(ttl, "ttl", allow_zero=False)
         now = self._store.clock.now()
         self._record = self._store._live().renew_lock(self._record, now, now + span)
 
     def release(self) -> bool:
-        """Free the lease; ``False`` if it had already been taken over or released."""
+        """Free the lock; ``False`` if it had already been taken over or released."""
         return self._store._live().release_lock(self._record)
 
     def __enter__(self) -> Lock:
@@ -453,37 +579,16 @@ class Outbox:
         try:
             delivery(job.payload, job)
         except Exception as exc:
-            log.info("outbox %r: delivery of job %s failed: %s", self.name, job.id, exc)
+            log.info("outbox %r: delivery of job %s failed: %s", self.name, job.id, failure(exc).error)
             job.retry(exc)
         else:
             job.ack()
         return True
 
 
-def _fields(record: JobRecord, payload: Any) -> tuple[Any, ...]:
-    return (
-        record.id,
-        record.queue,
-        payload,
-        record.state,
-        record.priority,
-        record.run_at,
-        record.expires_at,
-        record.attempts,
-        record.max_attempts,
-        record.last_error,
-        record.schedule,
-        record.boundary,
-        record.enqueued_at,
-        record.worker_id,
-        record.lease_until,
-        record.died_at,
-    )
-
-
 def _valid_id(job_id: object) -> bool:
     if not isinstance(job_id, int) or isinstance(job_id, bool):
-        raise TypeError(f"job id must be an int, not {type(job_id).__name__}")
+        raise InvalidArgument(f"job id must be an int, not {type(job_id).__name__}")
     return 0 < job_id <= _MAX_JOB_ID
 
 
@@ -496,11 +601,3 @@ def _check_opts(opts: _T | None, kind: type[_T]) -> _T:
     if not isinstance(opts, kind):
         raise InvalidOptions(f"opts must be {kind.__name__}, not {type(opts).__name__}")
     return opts
-
-
-def _error_text(error: str | BaseException) -> str:
-    if isinstance(error, BaseException):
-        return str(error) or type(error).__name__
-    if not isinstance(error, str):
-        raise TypeError(f"error must be a str or an exception, not {type(error).__name__}")
-    return error

@@ -6,39 +6,51 @@ to bury an exhausted job, boundary arithmetic, the leader loop) lives once in co
 handed to the engine as concrete values. Each method's docstring is the contract both the
 memory and the Postgres adapters obey; ``contract_tests/`` holds them to it.
 
+The port is shaped for batches (ADR 014): a claim takes a limit and returns a list, the fenced
+finishing calls take several ``(job, fence)`` pairs and return the ones whose fence was stale
+(the others take effect; a stale pair changes nothing), and enqueue takes a sequence of jobs.
+Records carry normalised values only: ints, strs, bytes, UTC ``datetime`` and ``timedelta``;
+no option class of the public API crosses the port.
+
 Instants are timezone-aware UTC ``datetime`` values with microsecond resolution. Every
-method may raise ``DatabaseError`` (raised ``from`` the driver error) where storage fails.
+method may raise ``DatabaseError`` (``DatabaseUnavailable`` when a retry may succeed), raised
+``from`` the driver error, where storage fails.
 """
 
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from ._boundary import catch_up
-from ._options import JobStamps, ScheduleOpts, resolve_schedule
-from ._spec import Every
+from ._time import Clock, StopToken
 
 __all__ = [
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
+    "Burial",
+    "ClaimRequest",
+    "DueSchedule",
     "Engine",
-    "EngineFactory",
     "Fire",
+    "Heartbeat",
+    "Held",
     "JobRecord",
     "JobState",
     "LockRecord",
     "NewJob",
+    "NewSchedule",
+    "PlannedFire",
+    "QueueConfig",
+    "Retry",
     "ScheduleRecord",
-    "TickPlan",
+    "TickBudget",
     "TickResult",
     "Waiter",
-    "plan_tick",
 ]
 
 #: ``last_error`` of a job buried because its lease lapsed on its last allowed attempt.
@@ -55,26 +67,38 @@ class JobState(enum.StrEnum):
     DEAD = "dead"
 
 
+# -- jobs ---------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class NewJob:
-    """A job to insert: its queue, encoded payload, resolved stamps, and its schedule fire, if any."""
+    """A job to insert, with its stamps resolved by core.
+
+    ``visibility`` is the job's own lease length (``None``: the queue's, at each claim);
+    ``task`` names the task it is for (the task layer), ``trace`` the trace context of its
+    enqueue (telemetry); both are carried, never interpreted, by the engine.
+    """
 
     queue: str
     payload: bytes
-    stamps: JobStamps
-    schedule: str | None = None
-    boundary: datetime | None = None
+    priority: int
+    run_at: datetime
+    expires_at: datetime | None
+    max_attempts: int
+    visibility: timedelta | None = None
+    task: str | None = None
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     """A stored job (live or dead), exactly as the engine holds it.
 
-    ``attempts`` counts claims against ``max_attempts`` (``requeue_dead`` resets it);
-    ``lease`` is the fencing token: it grows by one with every claim of this job and is never
-    reset, so a stale holder can never match a later lease. ``worker_id``/``lease_until`` are
-    set only while running (they survive a lapse until the next claim's sweep); ``died_at``
-    only once dead.
+    ``attempts`` counts claims against ``max_attempts`` (``requeue_dead`` resets it, and a
+    ``release`` gives one back); ``fence`` grows by one with every claim of this job and is
+    never reset, so a stale holder can never match a later claim. ``worker_id`` and
+    ``lease_until`` are set only while running (they survive a lapse until the next claim's
+    sweep); ``died_at`` only once dead. ``schedule``/``boundary`` name the fire that made it.
     """
 
     id: int
@@ -93,12 +117,82 @@ class JobRecord:
     worker_id: str | None
     lease_until: datetime | None
     died_at: datetime | None
-    lease: int
+    fence: int
+    visibility: timedelta | None = None
+    task: str | None = None
+    last_traceback: str | None = None
+    trace: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """A claim of up to ``limit`` jobs of ``queue`` for ``worker_id`` at ``now``.
+
+    Each claimed job is leased for its own ``visibility`` if it has one, else for ``lease``.
+    """
+
+    queue: str
+    worker_id: str
+    now: datetime
+    lease: timedelta
+    limit: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A claimed job as its holder knows it: the id and the fence it was claimed under."""
+
+    job_id: int
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Make a held job pending again at ``run_at``, keeping ``error`` (and its traceback) as its last."""
+
+    job_id: int
+    fence: int
+    error: str
+    run_at: datetime
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Burial:
+    """Make a held job dead with ``error`` (and its traceback) as its last."""
+
+    job_id: int
+    fence: int
+    error: str
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Move a held job's lease end to ``lease_until``."""
+
+    job_id: int
+    fence: int
+    lease_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """What a user stored for a queue; ``None`` fields fall back to the queue's derived defaults."""
+
+    visibility_timeout: timedelta | None = None
+    max_attempts: int | None = None
+    backoff_base: timedelta | None = None
+    backoff_cap: timedelta | None = None
+    priority: int | None = None
+
+
+# -- locks -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class LockRecord:
-    """A held lease: ``token`` is unique to this acquisition and increases with every new one."""
+    """A held lock: ``token`` is unique to this acquisition and increases with every new one."""
 
     name: str
     owner: str
@@ -106,17 +200,78 @@ class LockRecord:
     expires_at: datetime
 
 
+# -- schedules ---------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
-class ScheduleRecord:
-    """A stored schedule; ``opts`` is normalised (durations as ``timedelta``)."""
+class NewSchedule:
+    """A schedule to register: spec and interval already parsed, payload encoded, stamps normalised."""
 
     name: str
     spec: str
     interval_s: int
     queue: str
     payload: bytes
-    opts: ScheduleOpts
+    priority: int | None = None
+    max_attempts: int | None = None
+    expires: timedelta | None = None
+    task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """A stored schedule; ``last_boundary`` is the last boundary it fired (``None`` before its first)."""
+
+    name: str
+    spec: str
+    interval_s: int
+    queue: str
+    payload: bytes
+    priority: int | None
+    max_attempts: int | None
+    expires: timedelta | None
+    task: str | None
     next_boundary: datetime
+    last_boundary: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DueSchedule:
+    """What a tick reads of a due schedule: everything but its payload, whose size it plans with."""
+
+    name: str
+    interval_s: int
+    queue: str
+    priority: int | None
+    max_attempts: int | None
+    expires: timedelta | None
+    next_boundary: datetime
+    payload_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedFire:
+    """One boundary a tick fires: a job on the schedule's queue, with the schedule's payload and task.
+
+    The engine copies the payload and task from the stored schedule (they never pass through
+    the tick's client); core has resolved the stamps.
+    """
+
+    schedule: str
+    boundary: datetime
+    queue: str
+    priority: int
+    run_at: datetime
+    expires_at: datetime | None
+    max_attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickBudget:
+    """The most one tick transaction may write: ``rows`` fires and ``bytes`` of their payloads."""
+
+    rows: int
+    bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,22 +286,30 @@ class Fire:
 
 @dataclass(frozen=True, slots=True)
 class TickResult:
-    """A tick's outcome: fires ordered by ``(boundary, schedule)``, skips per schedule, the new soonest."""
+    """One tick transaction's outcome.
+
+    ``fires`` are ordered by ``(boundary, schedule)``; ``skipped`` counts, per schedule, the
+    boundaries skipped forward past the catch-up cap; ``soonest`` is the earliest next
+    boundary after the transaction; ``more`` says the budget cut the tick short, so another
+    transaction at the same instant has more to fire.
+    """
 
     fires: tuple[Fire, ...]
     skipped: tuple[tuple[str, int], ...]
     soonest: datetime | None
+    more: bool = False
 
 
 class Waiter(ABC):
     """A parked listener for enqueues on one queue (see ``Engine.waiter``)."""
 
     @abstractmethod
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float, stop: StopToken | None = None) -> None:
         """Block at most ``timeout`` wall-clock seconds, returning early when a job may be available.
 
-        A spurious return is allowed (the caller re-claims); a missed signal must cost no
-        more than the timeout.
+        Also returns soon (well within a second) once ``stop`` is cancelled, and at once when
+        the engine closes. A spurious return is allowed (the caller re-claims); a missed
+        signal must cost no more than the timeout.
         """
 
 
@@ -161,121 +324,159 @@ class Engine(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Release every resource (connections, threads). Idempotent."""
+        """Release every resource (connections, threads) and wake every parked waiter. Idempotent."""
+
+    @abstractmethod
+    def default_clock(self) -> Clock:
+        """The time source a store on this engine uses unless it is given one.
+
+        It must be the same instant for every process sharing the storage (Postgres: the
+        database server's clock, ADR 015); the memory engine lives in one process and uses
+        the system clock.
+        """
+
+    # -- queue configuration --------------------------------------------------------
+
+    @abstractmethod
+    def configure_queue(self, queue: str, config: QueueConfig) -> None:
+        """Store ``config`` for ``queue``, replacing what was stored; an all-``None`` config removes it."""
+
+    @abstractmethod
+    def queue_config(self, queue: str) -> QueueConfig | None:
+        """The config stored for ``queue``, or ``None`` if there is none."""
 
     # -- jobs ----------------------------------------------------------------------
 
     @abstractmethod
-    def enqueue(self, job: NewJob, now: datetime) -> int:
-        """Insert ``job`` as ``PENDING`` with 0 attempts, ``enqueued_at=now``; return its new id.
+    def enqueue(self, jobs: Sequence[NewJob], now: datetime, tx: Any = None) -> list[int]:
+        """Insert ``jobs`` as ``PENDING`` with 0 attempts, ``enqueued_at=now``; return their ids in order.
 
-        Ids are positive and increase with every insert. Wakes waiters on ``job.queue``.
+        Ids are positive and increase with every insert, in the order given. Without ``tx`` the
+        jobs commit together in a transaction of their own, or none does. With ``tx`` they are
+        written in the caller's transaction: visible to claims and ``get_job`` only once it
+        commits, gone if it rolls back. ``tx`` must be this engine's kind of transaction and
+        still open (Postgres: a ``psycopg.Connection`` inside a transaction, or a SQLAlchemy
+        ``Connection``/``Session`` on one; memory: what ``transaction()`` yields), else
+        ``InvalidTransaction`` and nothing is written. Waiters on each job's queue are woken
+        (at commit, with ``tx``).
+        """
+
+    @abstractmethod
+    def caller_transaction(self, tx: Any) -> Any:
+        """The caller's transaction ``tx`` as ``enqueue`` takes it; ``InvalidTransaction`` if it cannot be one.
+
+        It can be one when it is this engine's kind and still open (see ``enqueue``); ``None`` is
+        not. May begin a transaction the caller's object manages (a SQLAlchemy ``Connection``),
+        so that its commit is the one that publishes; does no other I/O.
         """
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[Any]:
-        """A transaction object for ``enqueue_tx``: commits on normal exit, rolls back on error."""
+        """A transaction object for ``enqueue(…, tx=…)``: commits on normal exit, rolls back on error."""
 
     @abstractmethod
-    def enqueue_tx(self, tx: Any, job: NewJob, now: datetime) -> int:
-        """Like ``enqueue`` but inside the caller's transaction ``tx``.
+    def claim(self, request: ClaimRequest) -> list[JobRecord]:
+        """Lease up to ``request.limit`` claimable jobs of ``request.queue`` to ``request.worker_id``.
 
-        The job is visible to claims and ``get_job`` only once ``tx`` commits, and is gone
-        if it rolls back; waiters are woken at commit. ``tx`` must be this engine's kind of
-        transaction (Postgres: a ``psycopg.Connection``; memory: what ``transaction()``
-        yields), else ``TypeError``; a finished memory transaction raises ``ValueError``.
-        """
-
-    @abstractmethod
-    def claim(self, queue: str, worker_id: str, now: datetime, lease_until: datetime) -> JobRecord | None:
-        """Lease the best claimable job of ``queue`` to ``worker_id`` until ``lease_until``.
-
-        First, in this order, sweep ``queue``: a ``RUNNING`` job whose ``lease_until <= now``
-        becomes ``DEAD`` with ``LEASE_EXPIRED_ERROR`` if ``attempts >= max_attempts``, else
-        ``PENDING`` again (worker and lease cleared); then a ``PENDING`` job whose
-        ``expires_at <= now`` becomes ``DEAD`` with ``JOB_EXPIRED_ERROR``. Then take the
-        ``PENDING`` job with ``run_at <= now`` that sorts first by priority descending,
-        ``run_at``, id; set it ``RUNNING``, add one to ``attempts`` and to ``lease``, record the worker and
-        lease, and return it. ``None`` when nothing is claimable. Concurrent claims never
-        return the same job twice (Postgres: ``FOR UPDATE SKIP LOCKED``).
+        First, in this order, sweep the queue at ``now``: a ``RUNNING`` job whose
+        ``lease_until <= now`` becomes ``DEAD`` with ``LEASE_EXPIRED_ERROR`` if ``attempts >=
+        max_attempts``, else ``PENDING`` again (worker and lease end cleared); then a
+        ``PENDING`` job whose ``expires_at <= now`` becomes ``DEAD`` with ``JOB_EXPIRED_ERROR``.
+        Then take the ``PENDING`` jobs with ``run_at <= now`` that sort first by priority
+        descending, ``run_at``, id; set each ``RUNNING``, add one to ``attempts`` and to
+        ``fence``, record the worker and ``lease_until = now + (job.visibility or
+        request.lease)``, and return them in that order (empty when nothing is claimable).
+        Concurrent claims never return the same job twice (Postgres: ``FOR UPDATE SKIP LOCKED``).
         """
 
     @abstractmethod
     def waiter(self, queue: str) -> AbstractContextManager[Waiter]:
-        """Listen for enqueues on ``queue`` while the context is open (see ``Waiter``)."""
+        """Listen for enqueues on ``queue`` while the context is open (see ``Waiter``).
 
-    @abstractmethod
-    def ack(self, job_id: int, lease: int) -> None:
-        """Delete a job that is ``RUNNING`` under ``lease``; else raise ``LeaseLost`` and change nothing."""
-
-    @abstractmethod
-    def retry(self, job_id: int, lease: int, error: str, run_at: datetime) -> None:
-        """Fenced like ``ack``: make the job ``PENDING`` at ``run_at`` with ``last_error=error``.
-
-        Worker and lease end are cleared; ``attempts`` and ``lease`` are kept. Raises
-        ``LeaseLost`` if the job is not ``RUNNING`` under ``lease``.
+        Raises ``StoreClosed`` on a closed engine.
         """
 
     @abstractmethod
-    def bury(self, job_id: int, lease: int, error: str, now: datetime) -> None:
-        """Fenced like ``ack``: make the job ``DEAD`` with ``last_error=error``, ``died_at=now``.
+    def ack(self, held: Sequence[Held]) -> list[Held]:
+        """Delete each job that is ``RUNNING`` under its fence; return the pairs that were not (stale).
 
-        The dead job keeps its id, queue, payload, stamps, attempts, lease and schedule fire.
+        A stale pair changes nothing; the others take effect whatever the stale ones are.
         """
 
     @abstractmethod
-    def heartbeat(self, job_id: int, lease: int, lease_until: datetime) -> None:
-        """Fenced like ``ack``: move the job's ``lease_until``. Raises ``LeaseLost`` otherwise."""
+    def retry(self, retries: Sequence[Retry], now: datetime) -> list[Held]:
+        """Fenced like ``ack``: make each job ``PENDING`` at its ``run_at`` with its error and traceback.
+
+        Worker and lease end are cleared; ``attempts`` and ``fence`` are kept. ``now`` is the
+        instant of the retry (a job whose ``run_at`` is still ahead of it is delayed). Waiters on
+        the jobs' queues are woken. Returns the stale pairs.
+        """
+
+    @abstractmethod
+    def bury(self, burials: Sequence[Burial], now: datetime) -> list[Held]:
+        """Fenced like ``ack``: make each job ``DEAD`` with its error and traceback, ``died_at=now``.
+
+        A dead job keeps its id, queue, payload, stamps, attempts, fence, task and schedule
+        fire. Returns the stale pairs.
+        """
+
+    @abstractmethod
+    def release(self, held: Sequence[Held], now: datetime) -> list[Held]:
+        """Fenced like ``ack``: hand each job back unfinished, as if this claim never took an attempt.
+
+        The job becomes ``PENDING`` with ``attempts`` one less, ``run_at`` unchanged (so it is
+        claimable at once if it was), worker and lease end cleared, its last error kept; the
+        fence is kept, so the releasing holder's later calls are stale. Waiters are woken.
+        Returns the stale pairs.
+        """
+
+    @abstractmethod
+    def heartbeat(self, beats: Sequence[Heartbeat]) -> list[Held]:
+        """Fenced like ``ack``: move each job's ``lease_until``. Returns the stale pairs."""
 
     @abstractmethod
     def get_job(self, job_id: int) -> JobRecord | None:
         """The job (pending, running or dead), or ``None`` if acked or never stored."""
 
     @abstractmethod
-    def requeue_dead(self, job_id: int, now: datetime) -> bool:
-        """Bring a ``DEAD`` job back as ``PENDING`` at ``run_at=now`` with 0 attempts.
+    def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
+        """Bring the ``DEAD`` jobs among ``job_ids`` back as ``PENDING`` at ``run_at=now`` with 0 attempts.
 
-        Keeps its id, queue, payload, priority, ``max_attempts``, ``lease``, schedule fire and
-        ``last_error``; clears ``expires_at`` (requeueing is a decision to run it) and
-        ``died_at``. ``False`` if the job is not dead. Wakes waiters on its queue.
+        Each keeps its id, queue, payload, priority, ``max_attempts``, fence, task, schedule fire
+        and ``last_error``; ``expires_at`` (requeueing is a decision to run it) and ``died_at``
+        are cleared. Returns the ids requeued, ascending (ids that were not dead are left out).
+        Wakes waiters on their queues.
         """
 
     # -- locks ---------------------------------------------------------------------
 
     @abstractmethod
     def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> LockRecord | None:
-        """Take the lease ``name`` for ``owner`` until ``expires_at``, or ``None`` if another owner holds it.
+        """Take the lock ``name`` for ``owner`` until ``expires_at``, or ``None`` if another owner holds it.
 
-        A lease whose ``expires_at <= now`` is free: taking it issues a new, larger token.
-        The same owner taking a lease it still holds extends it and keeps the token.
+        A lock whose ``expires_at <= now`` is free: taking it issues a new, larger token.
+        The same owner taking a lock it still holds extends it and keeps the token.
         ``name`` is not validated here (core does it; the engine's own names are reserved).
         """
 
     @abstractmethod
     def renew_lock(self, lock: LockRecord, now: datetime, expires_at: datetime) -> LockRecord:
-        """Extend a lease still held under ``lock.token`` and unexpired at ``now``; else ``LeaseLost``."""
+        """Extend a lock still held under ``lock.token`` and unexpired at ``now``; else ``LeaseLost``."""
 
     @abstractmethod
     def release_lock(self, lock: LockRecord) -> bool:
-        """Free the lease if it is still stored under ``lock.token``; ``False`` if it was not."""
+        """Free the lock if it is still stored under ``lock.token``; ``False`` if it was not."""
 
     # -- schedules -----------------------------------------------------------------
 
     @abstractmethod
-    def register_schedule(
-        self,
-        name: str,
-        every: Every,
-        queue: str,
-        payload: bytes,
-        opts: ScheduleOpts,
-        now: datetime,
-    ) -> ScheduleRecord:
-        """Insert or update the schedule ``name`` atomically and return it as stored.
+    def register_schedules(self, schedules: Sequence[NewSchedule], now: datetime) -> list[ScheduleRecord]:
+        """Insert or update each schedule atomically (all or none) and return them as stored, in order.
 
-        The next boundary is ``registration_boundary(stored (interval, boundary) or None,
-        every.seconds, now)`` computed under a lock on the existing row, so an unchanged
-        interval keeps its phase and backlog and a changed one restarts at ``now + I``.
+        Each next boundary is ``registration_boundary(stored (interval, boundary) or None,
+        interval_s, now)``, decided under a lock on the existing row, so an unchanged interval
+        keeps its phase and backlog and a changed one restarts at ``now + I``; the last fired
+        boundary is kept. Names must be distinct.
         """
 
     @abstractmethod
@@ -287,68 +488,20 @@ class Engine(ABC):
         """Every stored schedule, ordered by name."""
 
     @abstractmethod
-    def tick(self, now: datetime) -> TickResult:
-        """Fire every elapsed boundary at ``now`` in one atomic step.
+    def tick(self, now: datetime, budget: TickBudget, fired: dict[str, int]) -> TickResult:
+        """Fire elapsed boundaries at ``now`` in one atomic step, within ``budget``.
 
-        Lock the schedules with ``next_boundary <= now`` (in name order, so a concurrent tick
-        waits and then sees them advanced) and let ``plan_tick(due, now)`` decide: insert its
-        ``jobs`` in order (ids increasing), store its ``advanced`` boundaries, and return
-        ``plan.fires(ids)``, its ``skipped`` and the new soonest boundary. The inserts, the
-        advances and the read of ``soonest`` commit together or not at all. Waiters on every
-        fired queue are woken.
+        Lock the schedules with ``next_boundary <= now`` in ``DueSchedule`` plan order (payload
+        size, next boundary, name; a concurrent tick waits and then sees them advanced) and
+        let ``plan_tick(due, configs, now, budget, fired)`` decide, where ``configs`` are the
+        stored configs of their queues and ``fired`` counts this tick's earlier fires per
+        schedule. Insert its fires in order (ids increasing) with each schedule's stored
+        payload and task, store its new boundaries (and each fired schedule's last boundary),
+        and return its fires with their ids, its skips, the new soonest boundary and whether
+        it left more to fire. The inserts, the advances and the read of ``soonest`` commit
+        together or not at all. Waiters on every fired queue are woken.
         """
 
     @abstractmethod
     def soonest_boundary(self) -> datetime | None:
         """The earliest ``next_boundary`` of all schedules, or ``None`` when there are none."""
-
-
-@dataclass(frozen=True, slots=True)
-class TickPlan:
-    """What one tick does: the fires in ``(boundary, schedule)`` order, the new boundaries, the skips."""
-
-    planned: tuple[tuple[str, datetime, NewJob], ...]
-    advanced: tuple[tuple[str, datetime], ...]
-    skipped: tuple[tuple[str, int], ...]
-
-    @property
-    def jobs(self) -> list[NewJob]:
-        """The fire jobs to insert, in order."""
-        return [job for _, _, job in self.planned]
-
-    def fires(self, ids: Sequence[int]) -> tuple[Fire, ...]:
-        """The ``Fire`` of each planned job, given the ids the engine stored them under (same order)."""
-        return tuple(
-            Fire(name, boundary, job.queue, job_id)
-            for job_id, (name, boundary, job) in zip(ids, self.planned, strict=True)
-        )
-
-
-def plan_tick(due: Iterable[ScheduleRecord], now: datetime) -> TickPlan:
-    """Plan a tick at ``now`` over the due schedules: the one owner of how fires become jobs.
-
-    Each schedule fires ``catch_up(next_boundary, interval_s, now)``'s boundaries as jobs on
-    its queue with its payload, stamped ``resolve_schedule(opts, queue, now)``; all fires are
-    ordered by ``(boundary, schedule)``. Schedules not yet due are left out of the plan.
-    """
-    planned: list[tuple[str, datetime, NewJob]] = []
-    advanced: list[tuple[str, datetime]] = []
-    skipped: list[tuple[str, int]] = []
-    for record in sorted(due, key=lambda record: record.name):
-        if record.next_boundary > now:
-            continue
-        step = catch_up(record.next_boundary, record.interval_s, now)
-        stamps = resolve_schedule(record.opts, record.queue, now)
-        planned.extend(
-            (record.name, boundary, NewJob(record.queue, record.payload, stamps, record.name, boundary))
-            for boundary in step.fired
-        )
-        advanced.append((record.name, step.next_boundary))
-        if step.skipped:
-            skipped.append((record.name, step.skipped))
-    planned.sort(key=lambda item: (item[1], item[0]))
-    return TickPlan(tuple(planned), tuple(advanced), tuple(skipped))
-
-
-#: An engine's entry point (group ``alkstore.engines``, named by URL scheme): ``factory(url, **options)``.
-EngineFactory = Callable[..., Engine]

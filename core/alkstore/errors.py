@@ -1,21 +1,27 @@
 """The one exception hierarchy of alkstore.
 
-Every error alkstore raises on purpose is an ``AlkstoreError``; bad input is also a
-``ValueError`` so generic handlers keep working::
+Every error alkstore raises on purpose is an ``AlkstoreError``. Bad input is also a
+``ValueError`` (a value out of range or malformed) or a ``TypeError`` (an argument of the
+wrong kind), so generic handlers keep working::
 
     AlkstoreError
     ├── InvalidName          (ValueError)  empty, too long, unprintable or padded name
     ├── ReservedName         (ValueError)  a user name under the reserved ``__alkstore_`` prefix
     ├── InvalidSpec          (ValueError)  a schedule spec outside ``@every <n><s|m|h|d>``
     ├── InvalidPayload       (ValueError)  a payload the codec cannot encode or decode
-    ├── InvalidOptions       (ValueError)  enqueue/schedule options out of range or contradictory
+    ├── InvalidOptions       (ValueError)  options or arguments out of range or contradictory
+    ├── InvalidArgument      (TypeError)   an argument of the wrong type (a job id that is not an int, …)
+    │   └── InvalidTransaction (ValueError) not this store's transaction, already finished, or not in one
     ├── LeaseLost                          a fenced call by a holder whose lease was taken over
     ├── LeadershipLost                     the scheduler runner has, or never got, the leader lock
     ├── StoreClosed                        a call on a store after ``close()``
     └── DatabaseError                      a driver error, raised ``from`` the original
+        ├── DatabaseUnavailable            transient: connection lost, pool timeout, shutdown; retry later
         └── SchemaOutOfDate                the database schema is missing or older than the code
 
 Input errors are raised before any I/O, so a rejected call never leaves anything half-written.
+``DatabaseUnavailable`` is the one a loop may retry (ADR 014); every other ``DatabaseError``
+is permanent until someone acts.
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ from __future__ import annotations
 __all__ = [
     "AlkstoreError",
     "DatabaseError",
+    "DatabaseUnavailable",
+    "InvalidArgument",
     "InvalidName",
     "InvalidOptions",
     "InvalidPayload",
     "InvalidSpec",
+    "InvalidTransaction",
     "LeadershipLost",
     "LeaseLost",
     "ReservedName",
@@ -56,7 +65,16 @@ class InvalidPayload(AlkstoreError, ValueError):
 
 
 class InvalidOptions(AlkstoreError, ValueError):
-    """Enqueue or schedule options are out of range, of the wrong type, or contradictory."""
+    """Options or arguments are out of range, of the wrong type, or contradictory."""
+
+
+class InvalidArgument(AlkstoreError, TypeError):
+    """An argument is of the wrong type: a job id that is not an int, an error that is not a str, …"""
+
+
+class InvalidTransaction(InvalidArgument, ValueError):
+    """A transaction that is not this store's kind (a ``TypeError``), or one that has finished or never
+    began (a ``ValueError``): either way nothing was written."""
 
 
 class LeaseLost(AlkstoreError):
@@ -73,6 +91,14 @@ class StoreClosed(AlkstoreError):
 
 class DatabaseError(AlkstoreError):
     """The database driver failed; the driver's exception is the ``__cause__``."""
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The database cannot serve the call for now: connection lost, pool timeout, shutdown, conflict.
+
+    Retrying later may succeed. A call whose connection was lost in flight may or may not have
+    taken effect; fenced calls and re-registrations make such a retry safe.
+    """
 
 
 class SchemaOutOfDate(DatabaseError):

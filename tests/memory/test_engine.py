@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from alkstore import EnqueueOpts, ManualClock, Store
+from alkstore._tick import DEFAULT_BUDGET
 from alkstore.engine import JOB_EXPIRED_ERROR, JobState
 
 
@@ -72,7 +73,7 @@ def test_a_tick_caps_each_schedule_at_64_and_reports_each_ones_skips(store: Stor
     store.schedule("c", "@every 1h", "q")
     now = start + timedelta(seconds=1000)
     clock.set(now)
-    result = store.engine.tick(now)
+    result = store.engine.tick(now, DEFAULT_BUDGET, {})
     by_schedule = {name: [fire for fire in result.fires if fire.schedule == name] for name in "abc"}
     assert [len(by_schedule[name]) for name in "abc"] == [64, 64, 0]
     assert dict(result.skipped) == {"a": 1000 - 64, "b": 1000 - 64}

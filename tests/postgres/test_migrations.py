@@ -6,6 +6,7 @@ import multiprocessing
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -14,9 +15,10 @@ import pytest
 from psycopg import sql
 
 import alkstore
-from alkstore import DatabaseError, EnqueueOpts, InvalidOptions, SchemaOutOfDate
+from alkstore import DatabaseError, EnqueueOpts, InvalidOptions, JobState, SchemaOutOfDate
 from alkstore.adapters.postgres import PostgresEngine, _migrate
 from alkstore.adapters.postgres._sql import Statements
+from alkstore.engine import Held
 
 from . import _procs
 from .conftest import PATIENCE, OpenStore, table
@@ -91,27 +93,53 @@ def test_an_older_schema_is_out_of_date(
         alkstore.open(pg_dsn, schema=pg_schema)
 
 
+#: What code of schema version 1 wrote: an enqueue, then a claim of the first job (its lease 1).
+_V1_ENQUEUE = (
+    "INSERT INTO {}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts, schedule, boundary,"
+    " enqueued_at) VALUES ('kept', %s, 'pending', 0, %s, NULL, 3, NULL, NULL, %s) RETURNING id"
+)
+_V1_CLAIM = (
+    "UPDATE {}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1, worker_id = 'old-worker',"
+    " lease_until = %s WHERE id = %s RETURNING lease"
+)
+
+
 def test_a_version_1_schema_holding_jobs_upgrades_in_place_and_keeps_them(
     open_store: OpenStore, db: psycopg.Connection[Any], pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The schema and rows as code of version 1 left them: today's code cannot stand in for it,
+    # since it reads what later versions added, so the rows are written as that code wrote them.
     every_migration = _migrate.migrations()
-    monkeypatch.setattr(_migrate, "migrations", lambda: every_migration[:1])  # the code of version 1
-    old = open_store(pg_schema, migrate=True)
-    old.queue("kept").enqueue({"n": 1})
-    waiting = old.queue("kept").enqueue({"n": 2})
-    running = old.queue("kept").claim("old-worker")
-    assert running is not None
-    assert running.id != waiting
-    before = (old.get_job(waiting), old.get_job(running.id))
-    assert versions(db, pg_schema) == [(1, every_migration[0].name)]
+    monkeypatch.setattr(_migrate, "migrations", lambda: every_migration[:1])
+    _migrate.apply(db, Statements.for_schema(pg_schema), pg_schema)
     monkeypatch.undo()
+    assert versions(db, pg_schema) == [(1, every_migration[0].name)]
+    at = datetime(2030, 1, 1, 12, tzinfo=UTC)
+    schema = sql.Identifier(pg_schema)
+    ids = []
+    for n in (1, 2):
+        row = db.execute(sql.SQL(_V1_ENQUEUE).format(schema), [f'{{"n":{n}}}'.encode(), at, at]).fetchone()
+        assert row is not None
+        ids.append(int(row[0]))
+    running_id, waiting = ids
+    lease = db.execute(sql.SQL(_V1_CLAIM).format(schema), [at + timedelta(seconds=300), running_id]).fetchone()
+    assert lease == (1,)
 
-    new = open_store(pg_schema, migrate=True)
+    new = open_store(pg_schema, migrate=True, clock=alkstore.ManualClock(at))
 
     assert versions(db, pg_schema) == expected_versions()
-    assert (new.get_job(waiting), new.get_job(running.id)) == before
-    running.ack()  # the lease taken under version 1 is still honoured
-    assert new.get_job(running.id) is None
+    kept, running = new.get_job(waiting), new.get_job(running_id)
+    assert kept is not None
+    assert running is not None
+    assert (kept.payload, kept.state, kept.attempts, kept.run_at) == ({"n": 2}, JobState.PENDING, 0, at)
+    assert (running.payload, running.state, running.attempts, running.worker_id) == (
+        {"n": 1},
+        JobState.RUNNING,
+        1,
+        "old-worker",
+    )
+    assert new.engine.ack([Held(running_id, 1)]) == []  # the lease taken under version 1 is still honoured
+    assert new.get_job(running_id) is None
     claimed = new.queue("kept").claim("new-worker")
     assert claimed is not None
     assert claimed.id == waiting

@@ -34,7 +34,7 @@ from alkstore import (
     Store,
     StoreClosed,
 )
-from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR, Waiter
+from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR, ClaimRequest, Waiter
 from tests._claimer import Claimer
 
 from . import _procs
@@ -556,7 +556,7 @@ def test_a_closed_engine_raises_store_closed(open_store: OpenStore, clock: Manua
     engine.close()
     now = clock.now()
     with pytest.raises(StoreClosed):
-        engine.claim("q", "w", now, now + timedelta(seconds=1))
+        engine.claim(ClaimRequest("q", "w", now, timedelta(seconds=1)))
     with pytest.raises(StoreClosed), engine.waiter("q"):
         pass
     with pytest.raises(StoreClosed), engine.transaction():

@@ -11,7 +11,7 @@ import alkstore
 from alkstore import errors
 
 ERROR_CLASSES = [obj for _, obj in inspect.getmembers(errors, inspect.isclass) if obj.__module__ == errors.__name__]
-INPUT_ERRORS = {"InvalidName", "ReservedName", "InvalidSpec", "InvalidPayload", "InvalidOptions"}
+INPUT_ERRORS = {"InvalidName", "ReservedName", "InvalidSpec", "InvalidPayload", "InvalidOptions", "InvalidTransaction"}
 
 
 def drawn_tree() -> dict[str, tuple[str | None, bool]]:

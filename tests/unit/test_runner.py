@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from alkstore import ManualClock, StopToken, Store
 from alkstore.adapters.memory import MemoryEngine
-from alkstore.engine import TickResult
+from alkstore.engine import TickBudget, TickResult
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -19,7 +19,7 @@ class _StuckSoonest(MemoryEngine):
         super().__init__()
         self.ticks = 0
 
-    def tick(self, now: datetime) -> TickResult:
+    def tick(self, now: datetime, budget: TickBudget, fired: dict[str, int]) -> TickResult:
         self.ticks += 1
         return TickResult((), (), now)
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import alkstore
 from alkstore import Fire, Store
+from alkstore._runner import serve_schedules
 from alkstore._urls import redact
-from alkstore.errors import DatabaseError, LeadershipLost, LeaseLost, SchemaOutOfDate, StoreClosed
+from alkstore.errors import SchemaOutOfDate
 
 from ._signals import Interrupts
 
@@ -19,8 +20,6 @@ __all__ = ["migrate", "redact", "run_schedules", "tick"]
 
 log = logging.getLogger("alkstore.cli")
 
-#: How often a standby asks for the scheduler lease, and how long to wait after a database error.
-RETRY_SECONDS = 1.0
 _JOIN_POLL_SECONDS = 0.1
 
 
@@ -106,27 +105,9 @@ def _supervise(store: Store, url: str, schema: str | None) -> int:
 
 
 def _lead(store: Store, stop: alkstore.StopToken, failures: list[BaseException]) -> None:
-    """Run the leader loop; on refusal or loss stand by and ask again every second."""
-    standing_by = False
+    """Lead the scheduler, or stand by and ask again every second (core's standby loop)."""
     try:
-        while not stop.is_cancelled():
-            try:
-                store.run_schedules(stop)
-            except LeadershipLost as exc:
-                if isinstance(exc.__cause__, LeaseLost):
-                    log.warning("%s; standing by, asking again every %g s", exc, RETRY_SECONDS)
-                    standing_by = True
-                elif not standing_by:
-                    log.info("%s; standing by, asking again every %g s", exc, RETRY_SECONDS)
-                    standing_by = True
-            except (SchemaOutOfDate, StoreClosed):
-                raise
-            except DatabaseError as exc:
-                log.warning("database error: %s; retrying in %g s", exc, RETRY_SECONDS)
-                standing_by = False
-            else:
-                return
-            stop.wait(RETRY_SECONDS)
+        serve_schedules(store.engine, store.clock, stop, logger=log)
     except BaseException as exc:
         failures.append(exc)
         stop.cancel()

@@ -5,31 +5,43 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from alkstore._boundary import registration_boundary, soonest
-from alkstore._options import ScheduleOpts
-from alkstore._spec import Every
+from alkstore._tick import plan_tick
+from alkstore._time import Clock, StopToken, SystemClock
 from alkstore.engine import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
+    Burial,
+    ClaimRequest,
+    DueSchedule,
     Engine,
+    Heartbeat,
+    Held,
     JobRecord,
     JobState,
     LockRecord,
     NewJob,
+    NewSchedule,
+    QueueConfig,
+    Retry,
     ScheduleRecord,
+    TickBudget,
     TickResult,
     Waiter,
-    plan_tick,
 )
-from alkstore.errors import InvalidOptions, LeaseLost
+from alkstore.errors import InvalidOptions, InvalidTransaction, LeaseLost, StoreClosed
 
 __all__ = ["MemoryEngine", "MemoryTransaction", "open_engine"]
+
+#: How often (wall seconds) a parked claim looks at its stop token.
+_STOP_POLL_S = 0.05
 
 
 def open_engine(url: str, **options: Any) -> MemoryEngine:
@@ -42,25 +54,27 @@ def open_engine(url: str, **options: Any) -> MemoryEngine:
 
 
 def _new_row(job_id: int, job: NewJob, now: datetime) -> JobRecord:
-    stamps = job.stamps
     return JobRecord(
         id=job_id,
         queue=job.queue,
         payload=job.payload,
         state=JobState.PENDING,
-        priority=stamps.priority,
-        run_at=stamps.run_at,
-        expires_at=stamps.expires_at,
+        priority=job.priority,
+        run_at=job.run_at,
+        expires_at=job.expires_at,
         attempts=0,
-        max_attempts=stamps.max_attempts,
+        max_attempts=job.max_attempts,
         last_error=None,
-        schedule=job.schedule,
-        boundary=job.boundary,
+        schedule=None,
+        boundary=None,
         enqueued_at=now,
         worker_id=None,
         lease_until=None,
         died_at=None,
-        lease=0,
+        fence=0,
+        visibility=job.visibility,
+        task=job.task,
+        trace=job.trace,
     )
 
 
@@ -102,12 +116,21 @@ class _MemoryWaiter(Waiter):
         self._queue = queue
         self._seen = engine._index(queue).signals
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float, stop: StopToken | None = None) -> None:
         engine = self._engine
         with engine._cond:
             index = engine._index(self._queue)
-            if index.signals == self._seen and not engine._closed:
-                engine._cond.wait(timeout)
+            if stop is None:
+                if index.signals == self._seen and not engine._closed:
+                    engine._cond.wait(timeout)
+            else:
+                # A stop token has no way to notify this condition: look at it every slice.
+                end = time.monotonic() + timeout
+                while index.signals == self._seen and not engine._closed and not stop.is_cancelled():
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    engine._cond.wait(min(left, _STOP_POLL_S))
             self._seen = index.signals
 
 
@@ -123,6 +146,7 @@ class MemoryEngine(Engine):
         self._jobs: dict[int, JobRecord] = {}
         self._dead: dict[int, JobRecord] = {}
         self._queues: dict[str, _QueueIndex] = {}
+        self._configs: dict[str, QueueConfig] = {}
         self._locks: dict[str, LockRecord] = {}
         self._schedules: dict[str, ScheduleRecord] = {}
         self._closed = False
@@ -139,6 +163,10 @@ class MemoryEngine(Engine):
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+    def default_clock(self) -> Clock:
+        """The system clock: a memory store lives in one process, so there is no other host to agree with."""
+        return SystemClock()
 
     # -- internals -----------------------------------------------------------------
 
@@ -160,35 +188,64 @@ class MemoryEngine(Engine):
         self._index(queue).signals += 1
         self._cond.notify_all()
 
-    def _insert(self, job_id: int, job: NewJob, now: datetime) -> None:
-        self._make_pending(_new_row(job_id, job, now))
-
     def _live(self, row: JobRecord) -> bool:
         return self._jobs.get(row.id) is row
 
-    def _fenced(self, job_id: int, lease: int) -> JobRecord:
+    def _held(self, job_id: int, fence: int) -> JobRecord | None:
         job = self._jobs.get(job_id)
-        if job is None or job.state is not JobState.RUNNING or job.lease != lease:
-            raise LeaseLost(f"job {job_id} is no longer held under lease {lease}")
+        if job is None or job.state is not JobState.RUNNING or job.fence != fence:
+            return None
         return job
 
-    def _to_dead(self, job: JobRecord, error: str, now: datetime) -> None:
+    def _to_dead(self, job: JobRecord, error: str, traceback: str | None, now: datetime) -> None:
         del self._jobs[job.id]
         self._dead[job.id] = replace(
-            job, state=JobState.DEAD, last_error=error, died_at=now, worker_id=None, lease_until=None
+            job,
+            state=JobState.DEAD,
+            last_error=error,
+            last_traceback=traceback,
+            died_at=now,
+            worker_id=None,
+            lease_until=None,
         )
+
+    # -- queue configuration --------------------------------------------------------
+
+    def configure_queue(self, queue: str, config: QueueConfig) -> None:
+        with self._cond:
+            if config == QueueConfig():
+                self._configs.pop(queue, None)
+            else:
+                self._configs[queue] = config
+
+    def queue_config(self, queue: str) -> QueueConfig | None:
+        with self._cond:
+            return self._configs.get(queue)
 
     # -- jobs ----------------------------------------------------------------------
 
-    def enqueue(self, job: NewJob, now: datetime) -> int:
+    def caller_transaction(self, tx: Any) -> MemoryTransaction:
+        if not isinstance(tx, MemoryTransaction) or tx._engine is not self:
+            raise InvalidTransaction(f"expected a transaction from this store's transaction(), not {type(tx).__name__}")
+        if tx._state != "open":
+            raise InvalidTransaction(f"the transaction is already {tx._state}; nothing was enqueued")
+        return tx
+
+    def enqueue(self, jobs: Sequence[NewJob], now: datetime, tx: Any = None) -> list[int]:
+        if tx is not None:
+            return self._enqueue_tx(self.caller_transaction(tx), jobs, now)
         with self._cond:
-            job_id = next(self._ids)
-            self._insert(job_id, job, now)
-            self._signal(job.queue)
-            return job_id
+            ids = [next(self._ids) for _ in jobs]
+            for job_id, job in zip(ids, jobs, strict=True):
+                self._make_pending(_new_row(job_id, job, now))
+            for queue in {job.queue for job in jobs}:
+                self._signal(queue)
+            return ids
 
     @contextmanager
     def transaction(self) -> Iterator[MemoryTransaction]:
+        if self._closed:
+            raise StoreClosed("this store is closed")
         tx = MemoryTransaction(self)
         try:
             yield tx
@@ -203,44 +260,43 @@ class MemoryEngine(Engine):
             for queue in {row.queue for row in tx._pending}:
                 self._signal(queue)
 
-    def enqueue_tx(self, tx: Any, job: NewJob, now: datetime) -> int:
-        if not isinstance(tx, MemoryTransaction) or tx._engine is not self:
-            raise TypeError(f"expected a transaction from this store's transaction(), not {type(tx).__name__}")
-        if tx._state != "open":
-            raise ValueError(f"the transaction is already {tx._state}")
+    def _enqueue_tx(self, tx: MemoryTransaction, jobs: Sequence[NewJob], now: datetime) -> list[int]:
         with self._cond:
-            job_id = next(self._ids)
-        tx._pending.append(_new_row(job_id, job, now))
-        return job_id
+            ids = [next(self._ids) for _ in jobs]
+        tx._pending.extend(_new_row(job_id, job, now) for job_id, job in zip(ids, jobs, strict=True))
+        return ids
 
-    def claim(self, queue: str, worker_id: str, now: datetime, lease_until: datetime) -> JobRecord | None:
+    def claim(self, request: ClaimRequest) -> list[JobRecord]:
+        now = request.now
         with self._cond:
-            index = self._index(queue)
+            index = self._index(request.queue)
             self._sweep_leases(index, now)
             self._sweep_expired(index, now)
             while index.delayed and index.delayed[0][0] <= now:
                 _, _, row = heapq.heappop(index.delayed)
                 if self._live(row):
                     heapq.heappush(index.ready, (-row.priority, row.run_at, row.id, next(self._serials), row))
-            while index.ready:
+            claimed: list[JobRecord] = []
+            while index.ready and len(claimed) < request.limit:
                 _, run_at, job_id, _, row = heapq.heappop(index.ready)
                 if not self._live(row):
                     continue
                 if run_at > now:  # the clock went backwards since it was ready
                     heapq.heappush(index.delayed, (run_at, next(self._serials), row))
                     continue
-                claimed = replace(
+                lease_until = now + (row.visibility if row.visibility is not None else request.lease)
+                taken = replace(
                     row,
                     state=JobState.RUNNING,
                     attempts=row.attempts + 1,
-                    lease=row.lease + 1,
-                    worker_id=worker_id,
+                    fence=row.fence + 1,
+                    worker_id=request.worker_id,
                     lease_until=lease_until,
                 )
-                self._jobs[job_id] = claimed
-                heapq.heappush(index.leases, (lease_until, next(self._serials), claimed))
-                return claimed
-            return None
+                self._jobs[job_id] = taken
+                heapq.heappush(index.leases, (lease_until, next(self._serials), taken))
+                claimed.append(taken)
+            return claimed
 
     def _sweep_leases(self, index: _QueueIndex, now: datetime) -> None:
         while index.leases and index.leases[0][0] <= now:
@@ -248,7 +304,7 @@ class MemoryEngine(Engine):
             if not self._live(row):
                 continue
             if row.attempts >= row.max_attempts:
-                self._to_dead(row, LEASE_EXPIRED_ERROR, now)
+                self._to_dead(row, LEASE_EXPIRED_ERROR, None, now)
             else:
                 self._make_pending(row)
 
@@ -256,47 +312,89 @@ class MemoryEngine(Engine):
         while index.expiry and index.expiry[0][0] <= now:
             _, _, row = heapq.heappop(index.expiry)
             if self._live(row):
-                self._to_dead(row, JOB_EXPIRED_ERROR, now)
+                self._to_dead(row, JOB_EXPIRED_ERROR, None, now)
 
     @contextmanager
     def waiter(self, queue: str) -> Iterator[Waiter]:
         with self._cond:
+            if self._closed:
+                raise StoreClosed("this store is closed")
             waiter = _MemoryWaiter(self, queue)
         yield waiter
 
-    def ack(self, job_id: int, lease: int) -> None:
+    def ack(self, held: Sequence[Held]) -> list[Held]:
+        stale = []
         with self._cond:
-            self._fenced(job_id, lease)
-            del self._jobs[job_id]
+            for pair in held:
+                if self._held(pair.job_id, pair.fence) is None:
+                    stale.append(pair)
+                else:
+                    del self._jobs[pair.job_id]
+        return stale
 
-    def retry(self, job_id: int, lease: int, error: str, run_at: datetime) -> None:
+    def retry(self, retries: Sequence[Retry], now: datetime) -> list[Held]:
+        stale = []
         with self._cond:
-            job = self._fenced(job_id, lease)
-            self._make_pending(job, run_at=run_at, last_error=error)
-            self._signal(job.queue)
+            for item in retries:
+                job = self._held(item.job_id, item.fence)
+                if job is None:
+                    stale.append(Held(item.job_id, item.fence))
+                    continue
+                self._make_pending(job, run_at=item.run_at, last_error=item.error, last_traceback=item.traceback)
+                self._signal(job.queue)
+        return stale
 
-    def bury(self, job_id: int, lease: int, error: str, now: datetime) -> None:
+    def bury(self, burials: Sequence[Burial], now: datetime) -> list[Held]:
+        stale = []
         with self._cond:
-            self._to_dead(self._fenced(job_id, lease), error, now)
+            for item in burials:
+                job = self._held(item.job_id, item.fence)
+                if job is None:
+                    stale.append(Held(item.job_id, item.fence))
+                else:
+                    self._to_dead(job, item.error, item.traceback, now)
+        return stale
 
-    def heartbeat(self, job_id: int, lease: int, lease_until: datetime) -> None:
+    def release(self, held: Sequence[Held], now: datetime) -> list[Held]:
+        stale = []
         with self._cond:
-            row = replace(self._fenced(job_id, lease), lease_until=lease_until)
-            self._jobs[job_id] = row
-            heapq.heappush(self._index(row.queue).leases, (lease_until, next(self._serials), row))
+            for pair in held:
+                job = self._held(pair.job_id, pair.fence)
+                if job is None:
+                    stale.append(pair)
+                    continue
+                self._make_pending(job, attempts=max(0, job.attempts - 1))
+                self._signal(job.queue)
+        return stale
+
+    def heartbeat(self, beats: Sequence[Heartbeat]) -> list[Held]:
+        stale = []
+        with self._cond:
+            for beat in beats:
+                job = self._held(beat.job_id, beat.fence)
+                if job is None:
+                    stale.append(Held(beat.job_id, beat.fence))
+                    continue
+                row = replace(job, lease_until=beat.lease_until)
+                self._jobs[row.id] = row
+                heapq.heappush(self._index(row.queue).leases, (beat.lease_until, next(self._serials), row))
+        return stale
 
     def get_job(self, job_id: int) -> JobRecord | None:
         with self._cond:
             return self._jobs.get(job_id) or self._dead.get(job_id)
 
-    def requeue_dead(self, job_id: int, now: datetime) -> bool:
+    def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
+        requeued = []
         with self._cond:
-            job = self._dead.pop(job_id, None)
-            if job is None:
-                return False
-            self._make_pending(job, attempts=0, run_at=now, expires_at=None, died_at=None)
-            self._signal(job.queue)
-            return True
+            for job_id in sorted(set(job_ids)):
+                job = self._dead.pop(job_id, None)
+                if job is None:
+                    continue
+                self._make_pending(job, attempts=0, run_at=now, expires_at=None, died_at=None)
+                self._signal(job.queue)
+                requeued.append(job_id)
+        return requeued
 
     # -- locks ---------------------------------------------------------------------
 
@@ -316,7 +414,7 @@ class MemoryEngine(Engine):
         with self._cond:
             held = self._locks.get(lock.name)
             if held is None or held.token != lock.token or held.expires_at <= now:
-                raise LeaseLost(f"lease {lock.name!r} is no longer held by {lock.owner!r}")
+                raise LeaseLost(f"lock {lock.name!r} is no longer held by {lock.owner!r}")
             renewed = replace(held, expires_at=expires_at)
             self._locks[lock.name] = renewed
             return renewed
@@ -331,29 +429,30 @@ class MemoryEngine(Engine):
 
     # -- schedules -----------------------------------------------------------------
 
-    def register_schedule(
-        self,
-        name: str,
-        every: Every,
-        queue: str,
-        payload: bytes,
-        opts: ScheduleOpts,
-        now: datetime,
-    ) -> ScheduleRecord:
+    def register_schedules(self, schedules: Sequence[NewSchedule], now: datetime) -> list[ScheduleRecord]:
         with self._cond:
-            old = self._schedules.get(name)
-            existing = None if old is None else (old.interval_s, old.next_boundary)
-            record = ScheduleRecord(
-                name=name,
-                spec=str(every),
-                interval_s=every.seconds,
-                queue=queue,
-                payload=payload,
-                opts=opts,
-                next_boundary=registration_boundary(existing, every.seconds, now),
-            )
-            self._schedules[name] = record
-            return record
+            stored = []
+            for new in schedules:
+                old = self._schedules.get(new.name)
+                existing = None if old is None else (old.interval_s, old.next_boundary)
+                stored.append(
+                    ScheduleRecord(
+                        name=new.name,
+                        spec=new.spec,
+                        interval_s=new.interval_s,
+                        queue=new.queue,
+                        payload=new.payload,
+                        priority=new.priority,
+                        max_attempts=new.max_attempts,
+                        expires=new.expires,
+                        task=new.task,
+                        next_boundary=registration_boundary(existing, new.interval_s, now),
+                        last_boundary=None if old is None else old.last_boundary,
+                    )
+                )
+            for record in stored:
+                self._schedules[record.name] = record
+            return stored
 
     def unschedule(self, name: str) -> bool:
         with self._cond:
@@ -363,17 +462,45 @@ class MemoryEngine(Engine):
         with self._cond:
             return [self._schedules[name] for name in sorted(self._schedules)]
 
-    def tick(self, now: datetime) -> TickResult:
+    def tick(self, now: datetime, budget: TickBudget, fired: dict[str, int]) -> TickResult:
         with self._cond:
-            plan = plan_tick(self._schedules.values(), now)
-            ids = [next(self._ids) for _ in plan.planned]
-            for job_id, job in zip(ids, plan.jobs, strict=True):
-                self._insert(job_id, job, now)
-            for name, boundary in plan.advanced:
-                self._schedules[name] = replace(self._schedules[name], next_boundary=boundary)
-            for queue in {job.queue for job in plan.jobs}:
+            due = [
+                DueSchedule(
+                    record.name,
+                    record.interval_s,
+                    record.queue,
+                    record.priority,
+                    record.max_attempts,
+                    record.expires,
+                    record.next_boundary,
+                    len(record.payload),
+                )
+                for record in self._schedules.values()
+                if record.next_boundary <= now
+            ]
+            configs = {schedule.queue: self._configs.get(schedule.queue) for schedule in due}
+            plan = plan_tick(due, configs, now, budget, fired)
+            ids = [next(self._ids) for _ in plan.fires]
+            for job_id, fire in zip(ids, plan.fires, strict=True):
+                source = self._schedules[fire.schedule]
+                job = NewJob(
+                    fire.queue,
+                    source.payload,
+                    fire.priority,
+                    fire.run_at,
+                    fire.expires_at,
+                    fire.max_attempts,
+                    task=source.task,
+                )
+                self._make_pending(replace(_new_row(job_id, job, now), schedule=fire.schedule, boundary=fire.boundary))
+            for name, boundary, last in plan.advanced:
+                record = self._schedules[name]
+                self._schedules[name] = replace(
+                    record, next_boundary=boundary, last_boundary=record.last_boundary if last is None else last
+                )
+            for queue in {fire.queue for fire in plan.fires}:
                 self._signal(queue)
-            return TickResult(plan.fires(ids), plan.skipped, self._soonest())
+            return plan.result(ids, self._soonest())
 
     def _soonest(self) -> datetime | None:
         return soonest(record.next_boundary for record in self._schedules.values())

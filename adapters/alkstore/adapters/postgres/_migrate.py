@@ -68,20 +68,29 @@ def stored_version(conn: psycopg.Connection[Any], statements: Statements, schema
     row = conn.execute(statements.version_table_exists, {"schema": schema}).fetchone()
     if row is None or not row[0]:
         return 0
-    row = conn.execute(statements.schema_version).fetchone()
+    row = conn.execute(statements.schema_version, {}).fetchone()
     return 0 if row is None else int(row[0])
 
 
 def apply(conn: psycopg.Connection[Any], statements: Statements, schema: str) -> list[int]:
-    """Bring ``schema`` to the current version; return the versions applied (none if up to date)."""
+    """Bring ``schema`` to the current version; return the versions applied (none if up to date).
+
+    An up-to-date schema is only read, so a role without DDL rights may call this: the
+    privileges PostgreSQL checks before ``IF NOT EXISTS`` are needed only when something is
+    missing.
+    """
+    have = stored_version(conn, statements, schema)
+    _refuse_newer(have, schema)
+    if have == current_version():
+        return []
     applied = []
     with conn.transaction():
         conn.execute(statements.migration_lock, {"key": _lock_key(schema)})
-        conn.execute(statements.create_schema)
-        conn.execute(statements.create_version_table)
-        have = stored_version(conn, statements, schema)
+        conn.execute(statements.create_schema, {})
+        conn.execute(statements.create_version_table, {})
+        have = stored_version(conn, statements, schema)  # another migrator may have finished meanwhile
         _refuse_newer(have, schema)
-        conn.execute(statements.use_schema)
+        conn.execute(statements.use_schema, {})
         for migration in migrations():
             if migration.version <= have:
                 continue

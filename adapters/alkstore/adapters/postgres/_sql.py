@@ -1,8 +1,10 @@
 """Every SQL statement of the Postgres engine, by name, composed once per schema.
 
 A template names the schema as ``{s}``, filled with ``psycopg.sql.Identifier`` (so any schema
-name is quoted correctly); values are always bound parameters (``%(name)s``), never formatted
-into the text. Functions such as ``{s}.claim`` are created by the migrations.
+name is quoted correctly, and a ``%`` in it is doubled: every statement runs with bound
+parameters, ``%(name)s``, even an empty set of them); values are never formatted into the
+text. Functions such as ``{s}.sweep_3`` are created by the migrations; their names carry the
+schema version that made them (ADR 014).
 """
 
 from __future__ import annotations
@@ -11,23 +13,27 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-__all__ = ["Statements"]
+__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "Statements"]
 
-_JOB = (
+#: A live job's columns as the engine reads them (``_rows.job_record`` takes them by name).
+JOB_COLUMNS = (
     "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, "
-    "schedule, boundary, enqueued_at, worker_id, lease_until, lease"
+    "last_traceback, schedule, boundary, enqueued_at, worker_id, lease_until, lease, visibility_us, task, trace"
 )
-#: What a claim returns: the job's columns but those the claim itself sets (queue, state, worker, lease end).
-_CLAIMED = (
-    "id, payload, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule, boundary, "
-    "enqueued_at, lease"
+#: The same for a dead job, as one row shape with live ones.
+_DEAD_AS_JOB = (
+    "id, queue, payload, 'dead' AS state, priority, run_at, expires_at, attempts, max_attempts, last_error, "
+    "last_traceback, schedule, boundary, enqueued_at, NULL::text AS worker_id, NULL::timestamptz AS lease_until, "
+    "lease, visibility_us, task, trace"
 )
-_DEAD = (
-    "id, queue, payload, priority, run_at, expires_at, attempts, max_attempts, last_error, "
-    "schedule, boundary, enqueued_at, lease"
+#: A schedule's columns as the engine reads them.
+SCHEDULE_COLUMNS = (
+    "name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary, last_boundary"
 )
-_SCHEDULE = "name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, next_boundary"
 _LOCK = "name, owner, token, expires_at"
+_CONFIG = "visibility_us, max_attempts, backoff_base_us, backoff_cap_us, priority"
+#: A new job's state: a job due at its enqueue is ready ('pending'); one still ahead is 'delayed'.
+_STATE_AT = "CASE WHEN {run_at} > %(now)s THEN 'delayed' ELSE 'pending' END"
 
 _TEMPLATES: dict[str, str] = {
     # -- schema and migrations ---------------------------------------------------------------
@@ -43,93 +49,146 @@ _TEMPLATES: dict[str, str] = {
     ),
     "use_schema": "SET LOCAL search_path TO {s}",
     "record_version": "INSERT INTO {s}.schema_version (version, name) VALUES (%(version)s, %(name)s)",
+    # -- sessions ------------------------------------------------------------------------------
     "use_utc": "SET TIME ZONE 'UTC'",
+    "server_time": "SELECT clock_timestamp() AS now",
+    # -- queue configuration -------------------------------------------------------------------
+    "queue_config": "SELECT " + _CONFIG + " FROM {s}.queues WHERE name = %(queue)s",
+    "queue_configs": "SELECT name, " + _CONFIG + " FROM {s}.queues WHERE name = ANY(%(queues)s)",
+    "configure_queue": (
+        "INSERT INTO {s}.queues (name, " + _CONFIG + ")"
+        " VALUES (%(queue)s, %(visibility_us)s, %(max_attempts)s, %(backoff_base_us)s, %(backoff_cap_us)s,"
+        "         %(priority)s)"
+        " ON CONFLICT (name) DO UPDATE SET visibility_us = excluded.visibility_us,"
+        "  max_attempts = excluded.max_attempts, backoff_base_us = excluded.backoff_base_us,"
+        "  backoff_cap_us = excluded.backoff_cap_us, priority = excluded.priority"
+    ),
+    "unconfigure_queue": "DELETE FROM {s}.queues WHERE name = %(queue)s",
     # -- jobs ----------------------------------------------------------------------------------
-    "enqueue": (
+    "enqueue_one": (
         "WITH new AS ("
         " INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,"
-        "                      schedule, boundary, enqueued_at)"
-        " VALUES (%(queue)s, %(payload)s, 'pending', %(priority)s, %(run_at)s, %(expires_at)s,"
-        "         %(max_attempts)s, %(schedule)s, %(boundary)s, %(now)s)"
+        "                      visibility_us, task, trace, enqueued_at)"
+        " VALUES (%(queue)s, %(payload)s, " + _STATE_AT.format(run_at="%(run_at)s::timestamptz") + ", %(priority)s,"
+        "         %(run_at)s, %(expires_at)s, %(max_attempts)s, %(visibility_us)s, %(task)s, %(trace)s, %(now)s)"
         " RETURNING id)"
         " SELECT id, pg_notify(%(channel)s, '') FROM new"
     ),
-    "channel": "SELECT {s}.channel(%(schema)s, %(queue)s)",
-    # The claim, in one statement: a look for anything to sweep (each probe a range scan of a
-    # partial index that stops at the first hit), then the best runnable job. Most claims find
-    # nothing to sweep and lease the job here, in the statement's snapshot; otherwise the
-    # statement leaves the job alone and calls the claim function instead, which sweeps and
-    # then claims in snapshots of their own, so the claim sees the sweeps' effects.
+    "enqueue_many": (
+        "WITH new AS ("
+        " INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,"
+        "                      visibility_us, task, trace, enqueued_at)"
+        " SELECT queue, payload, " + _STATE_AT.format(run_at="run_at") + ", priority, run_at, expires_at,"
+        "        max_attempts, visibility_us, task, trace, %(now)s"
+        " FROM unnest(%(queues)s::text[], %(payloads)s::bytea[], %(priorities)s::integer[],"
+        "             %(run_ats)s::timestamptz[], %(expires_ats)s::timestamptz[], %(max_attempts)s::integer[],"
+        "             %(visibility_us)s::bigint[], %(tasks)s::text[], %(traces)s::text[])"
+        "   AS new(queue, payload, priority, run_at, expires_at, max_attempts, visibility_us, task, trace)"
+        " RETURNING id, queue)"
+        " SELECT id FROM new"
+        " UNION ALL"
+        " SELECT NULL FROM (SELECT pg_notify({s}.channel(%(schema)s, queue), '')"
+        "                    FROM (SELECT DISTINCT queue FROM new) AS queues) AS notified"
+    ),
+    "channel": "SELECT {s}.channel(%(schema)s, %(queue)s) AS channel",
+    # The claim, in one statement: a look for anything to sweep in the queue (each probe a range
+    # scan of a partial index that stops at the first hit), then the best ready jobs. Most claims
+    # find nothing to sweep and lease the jobs here. Otherwise the statement runs the sweep and
+    # leases nothing (its snapshot cannot see what the sweep did), and the engine runs it again
+    # without the probe.
     "claim": (
         "WITH sweep AS MATERIALIZED ("
-        " SELECT (SELECT lease_until FROM {s}.jobs"
-        "          WHERE queue = %(queue)s AND state = 'running' AND lease_until <= %(now)s"
-        "          ORDER BY lease_until LIMIT 1) IS NOT NULL"
-        "     OR (SELECT expires_at FROM {s}.jobs"
-        "          WHERE queue = %(queue)s AND state = 'pending' AND expires_at <= %(now)s"
-        "          ORDER BY expires_at LIMIT 1) IS NOT NULL AS needed),"
+        " SELECT %(probe)s AND ("
+        "   (SELECT lease_until FROM {s}.jobs"
+        "     WHERE queue = %(queue)s AND state = 'running' AND lease_until <= %(now)s"
+        "     ORDER BY lease_until LIMIT 1) IS NOT NULL"
+        "   OR (SELECT expires_at FROM {s}.jobs"
+        "     WHERE queue = %(queue)s AND state IN ('pending', 'delayed') AND expires_at <= %(now)s"
+        "     ORDER BY expires_at LIMIT 1) IS NOT NULL"
+        "   OR (SELECT run_at FROM {s}.jobs"
+        "     WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s"
+        "     ORDER BY run_at LIMIT 1) IS NOT NULL) AS needed),"
+        " swept AS MATERIALIZED ("
+        "  SELECT {s}.sweep_3(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)"
+        "  FROM sweep WHERE needed),"
         " claimed AS ("
         " UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,"
-        "                     worker_id = %(worker)s, lease_until = %(lease_until)s"
-        " WHERE id = ("
+        "                     worker_id = %(worker)s,"
+        "                     lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'"
+        " WHERE id = ANY(ARRAY("
         "  SELECT id FROM {s}.jobs"
         "   WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s"
         "     AND (expires_at IS NULL OR expires_at > %(now)s)"
         "     AND NOT (SELECT needed FROM sweep)"
         "   ORDER BY priority DESC, run_at, id"
-        "   LIMIT 1"
-        "   FOR UPDATE SKIP LOCKED)"
-        " RETURNING " + _CLAIMED + ")"
-        " SELECT " + _CLAIMED + " FROM claimed"
+        "   LIMIT %(limit)s"
+        "   FOR UPDATE SKIP LOCKED))"
+        " RETURNING " + JOB_COLUMNS + ")"
+        " SELECT " + JOB_COLUMNS + ", false AS swept FROM claimed"
         " UNION ALL"
-        " SELECT " + _CLAIMED + " FROM {s}.claim(%(queue)s, %(worker)s, %(now)s, %(lease_until)s,"
-        "                                        %(lease_expired_error)s, %(job_expired_error)s)"
-        " WHERE (SELECT needed FROM sweep)"
+        " SELECT " + ", ".join(f"NULL AS {name.strip()}" for name in JOB_COLUMNS.split(",")) + ", true FROM swept"
     ),
     "listen": "SELECT {s}.listen(%(schema)s, %(queue)s)",
     "unlisten": "UNLISTEN *",
-    # The fenced calls return a row when the lease still held (and changed it), none otherwise.
-    "ack": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s RETURNING id",
+    # The fenced calls return a row for each job whose fence still held (and which they changed).
+    "ack_one": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(fence)s RETURNING id",
+    "ack_many": (
+        "DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)"
+        " WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence"
+        " RETURNING j.id"
+    ),
     "retry": (
         "WITH job AS ("
-        " UPDATE {s}.jobs SET state = 'pending', run_at = %(run_at)s, last_error = %(error)s,"
-        "                     worker_id = NULL, lease_until = NULL"
-        " WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s"
-        " RETURNING queue)"
-        " SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM job"
+        " UPDATE {s}.jobs AS j SET state = " + _STATE_AT.format(run_at="r.run_at") + ", run_at = r.run_at,"
+        "        last_error = r.error, last_traceback = r.traceback, worker_id = NULL, lease_until = NULL"
+        " FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(run_ats)s::timestamptz[], %(errors)s::bytea[],"
+        "             %(tracebacks)s::bytea[]) AS r(id, fence, run_at, error, traceback)"
+        " WHERE j.id = r.id AND j.state = 'running' AND j.lease = r.fence"
+        " RETURNING j.id, j.queue)"
+        " SELECT id FROM job"
+        " UNION ALL"
+        " SELECT NULL FROM (SELECT pg_notify({s}.channel(%(schema)s, queue), '')"
+        "                    FROM (SELECT DISTINCT queue FROM job) AS queues) AS notified"
     ),
-    "bury": (
+    "bury": "SELECT id FROM {s}.bury_3(%(ids)s, %(fences)s, %(errors)s, %(tracebacks)s, %(now)s) AS id",
+    "release": (
         "WITH job AS ("
-        " DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s"
-        " RETURNING " + _DEAD + ")"
-        " INSERT INTO {s}.dead_jobs (" + _DEAD + ", died_at)"
-        " SELECT id, queue, payload, priority, run_at, expires_at, attempts, max_attempts, %(error)s,"
-        "        schedule, boundary, enqueued_at, lease, %(now)s"
-        " FROM job"
-        " RETURNING id"
+        " UPDATE {s}.jobs AS j SET state = " + _STATE_AT.format(run_at="j.run_at") + ","
+        "        attempts = greatest(j.attempts - 1, 0), worker_id = NULL, lease_until = NULL"
+        " FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)"
+        " WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence"
+        " RETURNING j.id, j.queue)"
+        " SELECT id FROM job"
+        " UNION ALL"
+        " SELECT NULL FROM (SELECT pg_notify({s}.channel(%(schema)s, queue), '')"
+        "                    FROM (SELECT DISTINCT queue FROM job) AS queues) AS notified"
     ),
     "heartbeat": (
-        "UPDATE {s}.jobs SET lease_until = %(lease_until)s"
-        " WHERE id = %(id)s AND state = 'running' AND lease = %(lease)s"
-        " RETURNING id"
+        "UPDATE {s}.jobs AS j SET lease_until = b.lease_until"
+        " FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(lease_untils)s::timestamptz[])"
+        "   AS b(id, fence, lease_until)"
+        " WHERE j.id = b.id AND j.state = 'running' AND j.lease = b.fence"
+        " RETURNING j.id"
     ),
     "get_job": (
-        "SELECT " + _JOB + ", NULL::timestamptz AS died_at FROM {s}.jobs WHERE id = %(id)s"
+        "SELECT " + JOB_COLUMNS + ", NULL::timestamptz AS died_at FROM {s}.jobs WHERE id = %(id)s"
         " UNION ALL"
-        " SELECT id, queue, payload, 'dead', priority, run_at, expires_at, attempts, max_attempts, last_error,"
-        "        schedule, boundary, enqueued_at, NULL, NULL, lease, died_at"
-        " FROM {s}.dead_jobs WHERE id = %(id)s"
+        " SELECT " + _DEAD_AS_JOB + ", died_at FROM {s}.dead_jobs WHERE id = %(id)s"
     ),
     "requeue_dead": (
-        "WITH dead AS (DELETE FROM {s}.dead_jobs WHERE id = %(id)s RETURNING " + _DEAD + "),"
+        "WITH dead AS (DELETE FROM {s}.dead_jobs WHERE id = ANY(%(ids)s::bigint[]) RETURNING *),"
         " job AS ("
         " INSERT INTO {s}.jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
-        "                      last_error, schedule, boundary, enqueued_at, lease)"
+        "                      last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us,"
+        "                      task, trace)"
         " SELECT id, queue, payload, 'pending', priority, %(now)s, NULL, 0, max_attempts,"
-        "        last_error, schedule, boundary, enqueued_at, lease"
+        "        last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us, task, trace"
         " FROM dead"
-        " RETURNING queue)"
-        " SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM job"
+        " RETURNING id, queue)"
+        " SELECT id FROM job"
+        " UNION ALL"
+        " SELECT NULL FROM (SELECT pg_notify({s}.channel(%(schema)s, queue), '')"
+        "                    FROM (SELECT DISTINCT queue FROM job) AS queues) AS notified"
     ),
     # -- locks ---------------------------------------------------------------------------------
     "try_lock": "SELECT " + _LOCK + " FROM {s}.try_lock(%(name)s, %(owner)s, %(now)s, %(expires_at)s)",
@@ -138,46 +197,67 @@ _TEMPLATES: dict[str, str] = {
         " WHERE name = %(name)s AND token = %(token)s AND expires_at > %(now)s"
         " RETURNING " + _LOCK
     ),
-    "release_lock": "DELETE FROM {s}.locks WHERE name = %(name)s AND token = %(token)s",
+    "release_lock": "DELETE FROM {s}.locks WHERE name = %(name)s AND token = %(token)s RETURNING name",
     # -- schedules -----------------------------------------------------------------------------
-    "lock_schedule": "SELECT interval_s, next_boundary FROM {s}.schedules WHERE name = %(name)s FOR UPDATE",
-    "insert_schedule": (
-        "INSERT INTO {s}.schedules (" + _SCHEDULE + ")"
-        " VALUES (%(name)s, %(spec)s, %(interval_s)s, %(queue)s, %(payload)s, %(priority)s, %(max_attempts)s,"
-        "         %(expires_us)s, %(next_boundary)s)"
+    "lock_schedules": (
+        "SELECT name, interval_s, next_boundary FROM {s}.schedules WHERE name = ANY(%(names)s) ORDER BY name FOR UPDATE"
+    ),
+    "insert_schedules": (
+        "INSERT INTO {s}.schedules (" + SCHEDULE_COLUMNS + ")"
+        " SELECT name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary,"
+        "        NULL"
+        " FROM unnest(%(names)s::text[], %(specs)s::text[], %(intervals)s::integer[], %(queues)s::text[],"
+        "             %(payloads)s::bytea[], %(priorities)s::integer[], %(max_attempts)s::integer[],"
+        "             %(expires_us)s::bigint[], %(tasks)s::text[], %(boundaries)s::timestamptz[])"
+        "   AS new(name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary)"
         " ON CONFLICT (name) DO NOTHING"
-        " RETURNING " + _SCHEDULE
+        " RETURNING " + SCHEDULE_COLUMNS
     ),
-    "update_schedule": (
-        "UPDATE {s}.schedules SET spec = %(spec)s, interval_s = %(interval_s)s, queue = %(queue)s,"
-        " payload = %(payload)s, priority = %(priority)s, max_attempts = %(max_attempts)s,"
-        " expires_us = %(expires_us)s, next_boundary = %(next_boundary)s"
-        " WHERE name = %(name)s"
-        " RETURNING " + _SCHEDULE
+    "update_schedules": (
+        "UPDATE {s}.schedules AS s SET spec = u.spec, interval_s = u.interval_s, queue = u.queue,"
+        " payload = u.payload, priority = u.priority, max_attempts = u.max_attempts, expires_us = u.expires_us,"
+        " task = u.task, next_boundary = u.next_boundary"
+        " FROM unnest(%(names)s::text[], %(specs)s::text[], %(intervals)s::integer[], %(queues)s::text[],"
+        "             %(payloads)s::bytea[], %(priorities)s::integer[], %(max_attempts)s::integer[],"
+        "             %(expires_us)s::bigint[], %(tasks)s::text[], %(boundaries)s::timestamptz[])"
+        "   AS u(name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary)"
+        " WHERE s.name = u.name"
+        " RETURNING " + ", ".join(f"s.{name.strip()}" for name in SCHEDULE_COLUMNS.split(","))
     ),
-    "unschedule": "DELETE FROM {s}.schedules WHERE name = %(name)s",
-    "schedules": "SELECT " + _SCHEDULE + " FROM {s}.schedules ORDER BY name",
+    "unschedule": "DELETE FROM {s}.schedules WHERE name = %(name)s RETURNING name",
+    "schedules": "SELECT " + SCHEDULE_COLUMNS + " FROM {s}.schedules ORDER BY name",
+    # The tick's due schedules, in the planner's order (alkstore._tick.plan_key), locked; the
+    # payload stays in the database: only its size is read.
     "due_schedules": (
-        "SELECT " + _SCHEDULE + " FROM {s}.schedules WHERE next_boundary <= %(now)s ORDER BY name FOR UPDATE"
+        "SELECT name, interval_s, queue, priority, max_attempts, expires_us, next_boundary,"
+        "       octet_length(payload) AS payload_size"
+        " FROM {s}.schedules WHERE next_boundary <= %(now)s"
+        " ORDER BY octet_length(payload), next_boundary, name"
+        " LIMIT %(limit)s"
+        " FOR UPDATE"
     ),
     "next_job_ids": "SELECT id FROM {s}.next_job_ids(%(count)s) AS id",
+    # Fires copy their schedule's payload and task inside the database.
     "insert_fires": (
         "INSERT INTO {s}.jobs (id, queue, payload, state, priority, run_at, expires_at, max_attempts,"
-        "                      schedule, boundary, enqueued_at)"
-        " SELECT id, queue, payload, 'pending', priority, run_at, expires_at, max_attempts, schedule, boundary,"
-        "        %(now)s"
-        " FROM unnest(%(ids)s::bigint[], %(queues)s::text[], %(payloads)s::bytea[], %(priorities)s::integer[],"
-        "             %(run_ats)s::timestamptz[], %(expires_ats)s::timestamptz[], %(max_attempts)s::integer[],"
-        "             %(schedules)s::text[], %(boundaries)s::timestamptz[])"
-        " AS fire(id, queue, payload, priority, run_at, expires_at, max_attempts, schedule, boundary)"
+        "                      schedule, boundary, enqueued_at, task)"
+        " SELECT f.id, f.queue, s.payload, 'pending', f.priority, f.run_at, f.expires_at, f.max_attempts,"
+        "        f.schedule, f.boundary, %(now)s, s.task"
+        " FROM unnest(%(ids)s::bigint[], %(schedules)s::text[], %(boundaries)s::timestamptz[], %(queues)s::text[],"
+        "             %(priorities)s::integer[], %(run_ats)s::timestamptz[], %(expires_ats)s::timestamptz[],"
+        "             %(max_attempts)s::integer[])"
+        "   AS f(id, schedule, boundary, queue, priority, run_at, expires_at, max_attempts)"
+        " JOIN {s}.schedules AS s ON s.name = f.schedule"
     ),
     "advance_schedules": (
-        "UPDATE {s}.schedules AS s SET next_boundary = a.next_boundary"
-        " FROM unnest(%(names)s::text[], %(boundaries)s::timestamptz[]) AS a(name, next_boundary)"
+        "UPDATE {s}.schedules AS s SET next_boundary = a.next_boundary,"
+        "       last_boundary = coalesce(a.last_boundary, s.last_boundary)"
+        " FROM unnest(%(names)s::text[], %(boundaries)s::timestamptz[], %(lasts)s::timestamptz[])"
+        "   AS a(name, next_boundary, last_boundary)"
         " WHERE s.name = a.name"
     ),
-    "notify_queues": "SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM unnest(%(queues)s::text[]) AS queue",
-    "soonest_boundary": "SELECT min(next_boundary) FROM {s}.schedules",
+    "notify_queues": ("SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM unnest(%(queues)s::text[]) AS queue"),
+    "soonest_boundary": "SELECT min(next_boundary) AS soonest FROM {s}.schedules",
 }
 
 
@@ -193,23 +273,31 @@ class Statements:
     use_schema: str
     record_version: str
     use_utc: str
-    enqueue: str
+    server_time: str
+    queue_config: str
+    queue_configs: str
+    configure_queue: str
+    unconfigure_queue: str
+    enqueue_one: str
+    enqueue_many: str
     channel: str
     claim: str
     listen: str
     unlisten: str
-    ack: str
+    ack_one: str
+    ack_many: str
     retry: str
     bury: str
+    release: str
     heartbeat: str
     get_job: str
     requeue_dead: str
     try_lock: str
     renew_lock: str
     release_lock: str
-    lock_schedule: str
-    insert_schedule: str
-    update_schedule: str
+    lock_schedules: str
+    insert_schedules: str
+    update_schedules: str
     unschedule: str
     schedules: str
     due_schedules: str
@@ -221,12 +309,12 @@ class Statements:
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
-        """Compose every template with ``schema`` quoted as an identifier."""
-        ident = sql.Identifier(schema)
+        """Compose every template with ``schema`` quoted as an identifier (its ``%`` doubled)."""
+        ident = sql.SQL(sql.Identifier(schema).as_string().replace("%", "%%"))
         return cls(**{name: _compose(template, ident) for name, template in _TEMPLATES.items()})
 
 
-def _compose(template: str, schema: sql.Identifier) -> str:
+def _compose(template: str, schema: sql.Composable) -> str:
     # Rendered once to plain text: executing a str is cheaper than re-quoting the identifier,
     # or re-rendering an ``sql.SQL``, on every call, and psycopg encodes a str per connection,
     # so any client encoding works.

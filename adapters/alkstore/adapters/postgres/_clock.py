@@ -1,0 +1,106 @@
+"""The database server's clock, read without a round trip per call: the Postgres default (ADR 015).
+
+Every host sharing a database must agree on "now": a lease granted by one host lapses for all
+of them at the same instant, a boundary is due for all at once. The clock asks the server for
+its time (``clock_timestamp()``) at open, keeping the sample with the shortest round trip of a
+few, and again every minute on a background thread; between samples it adds the local
+monotonic clock's progress to the last sample. A host's own wall clock never enters: one that
+is a minute fast or slow, or jumps, reads the same instants as every other host. An outage only
+stretches the time between samples; the estimate carries on from the local monotonic clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from alkstore._time import Clock, StopToken
+from alkstore.errors import AlkstoreError
+
+__all__ = ["RESYNC_EVERY", "DatabaseClock"]
+
+log = logging.getLogger("alkstore.postgres")
+
+#: How often (wall seconds) the offset to the server's clock is measured again.
+RESYNC_EVERY = 60.0
+#: Samples taken per measurement; the one with the shortest round trip is kept.
+SAMPLES = 3
+#: A step backwards smaller than this after a new measurement is smoothed over (now() never
+#: decreases because of it); a larger one is a real change of the server's clock, and is taken.
+_SMOOTHED = timedelta(seconds=1)
+
+
+class DatabaseClock(Clock):
+    """``now()`` from the database server's clock, offset-corrected against the local monotonic clock.
+
+    ``read_server`` returns the server's current time (one round trip). ``sleep`` waits in wall
+    (monotonic) time, as the system clock does.
+    """
+
+    def __init__(self, read_server: Callable[[], datetime]) -> None:
+        self._read_server = read_server
+        self._anchor: tuple[datetime, float] | None = None  # (server instant, local monotonic at it)
+        self._last: datetime | None = None
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.round_trip = 0.0  # of the kept sample, in seconds: the anchor is within half of it
+
+    def __repr__(self) -> str:
+        return "<alkstore.adapters.postgres.DatabaseClock>"
+
+    def measure(self) -> None:
+        """Sample the server's clock (``SAMPLES`` round trips) and anchor to the best sample."""
+        best: tuple[float, datetime, float] | None = None
+        for _ in range(SAMPLES):
+            before = time.monotonic()
+            server = self._read_server()
+            after = time.monotonic()
+            sample = (after - before, server, (before + after) / 2)
+            if best is None or sample[0] < best[0]:
+                best = sample
+        assert best is not None
+        with self._lock:
+            self.round_trip, server, local = best
+            self._anchor = (server, local)
+
+    def start(self) -> None:
+        """Measure again every ``RESYNC_EVERY`` seconds on a daemon thread, until ``stop()``."""
+        self._thread = threading.Thread(target=self._resync, name="alkstore-db-clock", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _resync(self) -> None:
+        while not self._stopped.wait(RESYNC_EVERY):
+            try:
+                self.measure()
+            except AlkstoreError as exc:  # an outage: carry on from the local monotonic clock
+                log.debug("could not measure the database clock (%s); keeping the last offset", exc)
+
+    def now(self) -> datetime:
+        anchor = self._anchor
+        if anchor is None:
+            self.measure()
+            anchor = self._anchor
+            assert anchor is not None
+        server, local = anchor
+        estimate = server + timedelta(seconds=time.monotonic() - local)
+        with self._lock:
+            last = self._last
+            if last is not None and last > estimate and last - estimate < _SMOOTHED:
+                return last
+            self._last = estimate
+        return estimate
+
+    def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
+        if seconds <= 0:
+            return
+        if stop is None:
+            time.sleep(seconds)
+        else:
+            stop.wait(seconds)

@@ -1,0 +1,66 @@
+"""The caller's transaction: what ``enqueue(…, tx=…)`` accepts, and what it refuses (ADR 019).
+
+Accepted: a ``psycopg.Connection`` that is inside a transaction or will begin one with the next
+statement (not in autocommit), and a SQLAlchemy ``Connection`` or ``Session`` on the psycopg
+dialect, whose transaction is begun first if it has not been (so that its commit is the one that
+publishes the job). SQLAlchemy is recognised by its types' module, never imported here.
+
+Refused with ``InvalidTransaction``, before anything is written: anything else, a closed
+connection, and an autocommit connection outside a transaction, where the job would commit on
+its own, at once, instead of with the caller's data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from alkstore.errors import InvalidTransaction
+
+__all__ = ["caller_connection"]
+
+_EXPECTED = "the caller's psycopg.Connection (or a SQLAlchemy Connection or Session on psycopg)"
+
+
+def caller_connection(tx: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection to write on for ``tx``, checked to be in (or about to begin) a transaction."""
+    conn = _psycopg_connection(tx)
+    if conn.closed:
+        raise InvalidTransaction("the caller's connection is closed; nothing was enqueued")
+    if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+        raise InvalidTransaction(
+            "the connection is in autocommit mode outside a transaction, so the job would commit on its own "
+            "rather than with your data; open one (with conn.transaction(): …) or use store.transaction()"
+        )
+    return conn
+
+
+def _psycopg_connection(tx: Any) -> psycopg.Connection[Any]:
+    if isinstance(tx, psycopg.Connection):
+        return tx
+    module = type(tx).__module__
+    if module.startswith("sqlalchemy."):
+        return _from_sqlalchemy(tx)
+    raise InvalidTransaction(f"expected {_EXPECTED}, not {type(tx).__name__}")
+
+
+def _from_sqlalchemy(tx: Any) -> psycopg.Connection[Any]:
+    """The driver connection of a SQLAlchemy ``Session`` or ``Connection``, its transaction begun."""
+    kind = type(tx).__name__
+    if callable(getattr(tx, "connection", None)) and hasattr(tx, "get_bind"):  # a Session
+        connection = tx.connection()  # begins the session's transaction if it has none
+    elif hasattr(tx, "in_transaction") and hasattr(tx, "begin"):  # a Connection
+        connection = tx
+        if not connection.in_transaction():
+            connection.begin()
+    else:
+        raise InvalidTransaction(f"expected {_EXPECTED}, not the SQLAlchemy {kind}")
+    driver = getattr(getattr(connection, "connection", None), "driver_connection", None)
+    if not isinstance(driver, psycopg.Connection):
+        raise InvalidTransaction(
+            f"the SQLAlchemy {kind} is not on the psycopg driver (postgresql+psycopg://), "
+            f"but on {type(driver).__name__}"
+        )
+    return driver

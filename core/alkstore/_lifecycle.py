@@ -1,0 +1,162 @@
+"""The job lifecycle's decisions, as pure functions: given the record and now, what to do.
+
+Every runtime that claims and finishes jobs — the facades (``Queue.claim``, ``Job.retry``,
+``Outbox.run_once``), the worker, a later asyncio twin — asks these and carries out the
+answer through the engine port; none states a rule of its own.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ._codec import Codec
+from ._options import QueueDefaults, as_duration, retry_delay
+from .engine import Burial, JobRecord, Retry
+from .errors import InvalidArgument, InvalidOptions, InvalidPayload
+
+#: The longest traceback kept on a job, in characters; a longer one keeps its end (where the error is).
+MAX_TRACEBACK = 16_384
+
+__all__ = [
+    "MAX_TRACEBACK",
+    "Decoded",
+    "Failure",
+    "HandBack",
+    "Undecodable",
+    "check_poll_interval",
+    "check_wait",
+    "claim_wait",
+    "decode_claimed",
+    "failure",
+    "lease_until",
+    "on_failure",
+]
+
+
+# -- decode-or-bury ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """The claimed payload decoded: run the job."""
+
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """The stored payload is not the codec's: bury the job with ``error`` (retrying cannot help)."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class HandBack:
+    """Decoding failed for a reason that is not the payload's (the claimer's stack, memory, a codec bug).
+
+    Release the job unfinished, without spending its attempt, and report ``cause``.
+    """
+
+    cause: BaseException
+
+
+def decode_claimed(record: JobRecord, codec: Codec) -> Decoded | Undecodable | HandBack:
+    """Decode a claimed job's payload, and say what to do if that fails.
+
+    ``InvalidPayload`` from the codec means the bytes are not a valid encoding: bury. Any other
+    exception says nothing against the payload: hand the job back.
+    """
+    try:
+        return Decoded(codec.decode(record.payload))
+    except InvalidPayload as exc:
+        return Undecodable(f"undecodable payload: {exc}")
+    except Exception as exc:
+        return HandBack(exc)
+
+
+# -- retry-or-bury ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What a failed attempt leaves on the job: the error text and, for an exception, its traceback."""
+
+    error: str
+    traceback: str | None = None
+
+
+def failure(error: object) -> Failure:
+    """The ``Failure`` for ``error``: a ``str`` as given, an exception as its text and traceback.
+
+    An exception's text is ``str(exc)``, or its type's name when that is empty or raises; the
+    traceback (when it has one) ends with a line naming its type and message.
+    """
+    if isinstance(error, BaseException):
+        try:
+            text = str(error)
+        except Exception:
+            text = ""
+        text = text or type(error).__name__
+        if error.__traceback__ is None:
+            return Failure(text)
+        try:
+            formatted = "".join(traceback.format_exception(error))
+        except Exception:
+            return Failure(text)
+        if len(formatted) > MAX_TRACEBACK:
+            cut = len(formatted) - MAX_TRACEBACK
+            formatted = f"[{cut} characters of the traceback left out]\n" + formatted[cut:]
+        return Failure(text, formatted)
+    if not isinstance(error, str):
+        raise InvalidArgument(f"error must be a str or an exception, not {type(error).__name__}")
+    return Failure(error)
+
+
+def on_failure(
+    record: JobRecord, failed: Failure, defaults: QueueDefaults, delay: object, now: datetime
+) -> Retry | Burial:
+    """Retry-or-bury for a failed attempt of the claim ``record``: retry after ``delay`` (``None``:
+    the queue's curve), or bury once the job has used its last attempt."""
+    wait = retry_delay(defaults, record.attempts) if delay is None else as_duration(delay, "delay")
+    if record.attempts >= record.max_attempts:
+        return Burial(record.id, record.fence, failed.error, failed.traceback)
+    try:
+        run_at = now + wait
+    except OverflowError:
+        raise InvalidOptions(f"a retry delay of {wait} from {now.isoformat()} is out of range") from None
+    return Retry(record.id, record.fence, failed.error, run_at, failed.traceback)
+
+
+# -- leases and waits -------------------------------------------------------------------------
+
+
+def lease_until(record: JobRecord, defaults: QueueDefaults, now: datetime) -> datetime:
+    """Where a heartbeat at ``now`` moves a job's lease end: its own visibility timeout, else the queue's."""
+    visibility = record.visibility if record.visibility is not None else defaults.visibility_timeout
+    return now + visibility
+
+
+def claim_wait(deadline: datetime, now: datetime, poll_interval: float) -> float | None:
+    """How long a waiting claim parks before it looks again (wall seconds), or ``None`` once its wait is over.
+
+    Never longer than what is left of the wait (on the store's clock), nor than ``poll_interval``,
+    so a lost wake-up costs at most one interval.
+    """
+    remaining = (deadline - now).total_seconds()
+    if remaining <= 0:
+        return None
+    return min(remaining, poll_interval)
+
+
+def check_poll_interval(value: object) -> float:
+    """A waiting claim's poll interval: a positive, finite number of seconds (``InvalidOptions`` otherwise)."""
+    span = as_duration(value, "poll_interval", allow_zero=False)
+    return span.total_seconds()
+
+
+def check_wait(value: object) -> timedelta:
+    """A claim's ``wait``: a non-negative duration (``InvalidOptions`` otherwise)."""
+    return as_duration(value, "wait")
