@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
+from operator import attrgetter
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -97,12 +98,20 @@ class JobInfo:
     died_at: datetime | None
 
 
-#: The fields a ``JobInfo`` copies from a ``JobRecord`` by name (the payload is decoded instead).
-_COPIED = tuple(f.name for f in fields(JobInfo) if f.name != "payload")
+#: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload
+#: (which is decoded instead): a getter of each run gives them in ``JobInfo``'s order.
+_NAMES = [f.name for f in fields(JobInfo)]
+_BEFORE_PAYLOAD = attrgetter(*_NAMES[: _NAMES.index("payload")])
+_AFTER_PAYLOAD = attrgetter(*_NAMES[_NAMES.index("payload") + 1 :])
 
 
-def _copied(record: JobRecord) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in _COPIED}
+def _fields_of(record: JobRecord, payload: Any) -> tuple[Any, ...]:
+    """A ``JobInfo``'s fields, in its order, from ``record`` (by name) and the decoded ``payload``."""
+    return (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record))
+
+
+def _info(record: JobRecord, payload: Any) -> JobInfo:
+    return JobInfo(*_fields_of(record, payload))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +142,7 @@ class Store:
         self._clock = clock if clock is not None else engine.default_clock()
         self._codec = codec if codec is not None else JsonCodec()
         self._closed = False
-        self._configs: dict[str, tuple[datetime, QueueConfig | None]] = {}
+        self._configs: dict[str, tuple[datetime, QueueConfig | None, QueueDefaults]] = {}
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -179,18 +188,23 @@ class Store:
 
     # -- queue configuration ----------------------------------------------------------
 
-    def _stored_config(self, queue: str) -> QueueConfig | None:
-        """The queue's stored config, as read at most ``CONFIG_TTL`` of this store's clock ago."""
+    def _config(self, queue: str, tx: Any = None) -> tuple[datetime, QueueConfig | None, QueueDefaults]:
+        """The queue's stored config and the defaults it makes, as read at most ``CONFIG_TTL`` of this
+        store's clock ago. ``tx`` (the caller's transaction, as the engine took it) is where to
+        read it, if it must be read."""
         now = self._clock.now()
         cached = self._configs.get(queue)
         if cached is not None and now < cached[0]:
-            return cached[1]
-        config = self._live().queue_config(queue)
-        self._configs[queue] = (now + CONFIG_TTL, config)
-        return config
+            return cached
+        config = self._live().queue_config(queue, tx)
+        entry = self._configs[queue] = (now + CONFIG_TTL, config, queue_defaults(queue, config))
+        return entry
+
+    def _stored_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
+        return self._config(queue, tx)[1]
 
     def _defaults(self, queue: str) -> QueueDefaults:
-        return queue_defaults(queue, self._stored_config(queue))
+        return self._config(queue)[2]
 
     # -- queues and jobs -------------------------------------------------------------
 
@@ -237,7 +251,7 @@ class Store:
         engine = self._live()
         if in_caller_tx:
             tx = engine.caller_transaction(tx)
-        stored = self._stored_config(queue)
+        stored = self._stored_config(queue, tx)
         if stored is not None:
             stamps = resolve_enqueue(opts, queue, now, stored)
         jobs = [
@@ -262,7 +276,7 @@ class Store:
         record = engine.get_job(job_id)
         if record is None:
             return None
-        return JobInfo(payload=self._decode_lenient(record.payload), **_copied(record))
+        return _info(record, self._decode_lenient(record.payload))
 
     def requeue_dead(self, job_id: int) -> bool:
         """Bring a dead job back to its queue with 0 attempts; ``False`` if it is not dead."""
@@ -424,7 +438,7 @@ class Queue:
             for record in records:
                 outcome = decode_claimed(record, store.codec)
                 if isinstance(outcome, Decoded):
-                    jobs.append(Job(payload=outcome.payload, _store=store, _record=record, **_copied(record)))
+                    jobs.append(Job(*_fields_of(record, outcome.payload), _store=store, _record=record))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, self.name, outcome.error)
                     engine.bury((Burial(record.id, record.fence, outcome.error),), now)

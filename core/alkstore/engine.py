@@ -342,8 +342,12 @@ class Engine(ABC):
         """Store ``config`` for ``queue``, replacing what was stored; an all-``None`` config removes it."""
 
     @abstractmethod
-    def queue_config(self, queue: str) -> QueueConfig | None:
-        """The config stored for ``queue``, or ``None`` if there is none."""
+    def queue_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
+        """The config stored for ``queue``, or ``None`` if there is none.
+
+        With ``tx`` (what ``caller_transaction`` returned) it is read in the caller's transaction,
+        so an enqueue inside one never needs a second connection.
+        """
 
     # -- jobs ----------------------------------------------------------------------
 

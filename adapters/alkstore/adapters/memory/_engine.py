@@ -218,7 +218,7 @@ class MemoryEngine(Engine):
             else:
                 self._configs[queue] = config
 
-    def queue_config(self, queue: str) -> QueueConfig | None:
+    def queue_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
         with self._cond:
             return self._configs.get(queue)
 

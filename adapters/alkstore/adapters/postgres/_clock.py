@@ -90,11 +90,12 @@ class DatabaseClock(Clock):
             assert anchor is not None
         server, local = anchor
         estimate = server + timedelta(seconds=time.monotonic() - local)
-        with self._lock:
-            last = self._last
-            if last is not None and last > estimate and last - estimate < _SMOOTHED:
-                return last
-            self._last = estimate
+        # Lock-free: two threads racing here can only leave the larger of two nearby instants or
+        # the smaller; either keeps later calls within the smoothing window.
+        last = self._last
+        if last is not None and last > estimate and last - estimate < _SMOOTHED:
+            return last
+        self._last = estimate
         return estimate
 
     def sleep(self, seconds: float, stop: StopToken | None = None) -> None:

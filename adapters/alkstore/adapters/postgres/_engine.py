@@ -210,8 +210,14 @@ class PostgresEngine(Engine):
         else:
             self._connections.one(self._sql.configure_queue, _rows.config_params(queue, config), _SCALAR)
 
-    def queue_config(self, queue: str) -> QueueConfig | None:
-        return self._connections.one(self._sql.queue_config, {"queue": queue}, _rows.QUEUE_CONFIG)
+    def queue_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
+        if tx is None:
+            return self._connections.one(self._sql.queue_config, {"queue": queue}, _rows.QUEUE_CONFIG)
+        try:
+            with caller_connection(tx).cursor(row_factory=_rows.QUEUE_CONFIG) as cursor:
+                return cursor.execute(self._sql.queue_config, {"queue": queue}).fetchone()
+        except psycopg.Error as exc:
+            raise_translated(exc)
 
     # -- jobs ----------------------------------------------------------------------------
 
