@@ -11,11 +11,12 @@ from datetime import datetime
 from typing import Self
 
 from alkstore import Fire, LeadershipLost, ManualClock, StopToken, Store
+from tests.support import PATIENCE
 
 __all__ = ["PROGRESS_TIMEOUT", "HoldingClock", "Runner", "Standby", "cancelled", "step", "stop_all"]
 
 #: How long (wall seconds) a test waits for a thread to make progress on a loaded machine.
-PROGRESS_TIMEOUT = 30.0
+PROGRESS_TIMEOUT = PATIENCE
 
 
 def cancelled() -> StopToken:

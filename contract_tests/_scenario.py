@@ -8,7 +8,7 @@ user can observe: what ``schedule`` returned, what ``unschedule`` said, per tick
 the fired jobs as ``get_job`` shows them, every schedule's next boundary and the soonest of
 them, per work step the jobs handled, and at the end a census of every fired job.
 
-``ScheduleModel`` restates the rules of DESIGN.md from first principles (integer
+``ScheduleModel`` restates the rules of docs/design.md from first principles (integer
 microseconds, fired boundaries stepped through one by one, skipped ones counted from their
 definition, claims and their sweeps as the ``Engine`` docstrings state them) without calling
 ``alkstore``'s boundary math, so that a bug in the one shared implementation shows up as a
@@ -42,7 +42,7 @@ __all__ = [
     "scenarios",
 ]
 
-#: The catch-up cap as DESIGN.md states it (deliberately not ``alkstore.CATCH_UP_CAP``).
+#: The catch-up cap as docs/design.md states it (deliberately not ``alkstore.CATCH_UP_CAP``).
 CAP = 64
 #: Schedule names and target queues a scenario draws from (few, so names are re-registered).
 NAMES = ("alpha", "bravo", "charlie", "delta")
@@ -195,7 +195,7 @@ def _maybe(micros: int | None) -> datetime | None:
 
 @dataclass
 class ScheduleModel:
-    """What DESIGN.md says a store holds, fires and hands out, computed one boundary at a time."""
+    """What docs/design.md says a store holds, fires and hands out, computed one boundary at a time."""
 
     now_us: int
     schedules: dict[str, _ModelSchedule] = field(default_factory=dict)

@@ -1,13 +1,15 @@
 """The contract suite's fixtures: one ``engine`` parameter over every engine, fresh stores, manual clocks.
 
-``engine`` is an ``EngineTarget`` for ``memory`` or ``postgres``; ``store`` is a fresh store on
-it driven by ``clock`` (a ``ManualClock`` at ``T0``). The Postgres half follows the root
-conftest's policy: it needs a reachable server (``pg_dsn``), skips loudly without one, and
-fails instead under ``CI=true``; so does a Postgres engine that is not installed yet.
+``engine`` is an ``EngineTarget`` for each engine registered under the ``alkstore.testing``
+entry points (memory and postgres today; a third joins by registering); ``store`` is a fresh
+store on it driven by ``clock`` (a ``ManualClock`` at ``T0``). An engine that cannot be tested
+here (no server) is skipped loudly, and fails the run instead under ``CI=true``; so does one
+whose ``alkstore.engines`` entry point does not load.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +19,7 @@ import pytest
 
 from alkstore import ManualClock, Store
 
-from ._engines import T0, EngineTarget, entry_point_problem, memory_target, postgres_target, under_ci
+from ._engines import ENGINES, T0, EngineTarget, entry_point_problem, under_ci
 from ._facades import DESELECTED, recording
 from ._profiles import MACHINE_EXAMPLES
 
@@ -25,47 +27,54 @@ _HERE = Path(__file__).parent
 #: The completeness check that must run after every other contract test.
 FACADE_CHECK = "test_every_public_facade_member_is_exercised_by_the_suite"
 
-_ENGINE_PARAMS = ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-def _root_conftest(config: pytest.Config) -> ModuleType:
-    module = config.pluginmanager.get_plugin(str(config.rootpath / "conftest.py"))
-    if module is None:
-        raise RuntimeError("the repository's root conftest.py (pg_dsn, unique_schema, drop_schema) is not loaded")
-    return module  # type: ignore[no-any-return]
+_ENGINE_PARAMS = [
+    pytest.param(name, marks=[getattr(pytest.mark, mark) for mark in engine.marks]) for name, engine in ENGINES.items()
+]
 
 
 def _unavailable(message: str) -> None:
     if under_ci():
         pytest.fail(message + " (CI=true: every engine must run)", pytrace=False)
+    report = getattr(_root_conftest(), "report_unavailable", None)
+    if report is not None:
+        report(message)
     pytest.skip(message)
 
 
-def open_target(request: pytest.FixtureRequest, name: str) -> EngineTarget:
+def _root_conftest() -> ModuleType | None:
+    return sys.modules.get("conftest")
+
+
+_TARGETS: dict[str, EngineTarget | str] = {}
+
+
+def open_target(name: str) -> EngineTarget:
     """The ``EngineTarget`` for ``name``, or a skip (a failure under CI) saying why it is unavailable."""
-    if name == "memory":
-        return memory_target()
-    problem = entry_point_problem("postgresql")
-    if problem is not None:
-        _unavailable(problem)
-    dsn = request.getfixturevalue("pg_dsn")
-    root = _root_conftest(request.config)
-    return postgres_target(dsn, root.unique_schema, root.drop_schema)
+    if name not in _TARGETS:
+        engine = ENGINES[name]
+        problem = entry_point_problem(engine.scheme)
+        provisioned = problem if problem is not None else engine.provision()
+        _TARGETS[name] = provisioned if isinstance(provisioned, str) else EngineTarget(name, engine.scheme, provisioned)
+    target = _TARGETS[name]
+    if isinstance(target, str):
+        _unavailable(target)
+        raise AssertionError("unreachable")  # pragma: no cover - _unavailable skips or fails
+    return target
 
 
 @pytest.fixture(scope="session", params=_ENGINE_PARAMS)
 def engine(request: pytest.FixtureRequest) -> EngineTarget:
     """Each engine in turn; a test using it (or ``store``) runs once per engine."""
-    return open_target(request, request.param)
+    return open_target(request.param)
 
 
 @pytest.fixture(scope="session")
-def all_engines(request: pytest.FixtureRequest) -> tuple[list[EngineTarget], list[str]]:
+def all_engines() -> tuple[list[EngineTarget], list[str]]:
     """Every engine available in this run, and the reasons the others are not."""
     targets, missing = [], []
-    for name in ("memory", "postgres"):
+    for name in ENGINES:
         try:
-            targets.append(open_target(request, name))
+            targets.append(open_target(name))
         except pytest.skip.Exception as exc:
             missing.append(f"{name}: {exc}")
     return targets, missing

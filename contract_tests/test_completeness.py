@@ -60,9 +60,8 @@ def test_every_adapter_implements_every_method_of_the_engine_port(scheme: str) -
 
 
 def test_a_store_runs_on_the_engine_its_entry_point_names(engine: EngineTarget) -> None:
-    scheme = {"memory": "memory", "postgres": "postgresql"}[engine.name]
     with engine.store(ManualClock(T0)) as store:
-        assert type(store.engine) in adapter_classes(scheme)
+        assert type(store.engine) in adapter_classes(engine.scheme)
 
 
 def test_every_public_facade_member_is_exercised_by_the_suite(request: pytest.FixtureRequest) -> None:

@@ -1,7 +1,7 @@
 """A model-based check of the queue: random enqueue / claim / ack / retry / fail / heartbeat /
 requeue / clock steps, against a small reference model written here, on every engine.
 
-The model restates the job lifecycle of DESIGN.md and the ``Engine`` docstrings: a claim
+The model restates the job lifecycle of docs/design.md and the ``Engine`` docstrings: a claim
 first sweeps lapsed leases (back to pending, or dead on the last attempt) and expired
 pending jobs (dead), then takes the best due job by priority, run_at, id; ack, retry,
 fail and heartbeat are fenced by the lease a worker claimed (a count of the job's claims

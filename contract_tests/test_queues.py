@@ -479,3 +479,19 @@ def test_migrate_is_idempotent_and_keeps_what_is_stored(store: Store) -> None:
     info = store.get_job(job_id)
     assert info is not None
     assert info.payload == "kept"
+
+
+def test_a_claimed_job_is_one_claim_whose_identity_survives_heartbeats(store: Store, clock: ManualClock) -> None:
+    store.queue("jobs").enqueue("long")
+    job = claim(store)
+    held = {job}
+    before = hash(job)
+    clock.advance(100)
+    job.heartbeat()
+    assert job in held
+    assert hash(job) == before
+    clock.advance(VISIBILITY)  # the lease lapses and the job is claimed again: another claim
+    again = claim(store, worker="w2")
+    assert again.id == job.id
+    assert again != job
+    assert again not in held

@@ -5,7 +5,7 @@ Two properties share one scenario generator (``_scenario.scenarios``):
 * every available engine plays the same scenario and shows the same outcome — fires in
   order, fired jobs' stamps, next boundaries, the soonest deadline, the jobs each worker
   handled, and how every fired job ended (done, dead with which error, pending, running);
-* each engine's outcome keeps the invariants of DESIGN.md (checked from the observations
+* each engine's outcome keeps the invariants of docs/design.md (checked from the observations
   alone) and equals what an independent, naive model computes. The model does not call
   ``alkstore``'s boundary math: the engines share that code, so only an outside model
   can catch a bug in it.
@@ -61,7 +61,7 @@ def test_every_engine_shows_the_same_outcome_for_the_same_scenario(
 
 
 def check_invariants(scenario: Scenario, outcome: Outcome) -> None:
-    """DESIGN.md's invariants, judged from what the store showed (not from the model)."""
+    """docs/design.md's invariants, judged from what the store showed (not from the model)."""
     seen = outcome.seen
     state: dict[str, tuple[timedelta, datetime]] = {}  # name -> (interval, next boundary) as last shown
     fired_ever: set[tuple[str, datetime]] = set()

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 
 from alkstore import Job, Queue, StopToken, Store
 from alkstore.engine import Waiter
+from tests.support import PATIENCE
 
-PATIENCE = 10.0  # wall seconds a thread gets before the test fails
 NO_POLLING = 3600.0  # a poll interval no test waits out
 
 

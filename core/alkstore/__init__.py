@@ -103,7 +103,9 @@ def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **
         raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
     if codec is not None and not isinstance(codec, Codec):
         raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
-    scheme = url.split("://", 1)[0].lower()
+    # A SQLAlchemy-style scheme names its driver after a "+" (postgresql+psycopg): the engine is
+    # the dialect's, and checks the driver itself.
+    scheme = url.split("://", 1)[0].lower().partition("+")[0]
     found = metadata.entry_points(group=ENGINE_ENTRY_POINTS, name=scheme)
     if not found:
         known = sorted(ep.name for ep in metadata.entry_points(group=ENGINE_ENTRY_POINTS))

@@ -8,7 +8,7 @@ asked of ``alkstore._lifecycle`` and carried out through the engine port.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -68,6 +68,8 @@ _MAX_JOB_ID = 2**63 - 1
 _DEFAULT_ENQUEUE = EnqueueOpts()
 #: How long a store trusts what it read of a queue's stored config, in seconds of its clock (ADR 016).
 CONFIG_TTL = timedelta(seconds=2)
+#: The most jobs one claim may take.
+MAX_CLAIM = 1000
 
 
 class Delivery(Protocol):
@@ -268,6 +270,17 @@ class Store:
         ]
         return engine.enqueue(jobs, now, tx)
 
+    def ack_many(self, jobs: Iterable[Job]) -> list[Job]:
+        """Ack several claimed jobs in one call; return those whose lease was lost (they change nothing).
+
+        The others are done whatever the lost ones are (ADR 014).
+        """
+        held = _held(jobs, self)
+        if not held:
+            return []
+        stale = {pair.job_id for pair in self._live().ack([Held(job.id, job._record.fence) for job in held])}
+        return [job for job in held if job.id in stale]
+
     def get_job(self, job_id: int) -> JobInfo | None:
         """The job's state and stamps; ``None`` once acked ("done and gone") or if it never existed."""
         engine = self._live()
@@ -424,6 +437,15 @@ class Queue:
                     return None
                 waiter.wait(pause, stop)
         return None
+
+    def claim_many(self, worker_id: str, limit: int) -> list[Job]:
+        """Lease up to ``limit`` jobs to ``worker_id`` in one round trip, best first; empty when none is ready."""
+        validate_label(worker_id, "worker id")
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise InvalidArgument(f"limit must be an int, not {type(limit).__name__}")
+        if not 1 <= limit <= MAX_CLAIM:
+            raise InvalidOptions(f"limit must be between 1 and {MAX_CLAIM}, not {limit}")
+        return self._claim(worker_id, limit)
 
     def _claim(self, worker_id: str, limit: int) -> list[Job]:
         """Claim up to ``limit`` jobs, burying the undecodable and handing back what could not be decoded."""
@@ -598,6 +620,18 @@ class Outbox:
         else:
             job.ack()
         return True
+
+
+def _held(jobs: Iterable[Job], store: Store) -> list[Job]:
+    """``jobs`` as a list of this store's claimed jobs (``InvalidArgument`` for anything else), each claim once."""
+    held: dict[tuple[int, int], Job] = {}
+    for job in jobs:
+        if not isinstance(job, Job):
+            raise InvalidArgument(f"expected claimed jobs (alkstore.Job), not {type(job).__name__}")
+        if job._store is not store:
+            raise InvalidArgument(f"job {job.id} was claimed from another store")
+        held.setdefault((job.id, job._record.fence), job)
+    return list(held.values())
 
 
 def _valid_id(job_id: object) -> bool:

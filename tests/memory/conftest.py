@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 
 import alkstore
 from alkstore import ManualClock, Store
+from tests.support import MIDNIGHT
 
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
+T0 = MIDNIGHT
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -19,13 +18,12 @@ from psycopg import sql
 import alkstore
 from alkstore import ManualClock, Store
 from alkstore.adapters.postgres import PostgresEngine
+from tests.support import PATIENCE, T0
 
-#: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
-T0 = datetime(2030, 1, 1, 12, 0, 0, 654321, tzinfo=UTC)
+__all__ = ["PATIENCE", "T0", "OpenStore", "count", "engine_of", "table", "wait_until"]
+
 #: Pool bound for test stores.
 MAX_SIZE = 3
-#: Wall seconds a test waits for another thread or process to make progress.
-PATIENCE = 30.0
 
 OpenStore = Callable[..., Store]
 

@@ -66,31 +66,6 @@ def terminate(db: psycopg.Connection[Any], app_name: str, query_like: str = "%")
 # -- many workers ---------------------------------------------------------------------------
 
 
-def test_worker_threads_draining_a_queue_claim_every_job_exactly_once(store: Store) -> None:
-    queue = store.queue(unique("drain-threads"))
-    enqueued = {queue.enqueue(n) for n in range(120)}
-    claimed: list[int] = []
-    errors: list[BaseException] = []
-    start = threading.Barrier(4)
-
-    def work() -> None:
-        try:
-            start.wait(PATIENCE)
-            while (job := queue.claim(f"w{threading.get_ident()}")) is not None:
-                claimed.append(job.id)
-                job.ack()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(PATIENCE * 2)
-    assert errors == []
-    assert sorted(claimed) == sorted(enqueued)
-
-
 def test_worker_processes_draining_a_queue_claim_every_job_exactly_once(
     open_store: OpenStore, pg_dsn: str, pg_module_schema: str
 ) -> None:
@@ -308,16 +283,6 @@ def test_enqueue_tx_refuses_a_cursor_and_a_memory_transaction(store: Store, pg_d
 # -- waking ---------------------------------------------------------------------------------
 
 
-def test_a_parked_claim_is_woken_by_an_enqueue(store: Store) -> None:
-    name = unique("wake-enqueue")
-    claimer = Claimer(store, name)
-    job_id = store.queue(name).enqueue("wake up")
-    job = claimer.returned()
-    assert job is not None
-    assert job.id == job_id
-    job.ack()
-
-
 def test_a_parked_claim_is_woken_by_enqueue_tx_at_commit(store: Store, pg_dsn: str) -> None:
     name = unique("wake-tx")
     claimer = Claimer(store, name)
@@ -327,26 +292,6 @@ def test_a_parked_claim_is_woken_by_enqueue_tx_at_commit(store: Store, pg_dsn: s
     assert job is not None
     assert job.id == job_id
     job.ack()
-
-
-def test_a_parked_claim_is_woken_by_a_retry_and_by_a_requeue(store: Store) -> None:
-    name = unique("wake-retry")
-    queue = store.queue(name)
-    job_id = queue.enqueue("again")
-    job = queue.claim("first")
-    assert job is not None
-    claimer = Claimer(store, name)
-    job.retry("once more", delay=0)
-    again = claimer.returned()
-    assert again is not None
-    assert (again.id, again.attempts) == (job_id, 2)
-    again.fail("give up")
-    claimer = Claimer(store, name)
-    assert store.requeue_dead(job_id)
-    requeued = claimer.returned()
-    assert requeued is not None
-    assert (requeued.id, requeued.attempts) == (job_id, 1)
-    requeued.ack()
 
 
 def test_a_lost_notify_costs_one_poll_interval_not_the_wait(
@@ -561,11 +506,3 @@ def test_a_closed_engine_raises_store_closed(open_store: OpenStore, clock: Manua
         pass
     with pytest.raises(StoreClosed), engine.transaction():
         pass
-
-
-def test_closing_the_store_releases_a_parked_claim_with_store_closed(open_store: OpenStore, clock: ManualClock) -> None:
-    store = open_store(clock=clock)
-    claimer = Claimer(store, unique("closing"))
-    store.close()
-    with pytest.raises(StoreClosed):
-        claimer.returned()

@@ -26,7 +26,7 @@ import alkstore
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 ALKSTORE = str(Path(sys.executable).with_name("alkstore"))
-LEASE_TTL_S = 10.0  # the scheduler lease (DESIGN, ADR 006)
+LEASE_TTL_S = 10.0  # the scheduler lease (docs/design.md, ADR 006)
 SLICE_S = 1.0  # the runner's sleep slice
 STANDBY_RETRY_S = 1.0  # how often a standby asks for the lease
 MARGIN_S = 8.0  # generous: process start-up, a loaded machine

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from alkstore import CATCH_UP_CAP
 from alkstore._boundary import CatchUp, catch_up, registration_boundary, soonest
+from tests.support import MIDNIGHT
 
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
+T0 = MIDNIGHT
 SECOND = timedelta(seconds=1)
 HOUR = timedelta(hours=1)
 MICROSECOND = timedelta(microseconds=1)

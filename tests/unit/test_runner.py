@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import datetime
 
 from alkstore import ManualClock, StopToken, Store
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import TickBudget, TickResult
+from tests.support import MIDNIGHT
 
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
+T0 = MIDNIGHT
 
 
 class _StuckSoonest(MemoryEngine):

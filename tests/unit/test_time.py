@@ -14,9 +14,9 @@ import pytest
 
 from alkstore import Clock, InvalidOptions, ManualClock, StopToken, SystemClock
 from alkstore._time import as_utc
+from tests.support import MIDNIGHT, PATIENCE
 
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-PATIENCE = 10.0  # wall seconds a thread gets to make progress before the test fails
+T0 = MIDNIGHT
 
 
 class Sleeper:

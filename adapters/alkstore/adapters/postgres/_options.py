@@ -114,7 +114,12 @@ def _libpq_url(url: object) -> str:
     if not isinstance(url, str):
         raise InvalidOptions(f"the URL must be a str, not {type(url).__name__}")
     scheme, sep, rest = url.partition("://")
-    if sep and scheme.lower() == "postgresql+psycopg":
+    dialect, plus, driver = scheme.lower().partition("+")
+    if sep and plus:
+        if dialect not in ("postgresql", "postgres") or driver != "psycopg":
+            raise InvalidOptions(
+                f"the postgres engine runs on psycopg: use postgresql:// or postgresql+psycopg://, not {scheme}://"
+            )
         return "postgresql://" + rest
     return url
 

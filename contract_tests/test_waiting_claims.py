@@ -1,4 +1,4 @@
-"""A waiting claim (``claim(wait=…)``) parks on the memory engine and is woken by what makes a job claimable.
+"""A waiting claim (``claim(wait=…)``) parks, on every engine, and is woken by what makes a job claimable.
 
 The clock is frozen, so a parked claim can only return through a wake-up (or its wall-clock
 ``poll_interval``, set far beyond the test's patience so polling cannot mask a missing wake).
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-import alkstore
 from alkstore import ManualClock, Store, StoreClosed
 from tests._claimer import Claimer
+
+from ._engines import EngineTarget
 
 
 def test_a_waiting_claim_is_woken_by_an_enqueue_from_another_thread(store: Store) -> None:
@@ -91,12 +92,12 @@ def _enqueue_then_fail(store: Store, tx: object) -> None:
     raise RuntimeError("rolled back")
 
 
-def test_closing_the_store_releases_a_waiting_claim_with_store_closed(clock: ManualClock) -> None:
-    store = alkstore.open("memory://", clock=clock)
-    claimer = Claimer(store, "q")
-    store.close()
-    assert claimer.finished()
-    assert isinstance(claimer.error, StoreClosed)
+def test_closing_the_store_releases_a_waiting_claim_with_store_closed(engine: EngineTarget, clock: ManualClock) -> None:
+    with engine.store(clock) as store:
+        claimer = Claimer(store, "q")
+        store.close()
+        assert claimer.finished()
+        assert isinstance(claimer.error, StoreClosed)
 
 
 def test_a_waiting_claim_returns_none_once_its_wait_has_passed_on_the_clock(store: Store, clock: ManualClock) -> None:

@@ -1,4 +1,4 @@
-"""The memory engine under concurrent threads: nothing claimed twice, nothing lost, nothing fired twice."""
+"""Every engine under concurrent threads: nothing claimed twice, nothing lost, nothing fired twice."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from functools import partial
 from typing import Any
 
 from alkstore import ManualClock, Store
-
-PATIENCE = 60.0  # wall seconds for all threads of one test to finish
+from tests.support import PATIENCE
 
 
 def run_together(workers: Sequence[Callable[[], Any]]) -> list[Any]:

@@ -1,0 +1,21 @@
+"""What every test directory shares: start instants, patience, and the CI switch."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+__all__ = ["MIDNIGHT", "PATIENCE", "T0", "under_ci"]
+
+#: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
+T0 = datetime(2031, 5, 17, 9, 30, 0, 123456, tzinfo=UTC)
+#: A round start, for tests whose figures read best from midnight.
+MIDNIGHT = datetime(2030, 1, 1, tzinfo=UTC)
+#: Wall seconds a test waits for another thread or process to make progress (generous: the
+#: machine may be loaded); never a bound a passing test comes near.
+PATIENCE = 30.0
+
+
+def under_ci() -> bool:
+    """Whether this run is CI, where a test that cannot reach what it needs fails rather than skips."""
+    return os.environ.get("CI", "").lower() == "true"

@@ -1,0 +1,167 @@
+"""The lifecycle's decisions (``alkstore._lifecycle``), each a pure function of the record and now."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from alkstore import InvalidArgument, InvalidOptions, JsonCodec
+from alkstore._codec import Codec
+from alkstore._lifecycle import (
+    MAX_TRACEBACK,
+    Decoded,
+    HandBack,
+    Undecodable,
+    check_poll_interval,
+    claim_wait,
+    decode_claimed,
+    failure,
+    lease_until,
+    on_failure,
+)
+from alkstore._options import queue_defaults
+from alkstore.engine import Burial, JobRecord, JobState, Retry
+from tests.support import MIDNIGHT
+
+NOW = MIDNIGHT
+DEFAULTS = queue_defaults("emails")
+
+
+def record(**changes: Any) -> JobRecord:
+    base = JobRecord(
+        id=7,
+        queue="emails",
+        payload=b'{"to":"ada"}',
+        state=JobState.RUNNING,
+        priority=0,
+        run_at=NOW,
+        expires_at=None,
+        attempts=1,
+        max_attempts=3,
+        last_error=None,
+        schedule=None,
+        boundary=None,
+        enqueued_at=NOW,
+        worker_id="w",
+        lease_until=NOW + timedelta(seconds=300),
+        died_at=None,
+        fence=4,
+    )
+    return replace(base, **changes)
+
+
+class _StackTooDeep(Codec):
+    def encode(self, payload: Any) -> bytes:
+        return b""
+
+    def decode(self, data: bytes) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+
+def test_a_decodable_payload_is_run() -> None:
+    assert decode_claimed(record(), JsonCodec()) == Decoded({"to": "ada"})
+
+
+def test_a_payload_that_is_not_the_codecs_is_buried_with_the_reason() -> None:
+    outcome = decode_claimed(record(payload=b"{not json"), JsonCodec())
+    assert isinstance(outcome, Undecodable)
+    assert outcome.error.startswith("undecodable payload: ")
+
+
+def test_a_decode_failure_that_is_not_the_payloads_hands_the_job_back() -> None:
+    outcome = decode_claimed(record(), _StackTooDeep())
+    assert isinstance(outcome, HandBack)
+    assert isinstance(outcome.cause, RecursionError)
+
+
+def test_a_failure_keeps_a_string_as_given_and_an_exception_as_its_text() -> None:
+    assert failure("SMTP timeout").error == "SMTP timeout"
+    assert failure("SMTP timeout").traceback is None
+    assert failure(ValueError("bad")).error == "bad"
+    assert failure(ValueError()).error == "ValueError"
+
+
+def test_a_raised_exception_keeps_its_traceback_ending_with_its_type_and_message() -> None:
+    try:
+        raise KeyError("missing")
+    except KeyError as exc:
+        kept = failure(exc)
+    assert kept.error == "'missing'"
+    assert kept.traceback is not None
+    assert kept.traceback.startswith("Traceback (most recent call last):")
+    assert kept.traceback.rstrip().endswith("KeyError: 'missing'")
+
+
+def test_an_exception_whose_text_raises_is_named_by_its_type() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    assert failure(Unprintable()).error == "Unprintable"
+
+
+def test_a_very_long_traceback_keeps_its_end() -> None:
+    message = "the bottom " * 4000
+    try:
+        raise ValueError(message)
+    except ValueError as exc:
+        kept = failure(exc)
+    assert kept.traceback is not None
+    assert len(kept.traceback) <= MAX_TRACEBACK + 100
+    assert kept.traceback.startswith("[")
+    assert "characters of the traceback left out" in kept.traceback
+    assert kept.traceback.rstrip().endswith(message.rstrip()[-1000:])  # the end, where the error is
+    assert kept.error == message
+
+
+@pytest.mark.parametrize("error", [123, None, b"bytes", ["x"]])
+def test_an_error_that_is_neither_text_nor_an_exception_is_refused(error: object) -> None:
+    with pytest.raises(InvalidArgument, match="error must be a str or an exception"):
+        failure(error)
+
+
+def test_a_failed_attempt_with_attempts_left_retries_on_the_queues_curve() -> None:
+    for attempt, wait in [(1, 5), (2, 10)]:
+        outcome = on_failure(record(attempts=attempt), failure("x"), DEFAULTS, None, NOW)
+        assert outcome == Retry(7, 4, "x", NOW + timedelta(seconds=wait))
+
+
+def test_an_explicit_delay_replaces_the_curve() -> None:
+    outcome = on_failure(record(), failure("x"), DEFAULTS, timedelta(minutes=7), NOW)
+    assert outcome == Retry(7, 4, "x", NOW + timedelta(minutes=7))
+
+
+def test_the_last_attempt_buries_whatever_the_delay() -> None:
+    for delay in (None, 0, 60):
+        outcome = on_failure(record(attempts=3), failure("gave up"), DEFAULTS, delay, NOW)
+        assert outcome == Burial(7, 4, "gave up", None)
+
+
+@pytest.mark.parametrize("delay", [-1, float("nan"), "5", timedelta(days=-1)])
+def test_a_bad_delay_is_refused_even_on_the_last_attempt(delay: object) -> None:
+    for attempts in (1, 3):
+        with pytest.raises(InvalidOptions, match="delay"):
+            on_failure(record(attempts=attempts), failure("x"), DEFAULTS, delay, NOW)
+
+
+def test_a_heartbeat_extends_by_the_jobs_own_visibility_or_else_the_queues() -> None:
+    assert lease_until(record(), DEFAULTS, NOW) == NOW + timedelta(seconds=300)
+    assert lease_until(record(visibility=timedelta(seconds=30)), DEFAULTS, NOW) == NOW + timedelta(seconds=30)
+
+
+def test_a_waiting_claim_parks_for_the_rest_of_its_wait_at_most_one_poll_interval() -> None:
+    deadline = NOW + timedelta(seconds=10)
+    assert claim_wait(deadline, NOW, 1.0) == 1.0
+    assert claim_wait(deadline, deadline - timedelta(seconds=0.25), 1.0) == 0.25
+    assert claim_wait(deadline, deadline, 1.0) is None
+    assert claim_wait(deadline, deadline + timedelta(seconds=1), 1.0) is None
+
+
+@pytest.mark.parametrize("interval", [0, -1, 0.0, float("nan"), float("inf"), "x", None, True])
+def test_a_poll_interval_must_be_a_positive_finite_number_of_seconds(interval: object) -> None:
+    with pytest.raises(InvalidOptions, match="poll_interval"):
+        check_poll_interval(interval)
+    assert check_poll_interval(0.05) == 0.05
