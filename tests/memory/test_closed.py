@@ -19,6 +19,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "transaction": lambda s, h: s.transaction(),
     "enqueue_tx": lambda s, h: s.enqueue_tx(h["tx"], "q", 1),
     "outbox_enqueue_tx": lambda s, h: s.outbox_enqueue_tx(h["tx"], "mail", 1),
+    "ack_many": lambda s, h: s.ack_many([h["job"]]),
     "get_job": lambda s, h: s.get_job(h["pending_id"]),
     "requeue_dead": lambda s, h: s.requeue_dead(h["dead_id"]),
     "try_lock": lambda s, h: s.try_lock("free", "owner", 10),
@@ -31,6 +32,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
 QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "enqueue": lambda q: q.enqueue(1),
     "claim": lambda q: q.claim("w"),
+    "claim_many": lambda q: q.claim_many("w", 5),
 }
 JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "ack": lambda j: j.ack(),
