@@ -56,3 +56,10 @@ def test_mypy_reads_the_source_tree_not_an_installed_copy() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
     assert config["mypy_path"] == ["core", "adapters"]
     assert {"core/alkstore", "adapters/alkstore/adapters", "tests", "contract_tests"} <= set(config["files"])
+
+
+def test_the_package_extends_its_path_near_the_top_where_editors_look_for_it() -> None:
+    # jedi treats a package as split across directories only if its first 50 lines say
+    # ``extend_path(__path__``; further down, go-to-definition stops finding the adapters.
+    head = (ROOT / "core" / "alkstore" / "__init__.py").read_text(encoding="utf-8").splitlines()[:50]
+    assert any(line.startswith("__path__ = extend_path(__path__, __name__)") for line in head)

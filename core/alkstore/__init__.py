@@ -35,6 +35,11 @@ from .errors import (
     StoreClosed,
 )
 
+# A source checkout has two halves of the package, core/alkstore and adapters/alkstore (ADR 013);
+# in the wheel they are one directory and this finds nothing more. (Editors look for this line
+# near the top.)
+__path__ = extend_path(__path__, __name__)
+
 __all__ = [
     "CATCH_UP_CAP",
     "RESERVED_PREFIX",
@@ -75,10 +80,6 @@ __all__ = [
     "open",
     "parse_spec",
 ]
-
-# In a source checkout the package has two halves, core/alkstore and adapters/alkstore (ADR 013);
-# in the wheel they are one directory, and this finds nothing more.
-__path__ = extend_path(__path__, __name__)
 
 ENGINE_ENTRY_POINTS = "alkstore.engines"
 
