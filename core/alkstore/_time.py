@@ -7,7 +7,7 @@ import time
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["Clock", "ManualClock", "StopToken", "SystemClock", "as_utc"]
+__all__ = ["Clock", "ManualClock", "StopToken", "SystemClock", "as_utc", "wall_sleep"]
 
 
 def as_utc(value: object, what: str, error: type[Exception]) -> datetime:
@@ -55,6 +55,16 @@ class Clock(ABC):
         """Wait ``seconds`` of this clock's time; return early once ``stop`` is cancelled."""
 
 
+def wall_sleep(seconds: float, stop: StopToken | None = None) -> None:
+    """Wait ``seconds`` of wall time, or until ``stop`` is cancelled: how real clocks sleep."""
+    if seconds <= 0:
+        return
+    if stop is None:
+        time.sleep(seconds)
+    else:
+        stop.wait(seconds)
+
+
 class SystemClock(Clock):
     """The wall clock of this host (UTC)."""
 
@@ -62,12 +72,7 @@ class SystemClock(Clock):
         return datetime.now(UTC)
 
     def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
-        if seconds <= 0:
-            return
-        if stop is None:
-            time.sleep(seconds)
-        else:
-            stop.wait(seconds)
+        wall_sleep(seconds, stop)
 
     def __repr__(self) -> str:
         return "<alkstore.SystemClock>"

@@ -23,7 +23,7 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -147,32 +147,26 @@ class Held:
 
 
 @dataclass(frozen=True, slots=True)
-class Retry:
+class Retry(Held):
     """Make a held job pending again at ``run_at``, keeping ``error`` (and its traceback) as its last."""
 
-    job_id: int
-    fence: int
     error: str
     run_at: datetime
     traceback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class Burial:
+class Burial(Held):
     """Make a held job dead with ``error`` (and its traceback) as its last."""
 
-    job_id: int
-    fence: int
     error: str
     traceback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
+class Heartbeat(Held):
     """Move a held job's lease end to ``lease_until``."""
 
-    job_id: int
-    fence: int
     lease_until: datetime
 
 
@@ -219,20 +213,12 @@ class NewSchedule:
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleRecord:
-    """A stored schedule; ``last_boundary`` is the last boundary it fired (``None`` before its first)."""
+class ScheduleRecord(NewSchedule):
+    """A stored schedule: what was registered, its next boundary, and the last boundary it fired
+    (``None`` before its first)."""
 
-    name: str
-    spec: str
-    interval_s: int
-    queue: str
-    payload: bytes
-    priority: int | None
-    max_attempts: int | None
-    expires: timedelta | None
-    task: str | None
-    next_boundary: datetime
-    last_boundary: datetime | None = None
+    next_boundary: datetime = field(kw_only=True)
+    last_boundary: datetime | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

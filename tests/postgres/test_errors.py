@@ -66,16 +66,6 @@ def test_a_backend_killed_mid_call_is_transient_and_the_next_call_succeeds(
     assert isinstance(store.queue("q").enqueue("after"), int)  # the pool replaced the connection
 
 
-def test_a_missing_table_is_a_permanent_database_error(
-    open_store: OpenStore, pg_schema: str, db: psycopg.Connection[Any]
-) -> None:
-    store = open_store(pg_schema)
-    db.execute(sql.SQL("DROP TABLE {} CASCADE").format(table(pg_schema, "jobs")))
-    with pytest.raises(DatabaseError) as raised:
-        store.queue("q").enqueue(1)
-    assert not isinstance(raised.value, DatabaseUnavailable)
-
-
 @pytest.mark.parametrize(
     ("error", "transient"),
     [

@@ -64,32 +64,35 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seconds", type=_seconds, default=15.0, help="how long to run (default: 15)")
     demo.set_defaults(run=lambda args: _demo.run_demo(args.seconds))
 
-    migrate = commands.add_parser(
-        "migrate",
-        help="create or upgrade alkstore's tables in a database",
-        description="Apply the pending schema migrations (idempotent; safe from several processes at once).",
-    )
-    _add_database_arguments(migrate)
-    migrate.set_defaults(run=lambda args: _operate.migrate(args.url, args.schema))
-
-    tick = commands.add_parser(
-        "tick",
-        help="fire every elapsed schedule boundary once (for a system cron job)",
-        description="Run one scheduler tick now, without leadership (the tick locks what it fires), "
-        "and print the fires.",
-    )
-    _add_database_arguments(tick)
-    tick.set_defaults(run=lambda args: _operate.tick(args.url, args.schema))
-
-    run_schedules = commands.add_parser(
-        "run-schedules",
-        help="run the scheduler leader loop until SIGINT or SIGTERM",
-        description="Lead the scheduler, or stand by while another process leads and take over when it "
-        "stops; logs one line per event to stderr. Stops cleanly on SIGINT or SIGTERM.",
-    )
-    _add_database_arguments(run_schedules)
-    run_schedules.set_defaults(run=lambda args: _operate.run_schedules(args.url, args.schema))
+    for name, help_, description, run in _DATABASE_COMMANDS:
+        command = commands.add_parser(name, help=help_, description=description)
+        _add_database_arguments(command)
+        command.set_defaults(run=lambda args, run=run: run(args.url, args.schema))
     return parser
+
+
+#: The commands that operate a database: name, one-line help, description, what runs it.
+_DATABASE_COMMANDS: tuple[tuple[str, str, str, Callable[[str, str | None], int]], ...] = (
+    (
+        "migrate",
+        "create or upgrade alkstore's tables in a database",
+        "Apply the pending schema migrations (idempotent; safe from several processes at once).",
+        _operate.migrate,
+    ),
+    (
+        "tick",
+        "fire every elapsed schedule boundary once (for a system cron job)",
+        "Run one scheduler tick now, without leadership (the tick locks what it fires), and print the fires.",
+        _operate.tick,
+    ),
+    (
+        "run-schedules",
+        "run the scheduler leader loop until SIGINT or SIGTERM",
+        "Lead the scheduler, or stand by while another process leads and take over when it stops; logs one "
+        "line per event to stderr. Stops cleanly on SIGINT or SIGTERM.",
+        _operate.run_schedules,
+    ),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,40 +6,22 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from alkstore import engine as port
 from alkstore._boundary import registration_boundary, soonest
 from alkstore._tick import plan_tick
 from alkstore._time import Clock, StopToken, SystemClock
-from alkstore.engine import (
-    JOB_EXPIRED_ERROR,
-    LEASE_EXPIRED_ERROR,
-    Burial,
-    ClaimRequest,
-    DueSchedule,
-    Engine,
-    Heartbeat,
-    Held,
-    JobRecord,
-    JobState,
-    LockRecord,
-    NewJob,
-    NewSchedule,
-    QueueConfig,
-    Retry,
-    ScheduleRecord,
-    TickBudget,
-    TickResult,
-    Waiter,
-)
 from alkstore.errors import InvalidOptions, InvalidTransaction, LeaseLost, StoreClosed
 
 __all__ = ["MemoryEngine", "MemoryTransaction", "open_engine"]
 
+#: Any of the port's fenced items: each names a job and the fence it was claimed under.
+_Fenced = TypeVar("_Fenced", bound=port.Held)
 #: How often (wall seconds) a parked claim looks at its stop token.
 _STOP_POLL_S = 0.05
 
@@ -53,12 +35,12 @@ def open_engine(url: str, **options: Any) -> MemoryEngine:
     return MemoryEngine()
 
 
-def _new_row(job_id: int, job: NewJob, now: datetime) -> JobRecord:
-    return JobRecord(
+def _new_row(job_id: int, job: port.NewJob, now: datetime) -> port.JobRecord:
+    return port.JobRecord(
         id=job_id,
         queue=job.queue,
         payload=job.payload,
-        state=JobState.PENDING,
+        state=port.JobState.PENDING,
         priority=job.priority,
         run_at=job.run_at,
         expires_at=job.expires_at,
@@ -89,10 +71,10 @@ class _QueueIndex:
     __slots__ = ("delayed", "expiry", "leases", "ready", "signals")
 
     def __init__(self) -> None:
-        self.ready: list[tuple[int, datetime, int, int, JobRecord]] = []  # (-priority, run_at, id, serial, row)
-        self.delayed: list[tuple[datetime, int, JobRecord]] = []  # (run_at, serial, row)
-        self.leases: list[tuple[datetime, int, JobRecord]] = []  # (lease_until, serial, row)
-        self.expiry: list[tuple[datetime, int, JobRecord]] = []  # (expires_at, serial, row)
+        self.ready: list[tuple[int, datetime, int, int, port.JobRecord]] = []  # (-priority, run_at, id, serial, row)
+        self.delayed: list[tuple[datetime, int, port.JobRecord]] = []  # (run_at, serial, row)
+        self.leases: list[tuple[datetime, int, port.JobRecord]] = []  # (lease_until, serial, row)
+        self.expiry: list[tuple[datetime, int, port.JobRecord]] = []  # (expires_at, serial, row)
         self.signals = 0
 
 
@@ -103,14 +85,14 @@ class MemoryTransaction:
 
     def __init__(self, engine: MemoryEngine) -> None:
         self._engine = engine
-        self._pending: list[JobRecord] = []
+        self._pending: list[port.JobRecord] = []
         self._state = "open"
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.memory.MemoryTransaction {self._state}, {len(self._pending)} enqueued>"
 
 
-class _MemoryWaiter(Waiter):
+class _MemoryWaiter(port.Waiter):
     def __init__(self, engine: MemoryEngine, queue: str) -> None:
         self._engine = engine
         self._queue = queue
@@ -134,7 +116,7 @@ class _MemoryWaiter(Waiter):
             self._seen = index.signals
 
 
-class MemoryEngine(Engine):
+class MemoryEngine(port.Engine):
     """All state in this process, guarded by one lock; see ``alkstore.engine.Engine`` for the contract."""
 
     def __init__(self) -> None:
@@ -143,12 +125,12 @@ class MemoryEngine(Engine):
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
         self._serials = itertools.count()  # tie-breakers of heap entries
-        self._jobs: dict[int, JobRecord] = {}
-        self._dead: dict[int, JobRecord] = {}
+        self._jobs: dict[int, port.JobRecord] = {}
+        self._dead: dict[int, port.JobRecord] = {}
         self._queues: dict[str, _QueueIndex] = {}
-        self._configs: dict[str, QueueConfig] = {}
-        self._locks: dict[str, LockRecord] = {}
-        self._schedules: dict[str, ScheduleRecord] = {}
+        self._configs: dict[str, port.QueueConfig] = {}
+        self._locks: dict[str, port.LockRecord] = {}
+        self._schedules: dict[str, port.ScheduleRecord] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -176,8 +158,8 @@ class MemoryEngine(Engine):
             index = self._queues[queue] = _QueueIndex()
         return index
 
-    def _make_pending(self, job: JobRecord, **changes: Any) -> None:
-        row = replace(job, state=JobState.PENDING, worker_id=None, lease_until=None, **changes)
+    def _make_pending(self, job: port.JobRecord, **changes: Any) -> None:
+        row = replace(job, state=port.JobState.PENDING, worker_id=None, lease_until=None, **changes)
         self._jobs[row.id] = row
         index = self._index(row.queue)
         heapq.heappush(index.delayed, (row.run_at, next(self._serials), row))
@@ -188,20 +170,20 @@ class MemoryEngine(Engine):
         self._index(queue).signals += 1
         self._cond.notify_all()
 
-    def _live(self, row: JobRecord) -> bool:
+    def _live(self, row: port.JobRecord) -> bool:
         return self._jobs.get(row.id) is row
 
-    def _held(self, job_id: int, fence: int) -> JobRecord | None:
+    def _held(self, job_id: int, fence: int) -> port.JobRecord | None:
         job = self._jobs.get(job_id)
-        if job is None or job.state is not JobState.RUNNING or job.fence != fence:
+        if job is None or job.state is not port.JobState.RUNNING or job.fence != fence:
             return None
         return job
 
-    def _to_dead(self, job: JobRecord, error: str, traceback: str | None, now: datetime) -> None:
+    def _to_dead(self, job: port.JobRecord, error: str, traceback: str | None, now: datetime) -> None:
         del self._jobs[job.id]
         self._dead[job.id] = replace(
             job,
-            state=JobState.DEAD,
+            state=port.JobState.DEAD,
             last_error=error,
             last_traceback=traceback,
             died_at=now,
@@ -211,14 +193,14 @@ class MemoryEngine(Engine):
 
     # -- queue configuration --------------------------------------------------------
 
-    def configure_queue(self, queue: str, config: QueueConfig) -> None:
+    def configure_queue(self, queue: str, config: port.QueueConfig) -> None:
         with self._cond:
-            if config == QueueConfig():
+            if config == port.QueueConfig():
                 self._configs.pop(queue, None)
             else:
                 self._configs[queue] = config
 
-    def queue_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
+    def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
         with self._cond:
             return self._configs.get(queue)
 
@@ -231,7 +213,7 @@ class MemoryEngine(Engine):
             raise InvalidTransaction(f"the transaction is already {tx._state}; nothing was enqueued")
         return tx
 
-    def enqueue(self, jobs: Sequence[NewJob], now: datetime, tx: Any = None) -> list[int]:
+    def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if tx is not None:
             return self._enqueue_tx(self.caller_transaction(tx), jobs, now)
         with self._cond:
@@ -260,13 +242,13 @@ class MemoryEngine(Engine):
             for queue in {row.queue for row in tx._pending}:
                 self._signal(queue)
 
-    def _enqueue_tx(self, tx: MemoryTransaction, jobs: Sequence[NewJob], now: datetime) -> list[int]:
+    def _enqueue_tx(self, tx: MemoryTransaction, jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
         with self._cond:
             ids = [next(self._ids) for _ in jobs]
         tx._pending.extend(_new_row(job_id, job, now) for job_id, job in zip(ids, jobs, strict=True))
         return ids
 
-    def claim(self, request: ClaimRequest) -> list[JobRecord]:
+    def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
         now = request.now
         with self._cond:
             index = self._index(request.queue)
@@ -276,7 +258,7 @@ class MemoryEngine(Engine):
                 _, _, row = heapq.heappop(index.delayed)
                 if self._live(row):
                     heapq.heappush(index.ready, (-row.priority, row.run_at, row.id, next(self._serials), row))
-            claimed: list[JobRecord] = []
+            claimed: list[port.JobRecord] = []
             while index.ready and len(claimed) < request.limit:
                 _, run_at, job_id, _, row = heapq.heappop(index.ready)
                 if not self._live(row):
@@ -287,7 +269,7 @@ class MemoryEngine(Engine):
                 lease_until = now + (row.visibility if row.visibility is not None else request.lease)
                 taken = replace(
                     row,
-                    state=JobState.RUNNING,
+                    state=port.JobState.RUNNING,
                     attempts=row.attempts + 1,
                     fence=row.fence + 1,
                     worker_id=request.worker_id,
@@ -304,7 +286,7 @@ class MemoryEngine(Engine):
             if not self._live(row):
                 continue
             if row.attempts >= row.max_attempts:
-                self._to_dead(row, LEASE_EXPIRED_ERROR, None, now)
+                self._to_dead(row, port.LEASE_EXPIRED_ERROR, None, now)
             else:
                 self._make_pending(row)
 
@@ -312,75 +294,61 @@ class MemoryEngine(Engine):
         while index.expiry and index.expiry[0][0] <= now:
             _, _, row = heapq.heappop(index.expiry)
             if self._live(row):
-                self._to_dead(row, JOB_EXPIRED_ERROR, None, now)
+                self._to_dead(row, port.JOB_EXPIRED_ERROR, None, now)
 
     @contextmanager
-    def waiter(self, queue: str) -> Iterator[Waiter]:
+    def waiter(self, queue: str) -> Iterator[port.Waiter]:
         with self._cond:
             if self._closed:
                 raise StoreClosed("this store is closed")
             waiter = _MemoryWaiter(self, queue)
         yield waiter
 
-    def ack(self, held: Sequence[Held]) -> list[Held]:
+    def _each_held(
+        self, items: Sequence[_Fenced], change: Callable[[port.JobRecord, _Fenced], None]
+    ) -> list[port.Held]:
+        """Apply ``change`` to each job still held under its item's fence; return the stale pairs."""
         stale = []
         with self._cond:
-            for pair in held:
-                if self._held(pair.job_id, pair.fence) is None:
-                    stale.append(pair)
-                else:
-                    del self._jobs[pair.job_id]
-        return stale
-
-    def retry(self, retries: Sequence[Retry], now: datetime) -> list[Held]:
-        stale = []
-        with self._cond:
-            for item in retries:
+            for item in items:
                 job = self._held(item.job_id, item.fence)
                 if job is None:
-                    stale.append(Held(item.job_id, item.fence))
-                    continue
-                self._make_pending(job, run_at=item.run_at, last_error=item.error, last_traceback=item.traceback)
-                self._signal(job.queue)
-        return stale
-
-    def bury(self, burials: Sequence[Burial], now: datetime) -> list[Held]:
-        stale = []
-        with self._cond:
-            for item in burials:
-                job = self._held(item.job_id, item.fence)
-                if job is None:
-                    stale.append(Held(item.job_id, item.fence))
+                    stale.append(port.Held(item.job_id, item.fence))
                 else:
-                    self._to_dead(job, item.error, item.traceback, now)
+                    change(job, item)
         return stale
 
-    def release(self, held: Sequence[Held], now: datetime) -> list[Held]:
-        stale = []
-        with self._cond:
-            for pair in held:
-                job = self._held(pair.job_id, pair.fence)
-                if job is None:
-                    stale.append(pair)
-                    continue
-                self._make_pending(job, attempts=max(0, job.attempts - 1))
-                self._signal(job.queue)
-        return stale
+    def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
+        return self._each_held(held, lambda job, _: self._jobs.__delitem__(job.id))
 
-    def heartbeat(self, beats: Sequence[Heartbeat]) -> list[Held]:
-        stale = []
-        with self._cond:
-            for beat in beats:
-                job = self._held(beat.job_id, beat.fence)
-                if job is None:
-                    stale.append(Held(beat.job_id, beat.fence))
-                    continue
-                row = replace(job, lease_until=beat.lease_until)
-                self._jobs[row.id] = row
-                heapq.heappush(self._index(row.queue).leases, (beat.lease_until, next(self._serials), row))
-        return stale
+    def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
+        def retry(job: port.JobRecord, item: port.Retry) -> None:
+            self._make_pending(job, run_at=item.run_at, last_error=item.error, last_traceback=item.traceback)
+            self._signal(job.queue)
 
-    def get_job(self, job_id: int) -> JobRecord | None:
+        return self._each_held(retries, retry)
+
+    def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
+        def bury(job: port.JobRecord, item: port.Burial) -> None:
+            self._to_dead(job, item.error, item.traceback, now)
+
+        return self._each_held(burials, bury)
+
+    def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
+        def release(job: port.JobRecord, _: port.Held) -> None:
+            self._make_pending(job, attempts=max(0, job.attempts - 1))
+            self._signal(job.queue)
+
+        return self._each_held(held, release)
+
+    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
+        def beat(job: port.JobRecord, item: port.Heartbeat) -> None:
+            row = self._jobs[job.id] = replace(job, lease_until=item.lease_until)
+            heapq.heappush(self._index(row.queue).leases, (item.lease_until, next(self._serials), row))
+
+        return self._each_held(beats, beat)
+
+    def get_job(self, job_id: int) -> port.JobRecord | None:
         with self._cond:
             return self._jobs.get(job_id) or self._dead.get(job_id)
 
@@ -398,7 +366,7 @@ class MemoryEngine(Engine):
 
     # -- locks ---------------------------------------------------------------------
 
-    def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> LockRecord | None:
+    def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> port.LockRecord | None:
         with self._cond:
             held = self._locks.get(name)
             if held is not None and held.expires_at > now:
@@ -406,11 +374,11 @@ class MemoryEngine(Engine):
                     return None
                 lock = replace(held, expires_at=expires_at)
             else:
-                lock = LockRecord(name, owner, next(self._tokens), expires_at)
+                lock = port.LockRecord(name, owner, next(self._tokens), expires_at)
             self._locks[name] = lock
             return lock
 
-    def renew_lock(self, lock: LockRecord, now: datetime, expires_at: datetime) -> LockRecord:
+    def renew_lock(self, lock: port.LockRecord, now: datetime, expires_at: datetime) -> port.LockRecord:
         with self._cond:
             held = self._locks.get(lock.name)
             if held is None or held.token != lock.token or held.expires_at <= now:
@@ -419,7 +387,7 @@ class MemoryEngine(Engine):
             self._locks[lock.name] = renewed
             return renewed
 
-    def release_lock(self, lock: LockRecord) -> bool:
+    def release_lock(self, lock: port.LockRecord) -> bool:
         with self._cond:
             held = self._locks.get(lock.name)
             if held is None or held.token != lock.token:
@@ -429,14 +397,14 @@ class MemoryEngine(Engine):
 
     # -- schedules -----------------------------------------------------------------
 
-    def register_schedules(self, schedules: Sequence[NewSchedule], now: datetime) -> list[ScheduleRecord]:
+    def register_schedules(self, schedules: Sequence[port.NewSchedule], now: datetime) -> list[port.ScheduleRecord]:
         with self._cond:
             stored = []
             for new in schedules:
                 old = self._schedules.get(new.name)
                 existing = None if old is None else (old.interval_s, old.next_boundary)
                 stored.append(
-                    ScheduleRecord(
+                    port.ScheduleRecord(
                         name=new.name,
                         spec=new.spec,
                         interval_s=new.interval_s,
@@ -458,14 +426,14 @@ class MemoryEngine(Engine):
         with self._cond:
             return self._schedules.pop(name, None) is not None
 
-    def schedules(self) -> list[ScheduleRecord]:
+    def schedules(self) -> list[port.ScheduleRecord]:
         with self._cond:
             return [self._schedules[name] for name in sorted(self._schedules)]
 
-    def tick(self, now: datetime, budget: TickBudget, fired: dict[str, int]) -> TickResult:
+    def tick(self, now: datetime, budget: port.TickBudget, fired: dict[str, int]) -> port.TickResult:
         with self._cond:
             due = [
-                DueSchedule(
+                port.DueSchedule(
                     record.name,
                     record.interval_s,
                     record.queue,
@@ -483,7 +451,7 @@ class MemoryEngine(Engine):
             ids = [next(self._ids) for _ in plan.fires]
             for job_id, fire in zip(ids, plan.fires, strict=True):
                 source = self._schedules[fire.schedule]
-                job = NewJob(
+                job = port.NewJob(
                     fire.queue,
                     source.payload,
                     fire.priority,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from alkstore._time import Clock, StopToken
+from alkstore._time import Clock, StopToken, wall_sleep
 from alkstore.errors import AlkstoreError
 
 __all__ = ["RESYNC_EVERY", "DatabaseClock"]
@@ -99,9 +99,4 @@ class DatabaseClock(Clock):
         return estimate
 
     def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
-        if seconds <= 0:
-            return
-        if stop is None:
-            time.sleep(seconds)
-        else:
-            stop.wait(seconds)
+        wall_sleep(seconds, stop)

@@ -9,7 +9,7 @@ direct or session-pooled server when the main URL goes through a transaction poo
 from __future__ import annotations
 
 import select
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -124,17 +124,19 @@ class Connections:
         ``getconn``/``putconn`` rather than ``pool.connection()``, whose exit also runs the
         connection's own ``with`` exit: a commit that autocommit makes a no-op, but not a free one.
         """
-        pool = self.pool
-        try:
-            conn = pool.getconn()
-        except psycopg.Error as exc:
-            raise_translated(exc)
+        conn = self._getconn()
         try:
             yield conn
         except psycopg.Error as exc:
             raise_translated(exc)
         finally:
-            pool.putconn(conn)
+            self.pool.putconn(conn)
+
+    def _getconn(self) -> PooledConnection:
+        try:
+            return self.pool.getconn()
+        except psycopg.Error as exc:
+            raise_translated(exc)
 
     @contextmanager
     def transaction(self) -> Iterator[PooledConnection]:
@@ -149,34 +151,28 @@ class Connections:
     def one(
         self, statement: str, params: Mapping[str, Any], row: BaseRowFactory[_R], *, binary: bool = False
     ) -> _R | None:
-        """Run one statement on a pooled connection; its first row, or ``None``.
-
-        The hot calls' form of ``connection()``: the same checkout and translation, inline.
-        """
-        pool = self.pool
-        try:
-            conn = pool.getconn()
-        except psycopg.Error as exc:
-            raise_translated(exc)
-        try:
-            return conn.run(statement, params, row, binary=binary).fetchone()
-        except psycopg.Error as exc:
-            raise_translated(exc)
-        finally:
-            pool.putconn(conn)
+        """Run one statement on a pooled connection; its first row, or ``None``."""
+        return self._run(statement, params, row, binary, psycopg.Cursor.fetchone)  # type: ignore[no-any-return]
 
     def all(
         self, statement: str, params: Mapping[str, Any], row: BaseRowFactory[_R], *, binary: bool = False
     ) -> list[_R]:
         """Run one statement on a pooled connection; all its rows."""
-        pool = self.pool
+        return self._run(statement, params, row, binary, psycopg.Cursor.fetchall)  # type: ignore[no-any-return]
+
+    def _run(
+        self,
+        statement: str,
+        params: Mapping[str, Any],
+        row: BaseRowFactory[Any],
+        binary: bool,
+        fetch: Callable[[psycopg.Cursor[Any]], Any],
+    ) -> Any:
+        """The hot calls' form of ``connection()``: the same checkout and translation, inline."""
+        conn = self._getconn()
         try:
-            conn = pool.getconn()
-        except psycopg.Error as exc:
-            raise_translated(exc)
-        try:
-            return conn.run(statement, params, row, binary=binary).fetchall()
+            return fetch(conn.run(statement, params, row, binary=binary))
         except psycopg.Error as exc:
             raise_translated(exc)
         finally:
-            pool.putconn(conn)
+            self.pool.putconn(conn)

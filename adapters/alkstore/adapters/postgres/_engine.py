@@ -19,29 +19,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import BaseRowFactory, scalar_row
 
-from alkstore._boundary import registration_boundary
-from alkstore._tick import TickPlan, plan_tick
+from alkstore import engine as port
+from alkstore._tick import plan_tick
 from alkstore._time import Clock
 from alkstore._urls import redact
-from alkstore.engine import (
-    JOB_EXPIRED_ERROR,
-    LEASE_EXPIRED_ERROR,
-    Burial,
-    ClaimRequest,
-    Engine,
-    Heartbeat,
-    Held,
-    JobRecord,
-    LockRecord,
-    NewJob,
-    NewSchedule,
-    QueueConfig,
-    Retry,
-    ScheduleRecord,
-    TickBudget,
-    TickResult,
-    Waiter,
-)
 from alkstore.errors import LeaseLost
 
 from . import _migrate, _rows
@@ -60,8 +41,8 @@ log = logging.getLogger("alkstore.postgres")
 #: Queue channel names remembered per engine before the memo starts over.
 _CHANNEL_CACHE_SIZE = 4096
 #: The sweeps' error texts as stored (UTF-8), encoded once.
-_LEASE_EXPIRED_ERROR = LEASE_EXPIRED_ERROR.encode()
-_JOB_EXPIRED_ERROR = JOB_EXPIRED_ERROR.encode()
+_LEASE_EXPIRED_ERROR = port.LEASE_EXPIRED_ERROR.encode()
+_JOB_EXPIRED_ERROR = port.JOB_EXPIRED_ERROR.encode()
 _SCALAR: BaseRowFactory[Any] = scalar_row
 
 
@@ -70,7 +51,7 @@ def open_engine(url: str, **options: Any) -> PostgresEngine:
     return PostgresEngine(url, **options)
 
 
-class PostgresEngine(Engine):
+class PostgresEngine(port.Engine):
     """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
 
     Options: ``schema`` (default ``"alkstore"``, any name up to 63 bytes, always quoted),
@@ -204,13 +185,13 @@ class PostgresEngine(Engine):
 
     # -- queue configuration ------------------------------------------------------------
 
-    def configure_queue(self, queue: str, config: QueueConfig) -> None:
-        if config == QueueConfig():
+    def configure_queue(self, queue: str, config: port.QueueConfig) -> None:
+        if config == port.QueueConfig():
             self._connections.one(self._sql.unconfigure_queue, {"queue": queue}, _SCALAR)
         else:
             self._connections.one(self._sql.configure_queue, _rows.config_params(queue, config), _SCALAR)
 
-    def queue_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
+    def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
         if tx is None:
             return self._connections.one(self._sql.queue_config, {"queue": queue}, _rows.QUEUE_CONFIG)
         try:
@@ -224,7 +205,7 @@ class PostgresEngine(Engine):
     def caller_transaction(self, tx: Any) -> psycopg.Connection[Any]:
         return caller_connection(tx)
 
-    def enqueue(self, jobs: Sequence[NewJob], now: datetime, tx: Any = None) -> list[int]:
+    def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
         if tx is not None:
@@ -245,7 +226,7 @@ class PostgresEngine(Engine):
         with self._connections.connection() as conn:
             return self._insert(conn, jobs, now)
 
-    def _insert(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], now: datetime) -> list[int]:
+    def _insert(self, conn: psycopg.Connection[Any], jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
         with conn.cursor(row_factory=scalar_row) as cursor:
             if len(jobs) == 1:
                 job = jobs[0]
@@ -273,7 +254,7 @@ class PostgresEngine(Engine):
                 raise
             raise_translated(exc)
 
-    def claim(self, request: ClaimRequest) -> list[JobRecord]:
+    def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
         params = {
             "probe": True,
             "queue": request.queue,
@@ -293,7 +274,7 @@ class PostgresEngine(Engine):
         return claimed
 
     @contextmanager
-    def waiter(self, queue: str) -> Iterator[Waiter]:
+    def waiter(self, queue: str) -> Iterator[port.Waiter]:
         with self._parked_lock:
             self._parked[queue] += 1
         try:
@@ -305,57 +286,36 @@ class PostgresEngine(Engine):
                 if not self._parked[queue]:
                     del self._parked[queue]
 
-    def ack(self, held: Sequence[Held]) -> list[Held]:
+    def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if len(held) == 1:
             pair = held[0]
             done = self._connections.one(self._sql.ack_one, {"id": pair.job_id, "fence": pair.fence}, _SCALAR)
             return [] if done is not None else [pair]
-        params = {"ids": [pair.job_id for pair in held], "fences": [pair.fence for pair in held]}
-        return _stale(held, self._connections.all(self._sql.ack_many, params, _SCALAR))
+        return _stale(held, self._connections.all(self._sql.ack_many, _rows.fenced_params(held), _SCALAR))
 
-    def retry(self, retries: Sequence[Retry], now: datetime) -> list[Held]:
+    def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         params = {
-            "ids": [item.job_id for item in retries],
-            "fences": [item.fence for item in retries],
+            **_rows.fenced_params(retries),
             "run_ats": [item.run_at for item in retries],
-            "errors": [_rows.text_bytes(item.error) for item in retries],
-            "tracebacks": [_rows.text_bytes(item.traceback) for item in retries],
+            **_rows.failure_params(retries),
             "now": now,
             "schema": self._schema,
         }
-        held = [Held(item.job_id, item.fence) for item in retries]
-        return _stale(held, self._connections.all(self._sql.retry, params, _SCALAR))
+        return _stale(retries, self._connections.all(self._sql.retry, params, _SCALAR))
 
-    def bury(self, burials: Sequence[Burial], now: datetime) -> list[Held]:
-        params = {
-            "ids": [item.job_id for item in burials],
-            "fences": [item.fence for item in burials],
-            "errors": [_rows.text_bytes(item.error) for item in burials],
-            "tracebacks": [_rows.text_bytes(item.traceback) for item in burials],
-            "now": now,
-        }
-        held = [Held(item.job_id, item.fence) for item in burials]
-        return _stale(held, self._connections.all(self._sql.bury, params, _SCALAR))
+    def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
+        params = {**_rows.fenced_params(burials), **_rows.failure_params(burials), "now": now}
+        return _stale(burials, self._connections.all(self._sql.bury, params, _SCALAR))
 
-    def release(self, held: Sequence[Held], now: datetime) -> list[Held]:
-        params = {
-            "ids": [pair.job_id for pair in held],
-            "fences": [pair.fence for pair in held],
-            "now": now,
-            "schema": self._schema,
-        }
+    def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
+        params = {**_rows.fenced_params(held), "now": now, "schema": self._schema}
         return _stale(held, self._connections.all(self._sql.release, params, _SCALAR))
 
-    def heartbeat(self, beats: Sequence[Heartbeat]) -> list[Held]:
-        params = {
-            "ids": [beat.job_id for beat in beats],
-            "fences": [beat.fence for beat in beats],
-            "lease_untils": [beat.lease_until for beat in beats],
-        }
-        held = [Held(beat.job_id, beat.fence) for beat in beats]
-        return _stale(held, self._connections.all(self._sql.heartbeat, params, _SCALAR))
+    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
+        params = {**_rows.fenced_params(beats), "lease_untils": [beat.lease_until for beat in beats]}
+        return _stale(beats, self._connections.all(self._sql.heartbeat, params, _SCALAR))
 
-    def get_job(self, job_id: int) -> JobRecord | None:
+    def get_job(self, job_id: int) -> port.JobRecord | None:
         return self._connections.one(self._sql.get_job, {"id": job_id}, _rows.JOB, binary=True)
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
@@ -365,25 +325,25 @@ class PostgresEngine(Engine):
 
     # -- locks ---------------------------------------------------------------------------
 
-    def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> LockRecord | None:
+    def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> port.LockRecord | None:
         params = {"name": name, "owner": owner, "now": now, "expires_at": expires_at}
         return self._connections.one(self._sql.try_lock, params, _rows.LOCK)
 
-    def renew_lock(self, lock: LockRecord, now: datetime, expires_at: datetime) -> LockRecord:
+    def renew_lock(self, lock: port.LockRecord, now: datetime, expires_at: datetime) -> port.LockRecord:
         params = {"name": lock.name, "token": lock.token, "now": now, "expires_at": expires_at}
         renewed = self._connections.one(self._sql.renew_lock, params, _rows.LOCK)
         if renewed is None:
             raise LeaseLost(f"lock {lock.name!r} is no longer held by {lock.owner!r}")
         return renewed
 
-    def release_lock(self, lock: LockRecord) -> bool:
+    def release_lock(self, lock: port.LockRecord) -> bool:
         params = {"name": lock.name, "token": lock.token}
         return self._connections.one(self._sql.release_lock, params, _SCALAR) is not None
 
     # -- schedules -----------------------------------------------------------------------
 
-    def register_schedules(self, schedules: Sequence[NewSchedule], now: datetime) -> list[ScheduleRecord]:
-        stored: dict[str, ScheduleRecord] = {}
+    def register_schedules(self, schedules: Sequence[port.NewSchedule], now: datetime) -> list[port.ScheduleRecord]:
+        stored: dict[str, port.ScheduleRecord] = {}
         pending = {schedule.name: schedule for schedule in schedules}
         with self._connections.transaction() as conn:
             while pending:
@@ -394,7 +354,7 @@ class PostgresEngine(Engine):
                 for batch, statement in ((updates, self._sql.update_schedules), (inserts, self._sql.insert_schedules)):
                     if not batch:
                         continue
-                    params = _schedule_params(batch, existing, now)
+                    params = _rows.schedule_params(batch, existing, now)
                     with conn.cursor(row_factory=_rows.SCHEDULE) as cursor:
                         for record in cursor.execute(statement, params).fetchall():
                             stored[record.name] = record
@@ -405,14 +365,14 @@ class PostgresEngine(Engine):
     def unschedule(self, name: str) -> bool:
         return self._connections.one(self._sql.unschedule, {"name": name}, _SCALAR) is not None
 
-    def schedules(self) -> list[ScheduleRecord]:
+    def schedules(self) -> list[port.ScheduleRecord]:
         return self._connections.all(self._sql.schedules, {}, _rows.SCHEDULE)
 
-    def tick(self, now: datetime, budget: TickBudget, fired: dict[str, int]) -> TickResult:
+    def tick(self, now: datetime, budget: port.TickBudget, fired: dict[str, int]) -> port.TickResult:
         with self._connections.transaction() as conn:
             with conn.cursor(row_factory=_rows.DUE_SCHEDULE) as cursor:
                 due = cursor.execute(self._sql.due_schedules, {"now": now, "limit": budget.rows + 1}).fetchall()
-            configs: dict[str, QueueConfig | None] = dict.fromkeys({schedule.queue for schedule in due})
+            configs: dict[str, port.QueueConfig | None] = dict.fromkeys({schedule.queue for schedule in due})
             if due:
                 with conn.cursor(row_factory=_rows.NAMED_QUEUE_CONFIG) as cursor:
                     cursor.execute(self._sql.queue_configs, {"queues": sorted(configs)})
@@ -422,7 +382,7 @@ class PostgresEngine(Engine):
             if plan.fires:
                 rows = conn.execute(self._sql.next_job_ids, {"count": len(plan.fires)}).fetchall()
                 ids = sorted(int(row[0]) for row in rows)
-                conn.execute(self._sql.insert_fires, _fire_params(ids, plan, now))
+                conn.execute(self._sql.insert_fires, _rows.fire_params(ids, plan, now))
             if plan.advanced:
                 names, boundaries, lasts = zip(*plan.advanced, strict=True)
                 params = {"names": list(names), "boundaries": list(boundaries), "lasts": list(lasts)}
@@ -439,41 +399,7 @@ class PostgresEngine(Engine):
         return None if value is None else _rows.utc(value)
 
 
-def _stale(held: Sequence[Held], done: Sequence[Any]) -> list[Held]:
+def _stale(items: Sequence[port.Held], done: Sequence[Any]) -> list[port.Held]:
     """The pairs whose job the statement did not change (``done`` are the ids it did)."""
     changed = {int(job_id) for job_id in done if job_id is not None}
-    return [pair for pair in held if pair.job_id not in changed]
-
-
-def _schedule_params(
-    batch: Sequence[NewSchedule], existing: dict[str, tuple[int, datetime]], now: datetime
-) -> dict[str, Any]:
-    return {
-        "names": [schedule.name for schedule in batch],
-        "specs": [schedule.spec for schedule in batch],
-        "intervals": [schedule.interval_s for schedule in batch],
-        "queues": [schedule.queue for schedule in batch],
-        "payloads": [schedule.payload for schedule in batch],
-        "priorities": [schedule.priority for schedule in batch],
-        "max_attempts": [schedule.max_attempts for schedule in batch],
-        "expires_us": [_rows.micros(schedule.expires) for schedule in batch],
-        "tasks": [schedule.task for schedule in batch],
-        "boundaries": [
-            registration_boundary(existing.get(schedule.name), schedule.interval_s, now) for schedule in batch
-        ],
-    }
-
-
-def _fire_params(ids: list[int], plan: TickPlan, now: datetime) -> dict[str, Any]:
-    fires = plan.fires
-    return {
-        "ids": ids,
-        "schedules": [fire.schedule for fire in fires],
-        "boundaries": [fire.boundary for fire in fires],
-        "queues": [fire.queue for fire in fires],
-        "priorities": [fire.priority for fire in fires],
-        "run_ats": [fire.run_at for fire in fires],
-        "expires_ats": [fire.expires_at for fire in fires],
-        "max_attempts": [fire.max_attempts for fire in fires],
-        "now": now,
-    }
+    return [port.Held(item.job_id, item.fence) for item in items if item.job_id not in changed]

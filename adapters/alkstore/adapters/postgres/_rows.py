@@ -14,7 +14,9 @@ from typing import Any
 
 from psycopg.rows import BaseRowFactory, kwargs_row
 
-from alkstore.engine import DueSchedule, JobRecord, JobState, LockRecord, NewJob, QueueConfig, ScheduleRecord
+from alkstore import engine as port
+from alkstore._boundary import registration_boundary
+from alkstore._tick import TickPlan
 
 __all__ = [
     "DUE_SCHEDULE",
@@ -26,9 +28,13 @@ __all__ = [
     "SCHEDULE",
     "config_params",
     "duration",
+    "failure_params",
+    "fenced_params",
+    "fire_params",
     "job_params",
     "jobs_params",
     "micros",
+    "schedule_params",
     "text",
     "text_bytes",
     "utc",
@@ -36,7 +42,12 @@ __all__ = [
 
 _MICROSECOND = timedelta(microseconds=1)
 #: The engine's storage states, as the port names them ('delayed' is a pending job not yet due).
-_STATES = {"pending": JobState.PENDING, "delayed": JobState.PENDING, "running": JobState.RUNNING, "dead": JobState.DEAD}
+_STATES = {
+    "pending": port.JobState.PENDING,
+    "delayed": port.JobState.PENDING,
+    "running": port.JobState.RUNNING,
+    "dead": port.JobState.DEAD,
+}
 
 
 def utc(value: datetime) -> datetime:
@@ -70,148 +81,99 @@ def text(data: bytes | None) -> str | None:
     return None if data is None else bytes(data).decode("utf-8", "surrogatepass")
 
 
-def _job(
-    *,
-    id: int,  # noqa: A002 - the column's name
-    queue: str,
-    payload: bytes,
-    state: str,
-    priority: int,
-    run_at: datetime,
-    expires_at: datetime | None,
-    attempts: int,
-    max_attempts: int,
-    last_error: bytes | None,
-    last_traceback: bytes | None,
-    schedule: str | None,
-    boundary: datetime | None,
-    enqueued_at: datetime,
-    worker_id: str | None,
-    lease_until: datetime | None,
-    lease: int,
-    visibility_us: int | None,
-    task: str | None,
-    trace: str | None,
-    died_at: datetime | None = None,
-) -> JobRecord:
-    return JobRecord(
-        id=int(id),
-        queue=queue,
-        payload=bytes(payload),
-        state=_STATES[state],
-        priority=priority,
-        run_at=utc(run_at),
-        expires_at=_utc_or_none(expires_at),
-        attempts=attempts,
-        max_attempts=max_attempts,
-        last_error=text(last_error),
-        schedule=schedule,
-        boundary=_utc_or_none(boundary),
-        enqueued_at=utc(enqueued_at),
-        worker_id=worker_id,
-        lease_until=_utc_or_none(lease_until),
-        died_at=_utc_or_none(died_at),
-        fence=int(lease),
-        visibility=duration(visibility_us),
-        task=task,
-        last_traceback=text(last_traceback),
-        trace=trace,
+def _job(**c: Any) -> port.JobRecord:
+    """A job from a row of ``JOB_COLUMNS`` (and ``died_at``, for a dead one), column by column."""
+    return port.JobRecord(
+        id=int(c["id"]),
+        queue=c["queue"],
+        payload=bytes(c["payload"]),
+        state=_STATES[c["state"]],
+        priority=c["priority"],
+        run_at=utc(c["run_at"]),
+        expires_at=_utc_or_none(c["expires_at"]),
+        attempts=c["attempts"],
+        max_attempts=c["max_attempts"],
+        last_error=text(c["last_error"]),
+        schedule=c["schedule"],
+        boundary=_utc_or_none(c["boundary"]),
+        enqueued_at=utc(c["enqueued_at"]),
+        worker_id=c["worker_id"],
+        lease_until=_utc_or_none(c["lease_until"]),
+        died_at=_utc_or_none(c.get("died_at")),
+        fence=int(c["lease"]),
+        visibility=duration(c["visibility_us"]),
+        task=c["task"],
+        last_traceback=text(c["last_traceback"]),
+        trace=c["trace"],
     )
 
 
-def _schedule(
-    *,
-    name: str,
-    spec: str,
-    interval_s: int,
-    queue: str,
-    payload: bytes,
-    priority: int | None,
-    max_attempts: int | None,
-    expires_us: int | None,
-    task: str | None,
-    next_boundary: datetime,
-    last_boundary: datetime | None,
-) -> ScheduleRecord:
-    return ScheduleRecord(
-        name=name,
-        spec=spec,
-        interval_s=int(interval_s),
-        queue=queue,
-        payload=bytes(payload),
-        priority=priority,
-        max_attempts=max_attempts,
-        expires=duration(expires_us),
-        task=task,
-        next_boundary=utc(next_boundary),
-        last_boundary=_utc_or_none(last_boundary),
+def _schedule(**c: Any) -> port.ScheduleRecord:
+    """A schedule from a row of ``SCHEDULE_COLUMNS``, column by column."""
+    return port.ScheduleRecord(
+        name=c["name"],
+        spec=c["spec"],
+        interval_s=int(c["interval_s"]),
+        queue=c["queue"],
+        payload=bytes(c["payload"]),
+        priority=c["priority"],
+        max_attempts=c["max_attempts"],
+        expires=duration(c["expires_us"]),
+        task=c["task"],
+        next_boundary=utc(c["next_boundary"]),
+        last_boundary=_utc_or_none(c["last_boundary"]),
     )
 
 
-def _due(
-    *,
-    name: str,
-    interval_s: int,
-    queue: str,
-    priority: int | None,
-    max_attempts: int | None,
-    expires_us: int | None,
-    next_boundary: datetime,
-    payload_size: int,
-) -> DueSchedule:
-    return DueSchedule(
-        name,
-        int(interval_s),
-        queue,
-        priority,
-        max_attempts,
-        duration(expires_us),
-        utc(next_boundary),
-        int(payload_size),
+def _due(**c: Any) -> port.DueSchedule:
+    """A due schedule from a row of ``due_schedules``: no payload, its size."""
+    return port.DueSchedule(
+        name=c["name"],
+        interval_s=int(c["interval_s"]),
+        queue=c["queue"],
+        priority=c["priority"],
+        max_attempts=c["max_attempts"],
+        expires=duration(c["expires_us"]),
+        next_boundary=utc(c["next_boundary"]),
+        payload_size=int(c["payload_size"]),
     )
 
 
-def _lock(*, name: str, owner: str, token: int, expires_at: datetime) -> LockRecord:
-    return LockRecord(name=name, owner=owner, token=int(token), expires_at=utc(expires_at))
+def _lock(**c: Any) -> port.LockRecord:
+    """A lock from a row of the lock columns."""
+    return port.LockRecord(name=c["name"], owner=c["owner"], token=int(c["token"]), expires_at=utc(c["expires_at"]))
 
 
-def _config(
-    *,
-    visibility_us: int | None,
-    max_attempts: int | None,
-    backoff_base_us: int | None,
-    backoff_cap_us: int | None,
-    priority: int | None,
-    name: str | None = None,
-) -> QueueConfig:
-    return QueueConfig(
-        visibility_timeout=duration(visibility_us),
-        max_attempts=max_attempts,
-        backoff_base=duration(backoff_base_us),
-        backoff_cap=duration(backoff_cap_us),
-        priority=priority,
+def _config(**c: Any) -> port.QueueConfig:
+    """A queue's stored config from a row of the config columns."""
+    return port.QueueConfig(
+        visibility_timeout=duration(c["visibility_us"]),
+        max_attempts=c["max_attempts"],
+        backoff_base=duration(c["backoff_base_us"]),
+        backoff_cap=duration(c["backoff_cap_us"]),
+        priority=c["priority"],
     )
 
 
-def _job_or_swept(*, swept: bool, **columns: Any) -> JobRecord | None:
+def _job_or_swept(*, swept: bool, **columns: Any) -> port.JobRecord | None:
     """A claimed job, or ``None`` for the claim statement's row that says it swept instead."""
     return None if swept else _job(**columns)
 
 
-def _named_config(*, name: str, **columns: Any) -> tuple[str, QueueConfig]:
+def _named_config(*, name: str, **columns: Any) -> tuple[str, port.QueueConfig]:
     return name, _config(**columns)
 
 
-JOB: BaseRowFactory[JobRecord] = kwargs_row(_job)
-JOB_OR_SWEPT: BaseRowFactory[JobRecord | None] = kwargs_row(_job_or_swept)
-NAMED_QUEUE_CONFIG: BaseRowFactory[tuple[str, QueueConfig]] = kwargs_row(_named_config)
-SCHEDULE: BaseRowFactory[ScheduleRecord] = kwargs_row(_schedule)
-DUE_SCHEDULE: BaseRowFactory[DueSchedule] = kwargs_row(_due)
-LOCK: BaseRowFactory[LockRecord] = kwargs_row(_lock)
-QUEUE_CONFIG: BaseRowFactory[QueueConfig] = kwargs_row(_config)
+JOB: BaseRowFactory[port.JobRecord] = kwargs_row(_job)
+JOB_OR_SWEPT: BaseRowFactory[port.JobRecord | None] = kwargs_row(_job_or_swept)
+NAMED_QUEUE_CONFIG: BaseRowFactory[tuple[str, port.QueueConfig]] = kwargs_row(_named_config)
+SCHEDULE: BaseRowFactory[port.ScheduleRecord] = kwargs_row(_schedule)
+DUE_SCHEDULE: BaseRowFactory[port.DueSchedule] = kwargs_row(_due)
+LOCK: BaseRowFactory[port.LockRecord] = kwargs_row(_lock)
+QUEUE_CONFIG: BaseRowFactory[port.QueueConfig] = kwargs_row(_config)
 
 
-def config_params(queue: str, config: QueueConfig) -> dict[str, Any]:
+def config_params(queue: str, config: port.QueueConfig) -> dict[str, Any]:
     """A queue's config as the parameters of ``configure_queue``."""
     return {
         "queue": queue,
@@ -223,7 +185,7 @@ def config_params(queue: str, config: QueueConfig) -> dict[str, Any]:
     }
 
 
-def job_params(job: NewJob, now: datetime, channel: str) -> dict[str, Any]:
+def job_params(job: port.NewJob, now: datetime, channel: str) -> dict[str, Any]:
     """One new job as the parameters of ``enqueue_one``."""
     return {
         "channel": channel,
@@ -240,7 +202,7 @@ def job_params(job: NewJob, now: datetime, channel: str) -> dict[str, Any]:
     }
 
 
-def jobs_params(jobs: Sequence[NewJob], now: datetime, schema: str) -> dict[str, Any]:
+def jobs_params(jobs: Sequence[port.NewJob], now: datetime, schema: str) -> dict[str, Any]:
     """New jobs as the array parameters of ``enqueue_many``."""
     return {
         "queues": [job.queue for job in jobs],
@@ -254,4 +216,51 @@ def jobs_params(jobs: Sequence[NewJob], now: datetime, schema: str) -> dict[str,
         "traces": [job.trace for job in jobs],
         "now": now,
         "schema": schema,
+    }
+
+
+def fenced_params(items: Sequence[port.Held]) -> dict[str, Any]:
+    """The job ids and fences of a fenced batch, as the arrays every fenced statement takes."""
+    return {"ids": [item.job_id for item in items], "fences": [item.fence for item in items]}
+
+
+def failure_params(items: Sequence[port.Retry | port.Burial]) -> dict[str, Any]:
+    """The errors and tracebacks of failed attempts, as stored."""
+    return {
+        "errors": [text_bytes(item.error) for item in items],
+        "tracebacks": [text_bytes(item.traceback) for item in items],
+    }
+
+
+def schedule_params(
+    batch: Sequence[port.NewSchedule], existing: dict[str, tuple[int, datetime]], now: datetime
+) -> dict[str, Any]:
+    return {
+        "names": [schedule.name for schedule in batch],
+        "specs": [schedule.spec for schedule in batch],
+        "intervals": [schedule.interval_s for schedule in batch],
+        "queues": [schedule.queue for schedule in batch],
+        "payloads": [schedule.payload for schedule in batch],
+        "priorities": [schedule.priority for schedule in batch],
+        "max_attempts": [schedule.max_attempts for schedule in batch],
+        "expires_us": [micros(schedule.expires) for schedule in batch],
+        "tasks": [schedule.task for schedule in batch],
+        "boundaries": [
+            registration_boundary(existing.get(schedule.name), schedule.interval_s, now) for schedule in batch
+        ],
+    }
+
+
+def fire_params(ids: list[int], plan: TickPlan, now: datetime) -> dict[str, Any]:
+    fires = plan.fires
+    return {
+        "ids": ids,
+        "schedules": [fire.schedule for fire in fires],
+        "boundaries": [fire.boundary for fire in fires],
+        "queues": [fire.queue for fire in fires],
+        "priorities": [fire.priority for fire in fires],
+        "run_ats": [fire.run_at for fire in fires],
+        "expires_ats": [fire.expires_at for fire in fires],
+        "max_attempts": [fire.max_attempts for fire in fires],
+        "now": now,
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -101,22 +101,21 @@ class _ListeningWaiter(Waiter):
         return f"<alkstore.adapters.postgres waiter queue={self._queue!r}>"
 
     def wait(self, timeout: float, stop: StopToken | None = None) -> None:
-        end = time.monotonic() + timeout
-        while not self._closing.is_set() and not (stop is not None and stop.is_cancelled()):
-            left = end - time.monotonic()
-            if left <= 0:
-                return
-            step = left if stop is None else min(left, _STOP_SLICE_S)
-            if self._conn is None:
-                self._closing.wait(step)
-                continue
-            try:
-                for _ in self._conn.notifies(timeout=step, stop_after=1):
-                    return
-            except psycopg.Error as exc:
-                # The row is the truth: a dead listener only turns the rest of the wait into polling.
-                log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
-                self._conn = None
+        _sliced(timeout, self._closing, stop, self._listen)
+
+    def _listen(self, step: float) -> bool:
+        """Wait ``step`` seconds for a notification; whether one came."""
+        if self._conn is None:
+            self._closing.wait(step)
+            return False
+        try:
+            for _ in self._conn.notifies(timeout=step, stop_after=1):
+                return True
+        except psycopg.Error as exc:
+            # The row is the truth: a dead listener only turns the rest of the wait into polling.
+            log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
+            self._conn = None
+        return False
 
 
 class _PollingWaiter(Waiter):
@@ -129,9 +128,18 @@ class _PollingWaiter(Waiter):
         return "<alkstore.adapters.postgres polling waiter>"
 
     def wait(self, timeout: float, stop: StopToken | None = None) -> None:
-        end = time.monotonic() + timeout
-        while not self._closing.is_set() and not (stop is not None and stop.is_cancelled()):
-            left = end - time.monotonic()
-            if left <= 0:
-                return
-            self._closing.wait(left if stop is None else min(left, _STOP_SLICE_S))
+        _sliced(timeout, self._closing, stop, self._sleep)
+
+    def _sleep(self, step: float) -> bool:
+        self._closing.wait(step)
+        return False
+
+
+def _sliced(timeout: float, closing: threading.Event, stop: StopToken | None, step: Callable[[float], bool]) -> None:
+    """Run ``step(seconds)`` until it says a job may be ready, ``timeout`` passes, the engine closes
+    or ``stop`` is cancelled; with a stop token, in slices short enough to notice it soon."""
+    end = time.monotonic() + timeout
+    while not closing.is_set() and not (stop is not None and stop.is_cancelled()):
+        left = end - time.monotonic()
+        if left <= 0 or step(left if stop is None else min(left, _STOP_SLICE_S)):
+            return
