@@ -300,6 +300,8 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "worker_id": None,
         "lease_until": None,
         "died_at": None,
+        "task": None,
+        "last_traceback": None,
     }
 
     claimed_at = clock.advance(5)
