@@ -337,8 +337,29 @@ def test_a_task_enqueued_in_a_transaction_is_run_after_commit(
     assert (info.task, info.priority, info.payload) == ("note", 5, {"text": "later"})
     running = started(Worker(store, tasks, poll_interval=POLL))
     wait_until(lambda: sorted(done) == ["committed", "later"], "both runs")
-    assert store.get_job(job_id) is None
+    wait_until(lambda: store.get_job(job_id) is None, "its ack (written within the ack delay)")
     running.finish()
+
+
+@pytest.mark.parametrize("ack_delay", [0, 0.02])
+def test_a_worker_acks_each_job_before_it_runs_the_next_and_counts_it_once_acked(
+    store: Store, started: Callable[[Worker], Running], ack_delay: float
+) -> None:
+    tasks = Tasks()
+    seen: list[tuple[int, list[JobState | None]]] = []
+    ids: list[int] = []
+
+    def step(n: int) -> None:
+        seen.append((n, states(store, ids[:n])))
+
+    task = tasks.task("step", queue="work")(step)
+    ids.extend(task.enqueue(store, n=n) for n in range(4))
+    running = started(Worker(store, tasks, concurrency=1, poll_interval=POLL, ack_delay=ack_delay))
+    wait_until(lambda: len(seen) == 4, "four runs")
+    stats = running.finish()
+    assert seen == [(n, [None] * n) for n in range(4)], "each earlier job was acked before the next ran"
+    assert (stats.succeeded, stats.retried, stats.lost) == (4, 0, 0)
+    assert states(store, ids) == [None] * 4
 
 
 def test_bad_worker_and_task_input_is_refused_before_anything_runs(store: Store) -> None:
@@ -349,6 +370,9 @@ def test_bad_worker_and_task_input_is_refused_before_anything_runs(store: Store)
     for concurrency in (0, 1001):
         with pytest.raises(InvalidOptions, match="concurrency"):
             Worker(store, tasks, concurrency=concurrency)
+    for name in ("ack_delay", "grace", "poll_interval"):
+        with pytest.raises(InvalidOptions, match=name):
+            Worker(store, tasks, **{name: -1})
     with pytest.raises(InvalidArgument, match="Store"):
         Worker("memory://", tasks)  # type: ignore[arg-type]
     with pytest.raises(InvalidOptions, match="already registered"):

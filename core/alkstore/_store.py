@@ -474,12 +474,22 @@ class Queue:
 
     def _claim(self, worker_id: str, limit: int) -> list[Job]:
         """Claim up to ``limit`` jobs, burying the undecodable and handing back what could not be decoded."""
+        return self._ack_and_claim((), worker_id, limit)[1]
+
+    def _ack_and_claim(self, acks: Sequence[Held], worker_id: str, limit: int) -> tuple[list[Held], list[Job]]:
+        """Ack ``acks`` and claim up to ``limit`` jobs in one engine call (a worker's); the stale acks and the jobs."""
         store = self._store
         engine = store._live()
         lease = store._defaults(self.name).visibility_timeout
+        stale: list[Held] = []
         while True:
             now = store.clock.now()
-            records = engine.claim(ClaimRequest(self.name, worker_id, now, lease, limit))
+            request = ClaimRequest(self.name, worker_id, now, lease, limit)
+            if acks:
+                stale, records = engine.ack_and_claim(acks, request)
+                acks = ()
+            else:
+                records = engine.claim(request)
             jobs: list[Job] = []
             handed_back: list[BaseException] = []
             for record in records:
@@ -494,7 +504,7 @@ class Queue:
                     engine.release((Held(record.id, record.fence),), now)
                     handed_back.append(outcome.cause)
             if jobs or not records:
-                return jobs
+                return stale, jobs
             if handed_back:
                 raise handed_back[0]
             # Every job claimed was undecodable and is buried now: look for another.

@@ -48,6 +48,10 @@ Handler = Callable[[Any, Job], None]
 HEARTBEAT_TICK = 1.0
 #: How long (wall seconds) an idle worker parks before it looks again without being woken.
 DEFAULT_POLL_INTERVAL = 1.0
+#: The longest a successful run's ack waits before it is written (wall seconds, ADR 022): acks ride
+#: on the worker's next claim, which follows at once while there is work; this bounds the wait
+#: when there is none. A crash loses at most this much of acks: those jobs run again.
+DEFAULT_ACK_DELAY = 0.02
 #: Default grace a stopping worker gives running jobs (wall seconds).
 DEFAULT_GRACE = 30.0
 #: How often (wall seconds) a running worker logs its summary.
@@ -91,7 +95,8 @@ class Worker:
     ``queues`` defaults to every queue of ``tasks`` and ``handlers``. ``concurrency`` threads run
     jobs; ``grace`` is how long a stopping worker waits for running jobs; with ``schedules``
     the worker also runs the scheduler (leading, or standing by). Periodic tasks of its queues
-    register their schedules when the worker starts.
+    register their schedules when the worker starts. A successful run's ack is written with the
+    worker's next claim, at most ``ack_delay`` later (``0``: at once, by the run's thread).
     """
 
     def __init__(
@@ -106,6 +111,7 @@ class Worker:
         schedules: bool = False,
         worker_id: str | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
+        ack_delay: float | timedelta = DEFAULT_ACK_DELAY,
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgument(f"store must be an alkstore.Store, not {type(store).__name__}")
@@ -133,6 +139,7 @@ class Worker:
         self._concurrency = concurrency
         self._grace = as_duration(grace, "grace").total_seconds()
         self._poll_interval = as_duration(poll_interval, "poll_interval", allow_zero=False).total_seconds()
+        self._ack_delay = as_duration(ack_delay, "ack_delay").total_seconds()
         if not isinstance(schedules, bool):
             raise InvalidOptions(f"schedules must be a bool, not {type(schedules).__name__}")
         self._schedules = schedules
@@ -140,6 +147,7 @@ class Worker:
         self.stats = WorkerStats()
         self._lock = threading.Condition()
         self._runs: dict[int, _Run] = {}  # by job id: the jobs this worker is running
+        self._acks: list[tuple[Job, float]] = []  # finished runs whose ack is still to be written, with their ms
         self._inbox: threadqueue.SimpleQueue[Job | None] = threadqueue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._thread_names = itertools.count(1)
@@ -190,6 +198,7 @@ class Worker:
             self._claim_loop(stop, abort)
         finally:
             self._drain(abort)
+            self._flush_acks()  # what finished within the grace
             self._stopping.cancel()
             scheduler_stop.cancel()
             for _ in self._threads:
@@ -234,11 +243,15 @@ class Worker:
                 free = self._free_slots(stop, abort)
                 if not free:
                     break
+                acks = self._take_acks()
                 try:
                     claimed = 0
                     for offset in range(len(handles)):
                         queue = handles[(start + offset) % len(handles)]
-                        jobs = queue._claim(self.worker_id, free - claimed)
+                        held = [Held(job.id, job._record.fence) for job, _ in acks]
+                        stale, jobs = queue._ack_and_claim(held, self.worker_id, free - claimed)
+                        self._acked(acks, stale)
+                        acks = []
                         for job in jobs:
                             self._dispatch(job)
                         claimed += len(jobs)
@@ -247,25 +260,59 @@ class Worker:
                     start = (start + 1) % len(handles)
                     backoff = _BACKOFF_FIRST
                 except DatabaseUnavailable as exc:
-                    log.warning(
-                        "worker %s: database unavailable (%s); retrying in %.1f s", self.worker_id, exc, backoff
-                    )
+                    self._put_back(acks)  # fenced: written again later, or found done
+                    log.warning("worker %s: database unavailable (%s); again in %.1f s", self.worker_id, exc, backoff)
                     stop.wait(backoff)
                     backoff = min(backoff * 2, _BACKOFF_LAST)
                     continue
                 except (RecursionError, MemoryError) as exc:  # a job handed back by the claim (see _lifecycle)
-                    log.error(
-                        "worker %s: a claimed job could not be decoded here (%r); it was handed back",
-                        self.worker_id,
-                        exc,
-                    )
+                    log.error("worker %s: a claimed job could not be decoded (%r); handed back", self.worker_id, exc)
                     stop.wait(backoff)
                     continue
                 if time.monotonic() >= summary_at:
                     self._summary()
                     summary_at = time.monotonic() + SUMMARY_EVERY
                 if not claimed:
-                    waiter.wait(self._poll_interval, stop)
+                    with self._lock:
+                        busy = bool(self._acks) or any(not run.abandoned for run in self._runs.values())
+                    waiter.wait(self._ack_delay if busy and self._ack_delay else self._poll_interval, stop)
+            self._flush_acks()
+
+    def _take_acks(self) -> list[tuple[Job, float]]:
+        with self._lock:
+            acks, self._acks = self._acks, []
+        return acks
+
+    def _put_back(self, acks: list[tuple[Job, float]]) -> None:
+        with self._lock:
+            self._acks[:0] = acks
+
+    def _flush_acks(self) -> None:
+        """Write the acks still waiting (a stopping worker's), riding out a short outage."""
+        acks = self._take_acks()
+        if not acks:
+            return
+        held = [Held(job.id, job._record.fence) for job, _ in acks]
+        try:
+            stale: list[Held] = []
+            self._with_retries(lambda: stale.extend(self._store._live().ack(held)))
+        except DatabaseUnavailable as exc:
+            log.error(
+                "worker %s: %d acks could not be written (%s); those jobs run again", self.worker_id, len(held), exc
+            )
+            return
+        self._acked(acks, stale)
+
+    def _acked(self, acks: list[tuple[Job, float]], stale: list[Held]) -> None:
+        """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
+        lost = {pair.job_id for pair in stale}
+        for job, elapsed_ms in acks:
+            if job.id in lost:
+                self._count(lost=1)
+                log.warning("job %s (%s): its lease was lost before its ack; outcome discarded", job.id, _what(job))
+            else:
+                self._count(succeeded=1)
+                log.info("job %s (%s) done in %.1f ms", job.id, _what(job), elapsed_ms)
 
     def _free_slots(self, stop: StopToken, abort: StopToken) -> int:
         """Wait for at least one free thread (or a stop); how many are free."""
@@ -332,6 +379,10 @@ class Worker:
                 )
                 return
         try:
+            if error is None and self._ack_delay:
+                with self._lock:
+                    self._acks.append((job, elapsed_ms))  # the claim loop writes it with its next claim
+                return
             if error is None:
                 self._with_retries(job.ack)
                 self._count(succeeded=1)

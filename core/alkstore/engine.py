@@ -380,6 +380,15 @@ class Engine(ABC):
         """
 
     @abstractmethod
+    def ack_and_claim(self, acks: Sequence[Held], request: ClaimRequest) -> tuple[list[Held], list[JobRecord]]:
+        """``ack(acks)``, then ``claim(request)``: what a worker does when it finishes jobs and takes the
+        next ones, in one round trip where the engine can (ADR 022).
+
+        Returns the stale acks and the claimed jobs. The acks take effect whether or not the claim
+        finds anything; a claimed job is never one of ``acks``.
+        """
+
+    @abstractmethod
     def waiter(self, *queues: str) -> AbstractContextManager[Waiter]:
         """Listen for enqueues on each of ``queues`` while the context is open (see ``Waiter``).
 

@@ -282,6 +282,12 @@ class MemoryEngine(port.Engine):
                 claimed.append(taken)
             return claimed
 
+    def ack_and_claim(
+        self, acks: Sequence[port.Held], request: port.ClaimRequest
+    ) -> tuple[list[port.Held], list[port.JobRecord]]:
+        with self._cond:
+            return self.ack(acks), self.claim(request)
+
     def _sweep_leases(self, index: _QueueIndex, now: datetime) -> None:
         while index.leases and index.leases[0][0] <= now:
             _, _, row = heapq.heappop(index.leases)

@@ -255,7 +255,12 @@ class PostgresEngine(port.Engine):
             raise_translated(exc)
 
     def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
-        params = {
+        return self.ack_and_claim((), request)[1]
+
+    def ack_and_claim(
+        self, acks: Sequence[port.Held], request: port.ClaimRequest
+    ) -> tuple[list[port.Held], list[port.JobRecord]]:
+        params: dict[str, Any] = {
             "probe": True,
             "queue": request.queue,
             "worker": request.worker_id,
@@ -265,13 +270,20 @@ class PostgresEngine(port.Engine):
             "lease_expired_error": _LEASE_EXPIRED_ERROR,
             "job_expired_error": _JOB_EXPIRED_ERROR,
         }
-        rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
-        if rows and rows[0] is None:  # the statement swept instead of claiming: claim again
+        stale: list[port.Held] = []
+        if acks:
+            params.update(_rows.fenced_params(acks))
+            rows: list[Any] = self._connections.all(self._sql.ack_and_claim, params, _rows.CLAIM_ROW, binary=True)
+            stale = _stale(acks, [row for row in rows if isinstance(row, int)])
+            rows = [row for row in rows if not isinstance(row, int)]
+        else:
+            rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
+        if None in rows:  # the statement swept instead of claiming: claim again, without the probe
             params["probe"] = False
             rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         claimed = [row for row in rows if row is not None]
         claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))
-        return claimed
+        return stale, claimed
 
     @contextmanager
     def waiter(self, *queues: str) -> Iterator[port.Waiter]:

@@ -19,6 +19,7 @@ from alkstore._boundary import registration_boundary
 from alkstore._tick import TickPlan
 
 __all__ = [
+    "CLAIM_ROW",
     "DUE_SCHEDULE",
     "JOB",
     "JOB_OR_SWEPT",
@@ -160,12 +161,20 @@ def _job_or_swept(*, swept: bool, **columns: Any) -> port.JobRecord | None:
     return None if swept else _job(**columns)
 
 
+def _claim_row(*, swept: bool, acked: int | None, **columns: Any) -> port.JobRecord | int | None:
+    """A row of ``ack_and_claim``: an acked job's id, ``None`` for the sweep marker, or a claimed job."""
+    if acked is not None:
+        return int(acked)
+    return None if swept else _job(**columns)
+
+
 def _named_config(*, name: str, **columns: Any) -> tuple[str, port.QueueConfig]:
     return name, _config(**columns)
 
 
 JOB: BaseRowFactory[port.JobRecord] = kwargs_row(_job)
 JOB_OR_SWEPT: BaseRowFactory[port.JobRecord | None] = kwargs_row(_job_or_swept)
+CLAIM_ROW: BaseRowFactory[port.JobRecord | int | None] = kwargs_row(_claim_row)
 NAMED_QUEUE_CONFIG: BaseRowFactory[tuple[str, port.QueueConfig]] = kwargs_row(_named_config)
 SCHEDULE: BaseRowFactory[port.ScheduleRecord] = kwargs_row(_schedule)
 DUE_SCHEDULE: BaseRowFactory[port.DueSchedule] = kwargs_row(_due)

@@ -35,6 +35,9 @@ _CONFIG = "visibility_us, max_attempts, backoff_base_us, backoff_cap_us, priorit
 #: A new job's state: a job due at its enqueue is ready ('pending'); one still ahead is 'delayed'.
 _STATE_AT = "CASE WHEN {run_at} > %(now)s THEN 'delayed' ELSE 'pending' END"
 
+#: The claim's sweep: the queue's lapsed leases and expired or due-delayed jobs, in one function call.
+_SWEEP_CALL = " SELECT {s}.sweep_3(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s) FROM sweep"
+
 _TEMPLATES: dict[str, str] = {
     # -- schema and migrations ---------------------------------------------------------------
     "version_table_exists": "SELECT to_regclass(quote_ident(%(schema)s) || '.schema_version') IS NOT NULL",
@@ -108,9 +111,7 @@ _TEMPLATES: dict[str, str] = {
         "   OR (SELECT run_at FROM {s}.jobs"
         "     WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s"
         "     ORDER BY run_at LIMIT 1) IS NOT NULL) AS needed),"
-        " swept AS MATERIALIZED ("
-        "  SELECT {s}.sweep_3(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)"
-        "  FROM sweep WHERE needed),"
+        " swept AS MATERIALIZED (" + _SWEEP_CALL + " WHERE needed),"
         " claimed AS ("
         " UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,"
         "                     worker_id = %(worker)s,"
@@ -129,6 +130,7 @@ _TEMPLATES: dict[str, str] = {
         " SELECT " + ", ".join(f"NULL AS {name.strip()}" for name in JOB_COLUMNS.split(",")) + ", true FROM swept"
     ),
     "listen": "SELECT {s}.listen(%(schema)s, %(queue)s)",
+    # ack_and_claim is composed below from the claim: the acks first, as one more CTE.
     "unlisten": "UNLISTEN *",
     # The fenced calls return a row for each job whose fence still held (and which they changed).
     "ack_one": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(fence)s RETURNING id",
@@ -261,6 +263,26 @@ _TEMPLATES: dict[str, str] = {
 }
 
 
+#: A claim that first acks what a worker finished (fenced), in the same statement and round trip: the
+#: acked ids come back as rows of their own (``acked``), the claimed jobs and the sweep marker as in
+#: ``claim``. The acked rows are running, the claimed ones pending: the two never touch one row. An
+#: acked job may have lapsed, so the sweep joins the finished ``acked`` before it calls the sweep
+#: function: that function's own statements then see those rows gone, and no row is changed twice.
+_TEMPLATES["ack_and_claim"] = (
+    "WITH acked AS ("
+    " DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)"
+    " WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence"
+    " RETURNING j.id),"
+    + _TEMPLATES["claim"]
+    .removeprefix("WITH")
+    .replace(_SWEEP_CALL, _SWEEP_CALL + ", (SELECT count(*) FROM acked) AS finished")
+    .replace(", false AS swept FROM claimed", ", false AS swept, NULL::bigint AS acked FROM claimed")
+    .replace(", true FROM swept", ", true, NULL FROM swept")
+    + " UNION ALL"
+    " SELECT " + ", ".join(f"NULL AS {name.strip()}" for name in JOB_COLUMNS.split(",")) + ", false, id FROM acked"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Statements:
     """The engine's statements for one schema, each ready to execute with bound parameters."""
@@ -282,6 +304,7 @@ class Statements:
     enqueue_many: str
     channel: str
     claim: str
+    ack_and_claim: str
     listen: str
     unlisten: str
     ack_one: str

@@ -33,7 +33,7 @@ log = logging.getLogger("alkstore.postgres")
 #: How long a parked claim waits for a listening connection before it falls back to polling.
 _CHECKOUT_S = 1.0
 #: How often (wall seconds) a listening wait looks at its stop token.
-_STOP_SLICE_S = 0.2
+_STOP_SLICE_S = 0.05
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
