@@ -370,9 +370,10 @@ def test_bad_worker_and_task_input_is_refused_before_anything_runs(store: Store)
     for concurrency in (0, 1001):
         with pytest.raises(InvalidOptions, match="concurrency"):
             Worker(store, tasks, concurrency=concurrency)
-    for name in ("ack_delay", "grace", "poll_interval"):
+    durations: dict[str, Any] = {"ack_delay": -1, "grace": -1, "poll_interval": 0}
+    for name, bad in durations.items():
         with pytest.raises(InvalidOptions, match=name):
-            Worker(store, tasks, **{name: -1})
+            Worker(store, tasks, **{name: bad})
     with pytest.raises(InvalidArgument, match="Store"):
         Worker("memory://", tasks)  # type: ignore[arg-type]
     with pytest.raises(InvalidOptions, match="already registered"):
