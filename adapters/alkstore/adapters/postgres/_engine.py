@@ -296,7 +296,7 @@ class PostgresEngine(port.Engine):
         with self._parked_lock:
             self._parked[queue] += 1
         try:
-            with self._listening.waiter(queue, self._options.pool_timeout) as waiter:
+            with self._listening.waiter(queue) as waiter:
                 yield waiter
         finally:
             with self._parked_lock:

@@ -1,10 +1,11 @@
 """Waiting claims: a connection of the listening pool LISTENs on the queue's channel (ADR 011).
 
 The row is the truth: a waiter only shortens the wait, so a lost notification, a dead
-listener or no free listening connection costs one poll interval, never a job. A listening
-connection is given back on the waiting thread itself, after ``UNLISTEN *`` and a drain of
-what arrived for it (no reset task on the pool's worker, which one stuck connection would
-block for everybody); one that fails there is closed and discarded.
+listener or no listening connection to spare costs one poll interval, never a job. Listening
+connections come from a ``ListeningPool`` (``_connections``), which opens them on the waiting
+thread itself, within a bound, and has no worker thread; a connection is given back on the
+waiting thread too, after ``UNLISTEN *`` and a drain of what arrived for it (no reset task that
+one stuck connection could block for everybody); one that fails there is closed and dropped.
 
 Whether notifications reach the listening connections at all is found out once, by the first
 parked claims (ADR 019): one also listens on a probe channel of its own and sends a NOTIFY
@@ -21,17 +22,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from typing import Any
+from contextlib import contextmanager
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolClosed
 
 from alkstore._names import RESERVED_PREFIX
 from alkstore._time import StopToken
 from alkstore.engine import Waiter
-from alkstore.errors import AlkstoreError, StoreClosed
+from alkstore.errors import AlkstoreError
 
+from ._connections import ListeningConnection, ListeningPool
 from ._errors import raise_translated
 from ._sql import Statements
 
@@ -39,15 +39,13 @@ __all__ = ["PROBE_S", "Listening"]
 
 log = logging.getLogger("alkstore.postgres")
 
-#: How long a parked claim waits for a listening connection before it falls back to polling.
-_CHECKOUT_S = 1.0
 #: How often (wall seconds) a listening wait looks at its stop token.
 _STOP_SLICE_S = 0.2
 #: How long (wall seconds) a probe NOTIFY may take to arrive before listening is judged not to work:
 #: a direct connection delivers one in about a millisecond, so this only ever waits out a pooler.
 PROBE_S = 5.0
 
-Connection = psycopg.Connection[tuple[Any, ...]]
+Connection = ListeningConnection
 
 
 class Listening:
@@ -55,7 +53,7 @@ class Listening:
 
     def __init__(
         self,
-        pool: ConnectionPool[Connection],
+        pool: ListeningPool,
         sql: Statements,
         schema: str,
         closing: threading.Event,
@@ -76,17 +74,17 @@ class Listening:
         return self._works
 
     @contextmanager
-    def waiter(self, queue: str, pool_timeout: float) -> Iterator[Waiter]:
-        """A waiter for ``queue``: listening if a connection is free within a second, else polling."""
+    def waiter(self, queue: str) -> Iterator[Waiter]:
+        """A waiter for ``queue``: listening if the pool lends a connection, else polling."""
         if self._works is False:
             yield _PollingWaiter(self._closing)
             return
         try:
-            conn = self._pool.getconn(timeout=min(pool_timeout, _CHECKOUT_S))
-        except PoolClosed as exc:
-            raise StoreClosed("this store is closed") from exc
+            conn = self._pool.getconn()
         except psycopg.Error as exc:
-            log.debug("no listening connection for queue %r (%s); the wait polls", queue, exc)
+            log.debug("could not open a listening connection for queue %r (%s); the wait polls", queue, exc)
+            conn = None
+        if conn is None:
             yield _PollingWaiter(self._closing)
             return
         probe: _Probe | None = None
@@ -95,7 +93,7 @@ class Listening:
                 conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
                 probe = self._probe(conn)
             except psycopg.Error as exc:
-                raise_translated(exc)  # the connection goes back (or is discarded) below
+                raise_translated(exc)  # the connection goes back (or is dropped) below
             yield _ListeningWaiter(conn, queue, self._closing, probe)
         finally:
             if probe is not None:
@@ -138,23 +136,15 @@ class Listening:
             )
 
     def _give_back(self, conn: Connection) -> None:
-        if conn.closed:  # a listener that died, or was discarded above
-            self._discard(conn)
-            return
-        try:
-            conn.execute(self._sql.unlisten, {})
-            for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
-                pass
-        except psycopg.Error as exc:
-            log.debug("discarding a listening connection that failed to UNLISTEN: %s", exc)
-            self._discard(conn)
-            return
+        if not conn.closed:  # a listener that died stays closed; the pool drops it
+            try:
+                conn.execute(self._sql.unlisten, {})
+                for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
+                    pass
+            except psycopg.Error as exc:
+                log.debug("dropping a listening connection that failed to UNLISTEN: %s", exc)
+                conn.close()
         self._pool.putconn(conn)
-
-    def _discard(self, conn: Connection) -> None:
-        conn.close()
-        with suppress(PoolClosed):
-            self._pool.putconn(conn)  # a closed connection is dropped, and its place freed
 
 
 class _Probe:
