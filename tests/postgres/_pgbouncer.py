@@ -3,7 +3,7 @@
 Each ``PgBouncer`` listens on a free loopback port with its configuration in a temporary
 directory, trusts every client (the test server trusts them too) and forwards every database
 to the server behind ``pg_dsn``. PgBouncer refuses to run as root, so as root it is started
-with ``-u`` and the account of the server's files (``postgres``). Without a ``pgbouncer``
+with ``-u`` and the account of the server's files (``postgres``, else ``nobody``). Without a ``pgbouncer``
 binary the tests that need one skip; under ``CI=true`` they fail (``.ci/run`` installs it).
 """
 
@@ -31,8 +31,8 @@ __all__ = ["PgBouncer", "pgbouncer_binary", "running_pgbouncer"]
 
 #: Where Debian's package puts the binary, in case /usr/sbin is not on PATH.
 _KNOWN_PATHS = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
-#: The account PgBouncer drops to when started as root.
-_RUN_AS = "postgres"
+#: The accounts PgBouncer may drop to when started as root, the first that exists.
+_RUN_AS = ("postgres", "nobody")
 
 
 def pgbouncer_binary() -> str:
@@ -44,6 +44,15 @@ def pgbouncer_binary() -> str:
     if under_ci():
         pytest.fail(reason + " (CI=true: the PgBouncer tests must run)", pytrace=False)
     pytest.skip(reason)
+
+
+def _account() -> pwd.struct_passwd:
+    for name in _RUN_AS:
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    raise RuntimeError(f"PgBouncer will not run as root, and none of {_RUN_AS} exists to run it as")
 
 
 def _free_port() -> int:
@@ -113,9 +122,9 @@ class PgBouncer:
     def _start(self, binary: str) -> None:
         command = [binary]
         if os.geteuid() == 0:
-            account = pwd.getpwnam(_RUN_AS)
+            account = _account()
             os.chown(self._dir, account.pw_uid, account.pw_gid)
-            command += ["-u", _RUN_AS]
+            command += ["-u", account.pw_name]
         self._dir.chmod(0o755)
         for _attempt in range(5):  # a free port may be taken by someone else before PgBouncer binds it
             self.port = _free_port()
