@@ -218,6 +218,29 @@ def test_listening_through_a_transaction_pooler_is_detected_warned_once_and_park
     assert "listen_url" in warnings[0].getMessage()
 
 
+@pytest.mark.slow
+def test_a_claim_that_returns_before_the_probe_is_due_still_leads_to_the_warning(
+    open_store: OpenStore,
+    transaction_pooler: PgBouncer,
+    pg_dsn: str,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="alkstore.postgres")
+    store = through_transaction_pooler(open_store, transaction_pooler, pg_dsn, clock=clock, listen_url=None)
+    engine = engine_of(store)
+    name = unique("wake-pooled-short")
+    claimer = Claimer(store, name, poll_interval=0.2)
+    job_id = store.queue(name).enqueue("found at once")  # the claim returns long before the probe is due
+    job = claimer.returned()
+    assert job is not None
+    assert job.id == job_id
+    job.ack()
+
+    wait_until(lambda: engine.listening_works is False, "the probe, left to finish on its own, to be due")
+    assert len([record for record in caplog.records if "notifications do not reach" in record.getMessage()]) == 1
+
+
 # -- session pooling: no starvation ------------------------------------------------------------
 
 

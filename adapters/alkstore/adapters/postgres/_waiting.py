@@ -8,11 +8,12 @@ waiting thread too, after ``UNLISTEN *`` and a drain of what arrived for it (no 
 one stuck connection could block for everybody); one that fails there is closed and dropped.
 
 Whether notifications reach the listening connections at all is found out once, by the first
-parked claims (ADR 019): one also listens on a probe channel of its own and sends a NOTIFY
-there from a connection of the main pool. If that probe has not arrived ``PROBE_S`` seconds
-later, LISTEN cannot work where ``listen_url`` leads (a transaction pooler, another
-database): a warning is logged, once, and from then on parked claims poll without taking a
-listening connection.
+parked claim (ADR 019): it also listens on a probe channel of its own and sends a NOTIFY there
+from a connection of the main pool. If that probe has not arrived ``PROBE_S`` seconds later,
+LISTEN cannot work where ``listen_url`` leads (a transaction pooler, another database): a
+warning is logged, once, and from then on parked claims poll without taking a listening
+connection. A claim that returns before the probe is due leaves its connection to a short-lived
+thread that waits out the rest.
 """
 
 from __future__ import annotations
@@ -96,8 +97,47 @@ class Listening:
                 raise_translated(exc)  # the connection goes back (or is dropped) below
             yield _ListeningWaiter(conn, queue, self._closing, probe)
         finally:
-            if probe is not None:
-                probe.give_up()
+            if probe is not None and not probe.settled:
+                self._finish_probe(conn, probe)
+            else:
+                self._give_back(conn)
+
+    def _finish_probe(self, conn: Connection, probe: _Probe) -> None:
+        """Settle a probe the wait ended before, from what reached ``conn`` meanwhile; or, if it is not due
+        yet, wait out the rest on a thread of its own, which then gives ``conn`` back (the claim returns now)."""
+        try:
+            arrived = any(notify.channel == probe.channel for notify in conn.notifies(timeout=0))
+        except psycopg.Error:
+            arrived = False
+        if arrived:
+            probe.settle(True)
+        elif conn.closed:
+            probe.give_up()
+        elif time.monotonic() >= probe.deadline:
+            probe.settle(False)
+        else:
+            finisher = threading.Thread(target=self._await_probe, args=(conn, probe), name="alkstore-listen-probe")
+            finisher.daemon = True
+            finisher.start()
+            return
+        self._give_back(conn)
+
+    def _await_probe(self, conn: Connection, probe: _Probe) -> None:
+        try:
+            while not probe.settled:
+                left = probe.deadline - time.monotonic()
+                if self._closing.is_set():
+                    probe.give_up()
+                elif left <= 0:
+                    probe.settle(False)
+                else:
+                    for notify in conn.notifies(timeout=min(left, _STOP_SLICE_S), stop_after=1):
+                        if notify.channel == probe.channel:
+                            probe.settle(True)
+        except psycopg.Error as exc:
+            log.debug("the listening probe's connection failed (%s); a later parked claim tries again", exc)
+            probe.give_up()
+        finally:
             self._give_back(conn)
 
     def _probe(self, conn: Connection) -> _Probe | None:
