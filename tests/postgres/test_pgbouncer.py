@@ -20,7 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from alkstore import ManualClock, Store
+import alkstore
+from alkstore import InvalidOptions, ManualClock, Store
 from tests._claimer import Claimer
 
 from ._pgbouncer import PgBouncer, running_pgbouncer
@@ -98,6 +99,43 @@ def drain(store: Store, queue: str, threads: int) -> tuple[list[int], list[BaseE
         worker.join(PATIENCE * 2)
     assert not any(worker.is_alive() for worker in workers), "a drainer is stuck"
     return claimed, errors
+
+
+# -- the options ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"prepare_threshold": "never"}, "prepare_threshold must be an int"),
+        ({"prepare_threshold": -1}, "prepare_threshold must be at least 0"),
+        ({"prepare_threshold": True}, "prepare_threshold must be an int"),
+        ({"listen_url": "mysql://somewhere/db"}, "postgresql:// URLs"),
+        ({"listen_url": "postgresql+asyncpg://somewhere/db"}, "runs on psycopg"),
+        ({"listen_url": 5432}, "must be a str"),
+        ({"listen_max_size": 0}, "listen_max_size must be at least 1"),
+    ],
+)
+def test_bad_pooler_options_are_refused_before_connecting(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidOptions, match=message):
+        alkstore.open("postgresql://nobody@127.0.0.1:1/nothing", **options)
+
+
+def test_prepare_threshold_and_listen_url_reach_the_connections_they_are_for(
+    open_store: OpenStore, transaction_pooler: PgBouncer, pg_dsn: str, clock: ManualClock
+) -> None:
+    store = through_transaction_pooler(open_store, transaction_pooler, pg_dsn, clock=clock)
+    engine = engine_of(store)
+    with engine.pool.connection() as conn:
+        assert conn.prepare_threshold is None
+        assert conn.info.port == transaction_pooler.port
+    listening = engine.waiter_pool.getconn()
+    assert listening is not None
+    try:
+        assert listening.prepare_threshold is None
+        assert listening.info.port != transaction_pooler.port
+    finally:
+        engine.waiter_pool.putconn(listening)
 
 
 # -- the pooler really pools ------------------------------------------------------------------
