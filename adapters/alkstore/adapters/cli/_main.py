@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import alkstore
 from alkstore.errors import AlkstoreError
@@ -74,10 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seconds", type=_seconds, default=15.0, help="how long to run (default: 15)")
     demo.set_defaults(run=lambda args: _demo.run_demo(args.seconds))
 
-    for name, help_, description, run in _DATABASE_COMMANDS:
+    for name, help_, description, run, extra in _DATABASE_COMMANDS:
         command = commands.add_parser(name, help=help_, description=description)
         _add_database_arguments(command)
-        command.set_defaults(run=lambda args, run=run: run(args.url, args.schema))
+        dests = tuple(command.add_argument(flag, **keywords).dest for flag, keywords in extra)
+        command.set_defaults(
+            run=lambda args, run=run, dests=dests: run(args.url, args.schema, **{d: getattr(args, d) for d in dests})
+        )
 
     worker = commands.add_parser(
         "worker",
@@ -112,19 +115,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: The commands that operate a database: name, one-line help, description, what runs it.
-_DATABASE_COMMANDS: tuple[tuple[str, str, str, Callable[[str, str | None], int]], ...] = (
+#: The options of one command beyond --url and --schema: flag and argparse keywords.
+_Extra = tuple[tuple[str, dict[str, Any]], ...]
+_GRANT: _Extra = (
+    (
+        "--grant",
+        {
+            "action": "append",
+            "default": [],
+            "metavar": "ROLE",
+            "help": "also grant ROLE what an application role needs on the schema (repeatable; "
+            "every later migration renews it)",
+        },
+    ),
+)
+
+#: The commands that operate a database: name, one-line help, description, what runs it (with
+#: the URL, the schema and its own options as keywords), its own options.
+_DATABASE_COMMANDS: tuple[tuple[str, str, str, Callable[..., int], _Extra], ...] = (
     (
         "migrate",
         "create or upgrade alkstore's tables in a database",
         "Apply the pending schema migrations (idempotent; safe from several processes at once).",
         _operate.migrate,
+        _GRANT,
     ),
     (
         "tick",
         "fire every elapsed schedule boundary once (for a system cron job)",
         "Run one scheduler tick now, without leadership (the tick locks what it fires), and print the fires.",
         _operate.tick,
+        (),
     ),
     (
         "run-schedules",
@@ -132,6 +153,7 @@ _DATABASE_COMMANDS: tuple[tuple[str, str, str, Callable[[str, str | None], int]]
         "Lead the scheduler, or stand by while another process leads and take over when it stops; logs one "
         "line per event to stderr. Stops cleanly on SIGINT or SIGTERM.",
         _operate.run_schedules,
+        (),
     ),
 )
 

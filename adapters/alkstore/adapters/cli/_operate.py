@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import alkstore
@@ -33,21 +34,29 @@ def where(url: str, schema: str | None) -> str:
     return redact(url) if schema is None else f"schema {schema!r} at {redact(url)}"
 
 
-def migrate(url: str, schema: str | None) -> int:
-    """Apply the pending migrations, and say whether there were any.
+def migrate(url: str, schema: str | None, grant: Sequence[str] = ()) -> int:
+    """Apply the pending migrations, and say whether there were any; grant each of ``grant`` what an
+    application role needs (ADR 019).
 
     Opening a store checks its schema, so a plain open that succeeds means the schema is
     current; one that raises ``SchemaOutOfDate`` is answered by opening with ``migrate=True``.
     """
+    options: dict[str, Any] = {"grant": list(grant)} if grant else {}
     try:
         with open_store(url, schema):
             pass
     except SchemaOutOfDate:
-        with open_store(url, schema, migrate=True) as store:
+        with open_store(url, schema, migrate=True, **options) as store:
             store.migrate()
         print(f"alkstore: migrated {where(url, schema)} to the current schema version")
     else:
-        print(f"alkstore: {where(url, schema)} is already at the current schema version; nothing to do")
+        if options:
+            open_store(url, schema, migrate=True, **options).close()
+        done = "" if grant else "; nothing to do"
+        print(f"alkstore: {where(url, schema)} is already at the current schema version{done}")
+    if grant:
+        roles = ", ".join(repr(role) for role in dict.fromkeys(grant))
+        print(f"alkstore: granted {roles} what an application role needs on {where(url, schema)}")
     return 0
 
 

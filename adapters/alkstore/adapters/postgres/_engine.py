@@ -61,8 +61,10 @@ class PostgresEngine(port.Engine):
     ``pool_timeout`` (seconds to wait for a free pooled connection, 10), ``prepare_threshold``
     (psycopg's, default 5; ``None`` never prepares statements, as a transaction pooler needs),
     ``listen_url`` (where parked claims LISTEN; default the URL) and ``listen_max_size`` (the
-    listening pool's bound, default ``max_size``). A store opens at most ``max_size +
-    listen_max_size`` connections, plus one at open.
+    listening pool's bound, default ``max_size``) and ``grant`` (roles that migrating makes
+    application roles of the schema, ADR 019). A store holds at most ``max_size +
+    listen_max_size`` connections at once (``max_connections``): its open checks the schema on
+    one more, closed before the pools open.
     """
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -80,7 +82,7 @@ class PostgresEngine(port.Engine):
         try:
             with psycopg.connect(opts.url, **opts.connect_kwargs) as conn:
                 if opts.migrate:
-                    _migrate.apply(conn, self._sql, self._schema)
+                    _migrate.apply(conn, self._sql, self._schema, opts.grant)
                 _migrate.check(conn, self._sql, self._schema, opts.url)
                 self._clock = DatabaseClock(self._server_time)
                 self._clock_conn: psycopg.Connection[Any] | None = conn
@@ -91,7 +93,9 @@ class PostgresEngine(port.Engine):
 
         self._connections = Connections(opts, self._sql)
         self._connections.open()
-        self._listening = Listening(self._connections.listen_pool, self._sql, self._schema, self._closing)
+        self._listening = Listening(
+            self._connections.listen_pool, self._sql, self._schema, self._closing, self._notify_queues
+        )
         self._clock.start()
 
     def __repr__(self) -> str:
@@ -110,6 +114,16 @@ class PostgresEngine(port.Engine):
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
         return self._closed
+
+    @property
+    def max_connections(self) -> int:
+        """The most connections this store holds at once: ``max_size + listen_max_size``."""
+        return self._options.max_connections
+
+    @property
+    def listening_works(self) -> bool | None:
+        """Whether notifications reach this store's listening connections (``None``: no parked claim found out yet)."""
+        return self._listening.works
 
     @property
     def pool(self) -> Any:
@@ -137,6 +151,10 @@ class PostgresEngine(port.Engine):
         assert isinstance(value, datetime)
         return _rows.utc(value)
 
+    def _notify_queues(self, queues: Sequence[str]) -> None:
+        """Send a NOTIFY to each queue's channel from a connection of the main pool."""
+        self._connections.all(self._sql.notify_queues, {"schema": self._schema, "queues": list(queues)}, _SCALAR)
+
     def _channel(self, conn: psycopg.Connection[Any], queue: str) -> str:
         """The NOTIFY channel of ``queue``: asked of the schema's ``channel()`` once, then remembered.
 
@@ -157,7 +175,7 @@ class PostgresEngine(port.Engine):
 
     def migrate(self) -> None:
         with self._connections.connection() as conn:
-            applied = _migrate.apply(conn, self._sql, self._schema)
+            applied = _migrate.apply(conn, self._sql, self._schema, self._options.grant)
         if applied:
             log.info("migrated schema %r to version %s", self._schema, applied[-1])
 
@@ -290,7 +308,7 @@ class PostgresEngine(port.Engine):
         with self._parked_lock:
             self._parked.update(queues)
         try:
-            with self._listening.waiter(queues, self._options.pool_timeout) as waiter:
+            with self._listening.waiter(queues) as waiter:
                 yield waiter
         finally:
             with self._parked_lock:

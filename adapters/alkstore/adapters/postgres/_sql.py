@@ -9,11 +9,12 @@ schema version that made them (ADR 014).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from psycopg import sql
 
-__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "Statements"]
+__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "Statements", "grants"]
 
 #: A live job's columns as the engine reads them (``_rows.job_record`` takes them by name).
 JOB_COLUMNS = (
@@ -260,7 +261,36 @@ _TEMPLATES: dict[str, str] = {
     ),
     "notify_queues": ("SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM unnest(%(queues)s::text[]) AS queue"),
     "soonest_boundary": "SELECT min(next_boundary) AS soonest FROM {s}.schedules",
+    # -- application roles (ADR 019) -----------------------------------------------------------
+    # The roles that may write the jobs table, its owner aside: the schema's application roles,
+    # whose grants every migration renews (the catalog remembers them; no table of alkstore's).
+    "application_roles": (
+        "SELECT r.rolname FROM pg_catalog.pg_class AS c"
+        " CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) AS a"
+        " JOIN pg_catalog.pg_roles AS r ON r.oid = a.grantee"
+        " WHERE c.oid = pg_catalog.to_regclass(pg_catalog.quote_ident(%(schema)s) || '.jobs')"
+        "   AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner"
+        " ORDER BY r.rolname"
+    ),
+    # The tables an application role reads and writes: every table of the schema but its version.
+    "data_tables": (
+        "SELECT c.relname FROM pg_catalog.pg_class AS c"
+        " JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND c.relname <> 'schema_version'"
+        " ORDER BY c.relname"
+    ),
 }
+
+#: What an application role needs on the schema, granted by ``migrate`` (ADR 019): to use the
+#: schema, read and write its tables (read only the version table), draw from its sequences and
+#: run its functions. ``{role}`` and ``{tables}`` are identifiers, composed per call.
+_GRANTS = (
+    "GRANT USAGE ON SCHEMA {s} TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {tables} TO {role}",
+    "GRANT SELECT ON TABLE {s}.schema_version TO {role}",
+    "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {role}",
+    "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {role}",
+)
 
 
 #: A claim that first acks what a worker finished (fenced), in the same statement and round trip: the
@@ -329,12 +359,30 @@ class Statements:
     advance_schedules: str
     notify_queues: str
     soonest_boundary: str
+    application_roles: str
+    data_tables: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
         """Compose every template with ``schema`` quoted as an identifier (its ``%`` doubled)."""
-        ident = sql.SQL(sql.Identifier(schema).as_string().replace("%", "%%"))
+        ident = _identifier(schema)
         return cls(**{name: _compose(template, ident) for name, template in _TEMPLATES.items()})
+
+
+def grants(schema: str, role: str, tables: Sequence[str]) -> list[str]:
+    """The statements that give ``role`` what an application role needs on ``schema`` and its ``tables``."""
+    names = {
+        "s": _identifier(schema),
+        "role": _identifier(role),
+        "tables": sql.SQL(", ").join(sql.SQL("{}.{}").format(_identifier(schema), _identifier(t)) for t in tables),
+    }
+    wanted = [template for template in _GRANTS if tables or "{tables}" not in template]
+    return [sql.SQL(template).format(**names).as_string() for template in wanted]
+
+
+def _identifier(name: str) -> sql.SQL:
+    """``name`` quoted as an identifier, its ``%`` doubled (the statement runs with bound parameters)."""
+    return sql.SQL(sql.Identifier(name).as_string().replace("%", "%%"))
 
 
 def _compose(template: str, schema: sql.Composable) -> str:
