@@ -13,11 +13,12 @@ from typing import Any
 from ._boundary import CATCH_UP_CAP
 from ._codec import Codec, JsonCodec
 from ._names import RESERVED_PREFIX
+from ._operations import CancelOutcome, JobPage, Leader, QueueStats, WorkerInfo
 from ._options import EnqueueOpts, QueueDefaults, ScheduleOpts
 from ._spec import Every, parse_spec
 from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, Store
 from ._time import Clock, ManualClock, StopToken, SystemClock
-from .engine import Fire, JobState
+from .engine import Fire, JobPhase, JobState
 from .errors import (
     AlkstoreError,
     DatabaseError,
@@ -44,6 +45,7 @@ __all__ = [
     "CATCH_UP_CAP",
     "RESERVED_PREFIX",
     "AlkstoreError",
+    "CancelOutcome",
     "Clock",
     "Codec",
     "DatabaseError",
@@ -60,8 +62,11 @@ __all__ = [
     "InvalidTransaction",
     "Job",
     "JobInfo",
+    "JobPage",
+    "JobPhase",
     "JobState",
     "JsonCodec",
+    "Leader",
     "LeadershipLost",
     "LeaseLost",
     "Lock",
@@ -69,6 +74,7 @@ __all__ = [
     "Outbox",
     "Queue",
     "QueueDefaults",
+    "QueueStats",
     "ReservedName",
     "Schedule",
     "ScheduleOpts",
@@ -77,6 +83,7 @@ __all__ = [
     "Store",
     "StoreClosed",
     "SystemClock",
+    "WorkerInfo",
     "open",
     "parse_spec",
 ]
@@ -116,6 +123,7 @@ def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **
 
 
 for _public in (
+    CancelOutcome,
     Clock,
     Codec,
     Delivery,
@@ -124,18 +132,23 @@ for _public in (
     Fire,
     Job,
     JobInfo,
+    JobPage,
+    JobPhase,
     JobState,
     JsonCodec,
+    Leader,
     Lock,
     ManualClock,
     Outbox,
     Queue,
     QueueDefaults,
+    QueueStats,
     Schedule,
     ScheduleOpts,
     StopToken,
     Store,
     SystemClock,
+    WorkerInfo,
 ):
     _public.__module__ = __name__
 del _public
