@@ -35,6 +35,8 @@ from ._checks import assert_utc
 from .test_concurrency import run_together
 
 ZERO = timedelta(0)
+#: Where ``queue_stats`` stops counting unless told otherwise.
+CAP = 10_000
 
 
 def claim(store: Store, queue: str = "jobs", worker: str = "w1") -> Job:
@@ -83,8 +85,8 @@ def test_queue_stats_count_each_queue_by_phase_and_measure_the_oldest_ready_jobs
     clock.advance(12)
 
     assert store.queue_stats() == [
-        QueueStats("emails", ready=1, delayed=2, running=1, dead=0, lag=timedelta(seconds=12)),
-        QueueStats("reports", ready=1, delayed=0, running=0, dead=1, lag=timedelta(seconds=12)),
+        QueueStats("emails", ready=1, delayed=2, running=1, dead=0, lag=timedelta(seconds=12), cap=CAP),
+        QueueStats("reports", ready=1, delayed=0, running=0, dead=1, lag=timedelta(seconds=12), cap=CAP),
     ]
     assert store.queue_stats("emails") == store.queue_stats()[:1]
 
@@ -133,11 +135,73 @@ def test_a_lapsed_lease_still_counts_as_running_until_a_claim_sweeps_it(store: S
     assert (stats.ready, stats.running) == (0, 1)
 
 
+def test_counts_stop_at_the_cap_while_the_lag_stays_exact(store: Store, clock: ManualClock) -> None:
+    queue = store.queue("jobs")
+    queue.enqueue("oldest, lowest priority", EnqueueOpts(priority=-3))
+    clock.advance(20)
+    for n in range(4):
+        queue.enqueue(n, EnqueueOpts(priority=n % 2))
+    for n in range(3):
+        queue.enqueue(n, EnqueueOpts(delay=60 + n))
+    for _ in range(3):
+        claim(store)
+    clock.advance(5)
+
+    exact = QueueStats("jobs", 2, 3, 3, 0, timedelta(seconds=25), None)
+    assert store.queue_stats(cap=None) == [exact]
+    assert store.queue_stats("jobs", cap=2) == [QueueStats("jobs", 2, 2, 2, 0, timedelta(seconds=25), 2)]
+    assert store.queue_stats(cap=1) == [QueueStats("jobs", 1, 1, 1, 0, timedelta(seconds=25), 1)]
+    assert store.queue_stats(cap=3) == [QueueStats("jobs", 2, 3, 3, 0, timedelta(seconds=25), 3)]
+    assert store.queue_stats()[0].cap == CAP
+
+
+def test_the_lag_is_the_oldest_ready_jobs_whatever_its_priority_or_stored_state(
+    store: Store, clock: ManualClock
+) -> None:
+    queue = store.queue("jobs")
+    queue.enqueue("urgent, newest", EnqueueOpts(priority=9, run_at=clock.now() - timedelta(seconds=1)))
+    queue.enqueue("low, older", EnqueueOpts(priority=-9, run_at=clock.now() - timedelta(seconds=40)))
+    queue.enqueue("delayed, due soonest", EnqueueOpts(run_at=clock.now() + timedelta(seconds=10)))
+    assert store.queue_stats("jobs")[0].lag == timedelta(seconds=40)
+    clock.advance(timedelta(minutes=5))  # the delayed job is due for 4m50s; the low one waits 5m40s
+    (stats,) = store.queue_stats(cap=1)
+    assert (stats.ready, stats.lag) == (1, timedelta(minutes=5, seconds=40))
+    low = store.jobs("jobs").jobs[1]
+    assert low.payload == "delayed, due soonest"  # claim order: priority 9, then 0, then -9
+    claim(store).ack()
+    claim(store).ack()
+    assert store.queue_stats("jobs")[0].lag == timedelta(minutes=5, seconds=40)
+
+
+def test_jobs_ahead_of_a_clock_that_stepped_back_count_as_delayed_in_every_priority_band(
+    store: Store, clock: ManualClock
+) -> None:
+    queue = store.queue("jobs")
+    for priority in (5, 0, -5):
+        queue.enqueue(priority, EnqueueOpts(priority=priority))
+        queue.enqueue(priority, EnqueueOpts(priority=priority))
+    clock.set(clock.now() - timedelta(seconds=1))
+    assert store.queue_stats("jobs", cap=None) == [QueueStats("jobs", 0, 6, 0, 0, ZERO, None)]
+    assert store.queue_stats(cap=4) == [QueueStats("jobs", 0, 4, 0, 0, ZERO, 4)]
+
+
+def test_a_cap_must_be_a_positive_int_or_none(store: Store) -> None:
+    for bad in (0, -1, 2**62 + 1):
+        with pytest.raises(InvalidOptions, match="cap"):
+            store.queue_stats(cap=bad)
+    for wrong in (1.5, "10", True):
+        with pytest.raises(InvalidArgument, match="cap"):
+            store.queue_stats(cap=wrong)  # type: ignore[arg-type]
+    store.close()
+    with pytest.raises(InvalidOptions):
+        store.queue_stats(cap=0)
+
+
 def test_a_named_queue_without_jobs_has_zero_counts_and_every_queue_without_a_name_is_listed(
     store: Store, clock: ManualClock
 ) -> None:
     assert store.queue_stats() == []
-    assert store.queue_stats("idle") == [QueueStats("idle", 0, 0, 0, 0, ZERO)]
+    assert store.queue_stats("idle") == [QueueStats("idle", 0, 0, 0, 0, ZERO, CAP)]
     kill(store, "only-dead")
     store.outbox("webhooks").enqueue({"event": "paid"})
 
@@ -145,8 +209,8 @@ def test_a_named_queue_without_jobs_has_zero_counts_and_every_queue_without_a_na
 
     backing = store.outbox("webhooks").queue
     assert [stats.queue for stats in listed] == sorted(["only-dead", backing])
-    assert store.queue_stats(backing) == [QueueStats(backing, 1, 0, 0, 0, ZERO)]
-    assert store.queue_stats("only-dead") == [QueueStats("only-dead", 0, 0, 0, 1, ZERO)]
+    assert store.queue_stats(backing) == [QueueStats(backing, 1, 0, 0, 0, ZERO, CAP)]
+    assert store.queue_stats("only-dead") == [QueueStats("only-dead", 0, 0, 0, 1, ZERO, CAP)]
 
 
 def test_acked_and_cancelled_jobs_leave_the_counts(store: Store) -> None:
@@ -157,7 +221,7 @@ def test_acked_and_cancelled_jobs_leave_the_counts(store: Store) -> None:
     assert acked.id == first
     acked.ack()
     assert store.cancel(second) is CancelOutcome.CANCELLED
-    assert store.queue_stats("jobs") == [QueueStats("jobs", 0, 0, 0, 0, ZERO)]
+    assert store.queue_stats("jobs") == [QueueStats("jobs", 0, 0, 0, 0, ZERO, CAP)]
     assert store.queue_stats() == []
 
 
@@ -410,8 +474,8 @@ def test_requeue_dead_queue_brings_back_every_job_dead_on_that_queue_alone(
     assert store.requeue_dead_queue("jobs") == 5
 
     assert store.queue_stats() == [
-        QueueStats("elsewhere", 0, 0, 0, 1, ZERO),
-        QueueStats("jobs", 5, 0, 0, 0, ZERO),
+        QueueStats("elsewhere", 0, 0, 0, 1, ZERO, CAP),
+        QueueStats("jobs", 5, 0, 0, 0, ZERO, CAP),
     ]
     assert sorted(claim(store).id for _ in dead) == dead
     assert store.get_job(elsewhere) is not None
@@ -436,7 +500,7 @@ def test_purge_dead_deletes_the_jobs_that_died_long_enough_ago_on_that_queue_alo
     assert store.get_job(elsewhere) is not None
     assert store.get_job(pending) is not None
     assert store.purge_dead("elsewhere") == 1
-    assert store.queue_stats() == [QueueStats("jobs", 1, 0, 0, 0, timedelta(seconds=60))]
+    assert store.queue_stats() == [QueueStats("jobs", 1, 0, 0, 0, timedelta(seconds=60), CAP)]
     for bad in (-1, "7d", float("nan")):
         with pytest.raises(InvalidOptions):
             store.purge_dead("jobs", bad)  # type: ignore[arg-type]

@@ -24,13 +24,16 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH",
     "DEFAULT_PAGE",
+    "MAX_CAP",
     "MAX_PAGE",
+    "STATS_CAP",
     "CancelOutcome",
     "JobPage",
     "Leader",
     "QueueStats",
     "WorkerInfo",
     "as_phase",
+    "check_cap",
     "check_page_size",
     "key_of",
     "lag",
@@ -44,6 +47,10 @@ DEFAULT_PAGE = 50
 MAX_PAGE = 1000
 #: Jobs one bulk action (requeue a queue's dead, purge) changes per engine call.
 BATCH = 1000
+#: Where ``Store.queue_stats`` stops counting by default: enough to tell a backlog from a blip,
+#: cheap on any table (ADR 020); and the largest cap accepted.
+STATS_CAP = 10_000
+MAX_CAP = 2**62
 #: The cursor format's version: a cursor of another version is refused, never misread.
 _CURSOR_VERSION = 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -57,7 +64,8 @@ class QueueStats:
     """One queue at one instant: its jobs by phase, and ``lag``, how long its oldest ready job has waited.
 
     A pending job is ``ready`` once its ``run_at`` has come, ``delayed`` before; ``lag`` is
-    zero when nothing is ready.
+    zero when nothing is ready. Counts stop at ``cap`` (a count equal to it means at least
+    that many; ``None``: every count is exact); ``lag`` is exact either way.
     """
 
     queue: str
@@ -66,6 +74,7 @@ class QueueStats:
     running: int
     dead: int
     lag: timedelta
+    cap: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +125,22 @@ def lag(oldest_ready: datetime | None, now: datetime) -> timedelta:
     return now - oldest_ready
 
 
-def stats_of(counts: QueueCounts, now: datetime) -> QueueStats:
-    """The public snapshot of one queue's counts at ``now``."""
+def stats_of(counts: QueueCounts, now: datetime, cap: int | None) -> QueueStats:
+    """The public snapshot of one queue's counts at ``now``, taken up to ``cap``."""
     return QueueStats(
-        counts.queue, counts.ready, counts.delayed, counts.running, counts.dead, lag(counts.oldest_ready, now)
+        counts.queue, counts.ready, counts.delayed, counts.running, counts.dead, lag(counts.oldest_ready, now), cap
     )
+
+
+def check_cap(cap: object) -> int | None:
+    """A count cap: ``None`` (exact counts) or an int from 1 to ``MAX_CAP``."""
+    if cap is None:
+        return None
+    if not isinstance(cap, int) or isinstance(cap, bool):
+        raise InvalidArgument(f"cap must be an int or None, not {type(cap).__name__}")
+    if not 1 <= cap <= MAX_CAP:
+        raise InvalidOptions(f"cap must be between 1 and {MAX_CAP} (or None: exact counts), not {cap}")
+    return cap
 
 
 def as_phase(value: object) -> JobPhase:

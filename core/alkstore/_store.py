@@ -33,12 +33,14 @@ from ._names import SCHEDULER_LOCK, outbox_queue, validate_label, validate_liste
 from ._operations import (
     BATCH,
     DEFAULT_PAGE,
+    STATS_CAP,
     CancelOutcome,
     JobPage,
     Leader,
     QueueStats,
     WorkerInfo,
     as_phase,
+    check_cap,
     check_page_size,
     key_of,
     read_cursor,
@@ -401,17 +403,20 @@ class Store:
     # -- inspection and actions (ADR 020) ----------------------------------------------
     # Queue names here may also be an outbox's backing queue, as the listings show them.
 
-    def queue_stats(self, queue: str | None = None) -> list[QueueStats]:
+    def queue_stats(self, queue: str | None = None, *, cap: int | None = STATS_CAP) -> list[QueueStats]:
         """Each queue's ready, delayed, running and dead jobs and its lag now, ordered by name.
 
         Every queue holding a job (live or dead) appears; with ``queue``, that queue alone.
-        Reads only: cheap enough to poll every few seconds (ADR 020).
+        Counts stop at ``cap`` (10,000 by default; ``None`` counts everything, at a cost that
+        grows with the table), which keeps a call cheap enough to poll every few seconds on
+        any table (ADR 020); the lag is exact either way. Reads only.
         """
         if queue is not None:
             validate_listed_queue(queue)
+        limit = check_cap(cap)
         engine = self._live()
         now = self._clock.now()
-        return [stats_of(counts, now) for counts in engine.queue_counts(now, queue)]
+        return [stats_of(counts, now, limit) for counts in engine.queue_counts(now, queue, limit)]
 
     def jobs(
         self,

@@ -506,15 +506,17 @@ class Engine(ABC):
     # (enqueue, claim, ack) pay nothing for them: no trigger, no counter row.
 
     @abstractmethod
-    def queue_counts(self, now: datetime, queue: str | None = None) -> list[QueueCounts]:
+    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[QueueCounts]:
         """Count each queue's jobs at ``now``, one ``QueueCounts`` per queue, ordered by name.
 
         A ``PENDING`` job is ready when its ``run_at <= now`` and delayed otherwise, whatever
         the engine stores it as; ``running`` counts every ``RUNNING`` job (a lapsed lease too,
         until a claim sweeps it) and ``dead`` every ``DEAD`` one; ``oldest_ready`` is the
-        earliest ``run_at`` of the ready jobs (``None`` when none is). Without ``queue``, every
-        queue holding a job, live or dead, appears; with it, that queue alone (zeros when it
-        holds none). Exact counts of one snapshot, read without writing anything.
+        earliest ``run_at`` of the ready jobs (``None`` when none is), exact whatever the cap.
+        With ``cap``, each count stops there (``cap`` then means "at least that many"), so the
+        cost is bounded by the cap per queue and phase, not by the table; without, counts are
+        exact. Without ``queue``, every queue holding a job, live or dead, appears; with it,
+        that queue alone (zeros when it holds none). One snapshot, read without writing anything.
         """
 
     @abstractmethod

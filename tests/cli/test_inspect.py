@@ -144,6 +144,7 @@ def test_status_json_is_the_documented_shape(busy: Prepared, capsys: pytest.Capt
         "running": 1,
         "dead": 1,
         "lag_seconds": 642.0,
+        "cap": 10000,
     }
     assert [queue["queue"] for queue in document["queues"]] == ["emails", "maintenance", "reports"]
     assert document["schedules"] == [
@@ -224,6 +225,25 @@ def test_status_on_a_fresh_store_has_nothing_to_show(shared: Prepared, capsys: p
         "leader": None,
         "workers": [],
     }
+
+
+def test_status_counts_up_to_10000_unless_asked_for_exact_counts(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = shared.clock.now()
+    shared.store.engine.enqueue([NewJob("backlog", b"1", 0, now, None, 3)] * 10_001, now)
+
+    assert (
+        "\nbacklog                           10000+         0         0         0      0s\n" in cli(capsys, "status")[1]
+    )
+    assert (
+        "\nbacklog                            10001         0         0         0      0s\n"
+        in (cli(capsys, "status", "--exact")[1])
+    )
+    (capped,) = json.loads(cli(capsys, "status", "--json")[1])["queues"]
+    assert (capped["ready"], capped["cap"]) == (10_000, 10_000)
+    (exact,) = json.loads(cli(capsys, "status", "--json", "--exact")[1])["queues"]
+    assert (exact["ready"], exact["cap"]) == (10_001, None)
 
 
 def test_long_names_are_cut_to_keep_every_line_within_80_columns(

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from alkstore import DatabaseError, EnqueueOpts, JobPhase, ManualClock, QueueStats, Store
+from alkstore._operations import STATS_CAP
 
 from .conftest import OpenStore, count
 
@@ -40,7 +41,7 @@ def test_every_inspection_runs_in_a_read_only_session(
     with pytest.raises(DatabaseError, match="read-only"):
         reader.queue("inspected").enqueue("refused")
 
-    assert reader.queue_stats() == [QueueStats("inspected", 1, 1, 1, 1, timedelta(0))]
+    assert reader.queue_stats() == [QueueStats("inspected", 1, 1, 1, 1, timedelta(0), STATS_CAP)]
     assert reader.queue_stats("inspected") == reader.queue_stats()
     listed = {phase: [job.payload for job in reader.jobs("inspected", phase).jobs] for phase in JobPhase}
     assert listed == {

@@ -34,6 +34,7 @@ from alkstore import (
     Store,
     WorkerInfo,
 )
+from alkstore._operations import STATS_CAP
 from alkstore._spec import UNIT_SECONDS
 
 from . import _operate
@@ -151,6 +152,11 @@ def _count(value: int, width: int) -> str:
     return short if len(short) <= width else f"{value // scale}{suffix}"
 
 
+def _capped(count: int, cap: int | None) -> str:
+    """A queue table's count: ``10000+`` where counting stopped at the cap."""
+    return _count(count, 8) + "+" if cap is not None and count >= cap else _count(count, 9)
+
+
 def _fit(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters, an ellipsis marking a cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -212,9 +218,10 @@ class Snapshot:
     within: float
 
 
-def snapshot(store: Store, where: str, within: float = DEFAULT_WITHIN) -> Snapshot:
-    """Read the queues, schedules, leader and recent workers of ``store``."""
-    queues = store.queue_stats()
+def snapshot(store: Store, where: str, within: float = DEFAULT_WITHIN, *, exact: bool = False) -> Snapshot:
+    """Read the queues (counts up to ``Store.queue_stats``' cap unless ``exact``), schedules, leader and
+    recent workers of ``store``."""
+    queues = store.queue_stats(cap=None) if exact else store.queue_stats()
     schedules = store.schedules()
     leader = store.leader()
     workers = store.workers(within)
@@ -233,6 +240,7 @@ def status_json(shot: Snapshot) -> dict[str, Any]:
                 "running": stats.running,
                 "dead": stats.dead,
                 "lag_seconds": stats.lag.total_seconds(),
+                "cap": stats.cap,
             }
             for stats in shot.queues
         ],
@@ -321,7 +329,7 @@ def status_text(shot: Snapshot) -> str:
     lines = [f"alkstore status at {_when(shot.at)} UTC", _fit(shot.where, 79), ""]
     if shot.queues:
         queues = [
-            (s.queue, *(_count(n, 9) for n in (s.ready, s.delayed, s.running, s.dead)), _span(s.lag))
+            (s.queue, *(_capped(n, s.cap) for n in (s.ready, s.delayed, s.running, s.dead)), _span(s.lag))
             for s in shot.queues
         ]
         lines += _table(_QUEUE_COLUMNS, queues)
@@ -360,7 +368,7 @@ def _status(args: argparse.Namespace) -> int:
     where = _operate._where(args.url, args.schema)
     with _operate._open(args.url, args.schema) as store:
         if args.watch is None:
-            shot = snapshot(store, where, args.within)
+            shot = snapshot(store, where, args.within, exact=args.exact)
             if args.json:
                 _dump(status_json(shot), sys.stdout)
             else:
@@ -381,7 +389,7 @@ def _watch(store: Store, where: str, args: argparse.Namespace) -> int:
         first = True
         while not interrupts.count:
             try:
-                shot = snapshot(store, where, args.within)
+                shot = snapshot(store, where, args.within, exact=args.exact)
             except DatabaseUnavailable as exc:
                 print(f"alkstore: {' '.join(str(exc).split())}; asking again in {args.watch:g} s", file=sys.stderr)
             else:
@@ -657,6 +665,11 @@ def add_commands(commands: Any, add_database_arguments: AddDatabaseArguments) ->
     )
     status.add_argument(
         "--watch", type=_watch_seconds, metavar="SECONDS", help="show it again every SECONDS until Ctrl-C"
+    )
+    status.add_argument(
+        "--exact",
+        action="store_true",
+        help=f"count every job (default: counts stop at {STATS_CAP}, shown as {STATS_CAP}+, which keeps a poll cheap)",
     )
     status.add_argument(
         "--within",

@@ -481,7 +481,7 @@ class MemoryEngine(port.Engine):
     # -- inspection and actions ----------------------------------------------------
     # Scans under the one lock: a memory store is small, and reads never touch the heaps.
 
-    def queue_counts(self, now: datetime, queue: str | None = None) -> list[port.QueueCounts]:
+    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
         with self._cond:
             tallies: dict[str, list[Any]] = {} if queue is None else {queue: [0, 0, 0, 0, None]}
             for row in itertools.chain(self._jobs.values(), self._dead.values()):
@@ -497,6 +497,9 @@ class MemoryEngine(port.Engine):
                 else:
                     tally[0] += 1
                     tally[4] = row.run_at if tally[4] is None else min(tally[4], row.run_at)
+        if cap is not None:
+            for tally in tallies.values():
+                tally[:4] = [min(count, cap) for count in tally[:4]]
         return [port.QueueCounts(name, *tallies[name]) for name in sorted(tallies)]
 
     def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:

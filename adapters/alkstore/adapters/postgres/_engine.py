@@ -400,10 +400,10 @@ class PostgresEngine(port.Engine):
 
     # -- inspection and actions (ADR 020) --------------------------------------------------
 
-    def queue_counts(self, now: datetime, queue: str | None = None) -> list[port.QueueCounts]:
+    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
         if queue is None:
-            return self._connections.all(self._sql.queue_counts, {"now": now}, _rows.QUEUE_COUNTS)
-        params = {"now": now, "queue": queue}
+            return self._connections.all(self._sql.queue_counts, {"now": now, "cap": cap}, _rows.QUEUE_COUNTS)
+        params = {"now": now, "queue": queue, "cap": cap}
         return self._connections.all(self._sql.queue_counts_one, params, _rows.QUEUE_COUNTS)
 
     def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:

@@ -268,35 +268,6 @@ _TEMPLATES: dict[str, str] = {
 # ahead of an earlier now: both stored states are read, split by run_at.
 
 
-def _queue_counts(where: str, outer: str) -> str:
-    """The count statement: per stored state, a grouped scan of its own index, then summed per queue.
-
-    ``where`` narrows every scan (to one queue); ``outer`` is the summing select list.
-    """
-
-    def pending(state: str) -> str:  # a pending job is ready or delayed by its run_at, whatever its stored state
-        return (
-            "SELECT queue, count(*) FILTER (WHERE run_at <= %(now)s) AS ready,"
-            " count(*) FILTER (WHERE run_at > %(now)s) AS delayed, 0 AS running, 0 AS dead,"
-            " min(run_at) FILTER (WHERE run_at <= %(now)s) AS oldest_ready"
-            f" FROM {{s}}.jobs WHERE state = '{state}'{where} GROUP BY queue"
-        )
-
-    running = f"SELECT queue, 0, 0, count(*), 0, NULL FROM {{s}}.jobs WHERE state = 'running'{where} GROUP BY queue"
-    dead = f"SELECT queue, 0, 0, 0, count(*), NULL FROM {{s}}.dead_jobs WHERE true{where} GROUP BY queue"
-    scans = " UNION ALL ".join((pending("pending"), pending("delayed"), running, dead))
-    return f"{outer} FROM ({scans}) AS counts"
-
-
-_SUMS = (
-    "sum(ready)::bigint AS ready, sum(delayed)::bigint AS delayed, sum(running)::bigint AS running,"
-    " sum(dead)::bigint AS dead, min(oldest_ready) AS oldest_ready"
-)
-_ZERO_SUMS = (
-    "coalesce(sum(ready), 0)::bigint AS ready, coalesce(sum(delayed), 0)::bigint AS delayed,"
-    " coalesce(sum(running), 0)::bigint AS running, coalesce(sum(dead), 0)::bigint AS dead,"
-    " min(oldest_ready) AS oldest_ready"
-)
 _READY_ORDER = " ORDER BY priority DESC, run_at, id LIMIT %(limit)s"
 _DELAYED_ORDER = " ORDER BY run_at, id LIMIT %(limit)s"
 _LIVE_PAGE = "SELECT " + JOB_COLUMNS + ", NULL::timestamptz AS died_at FROM ("
@@ -306,8 +277,15 @@ _WORKER = "id, host, pid, queues, concurrency, started_at, seen_at, running, pro
 
 _TEMPLATES.update(
     {
-        "queue_counts": _queue_counts("", "SELECT queue, " + _SUMS) + " GROUP BY queue ORDER BY queue",
-        "queue_counts_one": _queue_counts(" AND queue = %(queue)s", "SELECT %(queue)s::text AS queue, " + _ZERO_SUMS),
+        # Per queue, capped counts from the functions of version 4 (each a few index probes and
+        # at most the cap of index entries per phase); the queue list is a loose index scan.
+        "queue_counts": (
+            "SELECT q AS queue, c.* FROM {s}.queues_4() AS q,"
+            ' LATERAL {s}.queue_counts_4(q, %(now)s, %(cap)s) AS c ORDER BY q COLLATE "C"'
+        ),
+        "queue_counts_one": (
+            "SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_4(%(queue)s, %(now)s, %(cap)s) AS c"
+        ),
         # Ready jobs in claim order after (priority, run_at, id): the rest of the key's priority
         # and the lower priorities, each a range of jobs_claim, then the due 'delayed' rows.
         "list_ready": (
