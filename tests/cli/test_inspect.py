@@ -432,11 +432,11 @@ def test_jobs_requeue_by_id_or_by_queue(busy: Prepared, capsys: pytest.CaptureFi
 
 def test_jobs_purge_deletes_dead_jobs_older_than_asked(busy: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(capsys, "jobs", "purge", "emails", "--older-than", "1h")[1] == (
-        "purged 0 dead jobs of 'emails' that died at least 3600 s ago\n"
+        "purged 0 dead jobs of 'emails' that died at least 1h ago\n"
     )
     assert cli(capsys, "jobs", "purge", "emails", "--older-than", "10m") == (
         EXIT_OK,
-        "purged 1 dead job of 'emails' that died at least 600 s ago\n",
+        "purged 1 dead job of 'emails' that died at least 10m ago\n",
         "",
     )
     assert busy.store.get_job(busy.ids["dead"]) is None

@@ -151,7 +151,7 @@ def test_jobs_commands_list_show_cancel_requeue_and_purge_on_postgres(
     assert job.id == ids["dead"]
     job.fail("again")
     assert cli(capsys, pg_dsn, pg_schema, "jobs", "purge", "emails", "--older-than", "1d")[1] == (
-        "purged 0 dead jobs of 'emails' that died at least 86400 s ago\n"
+        "purged 0 dead jobs of 'emails' that died at least 1d ago\n"
     )
     assert cli(capsys, pg_dsn, pg_schema, "jobs", "purge", "emails", "--older-than", "0")[1] == (
         "purged 1 dead job of 'emails'\n"

@@ -142,6 +142,15 @@ def _span(delta: timedelta) -> str:
     return f"{days}d{whole % 86400 // 3600:02d}h" if days < 100 else f"{days}d"
 
 
+def _duration_text(seconds: float) -> str:
+    """A duration as given on the command line: ``7d``, ``12h``, ``15m`` when whole, else seconds."""
+    for unit in ("d", "h", "m"):
+        size = UNIT_SECONDS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
 def _count(value: int, width: int) -> str:
     """A count in at most ``width`` characters where it fits: as is, else in its unit (k, M, G, T, P)."""
     text = str(value)
@@ -544,7 +553,7 @@ def _jobs_purge(args: argparse.Namespace) -> int:
     if args.json:
         _dump({"queue": args.queue, "purged": count}, sys.stdout)
     else:
-        age = f" that died at least {args.older_than:g} s ago" if args.older_than else ""
+        age = f" that died at least {_duration_text(args.older_than)} ago" if args.older_than else ""
         print(f"purged {count} dead job{'' if count == 1 else 's'} of {args.queue!r}{age}")
     return _OK
 
