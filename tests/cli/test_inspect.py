@@ -307,6 +307,18 @@ def test_jobs_list_shows_each_state_with_what_matters_for_it(
     assert out.splitlines()[1:] == [row.format(id=busy.ids[state])]
 
 
+def test_an_error_of_several_lines_stays_on_its_row(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    shared.store.queue("q").enqueue(1)
+    job = shared.store.queue("q").claim("w")
+    assert job is not None
+    job.fail("Traceback:\n\tboom")
+
+    out = cli(capsys, "jobs", "list", "q", "--state", "dead")[1]
+
+    assert out.splitlines()[1].endswith(" Traceback:  boom")
+    assert len(out.splitlines()) == 2
+
+
 def test_jobs_list_shows_bytes_as_bytes_and_says_when_there_is_nothing(
     busy: Prepared, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -167,7 +167,10 @@ def _capped(count: int, cap: int | None) -> str:
 
 
 def _fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters, an ellipsis marking a cut."""
+    """``text`` on one line (an error's line breaks and tabs become spaces), cut to ``width`` characters,
+    an ellipsis marking a cut."""
+    if not text.isprintable():
+        text = "".join(char if char.isprintable() else " " for char in text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
