@@ -77,7 +77,7 @@ from .engine import (
     Retry,
     ScheduleRecord,
 )
-from .errors import InvalidArgument, InvalidOptions, InvalidPayload, LeaseLost, StoreClosed
+from .errors import DatabaseUnavailable, InvalidArgument, InvalidOptions, InvalidPayload, LeaseLost, StoreClosed
 
 __all__ = ["Delivery", "Job", "JobInfo", "Lock", "Outbox", "Queue", "Schedule", "Store"]
 
@@ -102,7 +102,11 @@ class Delivery(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A snapshot of a stored job, as ``Store.get_job`` returns it (payload decoded)."""
+    """A snapshot of a stored job, as ``Store.get_job`` returns it (payload decoded).
+
+    ``task`` names the task the job is for (``None`` for a plain job); ``last_traceback`` is the
+    traceback of the failure that left ``last_error``, when that was an exception.
+    """
 
     id: int
     queue: str
@@ -120,6 +124,8 @@ class JobInfo:
     worker_id: str | None
     lease_until: datetime | None
     died_at: datetime | None
+    task: str | None = None
+    last_traceback: str | None = None
 
 
 #: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload
@@ -267,8 +273,12 @@ class Store:
         tx: Any = None,
         *,
         in_caller_tx: bool = False,
+        task: str | None = None,
     ) -> list[int]:
-        """Enqueue one job per payload, in a transaction of the engine's own or (``in_caller_tx``) in ``tx``."""
+        """Enqueue one job per payload, in a transaction of the engine's own or (``in_caller_tx``) in ``tx``.
+
+        ``task`` names the task the jobs are for (the task layer's).
+        """
         opts = _DEFAULT_ENQUEUE if opts is None else _check_opts(opts, EnqueueOpts)
         data = [self._codec.encode(payload) for payload in payloads]
         now = self._clock.now()
@@ -288,6 +298,7 @@ class Store:
                 stamps.expires_at,
                 stamps.max_attempts,
                 stamps.visibility,
+                task,
             )
             for payload in data
         ]
@@ -353,13 +364,21 @@ class Store:
         Re-registering with the same interval keeps the phase and any backlog; a changed
         interval restarts the phase at now + interval. Returns the schedule as stored.
         """
+        return self._register(name, spec, queue, payload, opts)
+
+    def _register(
+        self, name: str, spec: str, queue: str, payload: Any, opts: ScheduleOpts | None, task: str | None = None
+    ) -> Schedule:
+        """Register one schedule (its fires for ``task``, if given)."""
         validate_name(name, "schedule")
         every = parse_spec(spec)
         validate_name(queue, "queue")
         opts = _check_opts(opts, ScheduleOpts)
         data = self._codec.encode(payload)
         expires = opts.expires if isinstance(opts.expires, timedelta) else None
-        record = NewSchedule(name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires)
+        record = NewSchedule(
+            name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires, task
+        )
         (stored,) = self._live().register_schedules((record,), self._clock.now())
         return self._schedule(stored)
 
@@ -381,12 +400,18 @@ class Store:
         engine = self._live()
         return list(_runner.tick_all(engine, self._clock.now(), DEFAULT_BUDGET).fires)
 
-    def run_schedules(self, stop: StopToken, on_fire: Callable[[Fire], None] | None = None) -> None:
+    def run_schedules(
+        self, stop: StopToken, on_fire: Callable[[Fire], None] | None = None, *, standby: bool = False
+    ) -> None:
         """Run the scheduler leader loop until ``stop`` is cancelled (see ``alkstore._runner``).
 
-        Raises ``LeadershipLost`` if another runner leads, or when leadership is lost.
+        Raises ``LeadershipLost`` if another runner leads, or when leadership is lost; with
+        ``standby``, stands by instead and leads again when it can, until ``stop``.
         """
-        _runner.run_schedules(self._live(), self._clock, stop, on_fire)
+        if standby:
+            _runner.serve_schedules(self._live(), self._clock, stop, on_fire)
+        else:
+            _runner.run_schedules(self._live(), self._clock, stop, on_fire)
 
     def _schedule(self, record: ScheduleRecord) -> Schedule:
         return Schedule(
@@ -642,6 +667,16 @@ class Job(JobInfo):
 
     _store: Store = field(repr=False, kw_only=True)
     _record: JobRecord = field(repr=False, kw_only=True)
+    _stop: StopToken | None = field(default=None, repr=False, kw_only=True)
+
+    @property
+    def stop(self) -> StopToken:
+        """Cancelled when this claim should end early: its lease was lost, its timeout passed, or its
+        worker is stopping at once. Long work checks it and returns; its outcome would not count."""
+        if self._stop is None:
+            object.__setattr__(self, "_stop", StopToken())
+        assert self._stop is not None
+        return self._stop
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Job):
@@ -674,6 +709,12 @@ class Job(JobInfo):
             self._fenced(engine.retry((outcome,), now))
         else:
             self._fenced(engine.bury((outcome,), now))
+
+    def release(self) -> None:
+        """Hand the job back unfinished, as if this claim never took an attempt: another worker may take it
+        at once. Used by a worker stopping before the job could finish."""
+        store = self._store
+        self._fenced(store._live().release((Held(self.id, self._record.fence),), store.clock.now()))
 
     def fail(self, error: str | BaseException) -> None:
         """Give up now: the job goes dead with ``error``, whatever attempts are left."""
@@ -760,12 +801,22 @@ class Outbox:
         """Add a message in its own transaction (60 s lease, 5 attempts, 5 s backoff base)."""
         return self._queue.enqueue(payload, opts)
 
-    def run_once(self, worker_id: str, delivery: Delivery) -> bool:
+    def run_once(
+        self,
+        worker_id: str,
+        delivery: Delivery,
+        *,
+        wait: float | timedelta | None = None,
+        poll_interval: float = 1.0,
+        stop: StopToken | None = None,
+    ) -> bool:
         """Deliver one message: ack on success, retry on the curve on error; ``False`` when empty.
 
-        No heartbeat runs during ``delivery``; a slow delivery may call ``job.heartbeat()``.
+        With ``wait``, park until a message arrives, the wait ends or ``stop`` is cancelled (as
+        ``Queue.claim`` does). No heartbeat runs during ``delivery``; a slow delivery may call
+        ``job.heartbeat()``.
         """
-        job = self._queue.claim(worker_id)
+        job = self._queue.claim(worker_id, wait=wait, poll_interval=poll_interval, stop=stop)
         if job is None:
             return False
         try:
@@ -776,6 +827,53 @@ class Outbox:
         else:
             job.ack()
         return True
+
+    def run(self, worker_id: str, delivery: Delivery, stop: StopToken, *, poll_interval: float = 1.0) -> int:
+        """The courier loop: deliver messages as they come until ``stop`` is cancelled; return how many.
+
+        Parks on the outbox between messages. A transient database failure is logged and
+        waited out (it backs off up to ten seconds); a ``LeaseLost`` from a delivery that outlived
+        its lease is logged (another courier has the message) and the loop goes on.
+        """
+        if not isinstance(stop, StopToken):
+            raise InvalidArgument(f"stop must be an alkstore.StopToken, not {type(stop).__name__}")
+        delivered = 0
+        backoff = _Backoff()
+        while not stop.is_cancelled():
+            try:
+                if self.run_once(worker_id, delivery, wait=_COURIER_WAIT, poll_interval=poll_interval, stop=stop):
+                    delivered += 1
+                backoff.reset()
+            except LeaseLost as exc:
+                log.warning("outbox %r: %s", self.name, exc)
+            except DatabaseUnavailable as exc:
+                pause = backoff.next()
+                log.warning("outbox %r: database unavailable (%s); retrying in %.1f s", self.name, exc, pause)
+                stop.wait(pause)
+        return delivered
+
+
+#: How long one park of the courier loop lasts before it looks again (it also ends with the stop token).
+_COURIER_WAIT = timedelta(seconds=60)
+
+
+class _Backoff:
+    """Waits between retries through an outage: 0.1 s doubling to 10 s, back to the start after a success."""
+
+    __slots__ = ("_next",)
+
+    FIRST = 0.1
+    LAST = 10.0
+
+    def __init__(self) -> None:
+        self._next = self.FIRST
+
+    def next(self) -> float:
+        pause, self._next = self._next, min(self._next * 2, self.LAST)
+        return pause
+
+    def reset(self) -> None:
+        self._next = self.FIRST
 
 
 def _held(jobs: Iterable[Job], store: Store) -> list[Job]:

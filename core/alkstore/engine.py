@@ -385,10 +385,10 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def waiter(self, queue: str) -> AbstractContextManager[Waiter]:
-        """Listen for enqueues on ``queue`` while the context is open (see ``Waiter``).
+    def waiter(self, *queues: str) -> AbstractContextManager[Waiter]:
+        """Listen for enqueues on each of ``queues`` while the context is open (see ``Waiter``).
 
-        Raises ``StoreClosed`` on a closed engine.
+        A job made claimable on any of them ends a wait. Raises ``StoreClosed`` on a closed engine.
         """
 
     @abstractmethod

@@ -1,6 +1,6 @@
 """``alkstore status``, ``jobs``, ``schedules`` and ``healthcheck`` over a memory store the test prepares.
 
-The commands open their store through ``_operate._open``; here it hands out stores over one
+The commands open their store through ``_operate.open_store``; here it hands out stores over one
 memory engine and a manual clock, so every line the commands print is known in advance.
 """
 
@@ -49,7 +49,7 @@ def shared(monkeypatch: pytest.MonkeyPatch) -> Prepared:
         assert url == "memory://"
         return Store(engine, clock=clock)
 
-    monkeypatch.setattr(_operate, "_open", open_shared)
+    monkeypatch.setattr(_operate, "open_store", open_shared)
     return Prepared(Store(engine, clock=clock), clock, {})
 
 

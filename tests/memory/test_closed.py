@@ -47,6 +47,7 @@ JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "retry": lambda j: j.retry("e"),
     "fail": lambda j: j.fail("e"),
     "heartbeat": lambda j: j.heartbeat(),
+    "release": lambda j: j.release(),
 }
 LOCK_CALLS: dict[str, Callable[[Lock], object]] = {
     "renew": lambda lock: lock.renew(),
@@ -55,6 +56,7 @@ LOCK_CALLS: dict[str, Callable[[Lock], object]] = {
 OUTBOX_CALLS: dict[str, Callable[[Outbox], object]] = {
     "enqueue": lambda o: o.enqueue(1),
     "run_once": lambda o: o.run_once("w", lambda payload, job: None),
+    "run": lambda o: o.run("w", lambda payload, job: None, StopToken()),
 }
 NOT_ENTRY_POINTS = {"close"}
 

@@ -377,8 +377,8 @@ def status_text(shot: Snapshot) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    where = _operate._where(args.url, args.schema)
-    with _operate._open(args.url, args.schema) as store:
+    where = _operate.where(args.url, args.schema)
+    with _operate.open_store(args.url, args.schema) as store:
         if args.watch is None:
             shot = snapshot(store, where, args.within, exact=args.exact)
             if args.json:
@@ -453,7 +453,7 @@ _LISTING: dict[JobPhase, tuple[str, Callable[[JobInfo], datetime | None], str, C
 
 def _jobs_list(args: argparse.Namespace) -> int:
     phase = JobPhase(args.state)
-    with _operate._open(args.url, args.schema) as store:
+    with _operate.open_store(args.url, args.schema) as store:
         page = store.jobs(args.queue, phase, limit=args.limit, cursor=args.cursor)
     if args.json:
         _dump(
@@ -487,7 +487,7 @@ def _jobs_list(args: argparse.Namespace) -> int:
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
-    with _operate._open(args.url, args.schema) as store:
+    with _operate.open_store(args.url, args.schema) as store:
         job = store.get_job(args.id)
     if job is None:
         print(f"alkstore: no job {args.id} (done and gone, cancelled, purged, or never stored)", file=sys.stderr)
@@ -511,7 +511,7 @@ def _jobs_show(args: argparse.Namespace) -> int:
 
 
 def _jobs_requeue(args: argparse.Namespace) -> int:
-    with _operate._open(args.url, args.schema) as store:
+    with _operate.open_store(args.url, args.schema) as store:
         if args.queue is not None:
             count = store.requeue_dead_queue(args.queue)
             if args.json:
@@ -533,7 +533,7 @@ def _jobs_requeue(args: argparse.Namespace) -> int:
 
 def _jobs_cancel(args: argparse.Namespace) -> int:
     outcomes: dict[int, CancelOutcome] = {}
-    with _operate._open(args.url, args.schema) as store:
+    with _operate.open_store(args.url, args.schema) as store:
         for job_id in dict.fromkeys(args.ids):
             outcomes[job_id] = store.cancel(job_id)
     if args.json:
@@ -551,7 +551,7 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
 
 
 def _jobs_purge(args: argparse.Namespace) -> int:
-    with _operate._open(args.url, args.schema) as store:
+    with _operate.open_store(args.url, args.schema) as store:
         count = store.purge_dead(args.queue, args.older_than)
     if args.json:
         _dump({"queue": args.queue, "purged": count}, sys.stdout)
@@ -565,7 +565,7 @@ def _jobs_purge(args: argparse.Namespace) -> int:
 
 
 def _schedules_list(args: argparse.Namespace) -> int:
-    with _operate._open(args.url, args.schema) as store:
+    with _operate.open_store(args.url, args.schema) as store:
         schedules = store.schedules()
     if args.json:
         _dump([_schedule_json(schedule) for schedule in schedules], sys.stdout)
@@ -578,7 +578,7 @@ def _schedules_list(args: argparse.Namespace) -> int:
 
 def _schedules_add(args: argparse.Namespace) -> int:
     opts = ScheduleOpts(priority=args.priority, max_attempts=args.max_attempts, expires=args.expires)
-    with _operate._open(args.url, args.schema) as store:
+    with _operate.open_store(args.url, args.schema) as store:
         schedule = store.schedule(args.name, args.spec, args.queue, args.payload, opts)
     if args.json:
         _dump(_schedule_json(schedule), sys.stdout)
@@ -591,7 +591,7 @@ def _schedules_add(args: argparse.Namespace) -> int:
 
 
 def _schedules_remove(args: argparse.Namespace) -> int:
-    with _operate._open(args.url, args.schema) as store:
+    with _operate.open_store(args.url, args.schema) as store:
         removed = store.unschedule(args.name)
     if args.json:
         _dump({"name": args.name, "removed": removed}, sys.stdout)
@@ -608,9 +608,9 @@ def _schedules_remove(args: argparse.Namespace) -> int:
 def _healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database answers, its schema is current and (with schedules) a leader leads; else 1."""
     checks: list[tuple[str, bool, str]] = []
-    where = _operate._where(args.url, args.schema)
+    where = _operate.where(args.url, args.schema)
     try:
-        store = _operate._open(args.url, args.schema)
+        store = _operate.open_store(args.url, args.schema)
     except SchemaOutOfDate as exc:
         checks += [("database", True, f"reachable: {where}"), ("schema", False, " ".join(str(exc).split()))]
     except DatabaseError as exc:

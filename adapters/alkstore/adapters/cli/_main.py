@@ -12,7 +12,7 @@ from typing import NoReturn
 import alkstore
 from alkstore.errors import AlkstoreError
 
-from . import _demo, _inspect, _operate
+from . import _demo, _inspect, _operate, _work
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "URL_VARIABLE", "build_parser", "main"]
 
@@ -40,6 +40,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not math.isfinite(value) or not 0 < value <= _MAX_DEMO_SECONDS:
         raise argparse.ArgumentTypeError(f"seconds must be more than 0 and at most {_MAX_DEMO_SECONDS:g}, not {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 1000, not {value}")
     return value
 
 
@@ -87,6 +97,37 @@ def build_parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=help_, description=description)
         _add_database_arguments(command)
         command.set_defaults(run=lambda args, run=run: run(args.url, args.schema))
+
+    worker = commands.add_parser(
+        "worker",
+        help="run an application's tasks until SIGINT or SIGTERM",
+        description="Run the tasks of an alkstore.Tasks registry on the database, in threads. The first "
+        "SIGINT or SIGTERM stops claiming and gives running jobs --grace seconds, then hands back what still "
+        "runs; a second one stops at once. Logs one line per job to stderr.",
+    )
+    worker.add_argument(
+        "--app", type=_work.load_app, required=True, metavar="MODULE:ATTR", help="the Tasks, e.g. myapp.jobs:tasks"
+    )
+    _add_database_arguments(worker)
+    worker.add_argument(
+        "--queues", type=_work.queue_list, metavar="A,B", help="the queues to serve (default: all of the app's)"
+    )
+    worker.add_argument("--concurrency", type=_count, default=1, help="worker threads (default: 1)")
+    worker.add_argument(
+        "--grace", type=_seconds, default=30.0, help="seconds running jobs get when stopping (default: 30)"
+    )
+    worker.add_argument("--schedules", action="store_true", help="also run the scheduler (leading, or standing by)")
+    worker.set_defaults(
+        run=lambda args: _work.run_worker(
+            args.url,
+            args.schema,
+            args.app,
+            queues=args.queues,
+            concurrency=args.concurrency,
+            grace=args.grace,
+            schedules=args.schedules,
+        )
+    )
     _inspect.add_commands(commands, _add_database_arguments)
     return parser
 

@@ -93,27 +93,29 @@ class MemoryTransaction:
 
 
 class _MemoryWaiter(port.Waiter):
-    def __init__(self, engine: MemoryEngine, queue: str) -> None:
+    def __init__(self, engine: MemoryEngine, queues: tuple[str, ...]) -> None:
         self._engine = engine
-        self._queue = queue
-        self._seen = engine._index(queue).signals
+        self._indexes = [engine._index(queue) for queue in queues]
+        self._seen = self._signals()
+
+    def _signals(self) -> int:
+        return sum(index.signals for index in self._indexes)
 
     def wait(self, timeout: float, stop: StopToken | None = None) -> None:
         engine = self._engine
         with engine._cond:
-            index = engine._index(self._queue)
             if stop is None:
-                if index.signals == self._seen and not engine._closed:
+                if self._signals() == self._seen and not engine._closed:
                     engine._cond.wait(timeout)
             else:
                 # A stop token has no way to notify this condition: look at it every slice.
                 end = time.monotonic() + timeout
-                while index.signals == self._seen and not engine._closed and not stop.is_cancelled():
+                while self._signals() == self._seen and not engine._closed and not stop.is_cancelled():
                     left = end - time.monotonic()
                     if left <= 0:
                         break
                     engine._cond.wait(min(left, _STOP_POLL_S))
-            self._seen = index.signals
+            self._seen = self._signals()
 
 
 class MemoryEngine(port.Engine):
@@ -298,11 +300,11 @@ class MemoryEngine(port.Engine):
                 self._to_dead(row, port.JOB_EXPIRED_ERROR, None, now)
 
     @contextmanager
-    def waiter(self, queue: str) -> Iterator[port.Waiter]:
+    def waiter(self, *queues: str) -> Iterator[port.Waiter]:
         with self._cond:
             if self._closed:
                 raise StoreClosed("this store is closed")
-            waiter = _MemoryWaiter(self, queue)
+            waiter = _MemoryWaiter(self, queues)
         yield waiter
 
     def _each_held(

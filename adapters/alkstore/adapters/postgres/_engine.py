@@ -274,17 +274,18 @@ class PostgresEngine(port.Engine):
         return claimed
 
     @contextmanager
-    def waiter(self, queue: str) -> Iterator[port.Waiter]:
+    def waiter(self, *queues: str) -> Iterator[port.Waiter]:
         with self._parked_lock:
-            self._parked[queue] += 1
+            self._parked.update(queues)
         try:
-            with self._listening.waiter(queue, self._options.pool_timeout) as waiter:
+            with self._listening.waiter(queues, self._options.pool_timeout) as waiter:
                 yield waiter
         finally:
             with self._parked_lock:
-                self._parked[queue] -= 1
-                if not self._parked[queue]:
-                    del self._parked[queue]
+                self._parked.subtract(queues)
+                for queue in queues:
+                    if not self._parked[queue]:
+                        del self._parked[queue]
 
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if len(held) == 1:

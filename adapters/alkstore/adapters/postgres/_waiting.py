@@ -50,22 +50,23 @@ class Listening:
         self._closing = closing
 
     @contextmanager
-    def waiter(self, queue: str, pool_timeout: float) -> Iterator[Waiter]:
-        """A waiter for ``queue``: listening if a connection is free within a second, else polling."""
+    def waiter(self, queues: tuple[str, ...], pool_timeout: float) -> Iterator[Waiter]:
+        """A waiter for ``queues``: listening if a connection is free within a second, else polling."""
         try:
             conn = self._pool.getconn(timeout=min(pool_timeout, _CHECKOUT_S))
         except PoolClosed as exc:
             raise StoreClosed("this store is closed") from exc
         except psycopg.Error as exc:
-            log.debug("no listening connection for queue %r (%s); the wait polls", queue, exc)
+            log.debug("no listening connection for %s (%s); the wait polls", list(queues), exc)
             yield _PollingWaiter(self._closing)
             return
         try:
             try:
-                conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
+                for queue in queues:
+                    conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
             except psycopg.Error as exc:
                 raise_translated(exc)  # the connection goes back (or is discarded) below
-            yield _ListeningWaiter(conn, queue, self._closing)
+            yield _ListeningWaiter(conn, ", ".join(queues), self._closing)
         finally:
             self._give_back(conn)
 
