@@ -351,6 +351,8 @@ def test_jobs_list_json_carries_the_jobs_and_the_cursor(busy: Prepared, capsys: 
         "worker_id": None,
         "lease_until": None,
         "died_at": None,
+        "task": None,
+        "last_traceback": None,
         "payload": None,
         "payload_base64": "/wA=",
     }
@@ -366,30 +368,50 @@ def test_jobs_show_prints_every_field_and_the_payload_decoded(
     code, out, _ = cli(capsys, "jobs", "show", str(busy.ids["dead"]))
     assert code == EXIT_OK
     assert out.splitlines() == [
-        f"id            {busy.ids['dead']}",
-        "queue         emails",
-        "state         dead",
-        "priority      9",
-        "run_at        2030-01-01T00:00:30+00:00",
-        "expires_at    -",
-        "attempts      1",
-        "max_attempts  3",
-        "last_error    550 mailbox unavailable",
-        "schedule      -",
-        "boundary      -",
-        "enqueued_at   2030-01-01T00:00:30+00:00",
-        "worker_id     -",
-        "lease_until   -",
-        "died_at       2030-01-01T00:00:30+00:00",
-        "payload       {",
-        '                "to": "bounce@example.com"',
-        "              }",
+        f"id              {busy.ids['dead']}",
+        "queue           emails",
+        "state           dead",
+        "priority        9",
+        "run_at          2030-01-01T00:00:30+00:00",
+        "expires_at      -",
+        "attempts        1",
+        "max_attempts    3",
+        "last_error      550 mailbox unavailable",
+        "schedule        -",
+        "boundary        -",
+        "enqueued_at     2030-01-01T00:00:30+00:00",
+        "worker_id       -",
+        "lease_until     -",
+        "died_at         2030-01-01T00:00:30+00:00",
+        "task            -",
+        "last_traceback  -",
+        "payload         {",
+        '                  "to": "bounce@example.com"',
+        "                }",
     ]
     shown = json.loads(cli(capsys, "jobs", "show", str(busy.ids["raw"]), "--json")[1])
     assert (shown["payload"], shown["payload_base64"]) == (None, "/wA=")
     assert cli(capsys, "jobs", "show", str(busy.ids["raw"]))[1].splitlines()[-1] == (
-        "payload       <2 bytes, base64> /wA="
+        "payload         <2 bytes, base64> /wA="
     )
+
+
+def test_jobs_show_indents_a_traceback_under_its_name(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    shared.store.queue("q").enqueue(1)
+    job = shared.store.queue("q").claim("w")
+    assert job is not None
+    try:
+        raise ValueError("bad input")
+    except ValueError as exc:
+        job.fail(exc)
+
+    lines = cli(capsys, "jobs", "show", str(job.id))[1].splitlines()
+
+    start = next(i for i, line in enumerate(lines) if line.startswith("last_traceback  Traceback"))
+    assert lines[start + 1].startswith("                  File ")
+    assert any(line == "                ValueError: bad input" for line in lines[start:])
+    shown = json.loads(cli(capsys, "jobs", "show", str(job.id), "--json")[1])
+    assert shown["last_traceback"].startswith("Traceback (most recent call last):")
 
 
 def test_jobs_show_of_a_missing_job_exits_1(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:

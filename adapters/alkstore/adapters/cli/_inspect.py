@@ -438,6 +438,8 @@ def job_json(job: JobInfo) -> dict[str, Any]:
         "worker_id": job.worker_id,
         "lease_until": _iso(job.lease_until),
         "died_at": _iso(job.died_at),
+        "task": job.task,
+        "last_traceback": job.last_traceback,
         **_payload_json(job.payload),
     }
 
@@ -499,7 +501,8 @@ def _jobs_show(args: argparse.Namespace) -> int:
     del fields["payload"], fields["payload_base64"]
     width = max(len(name) for name in fields)
     for name, value in fields.items():
-        print(f"{name:<{width}}  {'-' if value is None else value}")
+        text = "-" if value is None else str(value).rstrip("\n")
+        print(f"{name:<{width}}  " + text.replace("\n", "\n" + " " * (width + 2)))
     if isinstance(job.payload, bytes | bytearray | memoryview):
         print(
             f"{'payload':<{width}}  <{len(job.payload)} bytes, base64> {_payload_json(job.payload)['payload_base64']}"
