@@ -14,13 +14,14 @@ from typing import Any
 from ._boundary import CATCH_UP_CAP
 from ._codec import Codec, JsonCodec
 from ._names import RESERVED_PREFIX
+from ._operations import CancelOutcome, JobPage, Leader, QueueStats, WorkerInfo
 from ._options import EnqueueOpts, QueueDefaults, ScheduleOpts
 from ._spec import Every, parse_spec
 from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, Store
 from ._tasks import Periodic, Task, Tasks, current_job
 from ._time import Clock, ManualClock, StopToken, SystemClock
 from ._worker import Handler, Worker, WorkerStats
-from .engine import Fire, JobState
+from .engine import Fire, JobPhase, JobState
 from .errors import (
     AlkstoreError,
     DatabaseError,
@@ -47,6 +48,7 @@ __all__ = [
     "CATCH_UP_CAP",
     "RESERVED_PREFIX",
     "AlkstoreError",
+    "CancelOutcome",
     "Clock",
     "Codec",
     "DatabaseError",
@@ -64,8 +66,11 @@ __all__ = [
     "InvalidTransaction",
     "Job",
     "JobInfo",
+    "JobPage",
+    "JobPhase",
     "JobState",
     "JsonCodec",
+    "Leader",
     "LeadershipLost",
     "LeaseLost",
     "Lock",
@@ -74,6 +79,7 @@ __all__ = [
     "Periodic",
     "Queue",
     "QueueDefaults",
+    "QueueStats",
     "ReservedName",
     "Schedule",
     "ScheduleOpts",
@@ -85,6 +91,7 @@ __all__ = [
     "Task",
     "Tasks",
     "Worker",
+    "WorkerInfo",
     "WorkerStats",
     "current_job",
     "open",
@@ -133,6 +140,7 @@ def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **
 
 
 for _public in (
+    CancelOutcome,
     Clock,
     Periodic,
     Task,
@@ -146,18 +154,23 @@ for _public in (
     Fire,
     Job,
     JobInfo,
+    JobPage,
+    JobPhase,
     JobState,
     JsonCodec,
+    Leader,
     Lock,
     ManualClock,
     Outbox,
     Queue,
     QueueDefaults,
+    QueueStats,
     Schedule,
     ScheduleOpts,
     StopToken,
     Store,
     SystemClock,
+    WorkerInfo,
 ):
     _public.__module__ = __name__
 del _public

@@ -29,7 +29,24 @@ from ._lifecycle import (
     lease_until,
     on_failure,
 )
-from ._names import outbox_queue, validate_label, validate_name
+from ._names import SCHEDULER_LOCK, outbox_queue, validate_label, validate_listed_queue, validate_name
+from ._operations import (
+    BATCH,
+    DEFAULT_PAGE,
+    STATS_CAP,
+    CancelOutcome,
+    JobPage,
+    Leader,
+    QueueStats,
+    WorkerInfo,
+    as_phase,
+    check_cap,
+    check_page_size,
+    key_of,
+    read_cursor,
+    stats_of,
+    write_cursor,
+)
 from ._options import (
     EnqueueOpts,
     QueueDefaults,
@@ -48,6 +65,9 @@ from .engine import (
     Fire,
     Heartbeat,
     Held,
+    JobKey,
+    JobPhase,
+    JobQuery,
     JobRecord,
     JobState,
     LockRecord,
@@ -70,6 +90,8 @@ _DEFAULT_ENQUEUE = EnqueueOpts()
 CONFIG_TTL = timedelta(seconds=2)
 #: The most jobs one claim may take.
 MAX_CLAIM = 1000
+#: How often ``Store.cancel`` tries a job that was running at its cancel and pending just after.
+_CANCEL_TRIES = 3
 
 
 class Delivery(Protocol):
@@ -133,6 +155,7 @@ class Schedule:
     payload: Any
     opts: ScheduleOpts
     next_boundary: datetime
+    last_boundary: datetime | None = None  # the last boundary fired (None before the first)
 
 
 class Store:
@@ -399,7 +422,140 @@ class Store:
             payload=self._decode_lenient(record.payload),
             opts=ScheduleOpts(priority=record.priority, max_attempts=record.max_attempts, expires=record.expires),
             next_boundary=record.next_boundary,
+            last_boundary=record.last_boundary,
         )
+
+    # -- inspection and actions (ADR 020) ----------------------------------------------
+    # Queue names here may also be an outbox's backing queue, as the listings show them.
+
+    def queue_stats(self, queue: str | None = None, *, cap: int | None = STATS_CAP) -> list[QueueStats]:
+        """Each queue's ready, delayed, running and dead jobs and its lag now, ordered by name.
+
+        Every queue holding a job (live or dead) appears; with ``queue``, that queue alone.
+        Counts stop at ``cap`` (10,000 by default; ``None`` counts everything, at a cost that
+        grows with the table), which keeps a call cheap enough to poll every few seconds on
+        any table (ADR 020); the lag is exact either way. Reads only.
+        """
+        if queue is not None:
+            validate_listed_queue(queue)
+        limit = check_cap(cap)
+        engine = self._live()
+        now = self._clock.now()
+        return [stats_of(counts, now, limit) for counts in engine.queue_counts(now, queue, limit)]
+
+    def jobs(
+        self,
+        queue: str,
+        phase: JobPhase | str = JobPhase.READY,
+        *,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """A page of ``queue``'s jobs in ``phase``, payloads decoded as ``get_job`` decodes them.
+
+        Orders: ready jobs as claims take them (priority descending, run_at, id); delayed by
+        run_at, id; running by id; dead newest death first. Pass the page's ``cursor`` back
+        for the next page (``None`` after the last).
+        """
+        validate_listed_queue(queue)
+        wanted = as_phase(phase)
+        size = check_page_size(limit)
+        after = read_cursor(cursor, queue, wanted)
+        engine = self._live()
+        records = engine.list_jobs(JobQuery(queue, wanted, self._clock.now(), size + 1, after))
+        page = records[:size]
+        jobs = tuple(_info(record, self._decode_lenient(record.payload)) for record in page)
+        more = len(records) > size
+        return JobPage(jobs, write_cursor(queue, wanted, key_of(page[-1], wanted)) if more else None)
+
+    def cancel(self, job_id: int) -> CancelOutcome:
+        """Delete the job if it is pending (ready or delayed); else say what it was: running, dead or missing.
+
+        A running job is never cancelled (its claim won), and is reported as such.
+        """
+        engine = self._live()
+        if not _valid_id(job_id):
+            return CancelOutcome.MISSING
+        for _ in range(_CANCEL_TRIES):
+            if engine.cancel((job_id,)):
+                return CancelOutcome.CANCELLED
+            record = engine.get_job(job_id)
+            if record is None:
+                return CancelOutcome.MISSING
+            if record.state is not JobState.PENDING:
+                return CancelOutcome(record.state.value)
+            # Running at the cancel, pending again since (retried or released): try once more.
+        return CancelOutcome.RUNNING
+
+    def requeue_dead_many(self, job_ids: Iterable[int]) -> list[int]:
+        """Bring the dead jobs among ``job_ids`` back to their queues with 0 attempts; return those requeued."""
+        ids = sorted({job_id for job_id in job_ids if _valid_id(job_id)})
+        engine = self._live()
+        now = self._clock.now()
+        requeued: list[int] = []
+        for start in range(0, len(ids), BATCH):
+            requeued.extend(engine.requeue_dead(ids[start : start + BATCH], now))
+        return requeued
+
+    def requeue_dead_queue(self, queue: str) -> int:
+        """Bring every job that died on ``queue`` so far back with 0 attempts; return how many.
+
+        Works through the dead jobs newest death first, a batch per engine call, so jobs that
+        die meanwhile are left for a later call rather than chased.
+        """
+        validate_listed_queue(queue)
+        engine = self._live()
+        now = self._clock.now()
+        after = JobKey(_MAX_JOB_ID, at=now)
+        requeued = 0
+        while True:
+            page = engine.list_jobs(JobQuery(queue, JobPhase.DEAD, now, BATCH, after))
+            if page:
+                requeued += len(engine.requeue_dead([record.id for record in page], now))
+                after = key_of(page[-1], JobPhase.DEAD)
+            if len(page) < BATCH:
+                return requeued
+
+    def purge_dead(self, queue: str, older_than: float | timedelta = 0) -> int:
+        """Delete ``queue``'s dead jobs that died at least ``older_than`` ago (default: all); return how many."""
+        validate_listed_queue(queue)
+        span = as_duration(older_than, "older_than")
+        engine = self._live()
+        before = self._clock.now() - span
+        purged = 0
+        while True:
+            count = engine.purge_dead(queue, before, BATCH)
+            purged += count
+            if count < BATCH:
+                return purged
+
+    def leader(self) -> Leader | None:
+        """The scheduler's leader (the owner holding its lease) and its lease end; ``None`` when none leads."""
+        engine = self._live()
+        lock = engine.read_lock(SCHEDULER_LOCK)
+        if lock is None or lock.expires_at <= self._clock.now():
+            return None
+        return Leader(lock.owner, lock.expires_at)
+
+    def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
+        """The workers that reported themselves in the last ``within`` (seconds or a timedelta), by id."""
+        span = as_duration(within, "within", allow_zero=False)
+        engine = self._live()
+        return [
+            WorkerInfo(
+                worker.id,
+                worker.host,
+                worker.pid,
+                worker.queues,
+                worker.concurrency,
+                worker.started_at,
+                worker.seen_at,
+                worker.running,
+                worker.processed,
+                worker.failed,
+            )
+            for worker in engine.workers(self._clock.now() - span)
+        ]
 
 
 class Queue:

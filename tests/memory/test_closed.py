@@ -28,6 +28,14 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "schedules": lambda s, h: s.schedules(),
     "tick": lambda s, h: s.tick(),
     "run_schedules": lambda s, h: s.run_schedules(StopToken()),
+    "queue_stats": lambda s, h: s.queue_stats(),
+    "jobs": lambda s, h: s.jobs("q"),
+    "cancel": lambda s, h: s.cancel(h["pending_id"]),
+    "requeue_dead_many": lambda s, h: s.requeue_dead_many([h["dead_id"]]),
+    "requeue_dead_queue": lambda s, h: s.requeue_dead_queue("dead"),
+    "purge_dead": lambda s, h: s.purge_dead("dead"),
+    "leader": lambda s, h: s.leader(),
+    "workers": lambda s, h: s.workers(),
 }
 QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "enqueue": lambda q: q.enqueue(1),

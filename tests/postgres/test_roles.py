@@ -244,6 +244,31 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert [fire.schedule for fire in fires] == ["beat"]
     assert len(store.queue("beats").claim_many("w1", 10)) == 2
 
+    # Inspection and the operator's actions (reads only, then fenced changes).
+    (emails,) = store.queue_stats("emails")
+    assert emails.queue == "emails"
+    assert [stats.queue for stats in store.queue_stats()] == ["beats"]  # the queues holding a job now
+    assert store.jobs("emails", "ready").jobs == ()
+    doomed = queue.enqueue("never mind")
+    assert [info.id for info in store.jobs("emails", "ready").jobs] == [doomed]
+    assert store.cancel(doomed) == "cancelled"
+    dying = queue.enqueue("dies")
+    job = queue.claim("w1")
+    assert job is not None
+    assert job.id == dying
+    job.fail("dead")
+    assert store.requeue_dead_many([dying]) == [dying]
+    job = queue.claim("w1")
+    assert job is not None
+    job.fail("dead again")
+    assert store.requeue_dead_queue("emails") == 1
+    job = queue.claim("w1")
+    assert job is not None
+    job.fail("dead for good")
+    assert store.purge_dead("emails") == 1
+    assert store.leader() is None  # the leader loop above gave its lease up
+    assert store.workers() == []
+
     store.migrate()
 
 

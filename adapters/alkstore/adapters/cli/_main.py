@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -11,14 +12,16 @@ from typing import Any, NoReturn
 import alkstore
 from alkstore.errors import AlkstoreError
 
-from . import _demo, _operate, _work
+from . import _demo, _inspect, _operate, _work
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "URL_VARIABLE", "build_parser", "main"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_ABORTED = 130
+#: Where a database command finds its URL when ``--url`` is not given.
+URL_VARIABLE = "ALKSTORE_URL"
 
 _MAX_DEMO_SECONDS = 86400.0
 
@@ -51,8 +54,24 @@ def _count(text: str) -> int:
 
 
 def _add_database_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", required=True, help="the database, e.g. postgresql://user@host:5432/dbname")
+    parser.add_argument(
+        "--url",
+        help=f"the database, e.g. postgresql://user@host:5432/dbname (default: ${URL_VARIABLE}, which keeps a "
+        "password out of the process list)",
+    )
     parser.add_argument("--schema", help="the schema holding alkstore's tables (default: the engine's, 'alkstore')")
+    parser.set_defaults(database_parser=parser)
+
+
+def _resolve_url(args: argparse.Namespace) -> None:
+    """A database command's URL: ``--url``, else ``$ALKSTORE_URL``; neither is a usage error (exit 2)."""
+    parser: argparse.ArgumentParser | None = getattr(args, "database_parser", None)
+    if parser is None or args.url is not None:
+        return
+    url = os.environ.get(URL_VARIABLE, "")
+    if not url:
+        parser.error(f"the following arguments are required: --url (or set {URL_VARIABLE})")
+    args.url = url
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
             schedules=args.schedules,
         )
     )
+    _inspect.add_commands(commands, _add_database_arguments)
     return parser
 
 
@@ -163,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        _resolve_url(args)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     run: Callable[[argparse.Namespace], int] = args.run

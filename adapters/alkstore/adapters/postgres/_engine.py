@@ -429,6 +429,46 @@ class PostgresEngine(port.Engine):
         value = self._connections.one(self._sql.soonest_boundary, {}, _SCALAR)
         return None if value is None else _rows.utc(value)
 
+    # -- inspection and actions (ADR 020) --------------------------------------------------
+
+    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
+        if queue is None:
+            return self._connections.all(self._sql.queue_counts, {"now": now, "cap": cap}, _rows.QUEUE_COUNTS)
+        params = {"now": now, "queue": queue, "cap": cap}
+        return self._connections.all(self._sql.queue_counts_one, params, _rows.QUEUE_COUNTS)
+
+    def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:
+        statement = {
+            port.JobPhase.READY: self._sql.list_ready,
+            port.JobPhase.DELAYED: self._sql.list_delayed,
+            port.JobPhase.RUNNING: self._sql.list_running,
+            port.JobPhase.DEAD: self._sql.list_dead,
+        }[query.phase]
+        return self._connections.all(statement, _rows.listing_params(query), _rows.JOB, binary=True)
+
+    def read_lock(self, name: str) -> port.LockRecord | None:
+        return self._connections.one(self._sql.read_lock, {"name": name}, _rows.LOCK)
+
+    def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        rows = self._connections.all(self._sql.cancel, {"ids": list(job_ids)}, _SCALAR)
+        return sorted(int(value) for value in rows)
+
+    def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
+        params = {"queue": queue, "before": died_before, "limit": limit}
+        return int(self._connections.one(self._sql.purge_dead, params, _SCALAR) or 0)
+
+    def record_worker(self, worker: port.WorkerRecord) -> None:
+        self._connections.one(self._sql.record_worker, _rows.worker_params(worker), _SCALAR)
+
+    def remove_worker(self, worker_id: str) -> bool:
+        return self._connections.one(self._sql.remove_worker, {"id": worker_id}, _SCALAR) is not None
+
+    def workers(self, since: datetime) -> list[port.WorkerRecord]:
+        return self._connections.all(self._sql.workers, {"since": since}, _rows.WORKER)
+
+    def forget_workers(self, seen_before: datetime) -> int:
+        return int(self._connections.one(self._sql.forget_workers, {"before": seen_before}, _SCALAR) or 0)
+
 
 def _stale(items: Sequence[port.Held], done: Sequence[Any]) -> list[port.Held]:
     """The pairs whose job the statement did not change (``done`` are the ids it did)."""

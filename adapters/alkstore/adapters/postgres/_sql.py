@@ -313,6 +313,99 @@ _TEMPLATES["ack_and_claim"] = (
 )
 
 
+# -- inspection and actions (ADR 020) ---------------------------------------------------------
+# Reads go through the partial index of each stored state (jobs_claim, jobs_delayed, jobs_lease)
+# and dead_jobs_queue, each led by the queue, so they add nothing to the per-job paths. A
+# 'delayed' row may already be due (a claim's sweep promotes it), and a 'pending' one may be
+# ahead of an earlier now: both stored states are read, split by run_at.
+
+
+_READY_ORDER = " ORDER BY priority DESC, run_at, id LIMIT %(limit)s"
+_DELAYED_ORDER = " ORDER BY run_at, id LIMIT %(limit)s"
+_LIVE_PAGE = "SELECT " + JOB_COLUMNS + ", NULL::timestamptz AS died_at FROM ("
+_AFTER_READY = "(run_at, id) > (%(at)s::timestamptz, %(id)s::bigint)"
+_OF_QUEUE = "SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND "
+_WORKER = "id, host, pid, queues, concurrency, started_at, seen_at, running, processed, failed"
+
+_TEMPLATES.update(
+    {
+        # Per queue, capped counts from the functions of version 4 (each a few index probes and
+        # at most the cap of index entries per phase); the queue list is a loose index scan.
+        "queue_counts": (
+            "SELECT q AS queue, c.* FROM {s}.queues_4() AS q,"
+            ' LATERAL {s}.queue_counts_4(q, %(now)s, %(cap)s) AS c ORDER BY q COLLATE "C"'
+        ),
+        "queue_counts_one": (
+            "SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_4(%(queue)s, %(now)s, %(cap)s) AS c"
+        ),
+        # Ready jobs in claim order after (priority, run_at, id): the rest of the key's priority
+        # and the lower priorities, each a range of jobs_claim, then the due 'delayed' rows.
+        "list_ready": (
+            _LIVE_PAGE + "(" + _OF_QUEUE + "state = 'pending' AND run_at <= %(now)s AND priority = %(priority)s::bigint"
+            " AND " + _AFTER_READY + _READY_ORDER + ")"
+            " UNION ALL (" + _OF_QUEUE + "state = 'pending' AND run_at <= %(now)s"
+            " AND priority < %(priority)s::bigint" + _READY_ORDER + ")"
+            " UNION ALL (" + _OF_QUEUE + "state = 'delayed' AND run_at <= %(now)s"
+            " AND (priority < %(priority)s::bigint OR (priority = %(priority)s::bigint AND "
+            + _AFTER_READY
+            + "))"
+            + _READY_ORDER
+            + ")) AS page"
+            + _READY_ORDER
+        ),
+        "list_delayed": (
+            _LIVE_PAGE
+            + "("
+            + _OF_QUEUE
+            + "state = 'delayed' AND run_at > %(now)s AND "
+            + _AFTER_READY
+            + _DELAYED_ORDER
+            + ")"
+            " UNION ALL ("
+            + _OF_QUEUE
+            + "state = 'pending' AND run_at > %(now)s AND "
+            + _AFTER_READY
+            + _DELAYED_ORDER
+            + ")) AS page"
+            + _DELAYED_ORDER
+        ),
+        "list_running": (
+            "SELECT " + JOB_COLUMNS + ", NULL::timestamptz AS died_at FROM {s}.jobs"
+            " WHERE queue = %(queue)s AND state = 'running' AND id > %(id)s::bigint ORDER BY id LIMIT %(limit)s"
+        ),
+        "list_dead": (
+            "SELECT " + _DEAD_AS_JOB + ", died_at FROM {s}.dead_jobs"
+            " WHERE queue = %(queue)s AND (died_at, id) < (%(at)s::timestamptz, %(id)s::bigint)"
+            " ORDER BY died_at DESC, id DESC LIMIT %(limit)s"
+        ),
+        "read_lock": "SELECT " + _LOCK + " FROM {s}.locks WHERE name = %(name)s",
+        "cancel": (
+            "DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('pending', 'delayed') RETURNING id"
+        ),
+        "purge_dead": (
+            "WITH gone AS (DELETE FROM {s}.dead_jobs WHERE id IN ("
+            " SELECT id FROM {s}.dead_jobs WHERE queue = %(queue)s AND died_at <= %(before)s"
+            " ORDER BY died_at LIMIT %(limit)s) RETURNING 1)"
+            " SELECT count(*) FROM gone"
+        ),
+        "record_worker": (
+            "INSERT INTO {s}.workers (" + _WORKER + ")"
+            " VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s::text[], %(concurrency)s, %(started_at)s, %(seen_at)s,"
+            "         %(running)s, %(processed)s, %(failed)s)"
+            " ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,"
+            "  concurrency = excluded.concurrency, started_at = excluded.started_at, seen_at = excluded.seen_at,"
+            "  running = excluded.running, processed = excluded.processed, failed = excluded.failed"
+            " RETURNING id"
+        ),
+        "remove_worker": "DELETE FROM {s}.workers WHERE id = %(id)s RETURNING id",
+        "workers": "SELECT " + _WORKER + " FROM {s}.workers WHERE seen_at >= %(since)s ORDER BY id",
+        "forget_workers": (
+            "WITH gone AS (DELETE FROM {s}.workers WHERE seen_at < %(before)s RETURNING 1) SELECT count(*) FROM gone"
+        ),
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Statements:
     """The engine's statements for one schema, each ready to execute with bound parameters."""
@@ -361,6 +454,20 @@ class Statements:
     soonest_boundary: str
     application_roles: str
     data_tables: str
+    # -- inspection and actions
+    queue_counts: str
+    queue_counts_one: str
+    list_ready: str
+    list_delayed: str
+    list_running: str
+    list_dead: str
+    read_lock: str
+    cancel: str
+    purge_dead: str
+    record_worker: str
+    remove_worker: str
+    workers: str
+    forget_workers: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
