@@ -420,3 +420,29 @@ def test_the_outbox_courier_delivers_until_stopped_and_run_once_can_wait(store: 
     later.start()
     assert outbox.run_once("courier", deliver, wait=PATIENCE, poll_interval=POLL) is True
     assert delivered[-1] == "late"
+
+
+def test_a_running_worker_reports_itself_and_a_stopped_one_is_gone(
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running]
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    block = tasks.task("block", queue="work")(gate)
+    quick = tasks.task("quick", queue="other")(lambda: None)
+    block.enqueue(store)
+    quick.enqueue(store)
+    running = started(Worker(store, tasks, concurrency=2, poll_interval=POLL, worker_id="reporter"))
+    wait_until(lambda: gate.entered == 1, "the run to start")
+    (seen,) = store.workers()
+    assert (seen.id, seen.queues, seen.concurrency, seen.started_at) == ("reporter", ("other", "work"), 2, T0)
+    assert seen.pid > 0
+    assert seen.host
+    wait_until(lambda: running.worker.stats.succeeded == 1, "the quick job to be done and acked")
+    clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
+    for _ in range(5):  # one report interval
+        step(clock, sleepers=1)
+    wait_until(lambda: store.workers()[0].seen_at == T0 + timedelta(seconds=5), "the next report")
+    (seen,) = store.workers()
+    assert (seen.started_at, seen.running, seen.processed, seen.failed) == (T0, 1, 1, 0)
+    gate.opened.set()
+    running.finish()
+    assert store.workers(within=timedelta(days=1)) == [], "a stopped worker removed its report"

@@ -34,7 +34,7 @@ from ._options import as_duration
 from ._store import Job, Store
 from ._tasks import Tasks, _set_current
 from ._time import StopToken
-from .engine import Heartbeat, Held
+from .engine import Heartbeat, Held, WorkerRecord
 from .errors import AlkstoreError, DatabaseUnavailable, InvalidArgument, InvalidOptions, LeaseLost
 
 __all__ = ["Handler", "Worker", "WorkerStats"]
@@ -52,6 +52,10 @@ DEFAULT_POLL_INTERVAL = 1.0
 #: on the worker's next claim, which follows at once while there is work; this bounds the wait
 #: when there is none. A crash loses at most this much of acks: those jobs run again.
 DEFAULT_ACK_DELAY = 0.02
+#: How often (seconds of the store's clock) a worker reports itself for ``Store.workers`` (ADR 020).
+REPORT_EVERY = 5.0
+#: A worker that has not reported for this long stopped without saying so; a reporting worker forgets it.
+FORGET_AFTER = timedelta(hours=1)
 #: Default grace a stopping worker gives running jobs (wall seconds).
 DEFAULT_GRACE = 30.0
 #: How often (wall seconds) a running worker logs its summary.
@@ -152,6 +156,9 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._thread_names = itertools.count(1)
         self._stopping = StopToken()  # the internal stop of the helper threads
+        self._started_at: datetime | None = None
+        self._reported_at: datetime | None = None
+        self._forgot_at: datetime | None = None
 
     def __repr__(self) -> str:
         return f"<alkstore.Worker {self.worker_id!r} queues={self._queues} concurrency={self._concurrency}>"
@@ -182,6 +189,8 @@ class Worker:
             self._concurrency,
             "" if self._concurrency == 1 else "s",
         )
+        self._started_at = self._store.clock.now()
+        self._report()
         for _ in range(self._concurrency):
             self._start_thread()
         helpers = [threading.Thread(target=self._beat, name=f"alkstore-heartbeat-{self.worker_id}", daemon=True)]
@@ -205,6 +214,7 @@ class Worker:
                 self._inbox.put(None)
             for thread in helpers:
                 thread.join()
+            self._unreport()
         log.info(
             "worker %s stopped: %d processed (%d ok, %d retried, %d dead), %d timed out, %d lost, %d handed back",
             self.worker_id,
@@ -460,6 +470,53 @@ class Worker:
                 log.warning("worker %s: heartbeats failed (%s); trying again", self.worker_id, exc)
             except Exception:
                 log.exception("worker %s: the heartbeat thread hit an error; it carries on", self.worker_id)
+            reported = self._reported_at
+            if reported is None or store.clock.now() - reported >= timedelta(seconds=REPORT_EVERY):
+                self._report()
+
+    # -- reporting itself (Store.workers, alkstore status) --------------------------------
+
+    def _report(self) -> None:
+        """Store what this worker is and has done, for operators; now and then forget workers long gone.
+
+        Best effort: a failure is logged and the next report tries again; it never stops the worker.
+        """
+        store = self._store
+        now = store.clock.now()
+        with self._lock:
+            running = sum(1 for run in self._runs.values() if not run.abandoned)
+            stats = self.stats
+            failed = stats.retried + stats.buried + stats.timed_out
+            record = WorkerRecord(
+                self.worker_id,
+                socket.gethostname(),
+                os.getpid(),
+                tuple(self._queues),
+                self._concurrency,
+                self._started_at or now,
+                now,
+                running,
+                stats.processed + stats.timed_out,
+                failed,
+            )
+        try:
+            engine = store._live()
+            engine.record_worker(record)
+            self._reported_at = now
+            if self._forgot_at is None or now - self._forgot_at >= FORGET_AFTER / 60:
+                engine.forget_workers(now - FORGET_AFTER)
+                self._forgot_at = now
+        except DatabaseUnavailable as exc:
+            log.warning("worker %s: could not report itself (%s); trying again later", self.worker_id, exc)
+        except AlkstoreError as exc:
+            log.error("worker %s: could not report itself: %s", self.worker_id, exc)
+
+    def _unreport(self) -> None:
+        """A clean stop: this worker is no longer one of ``Store.workers``."""
+        try:
+            self._store._live().remove_worker(self.worker_id)
+        except AlkstoreError as exc:
+            log.warning("worker %s: could not remove its report (%s); it is forgotten later", self.worker_id, exc)
 
     def _heartbeat_and_time_out(self) -> None:
         store = self._store

@@ -269,6 +269,22 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert store.leader() is None  # the leader loop above gave its lease up
     assert store.workers() == []
 
+    # The worker runtime: it claims, acks, heartbeats and reports itself as this role.
+    tasks = alkstore.Tasks()
+    ran: list[int] = []
+    worker_stop = StopToken()
+
+    @tasks.task("note", queue="emails")
+    def note(n: int) -> None:
+        ran.append(n)
+        assert [seen.id for seen in store.workers()] == ["role-worker"]
+        worker_stop.cancel()
+
+    note.enqueue(store, n=1)
+    stats = alkstore.Worker(store, tasks, worker_id="role-worker", poll_interval=0.05).run(worker_stop)
+    assert (ran, stats.succeeded) == ([1], 1)
+    assert store.workers() == []
+
     store.migrate()
 
 
