@@ -17,7 +17,7 @@ from ._names import RESERVED_PREFIX
 from ._operations import CancelOutcome, JobPage, Leader, QueueStats, WorkerInfo
 from ._options import EnqueueOpts, QueueDefaults, ScheduleOpts
 from ._spec import Every, parse_spec
-from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, Store
+from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, ScheduleEntry, Store
 from ._tasks import Periodic, Task, Tasks, current_job
 from ._time import Clock, ManualClock, StopToken, SystemClock
 from ._worker import Handler, Worker, WorkerStats
@@ -82,6 +82,7 @@ __all__ = [
     "QueueStats",
     "ReservedName",
     "Schedule",
+    "ScheduleEntry",
     "ScheduleOpts",
     "SchemaOutOfDate",
     "StopToken",

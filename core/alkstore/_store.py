@@ -8,7 +8,7 @@ asked of ``alkstore._lifecycle`` and carried out through the engine port.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -79,7 +79,7 @@ from .engine import (
 )
 from .errors import DatabaseUnavailable, InvalidArgument, InvalidOptions, InvalidPayload, LeaseLost, StoreClosed
 
-__all__ = ["Delivery", "Job", "JobInfo", "Lock", "Outbox", "Queue", "Schedule", "Store"]
+__all__ = ["Delivery", "Job", "JobInfo", "Lock", "Outbox", "Queue", "Schedule", "ScheduleEntry", "Store"]
 
 log = logging.getLogger("alkstore")
 
@@ -156,6 +156,17 @@ class Schedule:
     opts: ScheduleOpts
     next_boundary: datetime
     last_boundary: datetime | None = None  # the last boundary fired (None before the first)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleEntry:
+    """One schedule of a bulk registration (``Store.schedule_many``): ``Store.schedule``'s arguments."""
+
+    name: str
+    spec: str
+    queue: str
+    payload: Any = None
+    opts: ScheduleOpts | None = None
 
 
 class Store:
@@ -259,6 +270,17 @@ class Store:
         """Enqueue onto ``queue`` inside the caller's transaction ``tx``: commit publishes, rollback erases."""
         validate_name(queue, "queue")
         return self._enqueue(queue, (payload,), opts, tx, in_caller_tx=True)[0]
+
+    def enqueue_many_tx(
+        self, tx: Any, queue: str, payloads: Iterable[Any], opts: EnqueueOpts | None = None
+    ) -> list[int]:
+        """Enqueue one job per payload onto ``queue`` inside the caller's transaction ``tx``; the ids in order.
+
+        All or nothing: a payload that cannot be encoded, or bad ``opts``, rejects the whole batch
+        before any I/O. An empty batch does nothing and returns ``[]``.
+        """
+        validate_name(queue, "queue")
+        return self._enqueue(queue, _batch(payloads), opts, tx, in_caller_tx=True)
 
     def outbox_enqueue_tx(self, tx: Any, outbox: str, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Add a message to ``outbox`` inside the caller's transaction ``tx``."""
@@ -366,21 +388,51 @@ class Store:
         """
         return self._register(name, spec, queue, payload, opts)
 
+    def schedule_many(self, entries: Iterable[ScheduleEntry]) -> list[Schedule]:
+        """Register (or update) several schedules at once, all or none; each as ``schedule`` would.
+
+        One engine call for the lot (Postgres: one transaction, a few statements), so registering
+        thousands of schedules at start-up costs about what one costs. Bad input in any entry, or
+        two entries with one name, rejects the whole batch before any I/O.
+        """
+        if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Iterable):
+            raise InvalidArgument(f"entries must be an iterable of ScheduleEntry, not {type(entries).__name__}")
+        records: list[NewSchedule] = []
+        names: set[str] = set()
+        for entry in entries:
+            if not isinstance(entry, ScheduleEntry):
+                raise InvalidArgument(f"each entry must be an alkstore.ScheduleEntry, not {type(entry).__name__}")
+            record = self._new_schedule(entry.name, entry.spec, entry.queue, entry.payload, entry.opts)
+            if record.name in names:
+                raise InvalidOptions(f"schedule {record.name!r} appears twice in one batch")
+            names.add(record.name)
+            records.append(record)
+        if not records:
+            self._live()
+            return []
+        return [self._schedule(stored) for stored in self._live().register_schedules(records, self._clock.now())]
+
     def _register(
         self, name: str, spec: str, queue: str, payload: Any, opts: ScheduleOpts | None, task: str | None = None
     ) -> Schedule:
         """Register one schedule (its fires for ``task``, if given)."""
+        record = self._new_schedule(name, spec, queue, payload, opts, task)
+        (stored,) = self._live().register_schedules((record,), self._clock.now())
+        return self._schedule(stored)
+
+    def _new_schedule(
+        self, name: str, spec: str, queue: str, payload: Any, opts: ScheduleOpts | None, task: str | None = None
+    ) -> NewSchedule:
+        """A schedule to register, every argument checked (before any I/O)."""
         validate_name(name, "schedule")
         every = parse_spec(spec)
         validate_name(queue, "queue")
         opts = _check_opts(opts, ScheduleOpts)
         data = self._codec.encode(payload)
         expires = opts.expires if isinstance(opts.expires, timedelta) else None
-        record = NewSchedule(
+        return NewSchedule(
             name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires, task
         )
-        (stored,) = self._live().register_schedules((record,), self._clock.now())
-        return self._schedule(stored)
 
     def unschedule(self, name: str) -> bool:
         """Remove the schedule ``name``; ``False`` if there was none. Already-fired jobs stay."""
@@ -578,6 +630,13 @@ class Queue:
     def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Store a job now (its own transaction); return its id."""
         return self._store._enqueue(self.name, (payload,), opts)[0]
+
+    def enqueue_many(self, payloads: Iterable[Any], opts: EnqueueOpts | None = None) -> list[int]:
+        """Store one job per payload, all with ``opts``, in one transaction of their own; the ids in order.
+
+        All or nothing, as ``Store.enqueue_many_tx``: bad input anywhere rejects the batch before I/O.
+        """
+        return self._store._enqueue(self.name, _batch(payloads), opts)
 
     def claim(
         self,
@@ -884,6 +943,15 @@ class _Backoff:
 
     def reset(self) -> None:
         self._next = self.FIRST
+
+
+def _batch(payloads: Iterable[Any]) -> list[Any]:
+    """The payloads of a batch enqueue as a list; a string, bytes or a mapping is one payload, not a batch."""
+    if isinstance(payloads, str | bytes | bytearray | Mapping) or not isinstance(payloads, Iterable):
+        raise InvalidArgument(
+            f"payloads must be an iterable of payloads (a list, a generator), not {type(payloads).__name__}"
+        )
+    return list(payloads)
 
 
 def _held(jobs: Iterable[Job], store: Store) -> list[Job]:

@@ -10,7 +10,7 @@ serving it starts.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
@@ -72,6 +72,14 @@ class Task(Generic[P, R]):
         """Enqueue a run of this task inside the caller's transaction ``tx``."""
         payload = _payload(self, args, kwargs)
         return store._enqueue(self.queue, (payload,), self.opts, tx, in_caller_tx=True, task=self.name)[0]
+
+    def enqueue_many(self, store: Store, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+        """Enqueue one run per mapping of keyword arguments, in one transaction of their own; the ids in order."""
+        return store._enqueue(self.queue, _payloads(self, calls), self.opts, task=self.name)
+
+    def enqueue_many_tx(self, store: Store, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+        """``enqueue_many`` inside the caller's transaction ``tx``."""
+        return store._enqueue(self.queue, _payloads(self, calls), self.opts, tx, in_caller_tx=True, task=self.name)
 
     def with_options(self, opts: EnqueueOpts) -> Task[P, R]:
         """The same task enqueued with other options (a delay, a priority, …) for this once."""
@@ -197,6 +205,22 @@ def _payload(task: Task[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     if args:
         raise InvalidArgument(f"task {task.name!r} takes its arguments by keyword, so that jobs read as calls")
     return kwargs
+
+
+def _payloads(task: Task[..., Any], calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The payloads of several runs: each call's keyword arguments (a mapping with string keys)."""
+    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
+        raise InvalidArgument(
+            f"task {task.name!r}: calls must be an iterable of keyword mappings, not {type(calls).__name__}"
+        )
+    payloads = []
+    for call in calls:
+        if not isinstance(call, Mapping) or not all(isinstance(key, str) for key in call):
+            raise InvalidArgument(
+                f"task {task.name!r}: each call is a mapping of keyword arguments by name, not {type(call).__name__}"
+            )
+        payloads.append(dict(call))
+    return payloads
 
 
 def _merged(base: EnqueueOpts, override: EnqueueOpts) -> EnqueueOpts:

@@ -18,12 +18,14 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "outbox": lambda s, h: s.outbox("mail"),
     "transaction": lambda s, h: s.transaction(),
     "enqueue_tx": lambda s, h: s.enqueue_tx(h["tx"], "q", 1),
+    "enqueue_many_tx": lambda s, h: s.enqueue_many_tx(h["tx"], "q", [1, 2]),
     "outbox_enqueue_tx": lambda s, h: s.outbox_enqueue_tx(h["tx"], "mail", 1),
     "ack_many": lambda s, h: s.ack_many([h["job"]]),
     "get_job": lambda s, h: s.get_job(h["pending_id"]),
     "requeue_dead": lambda s, h: s.requeue_dead(h["dead_id"]),
     "try_lock": lambda s, h: s.try_lock("free", "owner", 10),
     "schedule": lambda s, h: s.schedule("s2", "@every 1m", "q"),
+    "schedule_many": lambda s, h: s.schedule_many([alkstore.ScheduleEntry("s3", "@every 1m", "q")]),
     "unschedule": lambda s, h: s.unschedule("s"),
     "schedules": lambda s, h: s.schedules(),
     "tick": lambda s, h: s.tick(),
@@ -39,6 +41,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
 }
 QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "enqueue": lambda q: q.enqueue(1),
+    "enqueue_many": lambda q: q.enqueue_many([1, 2]),
     "claim": lambda q: q.claim("w"),
     "claim_many": lambda q: q.claim_many("w", 5),
 }

@@ -179,6 +179,14 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert store.ack_many(many) == []
     assert store.get_job(first) is None
 
+    # Batches: several jobs in one call, on their own and in the caller's transaction.
+    batch = queue.enqueue_many([{"n": 10}, {"n": 11}])
+    with store.transaction() as tx:
+        batch += store.enqueue_many_tx(tx, "emails", [{"n": 12}])
+    claimed = queue.claim_many("w1", 5)
+    assert [job.id for job in claimed] == batch
+    assert store.ack_many(claimed) == []
+
     # The caller's transaction: the store's, and the caller's own connection (as this role).
     with store.transaction() as tx:
         in_tx = store.enqueue_tx(tx, "emails", "in tx")
@@ -224,7 +232,7 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
 
     # Schedules, the tick, and the leader loop.
     store.schedule("beat", "@every 1s", "beats")
-    store.schedule("spare", "@every 1h", "beats")
+    store.schedule_many([alkstore.ScheduleEntry("spare", "@every 1h", "beats")])
     assert store.unschedule("spare")
     assert [schedule.name for schedule in store.schedules()] == ["beat"]
     clock.advance(1)

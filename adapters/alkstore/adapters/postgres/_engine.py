@@ -51,6 +51,11 @@ def open_engine(url: str, **options: Any) -> PostgresEngine:
     return PostgresEngine(url, **options)
 
 
+#: Jobs per statement of a batch enqueue: one array insert each (a few MB of parameters at most);
+#: a larger batch takes several statements in one transaction.
+_ENQUEUE_CHUNK = 5000
+
+
 class PostgresEngine(port.Engine):
     """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
 
@@ -242,17 +247,25 @@ class PostgresEngine(port.Engine):
             assert job_id is not None
             return [int(job_id)]
         with self._connections.connection() as conn:
-            return self._insert(conn, jobs, now)
+            if len(jobs) <= _ENQUEUE_CHUNK:
+                return self._insert(conn, jobs, now)
+            with conn.transaction():  # several statements: all of them or none
+                return self._insert(conn, jobs, now)
 
     def _insert(self, conn: psycopg.Connection[Any], jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
+        """Insert ``jobs`` on ``conn`` (in its transaction, if it has one), ``_ENQUEUE_CHUNK`` per statement."""
+        ids: list[int] = []
         with conn.cursor(row_factory=scalar_row) as cursor:
             if len(jobs) == 1:
                 job = jobs[0]
                 channel = self._channel(conn, job.queue)
                 cursor.execute(self._sql.enqueue_one, _rows.job_params(job, now, channel))
-            else:
-                cursor.execute(self._sql.enqueue_many, _rows.jobs_params(jobs, now, self._schema))
-            return sorted(int(value) for value in cursor.fetchall() if value is not None)
+                return [int(value) for value in cursor.fetchall() if value is not None]
+            for start in range(0, len(jobs), _ENQUEUE_CHUNK):
+                chunk = jobs[start : start + _ENQUEUE_CHUNK]
+                cursor.execute(self._sql.enqueue_many, _rows.jobs_params(chunk, now, self._schema))
+                ids.extend(sorted(int(value) for value in cursor.fetchall() if value is not None))
+        return ids
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
