@@ -396,7 +396,8 @@ def test_a_probe_that_arrived_while_its_waiter_was_busy_is_read_before_it_is_jud
     # unread on the connection long past the probe's deadline. It still says LISTEN works.
     monkeypatch.setattr(_waiting, "PROBE_S", 0.2)
     engine = engine_of(store)
-    assert engine.listening_works is None
+    before = engine.listening_works
+    assert before is None, "a fresh store has no verdict yet"
     with engine.waiter("busy") as waiter:
         time.sleep(0.5)  # busy: not waiting, past the deadline
         waiter.wait(0.05)
