@@ -326,12 +326,12 @@ class Worker:
     def _acked(self, acks: list[tuple[Job, float]], stale: list[Held]) -> None:
         """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
         lost = {pair.job_id for pair in stale}
+        self._count(succeeded=len(acks) - len(lost), lost=len(lost))
+        logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
         for job, elapsed_ms in acks:
             if job.id in lost:
-                self._count(lost=1)
                 log.warning("job %s (%s): its lease was lost before its ack; outcome discarded", job.id, _what(job))
-            else:
-                self._count(succeeded=1)
+            elif logged:
                 log.info("job %s (%s) done in %.1f ms", job.id, _what(job), elapsed_ms)
 
     def _free_slots(self, stop: StopToken, abort: StopToken) -> int:
