@@ -35,6 +35,7 @@ from ._options import (
     QueueDefaults,
     ScheduleOpts,
     as_duration,
+    check_queue_config,
     queue_defaults,
     resolve_enqueue,
 )
@@ -202,6 +203,18 @@ class Store:
         entry = self._configs[queue] = (now + CONFIG_TTL, config, queue_defaults(queue, config))
         return entry
 
+    def _configure(self, queue: str, config: QueueConfig) -> QueueDefaults:
+        """Store ``config`` for ``queue`` (all ``None``: remove it) and return the defaults it makes.
+
+        This store sees it at once; others within ``CONFIG_TTL`` of their clocks (ADR 016).
+        """
+        engine = self._live()
+        engine.configure_queue(queue, config)
+        stored = None if config == QueueConfig() else config
+        defaults = queue_defaults(queue, stored)
+        self._configs[queue] = (self._clock.now() + CONFIG_TTL, stored, defaults)
+        return defaults
+
     def _stored_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
         return self._config(queue, tx)[1]
 
@@ -363,6 +376,10 @@ class Store:
 
         Raises ``LeadershipLost`` if another runner leads, or when leadership is lost.
         """
+        if not isinstance(stop, StopToken):
+            raise InvalidArgument(f"stop must be an alkstore.StopToken, not {type(stop).__name__}")
+        if on_fire is not None and not callable(on_fire):
+            raise InvalidArgument(f"on_fire must be callable or None, not {type(on_fire).__name__}")
         _runner.run_schedules(self._live(), self._clock, stop, on_fire)
 
     def _schedule(self, record: ScheduleRecord) -> Schedule:
@@ -393,6 +410,32 @@ class Queue:
     def defaults(self) -> QueueDefaults:
         """Visibility timeout, attempts, retry curve and priority this queue's jobs get by default."""
         return self._store._defaults(self.name)
+
+    def configure(
+        self,
+        *,
+        visibility_timeout: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        backoff_base: float | timedelta | None = None,
+        backoff_cap: float | timedelta | None = None,
+        priority: int | None = None,
+    ) -> QueueDefaults:
+        """Store this queue's defaults for every process sharing the storage; return the effective ones.
+
+        Replaces what was stored: a ``None`` falls back to the derived default, all ``None`` removes
+        the config. Other stores see it within ``CONFIG_TTL`` of their clocks, the scheduler's
+        fires at once. Jobs already queued keep their attempts and priority; their next claim,
+        retry and heartbeat use the new lease and curve (ADR 016).
+        """
+        config = check_queue_config(
+            self.name,
+            visibility_timeout=visibility_timeout,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            priority=priority,
+        )
+        return self._store._configure(self.name, config)
 
     def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Store a job now (its own transaction); return its id."""
@@ -601,14 +644,34 @@ class Outbox:
         return self._queue.name
 
     def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
-        """Add a message in its own transaction (60 s lease, 5 attempts, 5 s backoff base)."""
+        """Add a message in its own transaction (60 s lease, 5 attempts, 5 s backoff base, unless configured)."""
         return self._queue.enqueue(payload, opts)
+
+    def configure(
+        self,
+        *,
+        visibility_timeout: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        backoff_base: float | timedelta | None = None,
+        backoff_cap: float | timedelta | None = None,
+        priority: int | None = None,
+    ) -> QueueDefaults:
+        """Configure the backing queue as ``Queue.configure`` does (its derived defaults: 60/5/5)."""
+        return self._queue.configure(
+            visibility_timeout=visibility_timeout,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            priority=priority,
+        )
 
     def run_once(self, worker_id: str, delivery: Delivery) -> bool:
         """Deliver one message: ack on success, retry on the curve on error; ``False`` when empty.
 
         No heartbeat runs during ``delivery``; a slow delivery may call ``job.heartbeat()``.
         """
+        if not callable(delivery):
+            raise InvalidArgument(f"delivery must be callable, not {type(delivery).__name__}")
         job = self._queue.claim(worker_id)
         if job is None:
             return False
@@ -624,8 +687,12 @@ class Outbox:
 
 def _held(jobs: Iterable[Job], store: Store) -> list[Job]:
     """``jobs`` as a list of this store's claimed jobs (``InvalidArgument`` for anything else), each claim once."""
+    try:
+        each = iter(jobs)
+    except TypeError:
+        raise InvalidArgument(f"expected an iterable of claimed jobs, not {type(jobs).__name__}") from None
     held: dict[tuple[int, int], Job] = {}
-    for job in jobs:
+    for job in each:
         if not isinstance(job, Job):
             raise InvalidArgument(f"expected claimed jobs (alkstore.Job), not {type(job).__name__}")
         if job._store is not store:

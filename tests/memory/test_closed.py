@@ -33,6 +33,7 @@ QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "enqueue": lambda q: q.enqueue(1),
     "claim": lambda q: q.claim("w"),
     "claim_many": lambda q: q.claim_many("w", 5),
+    "configure": lambda q: q.configure(max_attempts=5),
 }
 JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "ack": lambda j: j.ack(),
@@ -47,6 +48,7 @@ LOCK_CALLS: dict[str, Callable[[Lock], object]] = {
 OUTBOX_CALLS: dict[str, Callable[[Outbox], object]] = {
     "enqueue": lambda o: o.enqueue(1),
     "run_once": lambda o: o.run_once("w", lambda payload, job: None),
+    "configure": lambda o: o.configure(visibility_timeout=10),
 }
 NOT_ENTRY_POINTS = {"close"}
 
