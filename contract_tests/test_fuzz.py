@@ -368,6 +368,12 @@ CALLS: dict[str, Call] = {
     "ManualClock": Call(st.tuples(EDGE_INSTANTS | JUNK), lambda f, a: ManualClock(*a)),
     "ManualClock.advance": Call(st.tuples(JUNK), lambda f, a: ManualClock(T0).advance(*a)),
     "parse_spec": Call(st.tuples(SPECS), lambda f, a: parse_spec(*a)),
+    "JsonCodec.encode": Call(st.tuples(PAYLOADS), lambda f, a: JsonCodec().encode(*a)),
+    "JsonCodec.decode": Call(st.tuples(mixed(st.binary(max_size=12))), lambda f, a: JsonCodec().decode(*a)),
+    "Store": Call(
+        st.tuples(mixed(st.just("the engine")), mixed(st.none()), mixed(st.none())),
+        lambda f, a: Store(f.store.engine if a[0] == "the engine" else a[0], clock=a[1], codec=a[2]),
+    ),
     "open": Call(
         st.tuples(
             mixed(st.sampled_from(["memory://", "memory:///x", "nope://", "memory"])),

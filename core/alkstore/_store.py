@@ -137,6 +137,8 @@ class Store:
     """
 
     def __init__(self, engine: Engine, *, clock: Clock | None = None, codec: Codec | None = None) -> None:
+        if not isinstance(engine, Engine):
+            raise InvalidArgument(f"engine must be an alkstore.engine.Engine, not {type(engine).__name__}")
         if clock is not None and not isinstance(clock, Clock):
             raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
         if codec is not None and not isinstance(codec, Codec):
