@@ -27,6 +27,10 @@ FACADES: tuple[type, ...] = (
     alkstore.Lock,
     alkstore.Outbox,
     alkstore.Schedule,
+    alkstore.QueueStats,
+    alkstore.JobPage,
+    alkstore.Leader,
+    alkstore.WorkerInfo,
 )
 #: Protocol methods that are part of a facade's public surface when it defines them.
 _PROTOCOL = ("__enter__", "__exit__")

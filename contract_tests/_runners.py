@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Self
 
 from alkstore import Fire, LeadershipLost, ManualClock, StopToken, Store
-from tests.support import PATIENCE
+from tests.support import PATIENCE, wait_until
 
-__all__ = ["PROGRESS_TIMEOUT", "HoldingClock", "Runner", "Standby", "cancelled", "step", "stop_all"]
+__all__ = ["PROGRESS_TIMEOUT", "HoldingClock", "Runner", "Standby", "cancelled", "step", "stop_all", "wait_until"]
 
 #: How long (wall seconds) a test waits for a thread to make progress on a loaded machine.
 PROGRESS_TIMEOUT = PATIENCE

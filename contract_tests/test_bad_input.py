@@ -293,3 +293,19 @@ def test_open_refuses_a_codec_or_clock_that_is_not_one_before_touching_the_engin
         alkstore.open(url, codec="json")  # type: ignore[arg-type]
     with pytest.raises(InvalidOptions, match="clock"):
         alkstore.open(url, clock=123)  # type: ignore[arg-type]
+
+
+def test_bulk_calls_take_an_iterable_and_refuse_anything_else(store: Store) -> None:
+    job_id = store.queue("kept").enqueue("x")
+    bad: Any
+    for bad in (None, 1, "12", {1: 2}):
+        with pytest.raises(InvalidArgument):
+            store.requeue_dead_many(bad)
+        with pytest.raises(InvalidArgument):
+            store.queue("jobs").enqueue_many(bad)
+        with pytest.raises(InvalidArgument):
+            store.schedule_many(bad)
+    assert_nothing_stored(store)
+    info = store.get_job(job_id)
+    assert info is not None
+    assert (info.state, info.attempts) == (JobState.PENDING, 0)

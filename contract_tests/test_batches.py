@@ -102,6 +102,7 @@ PORT_CALLS: dict[str, Callable[[Store, list[Held]], list[Held]]] = {
         [Heartbeat(pair.job_id, pair.fence, store.clock.now() + timedelta(hours=1)) for pair in held]
     ),
     "release": lambda store, held: store.engine.release(held, store.clock.now()),
+    "ack_and_claim": lambda store, held: _acked_then_claimed(store, held),
 }
 #: What each call leaves of a job whose fence held: ``None`` for done and gone, else (state, attempts).
 AFTER: dict[str, tuple[JobState, int] | None] = {
@@ -110,7 +111,15 @@ AFTER: dict[str, tuple[JobState, int] | None] = {
     "bury": (JobState.DEAD, 1),
     "heartbeat": (JobState.RUNNING, 1),
     "release": (JobState.PENDING, 0),
+    "ack_and_claim": None,
 }
+
+
+def _acked_then_claimed(store: Store, held: list[Held]) -> list[Held]:
+    """``ack_and_claim`` on a queue with nothing left to claim: its stale acks, having claimed nothing."""
+    stale, claimed = store.engine.ack_and_claim(held, ClaimRequest("jobs", "w1", store.clock.now(), VISIBILITY, 5))
+    assert claimed == []
+    return stale
 
 
 def port_claim(store: Store, queue: str, worker: str, limit: int) -> list[Held]:
@@ -138,3 +147,43 @@ def test_a_port_batch_with_a_stale_fence_changes_the_others_and_reports_it(
         after = store.get_job(pair.job_id)
         assert (None if after is None else (after.state, after.attempts)) == AFTER[call], pair
     assert PORT_CALLS[call](store, []) == []
+
+
+def test_ack_and_claim_finishes_the_held_jobs_and_claims_the_next_ones_best_first(
+    store: Store, clock: ManualClock
+) -> None:
+    queue = store.queue("jobs")
+    ids = [queue.enqueue(n, EnqueueOpts(priority=n % 2)) for n in range(6)]
+    held = port_claim(store, "jobs", "w1", 2)
+    assert [pair.job_id for pair in held] == [ids[1], ids[3]]
+    stale, records = store.engine.ack_and_claim(held, ClaimRequest("jobs", "w1", clock.now(), VISIBILITY, 3))
+    assert stale == []
+    assert all(store.get_job(pair.job_id) is None for pair in held)
+    assert [record.id for record in records] == [ids[5], ids[0], ids[2]]
+    assert all(record.state is JobState.RUNNING and record.attempts == 1 for record in records)
+    finished = [Held(record.id, record.fence) for record in records]
+    # Their leases lapse but nobody takes them: the acks still hold, and the claim that sweeps
+    # lapsed leases sweeps none of the jobs it acks (it neither revives nor kills them).
+    clock.advance(VISIBILITY)
+    stale, records = store.engine.ack_and_claim(finished, ClaimRequest("jobs", "w2", clock.now(), VISIBILITY, 10))
+    assert stale == []
+    assert [record.id for record in records] == [ids[4]]
+    assert all(store.get_job(pair.job_id) is None for pair in finished)
+    assert store.engine.ack_and_claim(finished, ClaimRequest("jobs", "w3", clock.now(), VISIBILITY, 1)) == (
+        finished,
+        [],
+    )
+    assert store.get_job(ids[4]) is not None
+
+
+def test_ack_and_claim_sweeps_the_lapsed_jobs_it_does_not_ack(store: Store, clock: ManualClock) -> None:
+    queue = store.queue("jobs")
+    ids = [queue.enqueue(n) for n in range(3)]
+    mine, lapsing, _ = port_claim(store, "jobs", "w1", 3)
+    clock.advance(VISIBILITY)
+    stale, records = store.engine.ack_and_claim([mine], ClaimRequest("jobs", "w2", clock.now(), VISIBILITY, 5))
+    assert stale == []
+    assert store.get_job(mine.job_id) is None
+    assert sorted(record.id for record in records) == sorted(ids[1:])
+    assert all(record.attempts == 2 and record.worker_id == "w2" for record in records)
+    assert store.engine.ack([lapsing]) == [lapsing]

@@ -33,6 +33,7 @@ from alkstore import (
     Lock,
     ManualClock,
     ReservedName,
+    ScheduleEntry,
     ScheduleOpts,
     StopToken,
     Store,
@@ -165,6 +166,11 @@ CONFIGS = _option_fields(
     ("visibility_timeout", "max_attempts", "backoff_base", "backoff_cap", "priority"), DURATIONS | INTS
 )
 ERRORS = mixed(st.sampled_from(["boom", RuntimeError("boom"), Unprintable()]))
+PAYLOAD_LISTS = mixed(st.lists(PAYLOADS, max_size=3))
+DELIVERIES = mixed(st.sampled_from([_succeed, _fail]))
+#: A stop token that lets a loop return at once, or junk that is not a token (a live one would block).
+STOPS = mixed(st.just(CANCELLED)).filter(lambda v: v is CANCELLED or not isinstance(v, StopToken))
+SCHEDULE_ENTRIES = st.builds(ScheduleEntry, NAMES, SPECS, NAMES, PAYLOADS, mixed(SCHEDULE_OPTS))
 TRANSACTIONS = mixed(st.sampled_from(["open", "open", "committed"]))
 
 
@@ -317,11 +323,32 @@ CALLS: dict[str, Call] = {
     "Store.schedules": Call(st.tuples(), lambda f, a: f.store.schedules()),
     "Store.tick": Call(st.tuples(), lambda f, a: _tick(f)),
     "Store.run_schedules": Call(
-        st.tuples(
-            mixed(st.just(CANCELLED)).filter(lambda v: v is CANCELLED or not isinstance(v, StopToken)), mixed(st.none())
-        ),
-        lambda f, a: f.store.run_schedules(*a),
+        st.tuples(STOPS, mixed(st.none()), mixed(st.booleans())),
+        lambda f, a: f.store.run_schedules(a[0], a[1], standby=a[2]),
     ),
+    "Store.enqueue_many_tx": Call(
+        st.tuples(TRANSACTIONS, NAMES, PAYLOAD_LISTS, mixed(ENQUEUE_OPTS)),
+        lambda f, a: _in_transaction(f, a[0], lambda tx: f.store.enqueue_many_tx(tx, *a[1:])),
+    ),
+    "Store.schedule_many": Call(
+        st.tuples(mixed(st.lists(SCHEDULE_ENTRIES, max_size=3))), lambda f, a: f.store.schedule_many(*a)
+    ),
+    "Store.cancel": Call(st.tuples(mixed(st.integers(-2, 50))), lambda f, a: f.store.cancel(*a)),
+    "Store.requeue_dead_many": Call(
+        st.tuples(mixed(st.lists(mixed(st.integers(-2, 50)), max_size=3))), lambda f, a: f.store.requeue_dead_many(*a)
+    ),
+    "Store.requeue_dead_queue": Call(st.tuples(NAMES), lambda f, a: f.store.requeue_dead_queue(*a)),
+    "Store.purge_dead": Call(st.tuples(NAMES, DURATIONS), lambda f, a: f.store.purge_dead(*a)),
+    "Store.queue_stats": Call(
+        st.tuples(st.none() | NAMES, mixed(st.sampled_from([10_000, None, 5]))),
+        lambda f, a: f.store.queue_stats(a[0], cap=a[1]),
+    ),
+    "Store.jobs": Call(
+        st.tuples(NAMES, mixed(st.sampled_from(["ready", "delayed", "running", "dead"])), INTS, mixed(st.none())),
+        lambda f, a: f.store.jobs(a[0], a[1], limit=a[2], cursor=a[3]),
+    ),
+    "Store.leader": Call(st.tuples(), lambda f, a: f.store.leader()),
+    "Store.workers": Call(st.tuples(DURATIONS), lambda f, a: f.store.workers(*a)),
     "Store.transaction": Call(st.tuples(), lambda f, a: _in_transaction(f, "open", lambda tx: tx)),
     # Queue
     "Queue.enqueue": Call(
@@ -337,6 +364,9 @@ CALLS: dict[str, Call] = {
         ),
         lambda f, a: f.store.queue(a[0]).claim(a[1], wait=a[2], stop=a[3]),
     ),
+    "Queue.enqueue_many": Call(
+        st.tuples(NAMES, PAYLOAD_LISTS, mixed(ENQUEUE_OPTS)), lambda f, a: f.store.queue(a[0]).enqueue_many(*a[1:])
+    ),
     "Queue.claim_many": Call(st.tuples(NAMES, WORKERS, INTS), lambda f, a: f.store.queue(a[0]).claim_many(*a[1:])),
     "Queue.configure": Call(st.tuples(NAMES, CONFIGS), lambda f, a: f.store.queue(a[0]).configure(**a[1])),
     "Queue.defaults": Call(st.tuples(NAMES), lambda f, a: f.store.queue(a[0]).defaults),
@@ -345,8 +375,12 @@ CALLS: dict[str, Call] = {
         st.tuples(NAMES, PAYLOADS, mixed(ENQUEUE_OPTS)), lambda f, a: f.store.outbox(a[0]).enqueue(*a[1:])
     ),
     "Outbox.run_once": Call(
-        st.tuples(NAMES, WORKERS, mixed(st.sampled_from([_succeed, _fail]))),
-        lambda f, a: f.store.outbox(a[0]).run_once(*a[1:]),
+        st.tuples(NAMES, WORKERS, DELIVERIES, st.none() | DURATIONS, st.just(1.0) | DURATIONS),
+        lambda f, a: f.store.outbox(a[0]).run_once(a[1], a[2], wait=a[3], poll_interval=a[4], stop=CANCELLED),
+    ),
+    "Outbox.run": Call(
+        st.tuples(NAMES, WORKERS, DELIVERIES, STOPS, st.just(1.0) | DURATIONS),
+        lambda f, a: f.store.outbox(a[0]).run(a[1], a[2], a[3], poll_interval=a[4]),
     ),
     "Outbox.configure": Call(st.tuples(NAMES, CONFIGS), lambda f, a: f.store.outbox(a[0]).configure(**a[1])),
     # Job
@@ -354,6 +388,7 @@ CALLS: dict[str, Call] = {
     "Job.retry": Call(st.tuples(ERRORS, OPTIONAL_DURATIONS), lambda f, a: f.the_job().retry(*a), needs="job"),
     "Job.fail": Call(st.tuples(ERRORS), lambda f, a: f.the_job().fail(*a), needs="job"),
     "Job.heartbeat": Call(st.tuples(), lambda f, a: f.the_job().heartbeat(), needs="job"),
+    "Job.release": Call(st.tuples(), lambda f, a: f.the_job().release(), needs="job"),
     # Lock
     "Lock.renew": Call(st.tuples(OPTIONAL_DURATIONS), lambda f, a: f.the_lock().renew(*a), needs="lock"),
     "Lock.release": Call(st.tuples(), lambda f, a: f.the_lock().release(), needs="lock"),
@@ -392,7 +427,8 @@ def _open(url: Any, clock: Any, codec: Any) -> object:
 
 def _fuzz_once(fuzz: Fuzzing, name: str, args: tuple[Any, ...]) -> None:
     call = CALLS[name]
-    watched: list[int] = [arg for arg in args if isinstance(arg, int) and not isinstance(arg, bool)]
+    flat = [item for arg in args for item in (arg if isinstance(arg, list) else [arg])]
+    watched: list[int] = [arg for arg in flat if isinstance(arg, int) and not isinstance(arg, bool)]
     fuzz.job = fuzz.held = None
     if call.needs == "job":
         fuzz.job = fuzz.claimed()
@@ -420,6 +456,8 @@ def _fuzz_once(fuzz: Fuzzing, name: str, args: tuple[Any, ...]) -> None:
         return
     if isinstance(result, int) and not isinstance(result, bool):
         fuzz.saw(result)
+    if isinstance(result, list):
+        fuzz.saw(*result)
     if isinstance(result, Lock):
         fuzz.locks[result.name] = result.expires_at
     if fuzz.held is not None:

@@ -300,6 +300,8 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "worker_id": None,
         "lease_until": None,
         "died_at": None,
+        "task": None,
+        "last_traceback": None,
     }
 
     claimed_at = clock.advance(5)
@@ -495,3 +497,20 @@ def test_a_claimed_job_is_one_claim_whose_identity_survives_heartbeats(store: St
     assert again.id == job.id
     assert again != job
     assert again not in held
+
+
+def test_release_hands_a_job_back_at_once_without_spending_its_attempt(store: Store, clock: ManualClock) -> None:
+    job_id = store.queue("jobs").enqueue("unfinished", EnqueueOpts(max_attempts=1))
+    job = claim(store)
+    job.release()
+    info = store.get_job(job_id)
+    assert info is not None
+    assert (info.state, info.attempts, info.worker_id, info.lease_until) == (JobState.PENDING, 0, None, None)
+    assert info.run_at == job.run_at
+    with pytest.raises(LeaseLost):
+        job.ack()  # the released claim is over
+    again = claim(store, worker="w2")
+    assert (again.id, again.attempts) == (job_id, 1)  # its only attempt is still there
+    with pytest.raises(LeaseLost):
+        job.release()
+    again.ack()

@@ -6,6 +6,8 @@ import threading
 from collections import Counter
 from datetime import timedelta
 
+import pytest
+
 import alkstore
 from alkstore import JobState, ManualClock, ScheduleOpts, Store
 
@@ -227,3 +229,39 @@ def test_concurrent_tickers_never_fire_a_boundary_twice(store: Store, clock: Man
     assert len(results) == 3
     fired = [(f.schedule, f.boundary) for result in results for f in result]
     assert len(fired) == len(set(fired)) == 4 * 64
+
+
+def test_schedule_many_registers_every_entry_as_schedule_would_and_keeps_phases(
+    store: Store, clock: ManualClock
+) -> None:
+    kept = store.schedule("kept", "@every 1h", "jobs", "v1")
+    clock.advance(60)
+    entries = [
+        alkstore.ScheduleEntry("kept", "@every 1h", "other", "v2", ScheduleOpts(priority=2)),
+        alkstore.ScheduleEntry("fresh", "@every 10m", "jobs"),
+        *(alkstore.ScheduleEntry(f"bulk-{n:04}", "@every 1m", "jobs", {"n": n}) for n in range(500)),
+    ]
+    stored = store.schedule_many(entries)
+    assert [schedule.name for schedule in stored] == [entry.name for entry in entries]
+    assert (stored[0].next_boundary, stored[0].queue, stored[0].payload) == (kept.next_boundary, "other", "v2")
+    assert stored[0].opts.priority == 2
+    assert stored[1].next_boundary == clock.now() + timedelta(minutes=10)
+    assert stored[-1].payload == {"n": 499}
+    assert {schedule.name: schedule for schedule in store.schedules()} == {s.name: s for s in stored}
+    assert store.schedule_many([]) == []
+
+
+def test_schedule_many_rejects_the_whole_batch_on_bad_input_before_anything_is_stored(store: Store) -> None:
+    good = alkstore.ScheduleEntry("good", "@every 1m", "jobs")
+    bad_batches: list[tuple[object, type[Exception], str]] = [
+        ([good, alkstore.ScheduleEntry("bad", "*/5 * * * *", "jobs")], alkstore.InvalidSpec, "cron"),
+        ([good, alkstore.ScheduleEntry("", "@every 1m", "jobs")], alkstore.InvalidName, "schedule name"),
+        ([good, alkstore.ScheduleEntry("x", "@every 1m", "jobs", {1, 2})], alkstore.InvalidPayload, "JSON"),
+        ([good, good], alkstore.InvalidOptions, "'good' appears twice"),
+        ([good, ("x", "@every 1m", "jobs")], alkstore.InvalidArgument, "ScheduleEntry"),
+        (good, alkstore.InvalidArgument, "iterable of ScheduleEntry"),
+    ]
+    for batch, error, match in bad_batches:
+        with pytest.raises(error, match=match):
+            store.schedule_many(batch)  # type: ignore[arg-type]
+    assert store.schedules() == []

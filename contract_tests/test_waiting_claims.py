@@ -32,6 +32,20 @@ def test_a_waiting_claim_is_woken_by_a_commit(store: Store) -> None:
     assert claimer.result.id == job_id
 
 
+def test_a_waiting_claim_is_woken_by_a_batch_enqueue_on_its_own_and_in_a_transaction(store: Store) -> None:
+    claimer = Claimer(store, "q")
+    first, _ = store.queue("q").enqueue_many(["one", "two"])
+    assert claimer.finished()
+    assert claimer.result is not None
+    assert claimer.result.id == first
+    claimer = Claimer(store, "other")
+    with store.transaction() as tx:
+        (committed,) = store.enqueue_many_tx(tx, "other", ["committed"])
+    assert claimer.finished()
+    assert claimer.result is not None
+    assert claimer.result.id == committed
+
+
 def test_a_waiting_claim_is_woken_by_a_retry_that_makes_a_job_claimable_again(store: Store) -> None:
     store.queue("q").enqueue("again")
     first = store.queue("q").claim("first-worker")

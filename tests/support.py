@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
-__all__ = ["MIDNIGHT", "PATIENCE", "T0", "under_ci"]
+import pytest
+
+__all__ = ["MIDNIGHT", "PATIENCE", "T0", "under_ci", "wait_until"]
 
 #: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
 T0 = datetime(2031, 5, 17, 9, 30, 0, 123456, tzinfo=UTC)
@@ -19,3 +23,12 @@ PATIENCE = 30.0
 def under_ci() -> bool:
     """Whether this run is CI, where a test that cannot reach what it needs fails rather than skips."""
     return os.environ.get("CI", "").lower() == "true"
+
+
+def wait_until(predicate: Callable[[], object], what: str, timeout: float = PATIENCE) -> None:
+    """Poll ``predicate`` until it holds; fail the test with ``what`` after ``timeout`` wall seconds."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.01)

@@ -54,7 +54,7 @@ def test_the_adapters_half_refuses_to_be_imported_as_the_package(tmp_path: Path)
 
 def test_mypy_reads_the_source_tree_not_an_installed_copy() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
-    assert config["mypy_path"] == ["core", "adapters"]
+    assert config["mypy_path"][:2] == ["core", "adapters"]  # the package halves first; then bench, for its imports
     assert {"core/alkstore", "adapters/alkstore/adapters", "tests", "contract_tests"} <= set(config["files"])
 
 

@@ -6,6 +6,7 @@ tests and demos) or ``alkstore.open("postgresql://…")`` (production).
 
 from __future__ import annotations
 
+import re
 from importlib import metadata
 from pkgutil import extend_path
 from typing import Any
@@ -13,11 +14,14 @@ from typing import Any
 from ._boundary import CATCH_UP_CAP
 from ._codec import Codec, JsonCodec
 from ._names import RESERVED_PREFIX
+from ._operations import CancelOutcome, JobPage, Leader, QueueStats, WorkerInfo
 from ._options import EnqueueOpts, QueueDefaults, ScheduleOpts
 from ._spec import Every, parse_spec
-from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, Store
+from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, ScheduleEntry, Store
+from ._tasks import Periodic, Task, Tasks, current_job
 from ._time import Clock, ManualClock, StopToken, SystemClock
-from .engine import Fire, JobState
+from ._worker import Handler, Worker, WorkerStats
+from .engine import Fire, JobPhase, JobState
 from .errors import (
     AlkstoreError,
     DatabaseError,
@@ -44,6 +48,7 @@ __all__ = [
     "CATCH_UP_CAP",
     "RESERVED_PREFIX",
     "AlkstoreError",
+    "CancelOutcome",
     "Clock",
     "Codec",
     "DatabaseError",
@@ -52,6 +57,7 @@ __all__ = [
     "EnqueueOpts",
     "Every",
     "Fire",
+    "Handler",
     "InvalidArgument",
     "InvalidName",
     "InvalidOptions",
@@ -60,28 +66,42 @@ __all__ = [
     "InvalidTransaction",
     "Job",
     "JobInfo",
+    "JobPage",
+    "JobPhase",
     "JobState",
     "JsonCodec",
+    "Leader",
     "LeadershipLost",
     "LeaseLost",
     "Lock",
     "ManualClock",
     "Outbox",
+    "Periodic",
     "Queue",
     "QueueDefaults",
+    "QueueStats",
     "ReservedName",
     "Schedule",
+    "ScheduleEntry",
     "ScheduleOpts",
     "SchemaOutOfDate",
     "StopToken",
     "Store",
     "StoreClosed",
     "SystemClock",
+    "Task",
+    "Tasks",
+    "Worker",
+    "WorkerInfo",
+    "WorkerStats",
+    "current_job",
     "open",
     "parse_spec",
 ]
 
 ENGINE_ENTRY_POINTS = "alkstore.engines"
+#: A libpq connection string: ``key=value`` pairs separated by white space.
+_CONNINFO = re.compile(r"\s*[A-Za-z_]+\s*=")
 
 try:
     __version__ = metadata.version("alkstore")
@@ -98,15 +118,20 @@ def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **
     (Postgres: ``schema``, ``min_size``, ``max_size``, ``migrate``, …). The engine is found
     by URL scheme among the ``alkstore.engines`` entry points, so core imports no adapter.
     """
-    if not isinstance(url, str) or "://" not in url:
-        raise InvalidOptions(f"expected a URL such as 'memory://' or 'postgresql://…', not {url!r}")
+    if isinstance(url, str) and "://" not in url and _CONNINFO.match(url):
+        scheme = "postgresql"  # a libpq key=value connection string (host=… dbname=…) is PostgreSQL's
+    elif not isinstance(url, str) or "://" not in url:
+        raise InvalidOptions(
+            f"expected a URL such as 'memory://' or 'postgresql://…', or a libpq 'key=value …' string, not {url!r}"
+        )
+    else:
+        # A SQLAlchemy-style scheme names its driver after a "+" (postgresql+psycopg): the engine is
+        # the dialect's, and checks the driver itself.
+        scheme = url.split("://", 1)[0].lower().partition("+")[0]
     if clock is not None and not isinstance(clock, Clock):
         raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
     if codec is not None and not isinstance(codec, Codec):
         raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
-    # A SQLAlchemy-style scheme names its driver after a "+" (postgresql+psycopg): the engine is
-    # the dialect's, and checks the driver itself.
-    scheme = url.split("://", 1)[0].lower().partition("+")[0]
     found = metadata.entry_points(group=ENGINE_ENTRY_POINTS, name=scheme)
     if not found:
         known = sorted(ep.name for ep in metadata.entry_points(group=ENGINE_ENTRY_POINTS))
@@ -116,7 +141,13 @@ def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **
 
 
 for _public in (
+    CancelOutcome,
     Clock,
+    Periodic,
+    Task,
+    Tasks,
+    Worker,
+    WorkerStats,
     Codec,
     Delivery,
     EnqueueOpts,
@@ -124,18 +155,23 @@ for _public in (
     Fire,
     Job,
     JobInfo,
+    JobPage,
+    JobPhase,
     JobState,
     JsonCodec,
+    Leader,
     Lock,
     ManualClock,
     Outbox,
     Queue,
     QueueDefaults,
+    QueueStats,
     Schedule,
     ScheduleOpts,
     StopToken,
     Store,
     SystemClock,
+    WorkerInfo,
 ):
     _public.__module__ = __name__
 del _public

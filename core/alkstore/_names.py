@@ -12,6 +12,7 @@ __all__ = [
     "is_outbox_queue",
     "outbox_queue",
     "validate_label",
+    "validate_listed_queue",
     "validate_name",
 ]
 
@@ -57,3 +58,12 @@ def outbox_queue(outbox: str) -> str:
 def is_outbox_queue(queue: str) -> bool:
     """Whether ``queue`` is an outbox's backing queue (it then derives the outbox defaults)."""
     return queue.startswith(OUTBOX_QUEUE_PREFIX)
+
+
+def validate_listed_queue(name: object) -> str:
+    """A queue name as inspection lists it: a user queue's (``validate_name``) or an outbox's backing
+    queue (``outbox_queue`` of a valid outbox name), so operators can act on what they see."""
+    if isinstance(name, str) and is_outbox_queue(name):
+        validate_name(name[len(OUTBOX_QUEUE_PREFIX) :], "outbox")
+        return name
+    return validate_name(name, "queue")

@@ -8,7 +8,7 @@ asked of ``alkstore._lifecycle`` and carried out through the engine port.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -29,7 +29,24 @@ from ._lifecycle import (
     lease_until,
     on_failure,
 )
-from ._names import outbox_queue, validate_label, validate_name
+from ._names import SCHEDULER_LOCK, outbox_queue, validate_label, validate_listed_queue, validate_name
+from ._operations import (
+    BATCH,
+    DEFAULT_PAGE,
+    STATS_CAP,
+    CancelOutcome,
+    JobPage,
+    Leader,
+    QueueStats,
+    WorkerInfo,
+    as_phase,
+    check_cap,
+    check_page_size,
+    key_of,
+    read_cursor,
+    stats_of,
+    write_cursor,
+)
 from ._options import (
     EnqueueOpts,
     QueueDefaults,
@@ -49,6 +66,9 @@ from .engine import (
     Fire,
     Heartbeat,
     Held,
+    JobKey,
+    JobPhase,
+    JobQuery,
     JobRecord,
     JobState,
     LockRecord,
@@ -58,9 +78,9 @@ from .engine import (
     Retry,
     ScheduleRecord,
 )
-from .errors import InvalidArgument, InvalidOptions, InvalidPayload, LeaseLost, StoreClosed
+from .errors import DatabaseUnavailable, InvalidArgument, InvalidOptions, InvalidPayload, LeaseLost, StoreClosed
 
-__all__ = ["Delivery", "Job", "JobInfo", "Lock", "Outbox", "Queue", "Schedule", "Store"]
+__all__ = ["Delivery", "Job", "JobInfo", "Lock", "Outbox", "Queue", "Schedule", "ScheduleEntry", "Store"]
 
 log = logging.getLogger("alkstore")
 
@@ -71,6 +91,8 @@ _DEFAULT_ENQUEUE = EnqueueOpts()
 CONFIG_TTL = timedelta(seconds=2)
 #: The most jobs one claim may take.
 MAX_CLAIM = 1000
+#: How often ``Store.cancel`` tries a job that was running at its cancel and pending just after.
+_CANCEL_TRIES = 3
 
 
 class Delivery(Protocol):
@@ -81,7 +103,11 @@ class Delivery(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A snapshot of a stored job, as ``Store.get_job`` returns it (payload decoded)."""
+    """A snapshot of a stored job, as ``Store.get_job`` returns it (payload decoded).
+
+    ``task`` names the task the job is for (``None`` for a plain job); ``last_traceback`` is the
+    traceback of the failure that left ``last_error``, when that was an exception.
+    """
 
     id: int
     queue: str
@@ -99,6 +125,8 @@ class JobInfo:
     worker_id: str | None
     lease_until: datetime | None
     died_at: datetime | None
+    task: str | None = None
+    last_traceback: str | None = None
 
 
 #: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload
@@ -128,6 +156,18 @@ class Schedule:
     payload: Any
     opts: ScheduleOpts
     next_boundary: datetime
+    last_boundary: datetime | None = None  # the last boundary fired (None before the first)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleEntry:
+    """One schedule of a bulk registration (``Store.schedule_many``): ``Store.schedule``'s arguments."""
+
+    name: str
+    spec: str
+    queue: str
+    payload: Any = None
+    opts: ScheduleOpts | None = None
 
 
 class Store:
@@ -246,6 +286,17 @@ class Store:
         validate_name(queue, "queue")
         return self._enqueue(queue, (payload,), opts, tx, in_caller_tx=True)[0]
 
+    def enqueue_many_tx(
+        self, tx: Any, queue: str, payloads: Iterable[Any], opts: EnqueueOpts | None = None
+    ) -> list[int]:
+        """Enqueue one job per payload onto ``queue`` inside the caller's transaction ``tx``; the ids in order.
+
+        All or nothing: a payload that cannot be encoded, or bad ``opts``, rejects the whole batch
+        before any I/O. An empty batch does nothing and returns ``[]``.
+        """
+        validate_name(queue, "queue")
+        return self._enqueue(queue, _batch(payloads), opts, tx, in_caller_tx=True)
+
     def outbox_enqueue_tx(self, tx: Any, outbox: str, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Add a message to ``outbox`` inside the caller's transaction ``tx``."""
         validate_name(outbox, "outbox")
@@ -259,8 +310,12 @@ class Store:
         tx: Any = None,
         *,
         in_caller_tx: bool = False,
+        task: str | None = None,
     ) -> list[int]:
-        """Enqueue one job per payload, in a transaction of the engine's own or (``in_caller_tx``) in ``tx``."""
+        """Enqueue one job per payload, in a transaction of the engine's own or (``in_caller_tx``) in ``tx``.
+
+        ``task`` names the task the jobs are for (the task layer's).
+        """
         opts = _DEFAULT_ENQUEUE if opts is None else _check_opts(opts, EnqueueOpts)
         data = [self._codec.encode(payload) for payload in payloads]
         now = self._clock.now()
@@ -280,6 +335,7 @@ class Store:
                 stamps.expires_at,
                 stamps.max_attempts,
                 stamps.visibility,
+                task,
             )
             for payload in data
         ]
@@ -345,15 +401,53 @@ class Store:
         Re-registering with the same interval keeps the phase and any backlog; a changed
         interval restarts the phase at now + interval. Returns the schedule as stored.
         """
+        return self._register(name, spec, queue, payload, opts)
+
+    def schedule_many(self, entries: Iterable[ScheduleEntry]) -> list[Schedule]:
+        """Register (or update) several schedules at once, all or none; each as ``schedule`` would.
+
+        One engine call for the lot (Postgres: one transaction, a few statements), so registering
+        thousands of schedules at start-up costs about what one costs. Bad input in any entry, or
+        two entries with one name, rejects the whole batch before any I/O.
+        """
+        if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Iterable):
+            raise InvalidArgument(f"entries must be an iterable of ScheduleEntry, not {type(entries).__name__}")
+        records: list[NewSchedule] = []
+        names: set[str] = set()
+        for entry in entries:
+            if not isinstance(entry, ScheduleEntry):
+                raise InvalidArgument(f"each entry must be an alkstore.ScheduleEntry, not {type(entry).__name__}")
+            record = self._new_schedule(entry.name, entry.spec, entry.queue, entry.payload, entry.opts)
+            if record.name in names:
+                raise InvalidOptions(f"schedule {record.name!r} appears twice in one batch")
+            names.add(record.name)
+            records.append(record)
+        if not records:
+            self._live()
+            return []
+        return [self._schedule(stored) for stored in self._live().register_schedules(records, self._clock.now())]
+
+    def _register(
+        self, name: str, spec: str, queue: str, payload: Any, opts: ScheduleOpts | None, task: str | None = None
+    ) -> Schedule:
+        """Register one schedule (its fires for ``task``, if given)."""
+        record = self._new_schedule(name, spec, queue, payload, opts, task)
+        (stored,) = self._live().register_schedules((record,), self._clock.now())
+        return self._schedule(stored)
+
+    def _new_schedule(
+        self, name: str, spec: str, queue: str, payload: Any, opts: ScheduleOpts | None, task: str | None = None
+    ) -> NewSchedule:
+        """A schedule to register, every argument checked (before any I/O)."""
         validate_name(name, "schedule")
         every = parse_spec(spec)
         validate_name(queue, "queue")
         opts = _check_opts(opts, ScheduleOpts)
         data = self._codec.encode(payload)
         expires = opts.expires if isinstance(opts.expires, timedelta) else None
-        record = NewSchedule(name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires)
-        (stored,) = self._live().register_schedules((record,), self._clock.now())
-        return self._schedule(stored)
+        return NewSchedule(
+            name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires, task
+        )
 
     def unschedule(self, name: str) -> bool:
         """Remove the schedule ``name``; ``False`` if there was none. Already-fired jobs stay."""
@@ -373,16 +467,24 @@ class Store:
         engine = self._live()
         return list(_runner.tick_all(engine, self._clock.now(), DEFAULT_BUDGET).fires)
 
-    def run_schedules(self, stop: StopToken, on_fire: Callable[[Fire], None] | None = None) -> None:
+    def run_schedules(
+        self, stop: StopToken, on_fire: Callable[[Fire], None] | None = None, *, standby: bool = False
+    ) -> None:
         """Run the scheduler leader loop until ``stop`` is cancelled (see ``alkstore._runner``).
 
-        Raises ``LeadershipLost`` if another runner leads, or when leadership is lost.
+        Raises ``LeadershipLost`` if another runner leads, or when leadership is lost; with
+        ``standby``, stands by instead and leads again when it can, until ``stop``.
         """
         if not isinstance(stop, StopToken):
             raise InvalidArgument(f"stop must be an alkstore.StopToken, not {type(stop).__name__}")
         if on_fire is not None and not callable(on_fire):
             raise InvalidArgument(f"on_fire must be callable or None, not {type(on_fire).__name__}")
-        _runner.run_schedules(self._live(), self._clock, stop, on_fire)
+        if not isinstance(standby, bool):
+            raise InvalidArgument(f"standby must be a bool, not {type(standby).__name__}")
+        if standby:
+            _runner.serve_schedules(self._live(), self._clock, stop, on_fire)
+        else:
+            _runner.run_schedules(self._live(), self._clock, stop, on_fire)
 
     def _schedule(self, record: ScheduleRecord) -> Schedule:
         return Schedule(
@@ -393,7 +495,142 @@ class Store:
             payload=self._decode_lenient(record.payload),
             opts=ScheduleOpts(priority=record.priority, max_attempts=record.max_attempts, expires=record.expires),
             next_boundary=record.next_boundary,
+            last_boundary=record.last_boundary,
         )
+
+    # -- inspection and actions (ADR 020) ----------------------------------------------
+    # Queue names here may also be an outbox's backing queue, as the listings show them.
+
+    def queue_stats(self, queue: str | None = None, *, cap: int | None = STATS_CAP) -> list[QueueStats]:
+        """Each queue's ready, delayed, running and dead jobs and its lag now, ordered by name.
+
+        Every queue holding a job (live or dead) appears; with ``queue``, that queue alone.
+        Counts stop at ``cap`` (10,000 by default; ``None`` counts everything, at a cost that
+        grows with the table), which keeps a call cheap enough to poll every few seconds on
+        any table (ADR 020); the lag is exact either way. Reads only.
+        """
+        if queue is not None:
+            validate_listed_queue(queue)
+        limit = check_cap(cap)
+        engine = self._live()
+        now = self._clock.now()
+        return [stats_of(counts, now, limit) for counts in engine.queue_counts(now, queue, limit)]
+
+    def jobs(
+        self,
+        queue: str,
+        phase: JobPhase | str = JobPhase.READY,
+        *,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """A page of ``queue``'s jobs in ``phase``, payloads decoded as ``get_job`` decodes them.
+
+        Orders: ready jobs as claims take them (priority descending, run_at, id); delayed by
+        run_at, id; running by id; dead newest death first. Pass the page's ``cursor`` back
+        for the next page (``None`` after the last).
+        """
+        validate_listed_queue(queue)
+        wanted = as_phase(phase)
+        size = check_page_size(limit)
+        after = read_cursor(cursor, queue, wanted)
+        engine = self._live()
+        records = engine.list_jobs(JobQuery(queue, wanted, self._clock.now(), size + 1, after))
+        page = records[:size]
+        jobs = tuple(_info(record, self._decode_lenient(record.payload)) for record in page)
+        more = len(records) > size
+        return JobPage(jobs, write_cursor(queue, wanted, key_of(page[-1], wanted)) if more else None)
+
+    def cancel(self, job_id: int) -> CancelOutcome:
+        """Delete the job if it is pending (ready or delayed); else say what it was: running, dead or missing.
+
+        A running job is never cancelled (its claim won), and is reported as such.
+        """
+        engine = self._live()
+        if not _valid_id(job_id):
+            return CancelOutcome.MISSING
+        for _ in range(_CANCEL_TRIES):
+            if engine.cancel((job_id,)):
+                return CancelOutcome.CANCELLED
+            record = engine.get_job(job_id)
+            if record is None:
+                return CancelOutcome.MISSING
+            if record.state is not JobState.PENDING:
+                return CancelOutcome(record.state.value)
+            # Running at the cancel, pending again since (retried or released): try once more.
+        return CancelOutcome.RUNNING
+
+    def requeue_dead_many(self, job_ids: Iterable[int]) -> list[int]:
+        """Bring the dead jobs among ``job_ids`` back to their queues with 0 attempts; return those requeued."""
+        if isinstance(job_ids, str | bytes | Mapping) or not isinstance(job_ids, Iterable):
+            raise InvalidArgument(f"job_ids must be an iterable of job ids, not {type(job_ids).__name__}")
+        ids = sorted({job_id for job_id in job_ids if _valid_id(job_id)})
+        engine = self._live()
+        now = self._clock.now()
+        requeued: list[int] = []
+        for start in range(0, len(ids), BATCH):
+            requeued.extend(engine.requeue_dead(ids[start : start + BATCH], now))
+        return requeued
+
+    def requeue_dead_queue(self, queue: str) -> int:
+        """Bring every job that died on ``queue`` so far back with 0 attempts; return how many.
+
+        Works through the dead jobs newest death first, a batch per engine call, so jobs that
+        die meanwhile are left for a later call rather than chased.
+        """
+        validate_listed_queue(queue)
+        engine = self._live()
+        now = self._clock.now()
+        after = JobKey(_MAX_JOB_ID, at=now)
+        requeued = 0
+        while True:
+            page = engine.list_jobs(JobQuery(queue, JobPhase.DEAD, now, BATCH, after))
+            if page:
+                requeued += len(engine.requeue_dead([record.id for record in page], now))
+                after = key_of(page[-1], JobPhase.DEAD)
+            if len(page) < BATCH:
+                return requeued
+
+    def purge_dead(self, queue: str, older_than: float | timedelta = 0) -> int:
+        """Delete ``queue``'s dead jobs that died at least ``older_than`` ago (default: all); return how many."""
+        validate_listed_queue(queue)
+        span = as_duration(older_than, "older_than")
+        engine = self._live()
+        before = self._clock.now() - span
+        purged = 0
+        while True:
+            count = engine.purge_dead(queue, before, BATCH)
+            purged += count
+            if count < BATCH:
+                return purged
+
+    def leader(self) -> Leader | None:
+        """The scheduler's leader (the owner holding its lease) and its lease end; ``None`` when none leads."""
+        engine = self._live()
+        lock = engine.read_lock(SCHEDULER_LOCK)
+        if lock is None or lock.expires_at <= self._clock.now():
+            return None
+        return Leader(lock.owner, lock.expires_at)
+
+    def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
+        """The workers that reported themselves in the last ``within`` (seconds or a timedelta), by id."""
+        span = as_duration(within, "within", allow_zero=False)
+        engine = self._live()
+        return [
+            WorkerInfo(
+                worker.id,
+                worker.host,
+                worker.pid,
+                worker.queues,
+                worker.concurrency,
+                worker.started_at,
+                worker.seen_at,
+                worker.running,
+                worker.processed,
+                worker.failed,
+            )
+            for worker in engine.workers(self._clock.now() - span)
+        ]
 
 
 class Queue:
@@ -442,6 +679,13 @@ class Queue:
     def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Store a job now (its own transaction); return its id."""
         return self._store._enqueue(self.name, (payload,), opts)[0]
+
+    def enqueue_many(self, payloads: Iterable[Any], opts: EnqueueOpts | None = None) -> list[int]:
+        """Store one job per payload, all with ``opts``, in one transaction of their own; the ids in order.
+
+        All or nothing, as ``Store.enqueue_many_tx``: bad input anywhere rejects the batch before I/O.
+        """
+        return self._store._enqueue(self.name, _batch(payloads), opts)
 
     def claim(
         self,
@@ -494,12 +738,22 @@ class Queue:
 
     def _claim(self, worker_id: str, limit: int) -> list[Job]:
         """Claim up to ``limit`` jobs, burying the undecodable and handing back what could not be decoded."""
+        return self._ack_and_claim((), worker_id, limit)[1]
+
+    def _ack_and_claim(self, acks: Sequence[Held], worker_id: str, limit: int) -> tuple[list[Held], list[Job]]:
+        """Ack ``acks`` and claim up to ``limit`` jobs in one engine call (a worker's); the stale acks and the jobs."""
         store = self._store
         engine = store._live()
         lease = store._defaults(self.name).visibility_timeout
+        stale: list[Held] = []
         while True:
             now = store.clock.now()
-            records = engine.claim(ClaimRequest(self.name, worker_id, now, lease, limit))
+            request = ClaimRequest(self.name, worker_id, now, lease, limit)
+            if acks:
+                stale, records = engine.ack_and_claim(acks, request)
+                acks = ()
+            else:
+                records = engine.claim(request)
             jobs: list[Job] = []
             handed_back: list[BaseException] = []
             for record in records:
@@ -514,7 +768,7 @@ class Queue:
                     engine.release((Held(record.id, record.fence),), now)
                     handed_back.append(outcome.cause)
             if jobs or not records:
-                return jobs
+                return stale, jobs
             if handed_back:
                 raise handed_back[0]
             # Every job claimed was undecodable and is buried now: look for another.
@@ -531,6 +785,16 @@ class Job(JobInfo):
 
     _store: Store = field(repr=False, kw_only=True)
     _record: JobRecord = field(repr=False, kw_only=True)
+    _stop: StopToken | None = field(default=None, repr=False, kw_only=True)
+
+    @property
+    def stop(self) -> StopToken:
+        """Cancelled when this claim should end early: its lease was lost, its timeout passed, or its
+        worker is stopping at once. Long work checks it and returns; its outcome would not count."""
+        if self._stop is None:
+            object.__setattr__(self, "_stop", StopToken())
+        assert self._stop is not None
+        return self._stop
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Job):
@@ -563,6 +827,12 @@ class Job(JobInfo):
             self._fenced(engine.retry((outcome,), now))
         else:
             self._fenced(engine.bury((outcome,), now))
+
+    def release(self) -> None:
+        """Hand the job back unfinished, as if this claim never took an attempt: another worker may take it
+        at once. Used by a worker stopping before the job could finish."""
+        store = self._store
+        self._fenced(store._live().release((Held(self.id, self._record.fence),), store.clock.now()))
 
     def fail(self, error: str | BaseException) -> None:
         """Give up now: the job goes dead with ``error``, whatever attempts are left."""
@@ -667,14 +937,24 @@ class Outbox:
             priority=priority,
         )
 
-    def run_once(self, worker_id: str, delivery: Delivery) -> bool:
+    def run_once(
+        self,
+        worker_id: str,
+        delivery: Delivery,
+        *,
+        wait: float | timedelta | None = None,
+        poll_interval: float = 1.0,
+        stop: StopToken | None = None,
+    ) -> bool:
         """Deliver one message: ack on success, retry on the curve on error; ``False`` when empty.
 
-        No heartbeat runs during ``delivery``; a slow delivery may call ``job.heartbeat()``.
+        With ``wait``, park until a message arrives, the wait ends or ``stop`` is cancelled (as
+        ``Queue.claim`` does). No heartbeat runs during ``delivery``; a slow delivery may call
+        ``job.heartbeat()``.
         """
         if not callable(delivery):
             raise InvalidArgument(f"delivery must be callable, not {type(delivery).__name__}")
-        job = self._queue.claim(worker_id)
+        job = self._queue.claim(worker_id, wait=wait, poll_interval=poll_interval, stop=stop)
         if job is None:
             return False
         try:
@@ -685,6 +965,62 @@ class Outbox:
         else:
             job.ack()
         return True
+
+    def run(self, worker_id: str, delivery: Delivery, stop: StopToken, *, poll_interval: float = 1.0) -> int:
+        """The courier loop: deliver messages as they come until ``stop`` is cancelled; return how many.
+
+        Parks on the outbox between messages. A transient database failure is logged and
+        waited out (it backs off up to ten seconds); a ``LeaseLost`` from a delivery that outlived
+        its lease is logged (another courier has the message) and the loop goes on.
+        """
+        if not isinstance(stop, StopToken):
+            raise InvalidArgument(f"stop must be an alkstore.StopToken, not {type(stop).__name__}")
+        delivered = 0
+        backoff = _Backoff()
+        while not stop.is_cancelled():
+            try:
+                if self.run_once(worker_id, delivery, wait=_COURIER_WAIT, poll_interval=poll_interval, stop=stop):
+                    delivered += 1
+                backoff.reset()
+            except LeaseLost as exc:
+                log.warning("outbox %r: %s", self.name, exc)
+            except DatabaseUnavailable as exc:
+                pause = backoff.next()
+                log.warning("outbox %r: database unavailable (%s); retrying in %.1f s", self.name, exc, pause)
+                stop.wait(pause)
+        return delivered
+
+
+#: How long one park of the courier loop lasts before it looks again (it also ends with the stop token).
+_COURIER_WAIT = timedelta(seconds=60)
+
+
+class _Backoff:
+    """Waits between retries through an outage: 0.1 s doubling to 10 s, back to the start after a success."""
+
+    __slots__ = ("_next",)
+
+    FIRST = 0.1
+    LAST = 10.0
+
+    def __init__(self) -> None:
+        self._next = self.FIRST
+
+    def next(self) -> float:
+        pause, self._next = self._next, min(self._next * 2, self.LAST)
+        return pause
+
+    def reset(self) -> None:
+        self._next = self.FIRST
+
+
+def _batch(payloads: Iterable[Any]) -> list[Any]:
+    """The payloads of a batch enqueue as a list; a string, bytes or a mapping is one payload, not a batch."""
+    if isinstance(payloads, str | bytes | bytearray | Mapping) or not isinstance(payloads, Iterable):
+        raise InvalidArgument(
+            f"payloads must be an iterable of payloads (a list, a generator), not {type(payloads).__name__}"
+        )
+    return list(payloads)
 
 
 def _held(jobs: Iterable[Job], store: Store) -> list[Job]:

@@ -39,6 +39,9 @@ __all__ = [
     "Fire",
     "Heartbeat",
     "Held",
+    "JobKey",
+    "JobPhase",
+    "JobQuery",
     "JobRecord",
     "JobState",
     "LockRecord",
@@ -46,11 +49,13 @@ __all__ = [
     "NewSchedule",
     "PlannedFire",
     "QueueConfig",
+    "QueueCounts",
     "Retry",
     "ScheduleRecord",
     "TickBudget",
     "TickResult",
     "Waiter",
+    "WorkerRecord",
 ]
 
 #: ``last_error`` of a job buried because its lease lapsed on its last allowed attempt.
@@ -380,10 +385,19 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def waiter(self, queue: str) -> AbstractContextManager[Waiter]:
-        """Listen for enqueues on ``queue`` while the context is open (see ``Waiter``).
+    def ack_and_claim(self, acks: Sequence[Held], request: ClaimRequest) -> tuple[list[Held], list[JobRecord]]:
+        """``ack(acks)``, then ``claim(request)``: what a worker does when it finishes jobs and takes the
+        next ones, in one round trip where the engine can (ADR 022).
 
-        Raises ``StoreClosed`` on a closed engine.
+        Returns the stale acks and the claimed jobs. The acks take effect whether or not the claim
+        finds anything; a claimed job is never one of ``acks``.
+        """
+
+    @abstractmethod
+    def waiter(self, *queues: str) -> AbstractContextManager[Waiter]:
+        """Listen for enqueues on each of ``queues`` while the context is open (see ``Waiter``).
+
+        A job made claimable on any of them ends a wait. Raises ``StoreClosed`` on a closed engine.
         """
 
     @abstractmethod
@@ -495,3 +509,141 @@ class Engine(ABC):
     @abstractmethod
     def soonest_boundary(self) -> datetime | None:
         """The earliest ``next_boundary`` of all schedules, or ``None`` when there are none."""
+
+    # -- inspection and actions ----------------------------------------------------
+    # What an operator reads and does (ADR 020). Reads never write, so the per-job paths
+    # (enqueue, claim, ack) pay nothing for them: no trigger, no counter row.
+
+    @abstractmethod
+    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[QueueCounts]:
+        """Count each queue's jobs at ``now``, one ``QueueCounts`` per queue, ordered by name.
+
+        A ``PENDING`` job is ready when its ``run_at <= now`` and delayed otherwise, whatever
+        the engine stores it as; ``running`` counts every ``RUNNING`` job (a lapsed lease too,
+        until a claim sweeps it) and ``dead`` every ``DEAD`` one; ``oldest_ready`` is the
+        earliest ``run_at`` of the ready jobs (``None`` when none is), exact whatever the cap.
+        With ``cap``, each count stops there (``cap`` then means "at least that many"), so the
+        cost is bounded by the cap per queue and phase, not by the table; without, counts are
+        exact. Without ``queue``, every queue holding a job, live or dead, appears; with it,
+        that queue alone (zeros when it holds none). One snapshot, read without writing anything.
+        """
+
+    @abstractmethod
+    def list_jobs(self, query: JobQuery) -> list[JobRecord]:
+        """Up to ``query.limit`` jobs of ``query.queue`` in ``query.phase`` at ``query.now``, in its order.
+
+        The phases and their orders (each total, so pages never overlap):
+        ``READY`` (pending, ``run_at <= now``): priority descending, ``run_at``, id (the claim
+        order); ``DELAYED`` (pending, ``run_at > now``): ``run_at``, id; ``RUNNING``: id;
+        ``DEAD``: ``died_at`` descending, id descending (the newest death first). With
+        ``query.after`` (a ``JobKey``), only the jobs that sort strictly after that key are
+        listed. Records are as ``get_job`` returns them.
+        """
+
+    @abstractmethod
+    def read_lock(self, name: str) -> LockRecord | None:
+        """The lock ``name`` as stored (held, or lapsed but not yet taken or released), or ``None``.
+
+        Callers compare its ``expires_at`` with their now; nothing is written.
+        """
+
+    @abstractmethod
+    def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        """Delete the ``PENDING`` jobs (ready or delayed) among ``job_ids``; return their ids, ascending.
+
+        Fenced by state: a ``RUNNING`` job is never cancelled (a claim and a cancel of one job
+        never both succeed), and dead or missing ids are left out.
+        """
+
+    @abstractmethod
+    def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` ``DEAD`` jobs of ``queue`` with ``died_at <= died_before``, oldest first.
+
+        Returns how many were deleted (fewer than ``limit``: none is left to purge).
+        """
+
+    @abstractmethod
+    def record_worker(self, worker: WorkerRecord) -> None:
+        """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat)."""
+
+    @abstractmethod
+    def remove_worker(self, worker_id: str) -> bool:
+        """Delete the worker ``worker_id`` (a clean stop); ``False`` if none was stored."""
+
+    @abstractmethod
+    def workers(self, since: datetime) -> list[WorkerRecord]:
+        """The workers whose ``seen_at >= since``, ordered by id."""
+
+    @abstractmethod
+    def forget_workers(self, seen_before: datetime) -> int:
+        """Delete the workers whose ``seen_at < seen_before`` (stopped without saying so); return how many."""
+
+
+# -- inspection and actions: records -----------------------------------------------------------
+
+
+class JobPhase(enum.StrEnum):
+    """Where a stored job stands for an operator: a pending job is ready (due) or delayed (not yet)."""
+
+    READY = "ready"
+    DELAYED = "delayed"
+    RUNNING = "running"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """One queue's jobs by phase at one instant, and the ``run_at`` of its oldest ready job."""
+
+    queue: str
+    ready: int
+    delayed: int
+    running: int
+    dead: int
+    oldest_ready: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobKey:
+    """Where a listing resumes: the sort key of the last job of the previous page.
+
+    ``id`` always; ``priority`` and ``at`` (its ``run_at``) for ``READY``; ``at`` (``run_at``)
+    for ``DELAYED``; ``at`` (``died_at``) for ``DEAD``; the id alone for ``RUNNING``.
+    """
+
+    id: int
+    priority: int = 0
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``."""
+
+    queue: str
+    phase: JobPhase
+    now: datetime
+    limit: int
+    after: JobKey | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """A worker process as it last reported itself.
+
+    ``id`` is its worker id (a label, as claims take it); ``queues`` the queues it serves;
+    ``concurrency`` how many jobs it runs at once; ``running`` how many it ran when it
+    reported; ``processed`` and ``failed`` its totals since ``started_at``; ``seen_at`` the
+    instant of the report.
+    """
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    started_at: datetime
+    seen_at: datetime
+    running: int = 0
+    processed: int = 0
+    failed: int = 0

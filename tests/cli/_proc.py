@@ -33,14 +33,15 @@ def run(args: Sequence[str], timeout: float = 120.0) -> subprocess.CompletedProc
 class LiveProcess:
     """A child process whose stdout and stderr lines are collected as they arrive."""
 
-    def __init__(self, args: Sequence[str]) -> None:
+    def __init__(self, args: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             list(args),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
-            env=command_env(),
+            env={**command_env(), **(env or {})},
+            cwd=cwd,
         )
         self.lines: queue.Queue[tuple[str, str]] = queue.Queue()
         self.stdout: list[str] = []

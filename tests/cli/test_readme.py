@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import alkstore
+
+from ._proc import ALKSTORE, LiveProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -26,6 +29,12 @@ def code_blocks() -> list[tuple[str, str]]:
 
 def python_blocks() -> list[str]:
     return [body for info, body in code_blocks() if info == "python"]
+
+
+def block_with(*needles: str) -> str:
+    """The one Python block of the README that contains every one of ``needles``."""
+    (found,) = [body for body in python_blocks() if all(needle in body for needle in needles)]
+    return found
 
 
 def test_the_first_two_code_blocks_are_the_demo_and_the_test_commands() -> None:
@@ -57,8 +66,7 @@ def test_ci_runs_the_readme_test_command_itself() -> None:
 
 
 def test_the_tour_runs_as_written(tmp_path: Path) -> None:
-    tour = python_blocks()[0]
-    assert 'alkstore.open("memory://"' in tour
+    tour = block_with('alkstore.open("memory://"')
     script = tmp_path / "tour.py"
     script.write_text(tour, encoding="utf-8")
 
@@ -77,7 +85,7 @@ def test_every_python_example_compiles(index: int) -> None:
 
 @pytest.mark.postgres
 def test_the_postgres_example_runs_against_a_fresh_schema(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
-    example = python_blocks()[1]
+    example = block_with("outbox_enqueue_tx(conn")
     readme_url, readme_schema = '"postgresql://postgres@127.0.0.1:5432/test"', 'schema="alkstore"'
     assert readme_url in example
     assert readme_schema in example
@@ -97,3 +105,31 @@ def test_the_postgres_example_runs_against_a_fresh_schema(pg_dsn: str, pg_schema
         assert email is not None
         assert email.payload == {"to": "ada@example.com"}
         email.ack()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_the_first_example_is_a_task_run_by_alkstore_worker(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
+    readme_url = "postgresql://postgres@127.0.0.1:5432/test"
+    jobs = python_blocks()[0]
+    assert jobs.startswith("# myapp/jobs.py\n")
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "jobs.py").write_text(jobs)
+    enqueue = python_blocks()[1].replace(f'"{readme_url}"', f"{pg_dsn!r}, schema={pg_schema!r}")
+    result = subprocess.run(
+        [sys.executable, "-c", enqueue], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    (command,) = [body for info, body in code_blocks() if info == "sh" and "alkstore worker" in body]
+    args = command.split()[1:]
+    args[args.index("--url") + 1] = pg_dsn
+    with LiveProcess([ALKSTORE, *args, "--schema", pg_schema], cwd=tmp_path) as worker:
+        # The two jobs run on two threads at once, so their prints may share a line: look at all of stdout.
+        texts = ("sending 'hi' to ada@example.com", "sending 'welcome' to bob@example.com")
+        worker.wait_for(lambda _stream, _line: all(text in "".join(worker.stdout) for text in texts), timeout=60)
+        worker.proc.send_signal(signal.SIGTERM)
+        assert worker.finish(timeout=60) == 0
+    with alkstore.open(pg_dsn, schema=pg_schema, max_size=2) as store:
+        assert [s.name for s in store.schedules()] == ["myapp.jobs:vacuum"]
+        assert store.queue("emails").claim("check") is None

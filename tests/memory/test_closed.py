@@ -18,19 +18,30 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "outbox": lambda s, h: s.outbox("mail"),
     "transaction": lambda s, h: s.transaction(),
     "enqueue_tx": lambda s, h: s.enqueue_tx(h["tx"], "q", 1),
+    "enqueue_many_tx": lambda s, h: s.enqueue_many_tx(h["tx"], "q", [1, 2]),
     "outbox_enqueue_tx": lambda s, h: s.outbox_enqueue_tx(h["tx"], "mail", 1),
     "ack_many": lambda s, h: s.ack_many([h["job"]]),
     "get_job": lambda s, h: s.get_job(h["pending_id"]),
     "requeue_dead": lambda s, h: s.requeue_dead(h["dead_id"]),
     "try_lock": lambda s, h: s.try_lock("free", "owner", 10),
     "schedule": lambda s, h: s.schedule("s2", "@every 1m", "q"),
+    "schedule_many": lambda s, h: s.schedule_many([alkstore.ScheduleEntry("s3", "@every 1m", "q")]),
     "unschedule": lambda s, h: s.unschedule("s"),
     "schedules": lambda s, h: s.schedules(),
     "tick": lambda s, h: s.tick(),
     "run_schedules": lambda s, h: s.run_schedules(StopToken()),
+    "queue_stats": lambda s, h: s.queue_stats(),
+    "jobs": lambda s, h: s.jobs("q"),
+    "cancel": lambda s, h: s.cancel(h["pending_id"]),
+    "requeue_dead_many": lambda s, h: s.requeue_dead_many([h["dead_id"]]),
+    "requeue_dead_queue": lambda s, h: s.requeue_dead_queue("dead"),
+    "purge_dead": lambda s, h: s.purge_dead("dead"),
+    "leader": lambda s, h: s.leader(),
+    "workers": lambda s, h: s.workers(),
 }
 QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "enqueue": lambda q: q.enqueue(1),
+    "enqueue_many": lambda q: q.enqueue_many([1, 2]),
     "claim": lambda q: q.claim("w"),
     "claim_many": lambda q: q.claim_many("w", 5),
     "configure": lambda q: q.configure(max_attempts=5),
@@ -40,6 +51,7 @@ JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "retry": lambda j: j.retry("e"),
     "fail": lambda j: j.fail("e"),
     "heartbeat": lambda j: j.heartbeat(),
+    "release": lambda j: j.release(),
 }
 LOCK_CALLS: dict[str, Callable[[Lock], object]] = {
     "renew": lambda lock: lock.renew(),
@@ -49,6 +61,7 @@ OUTBOX_CALLS: dict[str, Callable[[Outbox], object]] = {
     "enqueue": lambda o: o.enqueue(1),
     "run_once": lambda o: o.run_once("w", lambda payload, job: None),
     "configure": lambda o: o.configure(visibility_timeout=10),
+    "run": lambda o: o.run("w", lambda payload, job: None, StopToken()),
 }
 NOT_ENTRY_POINTS = {"close"}
 

@@ -18,7 +18,7 @@ from psycopg import sql
 import alkstore
 from alkstore import ManualClock, Store
 from alkstore.adapters.postgres import PostgresEngine
-from tests.support import PATIENCE, T0
+from tests.support import PATIENCE, T0, wait_until
 
 __all__ = ["PATIENCE", "T0", "OpenStore", "count", "engine_of", "table", "wait_until"]
 
@@ -26,15 +26,6 @@ __all__ = ["PATIENCE", "T0", "OpenStore", "count", "engine_of", "table", "wait_u
 MAX_SIZE = 3
 
 OpenStore = Callable[..., Store]
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = PATIENCE) -> None:
-    """Poll ``predicate`` until it holds; fail the test with ``what`` after ``timeout`` wall seconds."""
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def engine_of(store: Store) -> PostgresEngine:

@@ -4,8 +4,8 @@ Three threads share one embedded store on the system clock:
 
 * the scheduler leader loop (``Store.run_schedules``) fires two ``@every`` schedules onto a
   task queue;
-* a worker claims each fired task and, inside a transaction, writes an outbox message for
-  it (``Store.outbox_enqueue_tx``), then acks the task;
+* a worker (``alkstore.Worker``, with a plain handler for the task queue) runs each fired task,
+  which writes an outbox message for it inside a transaction (``Store.outbox_enqueue_tx``);
 * a courier delivers the outbox (``Outbox.run_once``) to three pretend destinations chosen
   by message number: ``email`` always works, ``webhook`` times out on a first attempt and
   works on the retry, ``crm`` is down and its messages are best effort
@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 import alkstore
-from alkstore import EnqueueOpts, Fire, Job, JobState, StopToken, Store
+from alkstore import EnqueueOpts, Fire, Job, JobState, StopToken, Store, Worker
 
 from ._signals import Interrupts
 
@@ -43,6 +43,7 @@ DESTINATIONS = ("email", "webhook", "crm")
 _BEST_EFFORT = EnqueueOpts(max_attempts=2)
 
 _CLAIM_WAIT_SECONDS = 0.1
+_WORKER_GRACE_SECONDS = 5.0
 _IDLE_POLL_SECONDS = 0.05
 _MAIN_POLL_SECONDS = 0.05
 _SUBJECT_WIDTH = 19
@@ -157,17 +158,20 @@ class Demo:
         self.store.run_schedules(self.stop_leader, on_fire=self._on_fire)
 
     def _work(self) -> None:
-        tasks = self.store.queue(TASKS)
-        while not self.stop.is_cancelled():
-            job = tasks.claim("worker-1", wait=_CLAIM_WAIT_SECONDS)
-            if job is not None:
-                self._handle(job)
+        worker = Worker(
+            self.store,
+            handlers={TASKS: self._handle},
+            worker_id="worker-1",
+            poll_interval=_CLAIM_WAIT_SECONDS,
+            grace=_WORKER_GRACE_SECONDS,
+        )
+        worker.run(self.stop)
 
-    def _handle(self, task: Job) -> None:
+    def _handle(self, payload: Any, task: Job) -> None:
         """The transactional-outbox pattern: the message is written in the task's transaction."""
         seq = len(self.messages) + 1
         destination = DESTINATIONS[(seq - 1) % len(DESTINATIONS)]
-        payload = {
+        message = {
             "seq": seq,
             "to": destination,
             "schedule": task.schedule,
@@ -175,14 +179,13 @@ class Demo:
         }
         opts = _BEST_EFFORT if destination == "crm" else None
         with self.store.transaction() as tx:
-            job_id = self.store.outbox_enqueue_tx(tx, OUTBOX, payload, opts)
-        task.ack()
+            job_id = self.store.outbox_enqueue_tx(tx, OUTBOX, message, opts)
         self.messages[job_id] = _Message(seq, job_id, destination, task.id)
         note = " (max_attempts=2)" if opts is not None else ""
         self.console.event(
             "written",
             f"msg #{seq} -> {destination}",
-            f"outbox job {job_id}{note} in a transaction; task {task.id} acked",
+            f"outbox job {job_id}{note} in a transaction, by task {task.id}",
         )
 
     def _delivery(self, payload: Any, job: Job) -> None:
@@ -246,7 +249,7 @@ class Demo:
         c.line()
         for name, spec in SCHEDULES:
             c.line(f"  schedule   {name:<10} {spec:<10} fires a task onto {TASKS!r}")
-        c.line(f"  worker     claims each task and writes a message to outbox {OUTBOX!r} in a transaction")
+        c.line(f"  worker     runs each task, which writes a message to outbox {OUTBOX!r} in a transaction")
         c.line("  courier    delivers the outbox by message number: email works; webhook times out on the")
         c.line("             first attempt; crm is down (best effort, 2 attempts: dead after one retry)")
         c.line()

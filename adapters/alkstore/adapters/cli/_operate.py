@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import alkstore
@@ -16,38 +17,46 @@ from alkstore.errors import SchemaOutOfDate
 
 from ._signals import Interrupts
 
-__all__ = ["migrate", "redact", "run_schedules", "tick"]
+__all__ = ["configure_logging", "migrate", "open_store", "redact", "run_schedules", "tick", "where"]
 
 log = logging.getLogger("alkstore.cli")
 
 _JOIN_POLL_SECONDS = 0.1
 
 
-def _open(url: str, schema: str | None, **options: Any) -> Store:
+def open_store(url: str, schema: str | None, **options: Any) -> Store:
     if schema is not None:
         options["schema"] = schema
     return alkstore.open(url, **options)
 
 
-def _where(url: str, schema: str | None) -> str:
+def where(url: str, schema: str | None) -> str:
     return redact(url) if schema is None else f"schema {schema!r} at {redact(url)}"
 
 
-def migrate(url: str, schema: str | None) -> int:
-    """Apply the pending migrations, and say whether there were any.
+def migrate(url: str, schema: str | None, grant: Sequence[str] = ()) -> int:
+    """Apply the pending migrations, and say whether there were any; grant each of ``grant`` what an
+    application role needs (ADR 019).
 
     Opening a store checks its schema, so a plain open that succeeds means the schema is
     current; one that raises ``SchemaOutOfDate`` is answered by opening with ``migrate=True``.
     """
+    options: dict[str, Any] = {"grant": list(grant)} if grant else {}
     try:
-        with _open(url, schema):
+        with open_store(url, schema):
             pass
     except SchemaOutOfDate:
-        with _open(url, schema, migrate=True) as store:
+        with open_store(url, schema, migrate=True, **options) as store:
             store.migrate()
-        print(f"alkstore: migrated {_where(url, schema)} to the current schema version")
+        print(f"alkstore: migrated {where(url, schema)} to the current schema version")
     else:
-        print(f"alkstore: {_where(url, schema)} is already at the current schema version; nothing to do")
+        if options:
+            open_store(url, schema, migrate=True, **options).close()
+        done = "" if grant else "; nothing to do"
+        print(f"alkstore: {where(url, schema)} is already at the current schema version{done}")
+    if grant:
+        roles = ", ".join(repr(role) for role in dict.fromkeys(grant))
+        print(f"alkstore: granted {roles} what an application role needs on {where(url, schema)}")
     return 0
 
 
@@ -58,7 +67,7 @@ def describe_fire(fire: Fire) -> str:
 
 def tick(url: str, schema: str | None) -> int:
     """Fire every elapsed boundary once and print the fires."""
-    with _open(url, schema) as store:
+    with open_store(url, schema) as store:
         fires = store.tick()
     for fire in fires:
         print(describe_fire(fire))
@@ -66,7 +75,7 @@ def tick(url: str, schema: str | None) -> int:
     return 0
 
 
-def _configure_logging() -> logging.Handler:
+def configure_logging() -> logging.Handler:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger("alkstore")
@@ -77,9 +86,9 @@ def _configure_logging() -> logging.Handler:
 
 def run_schedules(url: str, schema: str | None) -> int:
     """Lead the scheduler (or stand by) until SIGINT or SIGTERM; then stop cleanly."""
-    handler = _configure_logging()
+    handler = configure_logging()
     try:
-        with _open(url, schema) as store:
+        with open_store(url, schema) as store:
             return _supervise(store, url, schema)
     finally:
         logging.getLogger("alkstore").removeHandler(handler)
@@ -89,7 +98,7 @@ def _supervise(store: Store, url: str, schema: str | None) -> int:
     stop = alkstore.StopToken()
     failures: list[BaseException] = []
     runner = threading.Thread(target=_lead, args=(store, stop, failures), name="alkstore-run-schedules", daemon=True)
-    log.info("running the scheduler on %s", _where(url, schema))
+    log.info("running the scheduler on %s", where(url, schema))
     with Interrupts((signal.SIGINT, signal.SIGTERM)) as interrupts:
         runner.start()
         while runner.is_alive():

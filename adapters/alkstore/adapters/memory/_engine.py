@@ -93,27 +93,29 @@ class MemoryTransaction:
 
 
 class _MemoryWaiter(port.Waiter):
-    def __init__(self, engine: MemoryEngine, queue: str) -> None:
+    def __init__(self, engine: MemoryEngine, queues: tuple[str, ...]) -> None:
         self._engine = engine
-        self._queue = queue
-        self._seen = engine._index(queue).signals
+        self._indexes = [engine._index(queue) for queue in queues]
+        self._seen = self._signals()
+
+    def _signals(self) -> int:
+        return sum(index.signals for index in self._indexes)
 
     def wait(self, timeout: float, stop: StopToken | None = None) -> None:
         engine = self._engine
         with engine._cond:
-            index = engine._index(self._queue)
             if stop is None:
-                if index.signals == self._seen and not engine._closed:
+                if self._signals() == self._seen and not engine._closed:
                     engine._cond.wait(timeout)
             else:
                 # A stop token has no way to notify this condition: look at it every slice.
                 end = time.monotonic() + timeout
-                while index.signals == self._seen and not engine._closed and not stop.is_cancelled():
+                while self._signals() == self._seen and not engine._closed and not stop.is_cancelled():
                     left = end - time.monotonic()
                     if left <= 0:
                         break
                     engine._cond.wait(min(left, _STOP_POLL_S))
-            self._seen = index.signals
+            self._seen = self._signals()
 
 
 class MemoryEngine(port.Engine):
@@ -131,6 +133,7 @@ class MemoryEngine(port.Engine):
         self._configs: dict[str, port.QueueConfig] = {}
         self._locks: dict[str, port.LockRecord] = {}
         self._schedules: dict[str, port.ScheduleRecord] = {}
+        self._workers: dict[str, port.WorkerRecord] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -280,6 +283,12 @@ class MemoryEngine(port.Engine):
                 claimed.append(taken)
             return claimed
 
+    def ack_and_claim(
+        self, acks: Sequence[port.Held], request: port.ClaimRequest
+    ) -> tuple[list[port.Held], list[port.JobRecord]]:
+        with self._cond:
+            return self.ack(acks), self.claim(request)
+
     def _sweep_leases(self, index: _QueueIndex, now: datetime) -> None:
         while index.leases and index.leases[0][0] <= now:
             _, _, row = heapq.heappop(index.leases)
@@ -297,11 +306,11 @@ class MemoryEngine(port.Engine):
                 self._to_dead(row, port.JOB_EXPIRED_ERROR, None, now)
 
     @contextmanager
-    def waiter(self, queue: str) -> Iterator[port.Waiter]:
+    def waiter(self, *queues: str) -> Iterator[port.Waiter]:
         with self._cond:
             if self._closed:
                 raise StoreClosed("this store is closed")
-            waiter = _MemoryWaiter(self, queue)
+            waiter = _MemoryWaiter(self, queues)
         yield waiter
 
     def _each_held(
@@ -476,3 +485,110 @@ class MemoryEngine(port.Engine):
     def soonest_boundary(self) -> datetime | None:
         with self._cond:
             return self._soonest()
+
+    # -- inspection and actions ----------------------------------------------------
+    # Scans under the one lock: a memory store is small, and reads never touch the heaps.
+
+    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
+        with self._cond:
+            tallies: dict[str, list[Any]] = {} if queue is None else {queue: [0, 0, 0, 0, None]}
+            for row in itertools.chain(self._jobs.values(), self._dead.values()):
+                if queue is not None and row.queue != queue:
+                    continue
+                tally = tallies.setdefault(row.queue, [0, 0, 0, 0, None])
+                if row.state is port.JobState.DEAD:
+                    tally[3] += 1
+                elif row.state is port.JobState.RUNNING:
+                    tally[2] += 1
+                elif row.run_at > now:
+                    tally[1] += 1
+                else:
+                    tally[0] += 1
+                    tally[4] = row.run_at if tally[4] is None else min(tally[4], row.run_at)
+        if cap is not None:
+            for tally in tallies.values():
+                tally[:4] = [min(count, cap) for count in tally[:4]]
+        return [port.QueueCounts(name, *tallies[name]) for name in sorted(tallies)]
+
+    def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:
+        phase, now, after = query.phase, query.now, query.after
+        with self._cond:
+            source = self._dead.values() if phase is port.JobPhase.DEAD else self._jobs.values()
+            rows = [row for row in source if row.queue == query.queue and _phase(row, now) is phase]
+        rows.sort(key=_listing_key(phase), reverse=phase is port.JobPhase.DEAD)
+        if after is not None:
+            rows = [row for row in rows if _after(row, after, phase)]
+        return rows[: query.limit]
+
+    def read_lock(self, name: str) -> port.LockRecord | None:
+        with self._cond:
+            return self._locks.get(name)
+
+    def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        cancelled = []
+        with self._cond:
+            for job_id in sorted(set(job_ids)):
+                row = self._jobs.get(job_id)
+                if row is not None and row.state is port.JobState.PENDING:
+                    del self._jobs[job_id]  # its heap entries are dead now: _live() no longer matches
+                    cancelled.append(job_id)
+        return cancelled
+
+    def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
+        with self._cond:
+            doomed = sorted(
+                (row.died_at, row.id)
+                for row in self._dead.values()
+                if row.queue == queue and row.died_at is not None and row.died_at <= died_before
+            )[:limit]
+            for _, job_id in doomed:
+                del self._dead[job_id]
+        return len(doomed)
+
+    def record_worker(self, worker: port.WorkerRecord) -> None:
+        with self._cond:
+            self._workers[worker.id] = worker
+
+    def remove_worker(self, worker_id: str) -> bool:
+        with self._cond:
+            return self._workers.pop(worker_id, None) is not None
+
+    def workers(self, since: datetime) -> list[port.WorkerRecord]:
+        with self._cond:
+            return [self._workers[key] for key in sorted(self._workers) if self._workers[key].seen_at >= since]
+
+    def forget_workers(self, seen_before: datetime) -> int:
+        with self._cond:
+            stale = [key for key, worker in self._workers.items() if worker.seen_at < seen_before]
+            for key in stale:
+                del self._workers[key]
+        return len(stale)
+
+
+def _phase(row: port.JobRecord, now: datetime) -> port.JobPhase:
+    """Where a stored job stands at ``now`` (see ``Engine.queue_counts``)."""
+    if row.state is port.JobState.PENDING:
+        return port.JobPhase.READY if row.run_at <= now else port.JobPhase.DELAYED
+    return port.JobPhase(row.state.value)
+
+
+def _listing_key(phase: port.JobPhase) -> Callable[[port.JobRecord], tuple[Any, ...]]:
+    """The sort key of a listing of ``phase`` (dead jobs sort by it descending)."""
+    if phase is port.JobPhase.READY:
+        return lambda row: (-row.priority, row.run_at, row.id)
+    if phase is port.JobPhase.DELAYED:
+        return lambda row: (row.run_at, row.id)
+    if phase is port.JobPhase.DEAD:
+        return lambda row: (row.died_at, row.id)
+    return lambda row: (row.id,)
+
+
+def _after(row: port.JobRecord, key: port.JobKey, phase: port.JobPhase) -> bool:
+    """Whether ``row`` sorts strictly after ``key`` in a listing of ``phase``."""
+    if phase is port.JobPhase.READY:
+        return (-row.priority, row.run_at, row.id) > (-key.priority, key.at, key.id)
+    if phase is port.JobPhase.DELAYED:
+        return (row.run_at, row.id) > (key.at, key.id)
+    if phase is port.JobPhase.DEAD:
+        return (row.died_at, row.id) < (key.at, key.id)
+    return row.id > key.id

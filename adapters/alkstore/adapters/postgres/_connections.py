@@ -1,32 +1,52 @@
 """The Postgres engine's connections: its two pools, and the one way a call borrows from them.
 
-Every call takes one connection of the main pool in autocommit mode, runs its statement(s) and
-gives it back; psycopg errors raised meanwhile are translated there, once. Claims parked in a
-wait hold a connection of the listening pool (``_waiting``), which may point elsewhere (a
-direct or session-pooled server when the main URL goes through a transaction pooler).
+Every call takes one connection of the main pool (psycopg_pool) in autocommit mode, runs its
+statement(s) and gives it back; psycopg errors raised meanwhile are translated there, once.
+Claims parked in a wait hold a connection of the listening pool (``_waiting``), which may point
+elsewhere (a direct or session-pooled server when the main URL goes through a transaction
+pooler). The listening pool is this module's own, without a worker thread (ADR 019): a parked
+claim opens a connection itself, and gives up on it, and polls, if it is not serving within
+``OPEN_S``; so no thread ever waits behind another's stuck connection, and ``close()`` waits
+for nothing.
+
+A store holds at most ``max_size + listen_max_size`` connections at once.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import select
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import ExecStatus
 from psycopg.pq.abc import PGconn
 from psycopg.rows import BaseRowFactory, RowFactory, tuple_row
 from psycopg_pool import ConnectionPool
+
+from alkstore.errors import StoreClosed
 
 from ._errors import raise_translated
 from ._options import EngineOptions
 from ._sql import Statements
 
-__all__ = ["Connections", "PooledConnection", "check_connection"]
+__all__ = ["OPEN_S", "Connections", "ListeningConnection", "ListeningPool", "PooledConnection", "check_connection"]
+
+log = logging.getLogger("alkstore.postgres")
 
 _R = TypeVar("_R")
 #: ``select.poll`` where the platform has it (the pools' check falls back to a round trip).
 _POLL = getattr(select, "poll", None)
+#: Wall seconds a parked claim gives a new listening connection to connect and serve a first round
+#: trip before it gives up on it and polls (libpq's own connect timeout cannot be shorter than 2 s).
+OPEN_S = 2.0
+#: Wall seconds an idle listening connection is kept before it is closed (at the pool's next use).
+_LISTEN_MAX_IDLE_S = 60.0
 
 
 class PooledConnection(psycopg.Connection[tuple[Any, ...]]):
@@ -92,23 +112,15 @@ class Connections:
             name=f"alkstore:{options.schema}",
             num_workers=2,
         )
-        self.listen_pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
+        self.listen_pool = ListeningPool(
             options.listen_url,
-            kwargs=kwargs,
-            min_size=0,
-            max_size=options.listen_max_size,
-            open=False,
-            configure=self._configure,
-            check=check_connection,
-            timeout=options.pool_timeout,
-            max_idle=60.0,
-            name=f"alkstore:{options.schema}:listen",
-            num_workers=1,
+            {**kwargs, "connect_timeout": math.ceil(OPEN_S)},
+            options.listen_max_size,
+            sql.use_utc.encode(),
         )
 
     def open(self) -> None:
         self.pool.open(wait=False)
-        self.listen_pool.open(wait=False)
 
     def close(self) -> None:
         self.listen_pool.close()
@@ -176,3 +188,151 @@ class Connections:
             raise_translated(exc)
         finally:
             self.pool.putconn(conn)
+
+
+class ListeningConnection(psycopg.Connection[tuple[Any, ...]]):
+    """A connection of the listening pool."""
+
+
+class ListeningPool:
+    """At most ``max_size`` listening connections, opened, lent and taken back on the waiting threads.
+
+    ``getconn`` lends an idle connection (most recently returned first), or opens a new one if
+    fewer than ``max_size`` exist: it must connect and answer ``first_query`` within ``OPEN_S``,
+    else it is closed (behind a session pooler with no server connection to spare, its first
+    statement would wait for one indefinitely). ``None`` means none to spare: the claim polls.
+    """
+
+    def __init__(self, url: str, kwargs: Mapping[str, Any], max_size: int, first_query: bytes) -> None:
+        self._url = url
+        self._kwargs = dict(kwargs)
+        self._max_size = max_size
+        self._first_query = first_query
+        self._lock = threading.Lock()
+        self._idle: list[tuple[ListeningConnection, float]] = []  # with the instant each came back
+        self._size = 0  # idle, lent, and being opened
+        self._closed = False
+        self._warned = False
+
+    def getconn(self) -> ListeningConnection | None:
+        """A connection that is serving, or ``None`` if all are lent or a new one did not serve in time."""
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise StoreClosed("this store is closed")
+                stale = self._take_stale(time.monotonic())
+                conn = self._idle.pop()[0] if self._idle else None
+                opening = conn is None and self._size < self._max_size
+                if opening:
+                    self._size += 1
+            _close_all(stale)
+            if conn is None:
+                return self._open() if opening else None
+            try:
+                check_connection(conn)
+            except psycopg.Error:
+                self.putconn(_closed(conn))  # dropped; look again
+                continue
+            return conn
+
+    def _open(self) -> ListeningConnection | None:
+        deadline = time.monotonic() + OPEN_S
+        try:
+            conn = ListeningConnection.connect(self._url, **self._kwargs)
+        except BaseException:
+            with self._lock:
+                self._size -= 1
+            raise
+        try:
+            serving = _round_trip(conn.pgconn, self._first_query, deadline)
+        except psycopg.Error:
+            serving = False
+        except BaseException:
+            self.putconn(_closed(conn))
+            raise
+        if not serving:
+            self.putconn(_closed(conn))
+            self._unserved()
+            return None
+        return conn
+
+    def _unserved(self) -> None:
+        """Say once (then only in debug) that a new listening connection found no server in time."""
+        level, self._warned = (logging.DEBUG if self._warned else logging.WARNING), True
+        log.log(
+            level,
+            "a new listening connection was not served within %s s (a session pooler with no server connection "
+            "to spare? give it max_size + listen_max_size per process); parked claims without one poll",
+            OPEN_S,
+        )
+
+    def putconn(self, conn: ListeningConnection) -> None:
+        """Take ``conn`` back: kept for the next claim if it is open and the pool is, else closed and dropped."""
+        with self._lock:
+            keep = not conn.closed and not self._closed
+            if keep:
+                self._idle.append((conn, time.monotonic()))
+            else:
+                self._size -= 1
+        if not keep:
+            conn.close()
+
+    def _take_stale(self, now: float) -> list[ListeningConnection]:
+        """Remove (under the lock) the idle connections kept longer than ``_LISTEN_MAX_IDLE_S``."""
+        stale = [conn for conn, since in self._idle if now - since > _LISTEN_MAX_IDLE_S]
+        if stale:
+            self._idle = [(conn, since) for conn, since in self._idle if now - since <= _LISTEN_MAX_IDLE_S]
+            self._size -= len(stale)
+        return stale
+
+    def close(self) -> None:
+        """Close the idle connections; those lent out are closed as they come back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = [conn for conn, _ in self._idle], []
+            self._size -= len(idle)
+        _close_all(idle)
+
+    def get_stats(self) -> dict[str, int]:
+        """``pool_size`` (connections open or opening) and ``pool_available`` (idle), as psycopg_pool names them."""
+        with self._lock:
+            return {"pool_size": self._size, "pool_available": len(self._idle), "pool_max": self._max_size}
+
+
+def _closed(conn: ListeningConnection) -> ListeningConnection:
+    conn.close()
+    return conn
+
+
+def _close_all(conns: list[ListeningConnection]) -> None:
+    for conn in conns:
+        conn.close()
+
+
+def _round_trip(pgconn: PGconn, query: bytes, deadline: float) -> bool:
+    """Run ``query`` (no parameters, no rows) on an idle connection, waiting for its socket no later than
+    ``deadline``; whether it completed in time. libpq's own calls: a wait that runs out leaves the
+    connection to be closed by its caller, never a thread stuck in the driver."""
+    pgconn.send_query(query)
+    while pgconn.flush():
+        if not _ready(pgconn.socket, deadline, write=True):
+            return False
+    while True:
+        pgconn.consume_input()
+        if not pgconn.is_busy():
+            break
+        if not _ready(pgconn.socket, deadline, write=False):
+            return False
+    succeeded = True
+    while (result := pgconn.get_result()) is not None:
+        succeeded = succeeded and result.status == ExecStatus.COMMAND_OK
+    return succeeded
+
+
+def _ready(sock: int, deadline: float, *, write: bool) -> bool:
+    """Whether ``sock`` becomes readable (or writable) before ``deadline``."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    readable, writable, _ = select.select([] if write else [sock], [sock] if write else [], [], left)
+    return bool(readable or writable)

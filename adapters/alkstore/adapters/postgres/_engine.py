@@ -51,6 +51,11 @@ def open_engine(url: str, **options: Any) -> PostgresEngine:
     return PostgresEngine(url, **options)
 
 
+#: Jobs per statement of a batch enqueue: one array insert each (a few MB of parameters at most);
+#: a larger batch takes several statements in one transaction.
+_ENQUEUE_CHUNK = 5000
+
+
 class PostgresEngine(port.Engine):
     """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
 
@@ -61,8 +66,10 @@ class PostgresEngine(port.Engine):
     ``pool_timeout`` (seconds to wait for a free pooled connection, 10), ``prepare_threshold``
     (psycopg's, default 5; ``None`` never prepares statements, as a transaction pooler needs),
     ``listen_url`` (where parked claims LISTEN; default the URL) and ``listen_max_size`` (the
-    listening pool's bound, default ``max_size``). A store opens at most ``max_size +
-    listen_max_size`` connections, plus one at open.
+    listening pool's bound, default ``max_size``) and ``grant`` (roles that migrating makes
+    application roles of the schema, ADR 019). A store holds at most ``max_size +
+    listen_max_size`` connections at once (``max_connections``): its open checks the schema on
+    one more, closed before the pools open.
     """
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -80,7 +87,7 @@ class PostgresEngine(port.Engine):
         try:
             with psycopg.connect(opts.url, **opts.connect_kwargs) as conn:
                 if opts.migrate:
-                    _migrate.apply(conn, self._sql, self._schema)
+                    _migrate.apply(conn, self._sql, self._schema, opts.grant)
                 _migrate.check(conn, self._sql, self._schema, opts.url)
                 self._clock = DatabaseClock(self._server_time)
                 self._clock_conn: psycopg.Connection[Any] | None = conn
@@ -91,7 +98,9 @@ class PostgresEngine(port.Engine):
 
         self._connections = Connections(opts, self._sql)
         self._connections.open()
-        self._listening = Listening(self._connections.listen_pool, self._sql, self._schema, self._closing)
+        self._listening = Listening(
+            self._connections.listen_pool, self._sql, self._schema, self._closing, self._notify_queues
+        )
         self._clock.start()
 
     def __repr__(self) -> str:
@@ -110,6 +119,16 @@ class PostgresEngine(port.Engine):
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
         return self._closed
+
+    @property
+    def max_connections(self) -> int:
+        """The most connections this store holds at once: ``max_size + listen_max_size``."""
+        return self._options.max_connections
+
+    @property
+    def listening_works(self) -> bool | None:
+        """Whether notifications reach this store's listening connections (``None``: no parked claim found out yet)."""
+        return self._listening.works
 
     @property
     def pool(self) -> Any:
@@ -137,6 +156,10 @@ class PostgresEngine(port.Engine):
         assert isinstance(value, datetime)
         return _rows.utc(value)
 
+    def _notify_queues(self, queues: Sequence[str]) -> None:
+        """Send a NOTIFY to each queue's channel from a connection of the main pool."""
+        self._connections.all(self._sql.notify_queues, {"schema": self._schema, "queues": list(queues)}, _SCALAR)
+
     def _channel(self, conn: psycopg.Connection[Any], queue: str) -> str:
         """The NOTIFY channel of ``queue``: asked of the schema's ``channel()`` once, then remembered.
 
@@ -157,7 +180,7 @@ class PostgresEngine(port.Engine):
 
     def migrate(self) -> None:
         with self._connections.connection() as conn:
-            applied = _migrate.apply(conn, self._sql, self._schema)
+            applied = _migrate.apply(conn, self._sql, self._schema, self._options.grant)
         if applied:
             log.info("migrated schema %r to version %s", self._schema, applied[-1])
 
@@ -224,17 +247,25 @@ class PostgresEngine(port.Engine):
             assert job_id is not None
             return [int(job_id)]
         with self._connections.connection() as conn:
-            return self._insert(conn, jobs, now)
+            if len(jobs) <= _ENQUEUE_CHUNK:
+                return self._insert(conn, jobs, now)
+            with conn.transaction():  # several statements: all of them or none
+                return self._insert(conn, jobs, now)
 
     def _insert(self, conn: psycopg.Connection[Any], jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
+        """Insert ``jobs`` on ``conn`` (in its transaction, if it has one), ``_ENQUEUE_CHUNK`` per statement."""
+        ids: list[int] = []
         with conn.cursor(row_factory=scalar_row) as cursor:
             if len(jobs) == 1:
                 job = jobs[0]
                 channel = self._channel(conn, job.queue)
                 cursor.execute(self._sql.enqueue_one, _rows.job_params(job, now, channel))
-            else:
-                cursor.execute(self._sql.enqueue_many, _rows.jobs_params(jobs, now, self._schema))
-            return sorted(int(value) for value in cursor.fetchall() if value is not None)
+                return [int(value) for value in cursor.fetchall() if value is not None]
+            for start in range(0, len(jobs), _ENQUEUE_CHUNK):
+                chunk = jobs[start : start + _ENQUEUE_CHUNK]
+                cursor.execute(self._sql.enqueue_many, _rows.jobs_params(chunk, now, self._schema))
+                ids.extend(sorted(int(value) for value in cursor.fetchall() if value is not None))
+        return ids
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -255,7 +286,12 @@ class PostgresEngine(port.Engine):
             raise_translated(exc)
 
     def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
-        params = {
+        return self.ack_and_claim((), request)[1]
+
+    def ack_and_claim(
+        self, acks: Sequence[port.Held], request: port.ClaimRequest
+    ) -> tuple[list[port.Held], list[port.JobRecord]]:
+        params: dict[str, Any] = {
             "probe": True,
             "queue": request.queue,
             "worker": request.worker_id,
@@ -265,26 +301,34 @@ class PostgresEngine(port.Engine):
             "lease_expired_error": _LEASE_EXPIRED_ERROR,
             "job_expired_error": _JOB_EXPIRED_ERROR,
         }
-        rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
-        if rows and rows[0] is None:  # the statement swept instead of claiming: claim again
+        stale: list[port.Held] = []
+        if acks:
+            params.update(_rows.fenced_params(acks))
+            rows: list[Any] = self._connections.all(self._sql.ack_and_claim, params, _rows.CLAIM_ROW, binary=True)
+            stale = _stale(acks, [row for row in rows if isinstance(row, int)])
+            rows = [row for row in rows if not isinstance(row, int)]
+        else:
+            rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
+        if None in rows:  # the statement swept instead of claiming: claim again, without the probe
             params["probe"] = False
             rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         claimed = [row for row in rows if row is not None]
         claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))
-        return claimed
+        return stale, claimed
 
     @contextmanager
-    def waiter(self, queue: str) -> Iterator[port.Waiter]:
+    def waiter(self, *queues: str) -> Iterator[port.Waiter]:
         with self._parked_lock:
-            self._parked[queue] += 1
+            self._parked.update(queues)
         try:
-            with self._listening.waiter(queue, self._options.pool_timeout) as waiter:
+            with self._listening.waiter(queues) as waiter:
                 yield waiter
         finally:
             with self._parked_lock:
-                self._parked[queue] -= 1
-                if not self._parked[queue]:
-                    del self._parked[queue]
+                self._parked.subtract(queues)
+                for queue in queues:
+                    if not self._parked[queue]:
+                        del self._parked[queue]
 
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if len(held) == 1:
@@ -397,6 +441,46 @@ class PostgresEngine(port.Engine):
     def soonest_boundary(self) -> datetime | None:
         value = self._connections.one(self._sql.soonest_boundary, {}, _SCALAR)
         return None if value is None else _rows.utc(value)
+
+    # -- inspection and actions (ADR 020) --------------------------------------------------
+
+    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
+        if queue is None:
+            return self._connections.all(self._sql.queue_counts, {"now": now, "cap": cap}, _rows.QUEUE_COUNTS)
+        params = {"now": now, "queue": queue, "cap": cap}
+        return self._connections.all(self._sql.queue_counts_one, params, _rows.QUEUE_COUNTS)
+
+    def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:
+        statement = {
+            port.JobPhase.READY: self._sql.list_ready,
+            port.JobPhase.DELAYED: self._sql.list_delayed,
+            port.JobPhase.RUNNING: self._sql.list_running,
+            port.JobPhase.DEAD: self._sql.list_dead,
+        }[query.phase]
+        return self._connections.all(statement, _rows.listing_params(query), _rows.JOB, binary=True)
+
+    def read_lock(self, name: str) -> port.LockRecord | None:
+        return self._connections.one(self._sql.read_lock, {"name": name}, _rows.LOCK)
+
+    def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        rows = self._connections.all(self._sql.cancel, {"ids": list(job_ids)}, _SCALAR)
+        return sorted(int(value) for value in rows)
+
+    def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
+        params = {"queue": queue, "before": died_before, "limit": limit}
+        return int(self._connections.one(self._sql.purge_dead, params, _SCALAR) or 0)
+
+    def record_worker(self, worker: port.WorkerRecord) -> None:
+        self._connections.one(self._sql.record_worker, _rows.worker_params(worker), _SCALAR)
+
+    def remove_worker(self, worker_id: str) -> bool:
+        return self._connections.one(self._sql.remove_worker, {"id": worker_id}, _SCALAR) is not None
+
+    def workers(self, since: datetime) -> list[port.WorkerRecord]:
+        return self._connections.all(self._sql.workers, {"since": since}, _rows.WORKER)
+
+    def forget_workers(self, seen_before: datetime) -> int:
+        return int(self._connections.one(self._sql.forget_workers, {"before": seen_before}, _SCALAR) or 0)
 
 
 def _stale(items: Sequence[port.Held], done: Sequence[Any]) -> list[port.Held]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -21,7 +22,7 @@ from psycopg import sql
 from alkstore._urls import redact
 from alkstore.errors import DatabaseError, SchemaOutOfDate
 
-from ._sql import Statements
+from ._sql import Statements, grants
 
 __all__ = ["Migration", "apply", "check", "current_version", "migrations", "stored_version"]
 
@@ -72,32 +73,50 @@ def stored_version(conn: psycopg.Connection[Any], statements: Statements, schema
     return 0 if row is None else int(row[0])
 
 
-def apply(conn: psycopg.Connection[Any], statements: Statements, schema: str) -> list[int]:
+def apply(conn: psycopg.Connection[Any], statements: Statements, schema: str, grant: Sequence[str] = ()) -> list[int]:
     """Bring ``schema`` to the current version; return the versions applied (none if up to date).
 
     An up-to-date schema is only read, so a role without DDL rights may call this: the
     privileges PostgreSQL checks before ``IF NOT EXISTS`` are needed only when something is
-    missing.
+    missing. Otherwise, in the same transaction, every application role of the schema (the
+    roles in ``grant``, and those already granted what one needs) is granted what it needs on
+    everything the schema holds now, so grants survive upgrades (ADR 019).
     """
     have = stored_version(conn, statements, schema)
     _refuse_newer(have, schema)
-    if have == current_version():
+    if have == current_version() and not grant:
         return []
     applied = []
     with conn.transaction():
         conn.execute(statements.migration_lock, {"key": _lock_key(schema)})
-        conn.execute(statements.create_schema, {})
-        conn.execute(statements.create_version_table, {})
-        have = stored_version(conn, statements, schema)  # another migrator may have finished meanwhile
-        _refuse_newer(have, schema)
-        conn.execute(statements.use_schema, {})
-        for migration in migrations():
-            if migration.version <= have:
-                continue
-            conn.execute(sql.SQL(migration.text))
-            conn.execute(statements.record_version, {"version": migration.version, "name": migration.name})
-            applied.append(migration.version)
+        roles = _application_roles(conn, statements, schema)  # before a migration could replace a table
+        if have != current_version():
+            conn.execute(statements.create_schema, {})
+            conn.execute(statements.create_version_table, {})
+            have = stored_version(conn, statements, schema)  # another migrator may have finished meanwhile
+            _refuse_newer(have, schema)
+            conn.execute(statements.use_schema, {})
+            for migration in migrations():
+                if migration.version <= have:
+                    continue
+                conn.execute(sql.SQL(migration.text))
+                conn.execute(statements.record_version, {"version": migration.version, "name": migration.name})
+                applied.append(migration.version)
+        _grant(conn, statements, schema, dict.fromkeys([*roles, *grant]))
     return applied
+
+
+def _application_roles(conn: psycopg.Connection[Any], statements: Statements, schema: str) -> list[str]:
+    """The roles already granted what an application role needs on ``schema`` (they may write its jobs)."""
+    return [str(row[0]) for row in conn.execute(statements.application_roles, {"schema": schema}).fetchall()]
+
+
+def _grant(conn: psycopg.Connection[Any], statements: Statements, schema: str, roles: Iterable[str]) -> None:
+    """Grant each of ``roles`` what an application role needs on everything ``schema`` holds now."""
+    tables = [str(row[0]) for row in conn.execute(statements.data_tables, {"schema": schema}).fetchall()]
+    for role in roles:
+        for statement in grants(schema, role, tables):
+            conn.execute(statement, {})
 
 
 def check(conn: psycopg.Connection[Any], statements: Statements, schema: str, url: str) -> None:

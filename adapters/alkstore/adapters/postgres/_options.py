@@ -42,6 +42,17 @@ class EngineOptions:
     prepare_threshold: int | None
     listen_url: str
     listen_max_size: int
+    grant: tuple[str, ...]
+
+    @property
+    def max_connections(self) -> int:
+        """The most connections a store holds at once (ADR 019): both pools full.
+
+        ``open`` checks the schema and samples the clock on one connection of its own, closed
+        before the pools open; later clock samples borrow from the main pool, parked claims
+        from the listening pool.
+        """
+        return self.max_size + self.listen_max_size
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
@@ -64,6 +75,7 @@ _NAMES = (
     "prepare_threshold",
     "listen_url",
     "listen_max_size",
+    "grant",
 )
 _UNSET: Any = object()
 
@@ -106,6 +118,7 @@ def parse_options(url: str, options: Mapping[str, Any]) -> EngineOptions:
         prepare_threshold=prepare_threshold,
         listen_url=listen_url,
         listen_max_size=_check_int(options.get("listen_max_size", max_size), "listen_max_size", 1),
+        grant=_check_roles(options.get("grant", ())),
     )
 
 
@@ -148,14 +161,31 @@ def _url_connect_timeout(params: Mapping[str, Any]) -> float:
 def _check_schema(schema: object) -> str:
     if not isinstance(schema, str):
         raise InvalidOptions(f"schema must be a str, not {type(schema).__name__}")
-    size = len(schema.encode("utf-8", "surrogatepass"))
-    if not 0 < size <= _MAX_IDENTIFIER_BYTES:
-        raise InvalidOptions(f"schema must be 1 to {_MAX_IDENTIFIER_BYTES} bytes of UTF-8, not {size}: {schema!r}")
-    if "\x00" in schema or any(0xD800 <= ord(char) <= 0xDFFF for char in schema):
-        raise InvalidOptions(f"schema {schema!r} contains a NUL or a lone surrogate")
+    _check_identifier(schema, "schema")
     if schema.startswith("pg_"):
         raise InvalidOptions(f"schema {schema!r}: names starting with 'pg_' are reserved by PostgreSQL")
     return schema
+
+
+def _check_identifier(name: str, what: str) -> None:
+    """A name PostgreSQL keeps as given: 1 to 63 bytes of UTF-8, no NUL, no lone surrogate."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if not 0 < size <= _MAX_IDENTIFIER_BYTES:
+        raise InvalidOptions(f"{what} must be 1 to {_MAX_IDENTIFIER_BYTES} bytes of UTF-8, not {size}: {name!r}")
+    if "\x00" in name or any(0xD800 <= ord(char) <= 0xDFFF for char in name):
+        raise InvalidOptions(f"{what} {name!r} contains a NUL or a lone surrogate")
+
+
+def _check_roles(grant: object) -> tuple[str, ...]:
+    """``grant``: a role name, or several, that migrating makes application roles of the schema."""
+    roles = (grant,) if isinstance(grant, str) else grant
+    if not isinstance(roles, list | tuple):
+        raise InvalidOptions(f"grant must be a role name or a list of them, not {type(grant).__name__}")
+    for role in roles:
+        if not isinstance(role, str):
+            raise InvalidOptions(f"grant must name roles as str, not {type(role).__name__}")
+        _check_identifier(role, "a role name in grant")
+    return tuple(dict.fromkeys(roles))
 
 
 def _check_int(value: object, what: str, low: int) -> int:

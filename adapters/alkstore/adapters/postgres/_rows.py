@@ -19,13 +19,16 @@ from alkstore._boundary import registration_boundary
 from alkstore._tick import TickPlan
 
 __all__ = [
+    "CLAIM_ROW",
     "DUE_SCHEDULE",
     "JOB",
     "JOB_OR_SWEPT",
     "LOCK",
     "NAMED_QUEUE_CONFIG",
     "QUEUE_CONFIG",
+    "QUEUE_COUNTS",
     "SCHEDULE",
+    "WORKER",
     "config_params",
     "duration",
     "failure_params",
@@ -33,11 +36,13 @@ __all__ = [
     "fire_params",
     "job_params",
     "jobs_params",
+    "listing_params",
     "micros",
     "schedule_params",
     "text",
     "text_bytes",
     "utc",
+    "worker_params",
 ]
 
 _MICROSECOND = timedelta(microseconds=1)
@@ -160,12 +165,20 @@ def _job_or_swept(*, swept: bool, **columns: Any) -> port.JobRecord | None:
     return None if swept else _job(**columns)
 
 
+def _claim_row(*, swept: bool, acked: int | None, **columns: Any) -> port.JobRecord | int | None:
+    """A row of ``ack_and_claim``: an acked job's id, ``None`` for the sweep marker, or a claimed job."""
+    if acked is not None:
+        return int(acked)
+    return None if swept else _job(**columns)
+
+
 def _named_config(*, name: str, **columns: Any) -> tuple[str, port.QueueConfig]:
     return name, _config(**columns)
 
 
 JOB: BaseRowFactory[port.JobRecord] = kwargs_row(_job)
 JOB_OR_SWEPT: BaseRowFactory[port.JobRecord | None] = kwargs_row(_job_or_swept)
+CLAIM_ROW: BaseRowFactory[port.JobRecord | int | None] = kwargs_row(_claim_row)
 NAMED_QUEUE_CONFIG: BaseRowFactory[tuple[str, port.QueueConfig]] = kwargs_row(_named_config)
 SCHEDULE: BaseRowFactory[port.ScheduleRecord] = kwargs_row(_schedule)
 DUE_SCHEDULE: BaseRowFactory[port.DueSchedule] = kwargs_row(_due)
@@ -263,4 +276,83 @@ def fire_params(ids: list[int], plan: TickPlan, now: datetime) -> dict[str, Any]
         "expires_ats": [fire.expires_at for fire in fires],
         "max_attempts": [fire.max_attempts for fire in fires],
         "now": now,
+    }
+
+
+# -- inspection and actions -----------------------------------------------------------------
+
+#: Where a listing starts without a key: before every job in its order (see ``_sql.list_*``).
+#: The priority is one past any int4, so "the rest of the key's priority" is empty.
+_FIRST_PRIORITY = 2**31
+_FIRST_AT = {
+    port.JobPhase.READY: None,
+    port.JobPhase.DELAYED: datetime.min.replace(tzinfo=UTC),
+    port.JobPhase.RUNNING: None,
+    port.JobPhase.DEAD: datetime.max.replace(tzinfo=UTC),
+}
+_FIRST_ID = {port.JobPhase.READY: 0, port.JobPhase.DELAYED: 0, port.JobPhase.RUNNING: 0, port.JobPhase.DEAD: 2**63 - 1}
+
+
+def _queue_counts(**c: Any) -> port.QueueCounts:
+    """A queue's counts from a row of ``queue_counts``."""
+    return port.QueueCounts(
+        queue=c["queue"],
+        ready=int(c["ready"]),
+        delayed=int(c["delayed"]),
+        running=int(c["running"]),
+        dead=int(c["dead"]),
+        oldest_ready=_utc_or_none(c["oldest_ready"]),
+    )
+
+
+def _worker(**c: Any) -> port.WorkerRecord:
+    """A worker from a row of the workers table."""
+    return port.WorkerRecord(
+        id=c["id"],
+        host=c["host"],
+        pid=int(c["pid"]),
+        queues=tuple(c["queues"]),
+        concurrency=int(c["concurrency"]),
+        started_at=utc(c["started_at"]),
+        seen_at=utc(c["seen_at"]),
+        running=int(c["running"]),
+        processed=int(c["processed"]),
+        failed=int(c["failed"]),
+    )
+
+
+QUEUE_COUNTS: BaseRowFactory[port.QueueCounts] = kwargs_row(_queue_counts)
+WORKER: BaseRowFactory[port.WorkerRecord] = kwargs_row(_worker)
+
+
+def listing_params(query: port.JobQuery) -> dict[str, Any]:
+    """A page of a listing as the parameters of its ``list_*`` statement: the key, or the start."""
+    after = query.after
+    if after is None:
+        priority, at, job_id = _FIRST_PRIORITY, _FIRST_AT[query.phase], _FIRST_ID[query.phase]
+    else:
+        priority, at, job_id = after.priority, after.at, after.id
+    return {
+        "queue": query.queue,
+        "now": query.now,
+        "limit": query.limit,
+        "priority": priority,
+        "at": at,
+        "id": job_id,
+    }
+
+
+def worker_params(worker: port.WorkerRecord) -> dict[str, Any]:
+    """A worker as the parameters of ``record_worker``."""
+    return {
+        "id": worker.id,
+        "host": worker.host,
+        "pid": worker.pid,
+        "queues": list(worker.queues),
+        "concurrency": worker.concurrency,
+        "started_at": worker.started_at,
+        "seen_at": worker.seen_at,
+        "running": worker.running,
+        "processed": worker.processed,
+        "failed": worker.failed,
     }

@@ -9,11 +9,12 @@ schema version that made them (ADR 014).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from psycopg import sql
 
-__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "Statements"]
+__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "Statements", "grants"]
 
 #: A live job's columns as the engine reads them (``_rows.job_record`` takes them by name).
 JOB_COLUMNS = (
@@ -34,6 +35,9 @@ _LOCK = "name, owner, token, expires_at"
 _CONFIG = "visibility_us, max_attempts, backoff_base_us, backoff_cap_us, priority"
 #: A new job's state: a job due at its enqueue is ready ('pending'); one still ahead is 'delayed'.
 _STATE_AT = "CASE WHEN {run_at} > %(now)s THEN 'delayed' ELSE 'pending' END"
+
+#: The claim's sweep: the queue's lapsed leases and expired or due-delayed jobs, in one function call.
+_SWEEP_CALL = " SELECT {s}.sweep_3(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s) FROM sweep"
 
 _TEMPLATES: dict[str, str] = {
     # -- schema and migrations ---------------------------------------------------------------
@@ -109,9 +113,7 @@ _TEMPLATES: dict[str, str] = {
         "   OR (SELECT run_at FROM {s}.jobs"
         "     WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s"
         "     ORDER BY run_at LIMIT 1) IS NOT NULL) AS needed),"
-        " swept AS MATERIALIZED ("
-        "  SELECT {s}.sweep_3(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)"
-        "  FROM sweep WHERE needed),"
+        " swept AS MATERIALIZED (" + _SWEEP_CALL + " WHERE needed),"
         " claimed AS ("
         " UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,"
         "                     worker_id = %(worker)s,"
@@ -130,6 +132,7 @@ _TEMPLATES: dict[str, str] = {
         " SELECT " + ", ".join(f"NULL AS {name.strip()}" for name in JOB_COLUMNS.split(",")) + ", true FROM swept"
     ),
     "listen": "SELECT {s}.listen(%(schema)s, %(queue)s)",
+    # ack_and_claim is composed below from the claim: the acks first, as one more CTE.
     "unlisten": "UNLISTEN *",
     # The fenced calls return a row for each job whose fence still held (and which they changed).
     "ack_one": "DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(fence)s RETURNING id",
@@ -259,7 +262,149 @@ _TEMPLATES: dict[str, str] = {
     ),
     "notify_queues": ("SELECT pg_notify({s}.channel(%(schema)s, queue), '') FROM unnest(%(queues)s::text[]) AS queue"),
     "soonest_boundary": "SELECT min(next_boundary) AS soonest FROM {s}.schedules",
+    # -- application roles (ADR 019) -----------------------------------------------------------
+    # The roles that may write the jobs table, its owner aside: the schema's application roles,
+    # whose grants every migration renews (the catalog remembers them; no table of alkstore's).
+    "application_roles": (
+        "SELECT r.rolname FROM pg_catalog.pg_class AS c"
+        " CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) AS a"
+        " JOIN pg_catalog.pg_roles AS r ON r.oid = a.grantee"
+        " WHERE c.oid = pg_catalog.to_regclass(pg_catalog.quote_ident(%(schema)s) || '.jobs')"
+        "   AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner"
+        " ORDER BY r.rolname"
+    ),
+    # The tables an application role reads and writes: every table of the schema but its version.
+    "data_tables": (
+        "SELECT c.relname FROM pg_catalog.pg_class AS c"
+        " JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND c.relname <> 'schema_version'"
+        " ORDER BY c.relname"
+    ),
 }
+
+#: What an application role needs on the schema, granted by ``migrate`` (ADR 019): to use the
+#: schema, read and write its tables (read only the version table), draw from its sequences and
+#: run its functions. ``{role}`` and ``{tables}`` are identifiers, composed per call.
+_GRANTS = (
+    "GRANT USAGE ON SCHEMA {s} TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {tables} TO {role}",
+    "GRANT SELECT ON TABLE {s}.schema_version TO {role}",
+    "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {role}",
+    "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {role}",
+)
+
+
+#: A claim that first acks what a worker finished (fenced), in the same statement and round trip: the
+#: acked ids come back as rows of their own (``acked``), the claimed jobs and the sweep marker as in
+#: ``claim``. The acked rows are running, the claimed ones pending: the two never touch one row. An
+#: acked job may have lapsed, so the sweep joins the finished ``acked`` before it calls the sweep
+#: function: that function's own statements then see those rows gone, and no row is changed twice.
+_TEMPLATES["ack_and_claim"] = (
+    "WITH acked AS ("
+    " DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)"
+    " WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence"
+    " RETURNING j.id),"
+    + _TEMPLATES["claim"]
+    .removeprefix("WITH")
+    .replace(_SWEEP_CALL, _SWEEP_CALL + ", (SELECT count(*) FROM acked) AS finished")
+    .replace(", false AS swept FROM claimed", ", false AS swept, NULL::bigint AS acked FROM claimed")
+    .replace(", true FROM swept", ", true, NULL FROM swept")
+    + " UNION ALL"
+    " SELECT " + ", ".join(f"NULL AS {name.strip()}" for name in JOB_COLUMNS.split(",")) + ", false, id FROM acked"
+)
+
+
+# -- inspection and actions (ADR 020) ---------------------------------------------------------
+# Reads go through the partial index of each stored state (jobs_claim, jobs_delayed, jobs_lease)
+# and dead_jobs_queue, each led by the queue, so they add nothing to the per-job paths. A
+# 'delayed' row may already be due (a claim's sweep promotes it), and a 'pending' one may be
+# ahead of an earlier now: both stored states are read, split by run_at.
+
+
+_READY_ORDER = " ORDER BY priority DESC, run_at, id LIMIT %(limit)s"
+_DELAYED_ORDER = " ORDER BY run_at, id LIMIT %(limit)s"
+_LIVE_PAGE = "SELECT " + JOB_COLUMNS + ", NULL::timestamptz AS died_at FROM ("
+_AFTER_READY = "(run_at, id) > (%(at)s::timestamptz, %(id)s::bigint)"
+_OF_QUEUE = "SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND "
+_WORKER = "id, host, pid, queues, concurrency, started_at, seen_at, running, processed, failed"
+
+_TEMPLATES.update(
+    {
+        # Per queue, capped counts from the functions of version 4 (each a few index probes and
+        # at most the cap of index entries per phase); the queue list is a loose index scan.
+        "queue_counts": (
+            "SELECT q AS queue, c.* FROM {s}.queues_4() AS q,"
+            ' LATERAL {s}.queue_counts_4(q, %(now)s, %(cap)s) AS c ORDER BY q COLLATE "C"'
+        ),
+        "queue_counts_one": (
+            "SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_4(%(queue)s, %(now)s, %(cap)s) AS c"
+        ),
+        # Ready jobs in claim order after (priority, run_at, id): the rest of the key's priority
+        # and the lower priorities, each a range of jobs_claim, then the due 'delayed' rows.
+        "list_ready": (
+            _LIVE_PAGE + "(" + _OF_QUEUE + "state = 'pending' AND run_at <= %(now)s AND priority = %(priority)s::bigint"
+            " AND " + _AFTER_READY + _READY_ORDER + ")"
+            " UNION ALL (" + _OF_QUEUE + "state = 'pending' AND run_at <= %(now)s"
+            " AND priority < %(priority)s::bigint" + _READY_ORDER + ")"
+            " UNION ALL (" + _OF_QUEUE + "state = 'delayed' AND run_at <= %(now)s"
+            " AND (priority < %(priority)s::bigint OR (priority = %(priority)s::bigint AND "
+            + _AFTER_READY
+            + "))"
+            + _READY_ORDER
+            + ")) AS page"
+            + _READY_ORDER
+        ),
+        "list_delayed": (
+            _LIVE_PAGE
+            + "("
+            + _OF_QUEUE
+            + "state = 'delayed' AND run_at > %(now)s AND "
+            + _AFTER_READY
+            + _DELAYED_ORDER
+            + ")"
+            " UNION ALL ("
+            + _OF_QUEUE
+            + "state = 'pending' AND run_at > %(now)s AND "
+            + _AFTER_READY
+            + _DELAYED_ORDER
+            + ")) AS page"
+            + _DELAYED_ORDER
+        ),
+        "list_running": (
+            "SELECT " + JOB_COLUMNS + ", NULL::timestamptz AS died_at FROM {s}.jobs"
+            " WHERE queue = %(queue)s AND state = 'running' AND id > %(id)s::bigint ORDER BY id LIMIT %(limit)s"
+        ),
+        "list_dead": (
+            "SELECT " + _DEAD_AS_JOB + ", died_at FROM {s}.dead_jobs"
+            " WHERE queue = %(queue)s AND (died_at, id) < (%(at)s::timestamptz, %(id)s::bigint)"
+            " ORDER BY died_at DESC, id DESC LIMIT %(limit)s"
+        ),
+        "read_lock": "SELECT " + _LOCK + " FROM {s}.locks WHERE name = %(name)s",
+        "cancel": (
+            "DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('pending', 'delayed') RETURNING id"
+        ),
+        "purge_dead": (
+            "WITH gone AS (DELETE FROM {s}.dead_jobs WHERE id IN ("
+            " SELECT id FROM {s}.dead_jobs WHERE queue = %(queue)s AND died_at <= %(before)s"
+            " ORDER BY died_at LIMIT %(limit)s) RETURNING 1)"
+            " SELECT count(*) FROM gone"
+        ),
+        "record_worker": (
+            "INSERT INTO {s}.workers (" + _WORKER + ")"
+            " VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s::text[], %(concurrency)s, %(started_at)s, %(seen_at)s,"
+            "         %(running)s, %(processed)s, %(failed)s)"
+            " ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,"
+            "  concurrency = excluded.concurrency, started_at = excluded.started_at, seen_at = excluded.seen_at,"
+            "  running = excluded.running, processed = excluded.processed, failed = excluded.failed"
+            " RETURNING id"
+        ),
+        "remove_worker": "DELETE FROM {s}.workers WHERE id = %(id)s RETURNING id",
+        "workers": "SELECT " + _WORKER + " FROM {s}.workers WHERE seen_at >= %(since)s ORDER BY id",
+        "forget_workers": (
+            "WITH gone AS (DELETE FROM {s}.workers WHERE seen_at < %(before)s RETURNING 1) SELECT count(*) FROM gone"
+        ),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +428,7 @@ class Statements:
     enqueue_many: str
     channel: str
     claim: str
+    ack_and_claim: str
     listen: str
     unlisten: str
     ack_one: str
@@ -307,12 +453,44 @@ class Statements:
     advance_schedules: str
     notify_queues: str
     soonest_boundary: str
+    application_roles: str
+    data_tables: str
+    # -- inspection and actions
+    queue_counts: str
+    queue_counts_one: str
+    list_ready: str
+    list_delayed: str
+    list_running: str
+    list_dead: str
+    read_lock: str
+    cancel: str
+    purge_dead: str
+    record_worker: str
+    remove_worker: str
+    workers: str
+    forget_workers: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
         """Compose every template with ``schema`` quoted as an identifier (its ``%`` doubled)."""
-        ident = sql.SQL(sql.Identifier(schema).as_string().replace("%", "%%"))
+        ident = _identifier(schema)
         return cls(**{name: _compose(template, ident) for name, template in _TEMPLATES.items()})
+
+
+def grants(schema: str, role: str, tables: Sequence[str]) -> list[str]:
+    """The statements that give ``role`` what an application role needs on ``schema`` and its ``tables``."""
+    names = {
+        "s": _identifier(schema),
+        "role": _identifier(role),
+        "tables": sql.SQL(", ").join(sql.SQL("{}.{}").format(_identifier(schema), _identifier(t)) for t in tables),
+    }
+    wanted = [template for template in _GRANTS if tables or "{tables}" not in template]
+    return [sql.SQL(template).format(**names).as_string() for template in wanted]
+
+
+def _identifier(name: str) -> sql.SQL:
+    """``name`` quoted as an identifier, its ``%`` doubled (the statement runs with bound parameters)."""
+    return sql.SQL(sql.Identifier(name).as_string().replace("%", "%%"))
 
 
 def _compose(template: str, schema: sql.Composable) -> str:

@@ -1,9 +1,10 @@
 """The caller's transaction: what ``enqueue(…, tx=…)`` accepts, and what it refuses (ADR 019).
 
 Accepted: a ``psycopg.Connection`` that is inside a transaction or will begin one with the next
-statement (not in autocommit), and a SQLAlchemy ``Connection`` or ``Session`` on the psycopg
-dialect, whose transaction is begun first if it has not been (so that its commit is the one that
-publishes the job). SQLAlchemy is recognised by its types' module, never imported here.
+statement (not in autocommit), and a SQLAlchemy ``Connection`` or ``Session`` (or
+``scoped_session``) on the psycopg dialect, whose transaction is begun first if it has not been
+(so that its commit is the one that publishes the job). SQLAlchemy is recognised by its classes'
+module and name, never imported here.
 
 Refused with ``InvalidTransaction``, before anything is written: anything else, a closed
 connection, and an autocommit connection outside a transaction, where the job would commit on
@@ -49,18 +50,27 @@ def _psycopg_connection(tx: Any) -> psycopg.Connection[Any]:
 def _from_sqlalchemy(tx: Any) -> psycopg.Connection[Any]:
     """The driver connection of a SQLAlchemy ``Session`` or ``Connection``, its transaction begun."""
     kind = type(tx).__name__
-    if callable(getattr(tx, "connection", None)) and hasattr(tx, "get_bind"):  # a Session
+    if _is_a(tx, "sqlalchemy.orm.scoping", "scoped_session"):
+        tx = tx()  # the thread's (or scope's) Session
+    if _is_a(tx, "sqlalchemy.orm.session", "Session"):
         connection = tx.connection()  # begins the session's transaction if it has none
-    elif hasattr(tx, "in_transaction") and hasattr(tx, "begin"):  # a Connection
+    elif _is_a(tx, "sqlalchemy.engine.base", "Connection"):
         connection = tx
+        if connection.closed:
+            raise InvalidTransaction("the caller's SQLAlchemy Connection is closed; nothing was enqueued")
         if not connection.in_transaction():
             connection.begin()
     else:
         raise InvalidTransaction(f"expected {_EXPECTED}, not the SQLAlchemy {kind}")
-    driver = getattr(getattr(connection, "connection", None), "driver_connection", None)
+    driver = connection.connection.driver_connection
     if not isinstance(driver, psycopg.Connection):
         raise InvalidTransaction(
             f"the SQLAlchemy {kind} is not on the psycopg driver (postgresql+psycopg://), "
             f"but on {type(driver).__name__}"
         )
     return driver
+
+
+def _is_a(value: object, module: str, name: str) -> bool:
+    """Whether ``value`` is an instance of the class ``module.name`` (or a subclass), without importing it."""
+    return any(cls.__module__ == module and cls.__name__ == name for cls in type(value).__mro__)

@@ -1,10 +1,19 @@
 """Waiting claims: a connection of the listening pool LISTENs on the queue's channel (ADR 011).
 
 The row is the truth: a waiter only shortens the wait, so a lost notification, a dead
-listener or no free listening connection costs one poll interval, never a job. A listening
-connection is given back on the waiting thread itself, after ``UNLISTEN *`` and a drain of
-what arrived for it (no reset task on the pool's worker, which one stuck connection would
-block for everybody); one that fails there is closed and discarded.
+listener or no listening connection to spare costs one poll interval, never a job. Listening
+connections come from a ``ListeningPool`` (``_connections``), which opens them on the waiting
+thread itself, within a bound, and has no worker thread; a connection is given back on the
+waiting thread too, after ``UNLISTEN *`` and a drain of what arrived for it (no reset task that
+one stuck connection could block for everybody); one that fails there is closed and dropped.
+
+Whether notifications reach the listening connections at all is found out once, by the first
+parked claim (ADR 019): it also listens on a probe channel of its own and sends a NOTIFY there
+from a connection of the main pool. If that probe has not arrived ``PROBE_S`` seconds later,
+LISTEN cannot work where ``listen_url`` leads (a transaction pooler, another database): a
+warning is logged, once, and from then on parked claims poll without taking a listening
+connection. A claim that returns before the probe is due leaves its connection to a short-lived
+thread that waits out the rest.
 """
 
 from __future__ import annotations
@@ -12,90 +21,202 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from typing import Any
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolClosed
 
+from alkstore._names import RESERVED_PREFIX
 from alkstore._time import StopToken
 from alkstore.engine import Waiter
-from alkstore.errors import StoreClosed
+from alkstore.errors import AlkstoreError
 
+from ._connections import ListeningConnection, ListeningPool
 from ._errors import raise_translated
 from ._sql import Statements
 
-__all__ = ["Listening"]
+__all__ = ["PROBE_S", "Listening"]
 
 log = logging.getLogger("alkstore.postgres")
 
-#: How long a parked claim waits for a listening connection before it falls back to polling.
-_CHECKOUT_S = 1.0
 #: How often (wall seconds) a listening wait looks at its stop token.
-_STOP_SLICE_S = 0.2
+_STOP_SLICE_S = 0.05
+#: How long (wall seconds) a probe NOTIFY may take to arrive before listening is judged not to work:
+#: a direct connection delivers one in about a millisecond, so this only ever waits out a pooler.
+PROBE_S = 5.0
 
-Connection = psycopg.Connection[tuple[Any, ...]]
+Connection = ListeningConnection
 
 
 class Listening:
-    """Lends listening connections to parked claims, and takes them back clean."""
+    """Lends listening connections to parked claims, takes them back clean, and finds out whether they hear."""
 
     def __init__(
-        self, pool: ConnectionPool[Connection], sql: Statements, schema: str, closing: threading.Event
+        self,
+        pool: ListeningPool,
+        sql: Statements,
+        schema: str,
+        closing: threading.Event,
+        notify: Callable[[Sequence[str]], object],
     ) -> None:
         self._pool = pool
         self._sql = sql
         self._schema = schema
         self._closing = closing
+        self._notify = notify  # sends a NOTIFY to queues' channels from a connection of the main pool
+        self._lock = threading.Lock()
+        self._works: bool | None = None
+        self._probing = False
+
+    @property
+    def works(self) -> bool | None:
+        """Whether a probe NOTIFY reached a listening connection; ``None`` until one probe settled."""
+        return self._works
 
     @contextmanager
-    def waiter(self, queue: str, pool_timeout: float) -> Iterator[Waiter]:
-        """A waiter for ``queue``: listening if a connection is free within a second, else polling."""
-        try:
-            conn = self._pool.getconn(timeout=min(pool_timeout, _CHECKOUT_S))
-        except PoolClosed as exc:
-            raise StoreClosed("this store is closed") from exc
-        except psycopg.Error as exc:
-            log.debug("no listening connection for queue %r (%s); the wait polls", queue, exc)
+    def waiter(self, queues: tuple[str, ...]) -> Iterator[Waiter]:
+        """A waiter for ``queues``: listening if the pool lends a connection, else polling."""
+        if self._works is False:
             yield _PollingWaiter(self._closing)
             return
         try:
+            conn = self._pool.getconn()
+        except psycopg.Error as exc:
+            log.debug("could not open a listening connection for %s (%s); the wait polls", list(queues), exc)
+            conn = None
+        if conn is None:
+            yield _PollingWaiter(self._closing)
+            return
+        probe: _Probe | None = None
+        try:
             try:
-                conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
+                for queue in queues:
+                    conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
+                probe = self._probe(conn)
             except psycopg.Error as exc:
-                raise_translated(exc)  # the connection goes back (or is discarded) below
-            yield _ListeningWaiter(conn, queue, self._closing)
+                raise_translated(exc)  # the connection goes back (or is dropped) below
+            yield _ListeningWaiter(conn, ", ".join(queues), self._closing, probe)
+        finally:
+            if probe is not None and not probe.settled:
+                self._finish_probe(conn, probe)
+            else:
+                self._give_back(conn)
+
+    def _finish_probe(self, conn: Connection, probe: _Probe) -> None:
+        """Settle a probe the wait ended before, from what reached ``conn`` meanwhile; or, if it is not due
+        yet, wait out the rest on a thread of its own, which then gives ``conn`` back (the claim returns now)."""
+        try:
+            arrived = any(notify.channel == probe.channel for notify in conn.notifies(timeout=0))
+        except psycopg.Error:
+            arrived = False
+        if arrived:
+            probe.settle(True)
+        elif conn.closed:
+            probe.give_up()
+        elif time.monotonic() >= probe.deadline:
+            probe.settle(False)
+        else:
+            finisher = threading.Thread(target=self._await_probe, args=(conn, probe), name="alkstore-listen-probe")
+            finisher.daemon = True
+            finisher.start()
+            return
+        self._give_back(conn)
+
+    def _await_probe(self, conn: Connection, probe: _Probe) -> None:
+        try:
+            while not probe.settled:
+                left = probe.deadline - time.monotonic()
+                if self._closing.is_set():
+                    probe.give_up()
+                elif left <= 0:
+                    probe.settle(False)
+                else:
+                    for notify in conn.notifies(timeout=min(left, _STOP_SLICE_S), stop_after=1):
+                        if notify.channel == probe.channel:
+                            probe.settle(True)
+        except psycopg.Error as exc:
+            log.debug("the listening probe's connection failed (%s); a later parked claim tries again", exc)
+            probe.give_up()
         finally:
             self._give_back(conn)
 
-    def _give_back(self, conn: Connection) -> None:
-        if conn.closed:  # a listener that died, or was discarded above
-            self._discard(conn)
-            return
+    def _probe(self, conn: Connection) -> _Probe | None:
+        """Listen on a probe channel on ``conn`` and notify it from elsewhere, unless a probe settled or runs."""
+        with self._lock:
+            if self._works is not None or self._probing:
+                return None
+            self._probing = True
+        queue = f"{RESERVED_PREFIX}listen-probe:{uuid.uuid4().hex}"
         try:
-            conn.execute(self._sql.unlisten, {})
-            for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
-                pass
-        except psycopg.Error as exc:
-            log.debug("discarding a listening connection that failed to UNLISTEN: %s", exc)
-            self._discard(conn)
-            return
+            row = conn.execute(self._sql.channel, {"schema": self._schema, "queue": queue}).fetchone()
+            assert row is not None
+            conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
+            self._notify([queue])
+        except AlkstoreError as exc:  # the main pool's NOTIFY failed: no verdict this time
+            log.debug("could not send the listening probe (%s); a later parked claim tries again", exc)
+            self._settle(None)
+            return None
+        except BaseException:
+            self._settle(None)
+            raise
+        return _Probe(self, str(row[0]), time.monotonic() + PROBE_S)
+
+    def _settle(self, works: bool | None) -> None:
+        with self._lock:
+            self._probing = False
+            if works is None or self._works is not None:
+                return
+            self._works = works
+        if not works:
+            log.warning(
+                "notifications do not reach the listening connections of schema %r: LISTEN cannot work there "
+                "(a transaction pooler? set listen_url to a direct or session-pooled connection); "
+                "parked claims poll instead",
+                self._schema,
+            )
+
+    def _give_back(self, conn: Connection) -> None:
+        if not conn.closed:  # a listener that died stays closed; the pool drops it
+            try:
+                conn.execute(self._sql.unlisten, {})
+                for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
+                    pass
+            except psycopg.Error as exc:
+                log.debug("dropping a listening connection that failed to UNLISTEN: %s", exc)
+                conn.close()
         self._pool.putconn(conn)
 
-    def _discard(self, conn: Connection) -> None:
-        conn.close()
-        with suppress(PoolClosed):
-            self._pool.putconn(conn)  # a closed connection is dropped, and its place freed
+
+class _Probe:
+    """A NOTIFY on a channel of its own that one listening connection waits for until ``deadline``."""
+
+    def __init__(self, listening: Listening, channel: str, deadline: float) -> None:
+        self.channel = channel
+        self.deadline = deadline
+        self._listening = listening
+        self.settled = False
+
+    def settle(self, arrived: bool) -> None:
+        if not self.settled:
+            self.settled = True
+            self._listening._settle(arrived)
+
+    def give_up(self) -> None:
+        """The waiter ends before the probe arrived or was due: no verdict."""
+        if not self.settled:
+            self.settled = True
+            self._listening._settle(None)
 
 
 class _ListeningWaiter(Waiter):
-    """Parks on a connection that LISTENs on the queue's channel."""
+    """Parks on a connection that LISTENs on the queue's channel (and perhaps a probe's)."""
 
-    def __init__(self, conn: Connection, queue: str, closing: threading.Event) -> None:
+    def __init__(self, conn: Connection, queue: str, closing: threading.Event, probe: _Probe | None) -> None:
         self._conn: Connection | None = conn
         self._queue = queue
         self._closing = closing
+        self._probe = probe
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.postgres waiter queue={self._queue!r}>"
@@ -104,17 +225,27 @@ class _ListeningWaiter(Waiter):
         _sliced(timeout, self._closing, stop, self._listen)
 
     def _listen(self, step: float) -> bool:
-        """Wait ``step`` seconds for a notification; whether one came."""
-        if self._conn is None:
-            self._closing.wait(step)
-            return False
-        try:
-            for _ in self._conn.notifies(timeout=step, stop_after=1):
-                return True
-        except psycopg.Error as exc:
-            # The row is the truth: a dead listener only turns the rest of the wait into polling.
-            log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
-            self._conn = None
+        """Wait ``step`` seconds for a notification of the queue; whether one came."""
+        end = time.monotonic() + step
+        while self._conn is not None:
+            probe = self._probe if self._probe is not None and not self._probe.settled else None
+            now = time.monotonic()
+            if probe is not None and now >= probe.deadline:
+                probe.settle(False)
+                continue
+            left = end - now if probe is None else min(end, probe.deadline) - now
+            if left <= 0:
+                return False
+            try:
+                for notify in self._conn.notifies(timeout=left, stop_after=1):
+                    if self._probe is None or notify.channel != self._probe.channel:
+                        return True
+                    self._probe.settle(True)  # the probe (perhaps late): no job, wait on
+            except psycopg.Error as exc:
+                # The row is the truth: a dead listener only turns the rest of the wait into polling.
+                log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
+                self._conn = None
+        self._closing.wait(max(0.0, end - time.monotonic()))
         return False
 
 

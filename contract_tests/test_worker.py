@@ -1,0 +1,448 @@
+"""The worker runtime on every engine (ADR 021): concurrency, failures, leases, timeouts, stopping.
+
+Time moves only when a test moves it: the worker's heartbeat thread sleeps on the store's
+``ManualClock``, so ``step`` advances the clock and waits until it is parked again. The claim
+loop polls every few hundredths of a wall second, so a job made due by the clock is taken soon.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from alkstore import (
+    EnqueueOpts,
+    InvalidArgument,
+    InvalidOptions,
+    Job,
+    JobState,
+    ManualClock,
+    StopToken,
+    Store,
+    Tasks,
+    Worker,
+    WorkerStats,
+    current_job,
+)
+from tests.support import PATIENCE
+
+from ._engines import T0
+from ._runners import HoldingClock, step, wait_until
+
+POLL = 0.02
+
+
+class Gate:
+    """A task body that blocks until opened, counting how many run at once."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.entered = 0
+        self.running = 0
+        self.most = 0
+        self.saw_stop: list[bool] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, **_: Any) -> None:
+        with self._lock:
+            self.entered += 1
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            stop = current_job().stop
+            while not self.opened.is_set() and not stop.is_cancelled():
+                self.opened.wait(0.01)
+            self.saw_stop.append(stop.is_cancelled())
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+class Running:
+    """A worker on its own thread."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.stop = StopToken()
+        self.abort = StopToken()
+        self.stats: WorkerStats | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name="contract-worker", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        try:
+            self.stats = self.worker.run(self.stop, abort=self.abort)
+        except BaseException as exc:
+            self.error = exc
+
+    def finish(self, *, abort: bool = False) -> WorkerStats:
+        self.stop.cancel()
+        if abort:
+            self.abort.cancel()
+        self.thread.join(PATIENCE)
+        assert not self.thread.is_alive(), "the worker did not stop"
+        if self.error is not None:
+            raise self.error
+        assert self.stats is not None
+        return self.stats
+
+
+@pytest.fixture
+def started() -> Iterator[Callable[[Worker], Running]]:
+    """Start workers on threads; every one started is stopped (at once) after the test."""
+    running: list[Running] = []
+
+    def start(worker: Worker) -> Running:
+        running.append(Running(worker))
+        return running[-1]
+
+    yield start
+    for each in running:
+        each.stop.cancel()
+        each.abort.cancel()
+        each.thread.join(PATIENCE)
+
+
+def is_at(store: Store, job_id: int, state: JobState, attempts: int) -> Callable[[], bool]:
+    """Whether the job is in ``state`` after ``attempts`` (a predicate for ``wait_until``)."""
+
+    def check() -> bool:
+        info = store.get_job(job_id)
+        return info is not None and (info.state, info.attempts) == (state, attempts)
+
+    return check
+
+
+def states(store: Store, ids: list[int]) -> list[JobState | None]:
+    return [None if (info := store.get_job(job_id)) is None else info.state for job_id in ids]
+
+
+def test_a_worker_runs_at_most_its_concurrency_and_never_claims_beyond_its_free_threads(
+    store: Store, started: Callable[[Worker], Running]
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    block = tasks.task("block", queue="work")(gate)
+    ids = [block.enqueue(store, n=n) for n in range(7)]
+    running = started(Worker(store, tasks, concurrency=3, poll_interval=POLL))
+    wait_until(lambda: gate.entered == 3, "three runs to start")
+    assert states(store, ids).count(JobState.RUNNING) == 3, "it holds leases only for the jobs it runs"
+    assert all(info is not None and info.attempts == 0 for info in map(store.get_job, ids[3:]))
+    gate.opened.set()
+    wait_until(lambda: states(store, ids) == [None] * 7, "every job to be done")
+    assert gate.most == 3
+    assert running.finish().succeeded == 7
+
+
+def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running]
+) -> None:
+    tasks = Tasks()
+
+    @tasks.task("bounce", queue="mail", max_attempts=2)
+    def bounce(to: str) -> None:
+        raise ValueError(f"no mailbox {to!r}")
+
+    job_id = bounce.enqueue(store, to="ada")
+    running = started(Worker(store, tasks, poll_interval=POLL))
+    wait_until(is_at(store, job_id, JobState.PENDING, 1), "a first failure")
+    info = store.get_job(job_id)
+    assert info is not None
+    assert info.last_error == "no mailbox 'ada'"
+    assert info.task == "bounce"
+    assert info.last_traceback is not None
+    assert info.last_traceback.rstrip().endswith("ValueError: no mailbox 'ada'")
+    assert info.run_at == clock.now() + timedelta(seconds=5)
+    clock.advance(5)
+    wait_until(is_at(store, job_id, JobState.DEAD, 2), "the last failure")
+    dead = store.get_job(job_id)
+    assert dead is not None
+    assert (dead.attempts, dead.last_error) == (2, "no mailbox 'ada'")
+    stats = running.finish()
+    assert (stats.retried, stats.buried, stats.succeeded) == (1, 1, 0)
+
+
+def test_heartbeats_keep_a_running_job_past_its_visibility_timeout(
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running]
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    slow = tasks.task("slow", queue="work", visibility_timeout=30)(gate)
+    job_id = slow.enqueue(store)
+    running = started(Worker(store, tasks, poll_interval=POLL))
+    wait_until(lambda: gate.entered == 1, "the run to start")
+    clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
+    for _ in range(100):  # 100 s: more than three visibility timeouts
+        step(clock, sleepers=1)
+    info = store.get_job(job_id)
+    assert info is not None
+    assert info.state is JobState.RUNNING
+    assert info.lease_until is not None
+    assert info.lease_until > clock.now()
+    assert store.queue("work").claim("rival") is None
+    gate.opened.set()
+    wait_until(lambda: store.get_job(job_id) is None, "the job to be done")
+    assert running.finish().succeeded == 1
+    assert gate.saw_stop == [False]
+
+
+def test_a_run_past_its_timeout_is_cancelled_and_its_job_retried(
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running]
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    hang = tasks.task("hang", queue="work", timeout=10)(gate)
+    job_id = hang.enqueue(store)
+    running = started(Worker(store, tasks, poll_interval=POLL))
+    wait_until(lambda: gate.entered == 1, "the run to start")
+    clock.wait_for_sleepers(1, timeout=PATIENCE)
+    for _ in range(10):
+        step(clock, sleepers=1)
+    wait_until(lambda: gate.saw_stop == [True], "the run to see its cancellation")
+    info = store.get_job(job_id)
+    assert info is not None
+    assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 1, "timed out after 10 s")
+    gate.opened.set()
+    clock.advance(5)  # the retry is due: the next run finishes at once
+    wait_until(lambda: store.get_job(job_id) is None, "the retried run to finish")
+    stats = running.finish()
+    assert (stats.timed_out, stats.succeeded) == (1, 1)
+
+
+def test_a_lost_lease_is_surfaced_to_the_run_and_its_outcome_discarded(
+    engine: Any, started: Callable[[Worker], Running]
+) -> None:
+    clock = HoldingClock(T0)
+    with engine.store(clock) as store:
+        tasks, gate = Tasks(), Gate()
+        held = tasks.task("held", queue="work", visibility_timeout=30)(gate)
+        job_id = held.enqueue(store)
+        running = started(Worker(store, tasks, poll_interval=POLL))
+        wait_until(lambda: gate.entered == 1, "the run to start")
+        clock.wait_for_sleepers(1, timeout=PATIENCE)
+        (beater,) = [thread for thread in threading.enumerate() if thread.name.startswith("alkstore-heartbeat-")]
+        clock.hold(beater)  # the worker is paused, as a stopped process is
+        clock.advance(31)
+        rival = store.queue("work").claim("rival")  # the lapsed lease is claimed again
+        assert rival is not None
+        assert rival.id == job_id
+        clock.release(beater)
+        wait_until(lambda: gate.saw_stop == [True], "the run to see its lease lost")
+        rival.ack()
+        stats = running.finish()
+        assert (stats.lost, stats.succeeded) == (1, 0)
+
+
+@pytest.mark.parametrize("abort", [False, True], ids=["grace", "abort"])
+def test_a_stopping_worker_hands_back_what_still_runs_without_spending_an_attempt(
+    store: Store, started: Callable[[Worker], Running], abort: bool
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    long = tasks.task("long", queue="work")(gate)
+    job_id = long.enqueue(store)
+    running = started(Worker(store, tasks, poll_interval=POLL, grace=0.1 if not abort else PATIENCE))
+    wait_until(lambda: gate.entered == 1, "the run to start")
+    stats = running.finish(abort=abort)
+    assert stats.released == 1
+    info = store.get_job(job_id)
+    assert info is not None
+    assert (info.state, info.attempts, info.worker_id) == (JobState.PENDING, 0, None)
+    taken = store.queue("work").claim("next-worker")
+    assert taken is not None
+    assert (taken.id, taken.attempts) == (job_id, 1)
+    wait_until(lambda: gate.saw_stop == [True], "the handed-back run to be told")
+
+
+def test_a_stopping_worker_lets_running_jobs_finish_within_its_grace(
+    store: Store, started: Callable[[Worker], Running]
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    quick = tasks.task("quick", queue="work")(gate)
+    job_id = quick.enqueue(store)
+    running = started(Worker(store, tasks, poll_interval=POLL, grace=PATIENCE))
+    wait_until(lambda: gate.entered == 1, "the run to start")
+    running.stop.cancel()
+    threading.Timer(0.2, gate.opened.set).start()
+    stats = running.finish()
+    assert (stats.succeeded, stats.released) == (1, 0)
+    assert store.get_job(job_id) is None
+
+
+def test_a_job_for_an_unknown_task_fails_on_the_job_and_the_worker_carries_on(
+    store: Store, started: Callable[[Worker], Running]
+) -> None:
+    tasks, other = Tasks(), Tasks()
+    done: list[int] = []
+    known = tasks.task("known", queue="work")(lambda n: done.append(n))
+    stranger = other.task("stranger", queue="work")(lambda: None)
+    lost_id = stranger.enqueue(store)
+    known.enqueue(store, n=1)
+    running = started(Worker(store, tasks, poll_interval=POLL))
+    wait_until(lambda: done == [1], "the known task to run")
+    wait_until(is_at(store, lost_id, JobState.PENDING, 1), "the unknown one to fail")
+    info = store.get_job(lost_id)
+    assert info is not None
+    assert info.last_error == "unknown task 'stranger' (this worker knows: known)"
+    assert running.finish().retried == 1
+
+
+def test_plain_handlers_run_the_jobs_of_their_queues(store: Store, started: Callable[[Worker], Running]) -> None:
+    seen: list[tuple[Any, str]] = []
+    store.queue("hooks").enqueue({"event": "paid"})
+    handlers = {"hooks": lambda payload, job: seen.append((payload, job.queue))}
+    running = started(Worker(store, handlers=handlers, poll_interval=POLL))
+    wait_until(lambda: seen == [({"event": "paid"}, "hooks")], "the handler to run")
+    assert running.finish().succeeded == 1
+
+
+def test_periodic_tasks_register_their_schedules_and_a_worker_with_schedules_fires_them(
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running]
+) -> None:
+    tasks = Tasks()
+    ran: list[dict[str, Any]] = []
+
+    @tasks.periodic("@every 1m", queue="maintenance", name="vacuum", kwargs={"table": "events"})
+    def vacuum(table: str) -> None:
+        ran.append({"table": table, "boundary": current_job().boundary})
+
+    running = started(Worker(store, tasks, schedules=True, poll_interval=POLL))
+    wait_until(lambda: [s.name for s in store.schedules()] == ["vacuum"], "the schedule to be registered")
+    (schedule,) = store.schedules()
+    assert (schedule.spec, schedule.queue, schedule.payload) == ("@every 1m", "maintenance", {"table": "events"})
+    clock.wait_for_sleepers(2, timeout=PATIENCE)  # the heartbeat thread and the leader
+    for _ in range(60):
+        step(clock, sleepers=2)
+    wait_until(lambda: len(ran) == 1, "the fire to run")
+    assert ran == [{"table": "events", "boundary": schedule.next_boundary}]
+    running.finish()
+    restarted = started(Worker(store, tasks, poll_interval=POLL))  # a restart keeps the phase
+    wait_until(lambda: restarted.thread.is_alive(), "the second worker")
+    assert [s.next_boundary for s in store.schedules()] == [schedule.next_boundary + timedelta(minutes=1)]
+    restarted.finish()
+
+
+def test_a_task_enqueued_in_a_transaction_is_run_after_commit(
+    store: Store, started: Callable[[Worker], Running]
+) -> None:
+    tasks = Tasks()
+    done: list[str] = []
+    note = tasks.task("note", queue="work")(lambda text: done.append(text))
+    with store.transaction() as tx:
+        job_id = note.enqueue_tx(store, tx, text="committed")
+    later = note.with_options(EnqueueOpts(priority=5)).enqueue(store, text="later")
+    info = store.get_job(later)
+    assert info is not None
+    assert (info.task, info.priority, info.payload) == ("note", 5, {"text": "later"})
+    running = started(Worker(store, tasks, poll_interval=POLL))
+    wait_until(lambda: sorted(done) == ["committed", "later"], "both runs")
+    wait_until(lambda: store.get_job(job_id) is None, "its ack (written within the ack delay)")
+    running.finish()
+
+
+@pytest.mark.parametrize("ack_delay", [0, 0.02])
+def test_a_worker_acks_each_job_before_it_runs_the_next_and_counts_it_once_acked(
+    store: Store, started: Callable[[Worker], Running], ack_delay: float
+) -> None:
+    tasks = Tasks()
+    seen: list[tuple[int, list[JobState | None]]] = []
+    ids: list[int] = []
+
+    def step(n: int) -> None:
+        seen.append((n, states(store, ids[:n])))
+
+    task = tasks.task("step", queue="work")(step)
+    ids.extend(task.enqueue(store, n=n) for n in range(4))
+    running = started(Worker(store, tasks, concurrency=1, poll_interval=POLL, ack_delay=ack_delay))
+    wait_until(lambda: len(seen) == 4, "four runs")
+    stats = running.finish()
+    assert seen == [(n, [None] * n) for n in range(4)], "each earlier job was acked before the next ran"
+    assert (stats.succeeded, stats.retried, stats.lost) == (4, 0, 0)
+    assert states(store, ids) == [None] * 4
+
+
+def test_bad_worker_and_task_input_is_refused_before_anything_runs(store: Store) -> None:
+    tasks = Tasks()
+    with pytest.raises(InvalidOptions, match="at least one queue"):
+        Worker(store, tasks)
+    tasks.task("t", queue="work")(lambda: None)
+    for concurrency in (0, 1001):
+        with pytest.raises(InvalidOptions, match="concurrency"):
+            Worker(store, tasks, concurrency=concurrency)
+    durations: dict[str, Any] = {"ack_delay": -1, "grace": -1, "poll_interval": 0}
+    for name, bad in durations.items():
+        with pytest.raises(InvalidOptions, match=name):
+            Worker(store, tasks, **{name: bad})
+    with pytest.raises(InvalidArgument, match="Store"):
+        Worker("memory://", tasks)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOptions, match="already registered"):
+        tasks.task("t", queue="work")(lambda: None)
+    task = tasks.get("t")
+    assert task is not None
+    with pytest.raises(InvalidArgument, match="by keyword"):
+        task.enqueue(store, 1)
+    with pytest.raises(InvalidArgument, match="outside a job"):
+        current_job()
+    assert store.queue("work").claim("probe") is None
+
+
+def test_a_waiting_claim_ends_when_its_stop_token_is_cancelled(store: Store) -> None:
+    stop = StopToken()
+    got: list[Job | None] = []
+    waiter = threading.Thread(target=lambda: got.append(store.queue("q").claim("w", wait=3600, stop=stop)))
+    waiter.start()
+    threading.Timer(0.1, stop.cancel).start()
+    waiter.join(PATIENCE)
+    assert not waiter.is_alive()
+    assert got == [None]
+
+
+def test_the_outbox_courier_delivers_until_stopped_and_run_once_can_wait(store: Store) -> None:
+    outbox = store.outbox("hooks")
+    delivered: list[Any] = []
+    stop = StopToken()
+
+    def deliver(payload: Any, job: Job) -> None:
+        delivered.append(payload)
+
+    courier = threading.Thread(
+        target=lambda: delivered.append(outbox.run("courier", deliver, stop, poll_interval=POLL))
+    )
+    courier.start()
+    for n in range(3):
+        outbox.enqueue(n)
+    wait_until(lambda: delivered == [0, 1, 2], "three deliveries")
+    stop.cancel()
+    courier.join(PATIENCE)
+    assert delivered == [0, 1, 2, 3]  # the loop's return value: how many it delivered
+    later = threading.Timer(0.1, lambda: outbox.enqueue("late"))
+    later.start()
+    assert outbox.run_once("courier", deliver, wait=PATIENCE, poll_interval=POLL) is True
+    assert delivered[-1] == "late"
+
+
+def test_a_running_worker_reports_itself_and_a_stopped_one_is_gone(
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running]
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    block = tasks.task("block", queue="work")(gate)
+    quick = tasks.task("quick", queue="other")(lambda: None)
+    block.enqueue(store)
+    quick.enqueue(store)
+    running = started(Worker(store, tasks, concurrency=2, poll_interval=POLL, worker_id="reporter"))
+    wait_until(lambda: gate.entered == 1, "the run to start")
+    (seen,) = store.workers()
+    assert (seen.id, seen.queues, seen.concurrency, seen.started_at) == ("reporter", ("other", "work"), 2, T0)
+    assert seen.pid > 0
+    assert seen.host
+    wait_until(lambda: running.worker.stats.succeeded == 1, "the quick job to be done and acked")
+    clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
+    for _ in range(5):  # one report interval
+        step(clock, sleepers=1)
+    wait_until(lambda: store.workers()[0].seen_at == T0 + timedelta(seconds=5), "the next report")
+    (seen,) = store.workers()
+    assert (seen.started_at, seen.running, seen.processed, seen.failed) == (T0, 1, 1, 0)
+    gate.opened.set()
+    running.finish()
+    assert store.workers(within=timedelta(days=1)) == [], "a stopped worker removed its report"

@@ -1,0 +1,237 @@
+"""Tasks: named functions a worker runs for the jobs of a queue (ADR 021).
+
+A ``Tasks`` registry does no I/O and can be imported anywhere: the application that enqueues
+and the worker that runs share it. Each task belongs to one queue (several may share one); a
+job records which task it is for (its ``task``), and its payload is the task's keyword
+arguments, as JSON. A periodic task is also registered as a schedule (``@every``) when a worker
+serving it starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from ._names import validate_label, validate_name
+from ._options import EnqueueOpts, ScheduleOpts, as_duration
+from ._spec import parse_spec
+from .errors import InvalidArgument, InvalidOptions
+
+if TYPE_CHECKING:
+    from ._store import Job, Store
+
+__all__ = ["Periodic", "Task", "Tasks", "current_job"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_current = threading.local()
+
+
+def current_job() -> Job:
+    """The job the calling worker thread is running (``InvalidArgument`` outside a job).
+
+    A task that runs long can look at ``current_job().stop``: it is cancelled when the job's
+    lease was lost, its timeout passed, or the worker is stopping at once; the task should then
+    return (or raise) soon, since its outcome will no longer count.
+    """
+    job: Job | None = getattr(_current, "job", None)
+    if job is None:
+        raise InvalidArgument("current_job() is called outside a job run by a worker")
+    return job
+
+
+def _set_current(job: Job | None) -> None:
+    _current.job = job
+
+
+@dataclass(frozen=True)
+class Task(Generic[P, R]):
+    """A registered task: call it to run the function in-process, ``enqueue`` it to have a worker run it."""
+
+    name: str
+    queue: str
+    func: Callable[P, R]
+    opts: EnqueueOpts
+    timeout: timedelta | None
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<alkstore.Task {self.name!r} on {self.queue!r}>"
+
+    def enqueue(self, store: Store, /, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue a run of this task with these keyword arguments, in a transaction of its own."""
+        return store._enqueue(self.queue, (_payload(self, args, kwargs),), self.opts, task=self.name)[0]
+
+    def enqueue_tx(self, store: Store, tx: Any, /, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue a run of this task inside the caller's transaction ``tx``."""
+        payload = _payload(self, args, kwargs)
+        return store._enqueue(self.queue, (payload,), self.opts, tx, in_caller_tx=True, task=self.name)[0]
+
+    def enqueue_many(self, store: Store, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+        """Enqueue one run per mapping of keyword arguments, in one transaction of their own; the ids in order."""
+        return store._enqueue(self.queue, _payloads(self, calls), self.opts, task=self.name)
+
+    def enqueue_many_tx(self, store: Store, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+        """``enqueue_many`` inside the caller's transaction ``tx``."""
+        return store._enqueue(self.queue, _payloads(self, calls), self.opts, tx, in_caller_tx=True, task=self.name)
+
+    def with_options(self, opts: EnqueueOpts) -> Task[P, R]:
+        """The same task enqueued with other options (a delay, a priority, …) for this once."""
+        if not isinstance(opts, EnqueueOpts):
+            raise InvalidOptions(f"opts must be EnqueueOpts, not {type(opts).__name__}")
+        return Task(self.name, self.queue, self.func, _merged(self.opts, opts), self.timeout)
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A task that also fires on a schedule: every ``spec``, a run with ``kwargs``."""
+
+    task: Task[..., Any]
+    spec: str
+    kwargs: Mapping[str, Any]
+    opts: ScheduleOpts
+
+
+class Tasks:
+    """A registry of tasks (and periodic tasks), by name; it does no I/O."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, Task[..., Any]] = {}
+        self._periodic: dict[str, Periodic] = {}
+
+    def __repr__(self) -> str:
+        return f"<alkstore.Tasks {sorted(self._tasks)}>"
+
+    def __iter__(self) -> Iterator[Task[..., Any]]:
+        return iter(self._tasks[name] for name in sorted(self._tasks))
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tasks
+
+    def get(self, name: str) -> Task[..., Any] | None:
+        """The task registered as ``name``, or ``None``."""
+        return self._tasks.get(name)
+
+    @property
+    def queues(self) -> list[str]:
+        """Every queue a registered task belongs to, in name order."""
+        return sorted({task.queue for task in self._tasks.values()})
+
+    @property
+    def periodic_tasks(self) -> list[Periodic]:
+        """The periodic tasks, by name."""
+        return [self._periodic[name] for name in sorted(self._periodic)]
+
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        queue: str,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        timeout: float | timedelta | None = None,
+        visibility_timeout: float | timedelta | None = None,
+        expires: float | timedelta | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register the decorated function as a task of ``queue``.
+
+        ``name`` defaults to ``module:qualname``; the stamps (``max_attempts``, ``priority``,
+        ``visibility_timeout``, relative ``expires``) apply to every run unless an enqueue says
+        otherwise; ``timeout`` bounds each run (the worker gives the job up after it).
+        """
+        validate_name(queue, "queue")
+        opts = EnqueueOpts(
+            priority=priority, max_attempts=max_attempts, expires=expires, visibility_timeout=visibility_timeout
+        )
+        limit = None if timeout is None else as_duration(timeout, "timeout", allow_zero=False)
+        if name is not None:
+            validate_label(name, "task")
+
+        def register(func: Callable[P, R]) -> Task[P, R]:
+            if not callable(func):
+                raise InvalidArgument(f"a task must be a function, not {type(func).__name__}")
+            task_name = name if name is not None else f"{func.__module__}:{func.__qualname__}"
+            validate_label(task_name, "task")
+            if task_name in self._tasks:
+                raise InvalidOptions(f"a task named {task_name!r} is already registered")
+            task = Task(task_name, queue, func, opts, limit)
+            self._tasks[task_name] = task
+            return task
+
+        return register
+
+    def periodic(
+        self,
+        spec: str,
+        *,
+        queue: str,
+        name: str | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        timeout: float | timedelta | None = None,
+        expires: float | timedelta | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register the decorated function as a task of ``queue`` that also fires every ``spec``.
+
+        A worker serving ``queue`` registers the schedule (named like the task) when it starts;
+        re-registering keeps the phase, so restarts never shift or lose fires. ``kwargs`` are the
+        keyword arguments of every fired run.
+        """
+        parse_spec(spec)
+        fired = dict(kwargs or {})
+        schedule_opts = ScheduleOpts(priority=priority, max_attempts=max_attempts, expires=expires)
+        register_task = self.task(name, queue=queue, max_attempts=max_attempts, priority=priority, timeout=timeout)
+
+        def register(func: Callable[P, R]) -> Task[P, R]:
+            task = register_task(func)
+            self._periodic[task.name] = Periodic(task, spec, fired, schedule_opts)
+            return task
+
+        return register
+
+
+def _payload(task: Task[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A run's payload: its keyword arguments (tasks take them by name, so a payload reads as a call)."""
+    if args:
+        raise InvalidArgument(f"task {task.name!r} takes its arguments by keyword, so that jobs read as calls")
+    return kwargs
+
+
+def _payloads(task: Task[..., Any], calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The payloads of several runs: each call's keyword arguments (a mapping with string keys)."""
+    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
+        raise InvalidArgument(
+            f"task {task.name!r}: calls must be an iterable of keyword mappings, not {type(calls).__name__}"
+        )
+    payloads = []
+    for call in calls:
+        if not isinstance(call, Mapping) or not all(isinstance(key, str) for key in call):
+            raise InvalidArgument(
+                f"task {task.name!r}: each call is a mapping of keyword arguments by name, not {type(call).__name__}"
+            )
+        payloads.append(dict(call))
+    return payloads
+
+
+def _merged(base: EnqueueOpts, override: EnqueueOpts) -> EnqueueOpts:
+    """``override``'s options where it sets them, ``base``'s elsewhere."""
+    fields = ("delay", "run_at", "priority", "max_attempts", "expires", "visibility_timeout")
+    values = {
+        field: getattr(override, field) if getattr(override, field) is not None else getattr(base, field)
+        for field in fields
+    }
+    if override.run_at is not None:
+        values["delay"] = None
+    if override.delay is not None:
+        values["run_at"] = None
+    return EnqueueOpts(**values)

@@ -1,0 +1,715 @@
+"""``alkstore status``, ``jobs``, ``schedules`` and ``healthcheck`` over a memory store the test prepares.
+
+The commands open their store through ``_operate.open_store``; here it hands out stores over one
+memory engine and a manual clock, so every line the commands print is known in advance.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from alkstore import EnqueueOpts, ManualClock, Store
+from alkstore._names import SCHEDULER_LOCK
+from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, _operate, main
+from alkstore.adapters.cli._inspect import parse_duration
+from alkstore.adapters.memory import MemoryEngine
+from alkstore.engine import NewJob, WorkerRecord
+from tests.support import MIDNIGHT
+
+from ._proc import ALKSTORE, LiveProcess, run
+
+
+class KeptOpen(MemoryEngine):
+    """A memory engine that outlives the stores the commands open and close over it."""
+
+    def close(self) -> None:
+        """Each command closes its store; the engine stays for the next command and the test."""
+
+
+@dataclass
+class Prepared:
+    store: Store
+    clock: ManualClock
+    ids: dict[str, int]
+
+
+@pytest.fixture
+def shared(monkeypatch: pytest.MonkeyPatch) -> Prepared:
+    """Every command opens a store over one memory engine, on a manual clock at midnight."""
+    engine = KeptOpen()
+    clock = ManualClock(MIDNIGHT)
+
+    def open_shared(url: str, schema: str | None, **options: Any) -> Store:
+        assert url == "memory://"
+        return Store(engine, clock=clock)
+
+    monkeypatch.setattr(_operate, "open_store", open_shared)
+    return Prepared(Store(engine, clock=clock), clock, {})
+
+
+@pytest.fixture
+def busy(shared: Prepared) -> Prepared:
+    """Queues with jobs in every phase, two schedules (one fired), a leader and a worker."""
+    store, clock, ids = shared.store, shared.clock, shared.ids
+    store.schedule("nightly-digest", "@every 1d", "reports", {"kind": "digest"})
+    store.schedule("cleanup", "@every 10m", "maintenance")
+    emails = store.queue("emails")
+    ids["ready"] = emails.enqueue({"to": "ada@example.com"})
+    clock.advance(30)
+    ids["ready-2"] = emails.enqueue({"to": "grace@example.com"}, EnqueueOpts(priority=5))
+    ids["delayed"] = emails.enqueue({"to": "later@example.com"}, EnqueueOpts(delay=3600))
+    ids["running"] = emails.enqueue({"to": "busy@example.com"}, EnqueueOpts(priority=9))
+    running = emails.claim("web-1:4242")
+    assert running is not None
+    ids["dead"] = emails.enqueue({"to": "bounce@example.com"}, EnqueueOpts(priority=9))
+    dead = emails.claim("web-1:4242")
+    assert dead is not None
+    dead.fail("550 mailbox unavailable")
+    (ids["raw"],) = store.engine.enqueue([NewJob("reports", b"\xff\x00", 0, clock.now(), None, 3)], clock.now())
+    clock.advance(timedelta(minutes=10))  # cleanup fires once
+    store.tick()
+    clock.advance(12)
+    now = clock.now()
+    assert store.engine.try_lock(SCHEDULER_LOCK, "web-1:4240:1893456000:5f3a9c21", now, now + timedelta(seconds=8))
+    store.engine.record_worker(
+        WorkerRecord(
+            "web-1:4242",
+            "web-1",
+            4242,
+            ("emails", "reports"),
+            8,
+            now - timedelta(hours=2),
+            now - timedelta(seconds=3),
+            running=1,
+            processed=1200,
+            failed=7,
+        )
+    )
+    return shared
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main([*argv, "--url", "memory://"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+STATUS = """\
+alkstore status at 2030-01-01 00:10:42 UTC
+memory://
+
+QUEUE                              READY   DELAYED   RUNNING      DEAD     LAG
+emails                                 2         1         1         1  10m42s
+maintenance                            1         0         0         0   12.0s
+reports                                1         0         0         0  10m12s
+
+SCHEDULE         EVERY  QUEUE          NEXT (UTC)           LAST (UTC)
+cleanup          10m    maintenance    2030-01-01 00:20:00  2030-01-01 00:10:00
+nightly-digest   1d     reports        2030-01-02 00:00:00  -
+
+leader: web-1:4240:1893456000:5f3a9c21, lease ends in 8.0s
+
+WORKER         HOST           PID QUEUES          BUSY     DONE FAILED   SEEN
+web-1:4242     web-1         4242 emails,repo…     1/8     1200      7   3.0s
+"""
+
+
+def test_status_shows_queues_schedules_the_leader_and_workers_in_80_columns(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "status")
+
+    assert (code, err) == (EXIT_OK, "")
+    assert out == STATUS
+    assert max(len(line) for line in out.splitlines()) <= 79
+
+
+def test_status_json_is_the_documented_shape(busy: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "status", "--json")
+
+    assert code == EXIT_OK
+    document = json.loads(out)
+    assert list(document) == ["at", "queues", "schedules", "leader", "workers"]
+    assert document["at"] == "2030-01-01T00:10:42+00:00"
+    assert document["queues"][0] == {
+        "queue": "emails",
+        "ready": 2,
+        "delayed": 1,
+        "running": 1,
+        "dead": 1,
+        "lag_seconds": 642.0,
+        "cap": 10000,
+    }
+    assert [queue["queue"] for queue in document["queues"]] == ["emails", "maintenance", "reports"]
+    assert document["schedules"] == [
+        {
+            "name": "cleanup",
+            "spec": "@every 10m",
+            "queue": "maintenance",
+            "next_boundary": "2030-01-01T00:20:00+00:00",
+            "last_boundary": "2030-01-01T00:10:00+00:00",
+            "payload": None,
+            "payload_base64": None,
+            "priority": None,
+            "max_attempts": None,
+            "expires_seconds": None,
+        },
+        {
+            "name": "nightly-digest",
+            "spec": "@every 1d",
+            "queue": "reports",
+            "next_boundary": "2030-01-02T00:00:00+00:00",
+            "last_boundary": None,
+            "payload": {"kind": "digest"},
+            "payload_base64": None,
+            "priority": None,
+            "max_attempts": None,
+            "expires_seconds": None,
+        },
+    ]
+    assert document["leader"] == {
+        "owner": "web-1:4240:1893456000:5f3a9c21",
+        "lease_until": "2030-01-01T00:10:50+00:00",
+    }
+    assert document["workers"] == [
+        {
+            "id": "web-1:4242",
+            "host": "web-1",
+            "pid": 4242,
+            "queues": ["emails", "reports"],
+            "concurrency": 8,
+            "started_at": "2029-12-31T22:10:42+00:00",
+            "seen_at": "2030-01-01T00:10:39+00:00",
+            "running": 1,
+            "processed": 1200,
+            "failed": 7,
+        }
+    ]
+
+
+def test_status_of_an_empty_store_says_so_and_within_narrows_the_workers(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = cli(capsys, "status", "--within", "2s")
+    assert code == EXIT_OK
+    assert out.endswith("\nno workers seen in the last 2 s\n")
+
+    busy.clock.advance(10)
+    code, out, _ = cli(capsys, "status", "--json")
+    assert json.loads(out)["leader"] is None
+    assert "leader: none (no scheduler holds the lease)\n" in cli(capsys, "status")[1]
+
+
+def test_status_on_a_fresh_store_has_nothing_to_show(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "status")
+    assert code == EXIT_OK
+    assert out.splitlines()[3:] == [
+        "no jobs in any queue",
+        "",
+        "no schedules",
+        "",
+        "leader: none (no scheduler holds the lease)",
+        "",
+        "no workers seen in the last 60 s",
+    ]
+    assert json.loads(cli(capsys, "status", "--json")[1]) == {
+        "at": "2030-01-01T00:00:00+00:00",
+        "queues": [],
+        "schedules": [],
+        "leader": None,
+        "workers": [],
+    }
+
+
+def test_status_counts_up_to_10000_unless_asked_for_exact_counts(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = shared.clock.now()
+    shared.store.engine.enqueue([NewJob("backlog", b"1", 0, now, None, 3)] * 10_001, now)
+
+    assert (
+        "\nbacklog                           10000+         0         0         0      0s\n" in cli(capsys, "status")[1]
+    )
+    assert (
+        "\nbacklog                            10001         0         0         0      0s\n"
+        in (cli(capsys, "status", "--exact")[1])
+    )
+    (capped,) = json.loads(cli(capsys, "status", "--json")[1])["queues"]
+    assert (capped["ready"], capped["cap"]) == (10_000, 10_000)
+    (exact,) = json.loads(cli(capsys, "status", "--json", "--exact")[1])["queues"]
+    assert (exact["ready"], exact["cap"]) == (10_001, None)
+
+
+def test_long_names_are_cut_to_keep_every_line_within_80_columns(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, clock = shared.store, shared.clock
+    long = "q" * 128
+    store.queue(long).enqueue(1)
+    store.schedule("s" * 128, "@every 3650d", long)
+    now = clock.now()
+    assert store.engine.try_lock(SCHEDULER_LOCK, "o" * 128, now, now + timedelta(seconds=10))
+    store.engine.record_worker(
+        WorkerRecord("w" * 128, "h" * 255, 2**22, (long,) * 3, 10**6, now, now, 10**6, 10**12, 10**12)
+    )
+
+    out = cli(capsys, "status")[1]
+
+    assert max(len(line) for line in out.splitlines()) <= 79
+    assert "q" * 29 + "…" in out
+    (leader,) = [line for line in out.splitlines() if line.startswith("leader: ")]
+    assert leader == "leader: " + "o" * 49 + "…, lease ends in 10.0s"
+    assert (
+        out.splitlines()[-1] == "w" * 13 + "… " + "h" * 9 + "… 4194304 " + "q" * 11 + "…   1M/1M     1.0T   1.0T     0s"
+    )
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+
+def test_jobs_list_shows_a_page_in_the_listings_order_and_how_to_get_the_next(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = busy.ids
+    code, out, _ = cli(capsys, "jobs", "list", "emails", "--limit", "1")
+    assert code == EXIT_OK
+    lines = out.splitlines()
+    assert lines[:2] == [
+        "        ID    PRI TRIES   RUN AT (UTC)        PAYLOAD",
+        f'{ids["ready-2"]:>10}      5 0/3     2030-01-01 00:00:30 {{"to":"grace@example.com"}}',
+    ]
+    assert lines[2] == ""
+    cursor = lines[3].removeprefix("more: add --cursor ")
+    code, out, _ = cli(capsys, "jobs", "list", "emails", "--cursor", cursor)
+    assert out.splitlines()[1] == f'{ids["ready"]:>10}      0 0/3     2030-01-01 00:00:00 {{"to":"ada@example.com"}}'
+    assert "more:" not in out
+
+
+@pytest.mark.parametrize(
+    ("state", "row"),
+    [
+        ("delayed", '{id:>10}      0 0/3     2030-01-01 01:00:30 {{"to":"later@example.com"}}'),
+        ("running", "{id:>10}      9 1/3     2030-01-01 00:05:30 web-1:4242"),
+        ("dead", "{id:>10}      9 1/3     2030-01-01 00:00:30 550 mailbox unavailable"),
+    ],
+)
+def test_jobs_list_shows_each_state_with_what_matters_for_it(
+    busy: Prepared, capsys: pytest.CaptureFixture[str], state: str, row: str
+) -> None:
+    code, out, _ = cli(capsys, "jobs", "list", "emails", "--state", state)
+    assert code == EXIT_OK
+    assert out.splitlines()[1:] == [row.format(id=busy.ids[state])]
+
+
+def test_an_error_of_several_lines_stays_on_its_row(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    shared.store.queue("q").enqueue(1)
+    job = shared.store.queue("q").claim("w")
+    assert job is not None
+    job.fail("Traceback:\n\tboom")
+
+    out = cli(capsys, "jobs", "list", "q", "--state", "dead")[1]
+
+    assert out.splitlines()[1].endswith(" Traceback:  boom")
+    assert len(out.splitlines()) == 2
+
+
+def test_jobs_list_shows_bytes_as_bytes_and_says_when_there_is_nothing(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = cli(capsys, "jobs", "list", "reports")[1]
+    assert out.splitlines()[1].endswith("<2 bytes> ff00")
+    assert cli(capsys, "jobs", "list", "reports", "--state", "dead") == (EXIT_OK, "no dead jobs on 'reports'\n", "")
+
+
+def test_jobs_list_json_carries_the_jobs_and_the_cursor(busy: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "jobs", "list", "reports", "--json")
+    assert code == EXIT_OK
+    document = json.loads(out)
+    assert document["queue"] == "reports"
+    assert document["state"] == "ready"
+    assert document["cursor"] is None
+    (job,) = document["jobs"]
+    assert job == {
+        "id": busy.ids["raw"],
+        "queue": "reports",
+        "state": "pending",
+        "priority": 0,
+        "run_at": "2030-01-01T00:00:30+00:00",
+        "expires_at": None,
+        "attempts": 0,
+        "max_attempts": 3,
+        "last_error": None,
+        "schedule": None,
+        "boundary": None,
+        "enqueued_at": "2030-01-01T00:00:30+00:00",
+        "worker_id": None,
+        "lease_until": None,
+        "died_at": None,
+        "task": None,
+        "last_traceback": None,
+        "payload": None,
+        "payload_base64": "/wA=",
+    }
+    paged = json.loads(cli(capsys, "jobs", "list", "emails", "--limit", "1", "--json")[1])
+    assert isinstance(paged["cursor"], str)
+    following = json.loads(cli(capsys, "jobs", "list", "emails", "--json", "--cursor", paged["cursor"])[1])
+    assert [job["id"] for job in paged["jobs"] + following["jobs"]] == [busy.ids["ready-2"], busy.ids["ready"]]
+
+
+def test_jobs_show_prints_every_field_and_the_payload_decoded(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = cli(capsys, "jobs", "show", str(busy.ids["dead"]))
+    assert code == EXIT_OK
+    assert out.splitlines() == [
+        f"id              {busy.ids['dead']}",
+        "queue           emails",
+        "state           dead",
+        "priority        9",
+        "run_at          2030-01-01T00:00:30+00:00",
+        "expires_at      -",
+        "attempts        1",
+        "max_attempts    3",
+        "last_error      550 mailbox unavailable",
+        "schedule        -",
+        "boundary        -",
+        "enqueued_at     2030-01-01T00:00:30+00:00",
+        "worker_id       -",
+        "lease_until     -",
+        "died_at         2030-01-01T00:00:30+00:00",
+        "task            -",
+        "last_traceback  -",
+        "payload         {",
+        '                  "to": "bounce@example.com"',
+        "                }",
+    ]
+    shown = json.loads(cli(capsys, "jobs", "show", str(busy.ids["raw"]), "--json")[1])
+    assert (shown["payload"], shown["payload_base64"]) == (None, "/wA=")
+    assert cli(capsys, "jobs", "show", str(busy.ids["raw"]))[1].splitlines()[-1] == (
+        "payload         <2 bytes, base64> /wA="
+    )
+
+
+def test_jobs_show_indents_a_traceback_under_its_name(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    shared.store.queue("q").enqueue(1)
+    job = shared.store.queue("q").claim("w")
+    assert job is not None
+    try:
+        raise ValueError("bad input")
+    except ValueError as exc:
+        job.fail(exc)
+
+    lines = cli(capsys, "jobs", "show", str(job.id))[1].splitlines()
+
+    start = next(i for i, line in enumerate(lines) if line.startswith("last_traceback  Traceback"))
+    assert lines[start + 1].startswith("                  File ")
+    assert any(line == "                ValueError: bad input" for line in lines[start:])
+    shown = json.loads(cli(capsys, "jobs", "show", str(job.id), "--json")[1])
+    assert shown["last_traceback"].startswith("Traceback (most recent call last):")
+
+
+def test_jobs_show_of_a_missing_job_exits_1(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "jobs", "show", "99")
+    assert (code, out) == (EXIT_ERROR, "")
+    assert err == "alkstore: no job 99 (done and gone, cancelled, purged, or never stored)\n"
+
+
+def test_jobs_cancel_reports_each_job_and_exits_1_unless_all_were_cancelled(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = busy.ids
+    assert cli(capsys, "jobs", "cancel", str(ids["ready"]), str(ids["delayed"])) == (
+        EXIT_OK,
+        f"job {ids['ready']}: cancelled\njob {ids['delayed']}: cancelled\n",
+        "",
+    )
+    code, out, _ = cli(capsys, "jobs", "cancel", str(ids["running"]), str(ids["dead"]), str(ids["ready"]))
+    assert code == EXIT_ERROR
+    assert out.splitlines() == [
+        f"job {ids['running']}: running, not cancelled (a worker holds it)",
+        f"job {ids['dead']}: dead, not cancelled (purge or requeue it)",
+        f"job {ids['ready']}: no such job (done and gone, cancelled, or never stored)",
+    ]
+    code, out, _ = cli(capsys, "jobs", "cancel", str(ids["ready-2"]), str(ids["running"]), "--json")
+    assert code == EXIT_ERROR
+    assert json.loads(out) == {str(ids["ready-2"]): "cancelled", str(ids["running"]): "running"}
+    assert busy.store.get_job(ids["running"]) is not None
+
+
+def test_jobs_requeue_by_id_or_by_queue(busy: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = busy.ids
+    code, out, _ = cli(capsys, "jobs", "requeue", str(ids["dead"]), str(ids["ready"]))
+    assert code == EXIT_ERROR
+    assert out == f"job {ids['dead']}: requeued\njob {ids['ready']}: not dead, left alone\n"
+    requeued = busy.store.get_job(ids["dead"])
+    assert requeued is not None
+    assert requeued.attempts == 0
+
+    emails = busy.store.queue("emails")
+    job = emails.claim("w")
+    assert job is not None
+    job.fail("again")
+    assert cli(capsys, "jobs", "requeue", "--queue", "emails", "--json") == (
+        EXIT_OK,
+        '{\n  "queue": "emails",\n  "requeued": 1\n}\n',
+        "",
+    )
+    assert cli(capsys, "jobs", "requeue", "--queue", "emails")[1] == "requeued 0 dead jobs of 'emails'\n"
+    assert json.loads(cli(capsys, "jobs", "requeue", "7", "--json")[1]) == {"requeued": [], "not_dead": [7]}
+
+
+def test_jobs_purge_deletes_dead_jobs_older_than_asked(busy: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(capsys, "jobs", "purge", "emails", "--older-than", "1h")[1] == (
+        "purged 0 dead jobs of 'emails' that died at least 1h ago\n"
+    )
+    assert cli(capsys, "jobs", "purge", "emails", "--older-than", "10m") == (
+        EXIT_OK,
+        "purged 1 dead job of 'emails' that died at least 10m ago\n",
+        "",
+    )
+    assert busy.store.get_job(busy.ids["dead"]) is None
+    assert json.loads(cli(capsys, "jobs", "purge", "emails", "--older-than", "0", "--json")[1]) == {
+        "queue": "emails",
+        "purged": 0,
+    }
+
+
+# -- schedules ---------------------------------------------------------------------------------
+
+
+def test_schedules_add_list_and_remove(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(capsys, "schedules", "list") == (EXIT_OK, "no schedules\n", "")
+    code, out, _ = cli(
+        capsys,
+        "schedules",
+        "add",
+        "digest",
+        "@every 1d",
+        "reports",
+        "--payload",
+        '{"kind": "digest"}',
+        "--priority",
+        "3",
+        "--max-attempts",
+        "2",
+        "--expires",
+        "1h",
+    )
+    assert code == EXIT_OK
+    assert out == "schedule 'digest' fires onto 'reports' @every 1d; next boundary 2030-01-02 00:00:00 UTC\n"
+    (stored,) = shared.store.schedules()
+    assert (stored.payload, stored.opts.priority, stored.opts.max_attempts) == ({"kind": "digest"}, 3, 2)
+    assert stored.opts.expires == timedelta(hours=1)
+
+    assert cli(capsys, "schedules", "list")[1].splitlines() == [
+        "SCHEDULE         EVERY  QUEUE          NEXT (UTC)           LAST (UTC)",
+        "digest           1d     reports        2030-01-02 00:00:00  -",
+    ]
+    (listed,) = json.loads(cli(capsys, "schedules", "list", "--json")[1])
+    assert listed["expires_seconds"] == 3600.0
+    assert listed["priority"] == 3
+
+    assert cli(capsys, "schedules", "remove", "digest") == (
+        EXIT_OK,
+        "removed schedule 'digest' (the jobs it fired stay)\n",
+        "",
+    )
+    assert cli(capsys, "schedules", "remove", "digest") == (EXIT_ERROR, "", "alkstore: no schedule named 'digest'\n")
+    assert json.loads(cli(capsys, "schedules", "remove", "digest", "--json")[1]) == {"name": "digest", "removed": False}
+
+
+def test_a_bad_schedule_is_an_error_naming_the_problem(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "schedules", "add", "digest", "0 3 * * *", "reports")
+    assert (code, out) == (EXIT_ERROR, "")
+    assert "cron expressions are not supported" in err
+    assert shared.store.schedules() == []
+
+
+# -- healthcheck -------------------------------------------------------------------------------
+
+
+def test_healthcheck_is_healthy_without_schedules_or_with_a_leader(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(capsys, "healthcheck") == (
+        EXIT_OK,
+        "ok    database  reachable: memory://\n"
+        "ok    schema    current\n"
+        "ok    leader    web-1:4240:1893456000:5f3a9c21, lease until 2030-01-01 00:10:50 UTC\n"
+        "healthy\n",
+        "",
+    )
+
+
+def test_healthcheck_is_unhealthy_when_schedules_exist_and_no_one_leads(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    busy.clock.advance(8)  # the lease lapses
+
+    code, out, _ = cli(capsys, "healthcheck")
+
+    assert code == EXIT_ERROR
+    assert out.splitlines()[2:] == [
+        "FAIL  leader    no scheduler leads while 2 schedules exist (is `alkstore run-schedules` running?)",
+        "unhealthy",
+    ]
+    document = json.loads(cli(capsys, "healthcheck", "--json")[1])
+    assert document == {
+        "healthy": False,
+        "checks": [
+            {"name": "database", "ok": True, "detail": "reachable: memory://"},
+            {"name": "schema", "ok": True, "detail": "current"},
+            {
+                "name": "leader",
+                "ok": False,
+                "detail": "no scheduler leads while 2 schedules exist (is `alkstore run-schedules` running?)",
+            },
+        ],
+    }
+    for name in ("nightly-digest", "cleanup"):
+        busy.store.unschedule(name)
+    assert cli(capsys, "healthcheck")[0] == EXIT_OK
+
+
+# -- the URL, usage and watching -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["healthcheck"],
+        ["jobs", "list", "q"],
+        ["jobs", "show", "1"],
+        ["jobs", "requeue", "1"],
+        ["jobs", "cancel", "1"],
+        ["jobs", "purge", "q", "--older-than", "1d"],
+        ["schedules", "list"],
+        ["schedules", "add", "s", "@every 1m", "q"],
+        ["schedules", "remove", "s"],
+        ["migrate"],
+        ["tick"],
+        ["run-schedules"],
+    ],
+    ids=" ".join,
+)
+def test_every_database_command_needs_a_url_from_the_option_or_the_environment(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"alkstore: the following arguments are required: --url (or set {URL_VARIABLE})")
+    assert err.count("\n") == 1
+
+
+def test_the_url_comes_from_the_environment_when_no_option_gives_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(URL_VARIABLE, "memory://")
+    assert main(["healthcheck"]) == EXIT_OK
+    assert "reachable: memory://" in capsys.readouterr().out
+    monkeypatch.setenv(URL_VARIABLE, "carrier-pigeon://coop")
+    assert main(["tick", "--url", "memory://"]) == EXIT_OK, "--url wins over the environment"
+    assert main(["tick"]) == EXIT_ERROR
+    assert "no alkstore engine for scheme 'carrier-pigeon'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        (["status", "--watch", "0"], "must be > 0"),
+        (["status", "--watch", "2d"], "at most 86400"),
+        (["status", "--within", "soon"], "not a duration"),
+        (["jobs", "list"], "required: queue"),
+        (["jobs", "list", "q", "--state", "pending"], "invalid choice: 'pending'"),
+        (["jobs", "list", "q", "--limit", "many"], "not an integer"),
+        (["jobs", "show", "0"], "positive integer"),
+        (["jobs", "show", "x"], "not a job id"),
+        (["jobs", "requeue"], "one of the arguments ID --queue is required"),
+        (["jobs", "requeue", "1", "--queue", "q"], "not allowed with argument"),
+        (["jobs", "cancel"], "required: ID"),
+        (["jobs", "purge", "q"], "required: --older-than"),
+        (["jobs", "purge", "q", "--older-than=-1d"], "not a duration"),
+        (["jobs", "purge", "q", "--older-than", "1w"], "not a duration"),
+        (["schedules", "add", "s", "@every 1m"], "required: queue"),
+        (["schedules", "add", "s", "@every 1m", "q", "--payload", "{oops"], "not JSON"),
+        (["schedules", "add", "s", "@every 1m", "q", "--expires", "0"], "must be > 0"),
+    ],
+)
+def test_usage_errors_of_the_inspection_commands_exit_2_with_one_line(
+    argv: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--url", "memory://"]) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1, err
+    assert err.startswith("alkstore: ")
+    assert complaint in err
+
+
+def test_a_command_group_without_its_action_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    for group in ("jobs", "schedules"):
+        assert main([group]) == EXIT_USAGE
+        assert "required: ACTION" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("0", 0.0), ("90", 90.0), ("1.5", 1.5), ("90s", 90.0), ("15m", 900.0), ("12h", 43200.0), ("7d", 604800.0)],
+)
+def test_durations_are_seconds_or_a_number_and_a_unit(value: str, seconds: float) -> None:
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        (["jobs", "list", "__alkstore_scheduler"], "reserved prefix"),
+        (["jobs", "list", "q", "--limit", "0"], "limit must be between 1 and 1000"),
+        (["jobs", "list", "q", "--cursor", "nope"], "not a job listing cursor"),
+        (["jobs", "purge", " q", "--older-than", "0"], "leading or trailing whitespace"),
+    ],
+)
+def test_input_the_store_refuses_exits_1_with_its_message(
+    argv: list[str], complaint: str, shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, *argv)
+    assert (code, out) == (EXIT_ERROR, "")
+    assert complaint in err
+
+
+def test_status_watch_shows_the_status_until_interrupted_and_exits_0() -> None:
+    with LiveProcess([ALKSTORE, "status", "--watch", "0.2", "--url", "memory://"]) as watcher:
+        for _ in range(2):
+            watcher.wait_for(lambda stream, line: line.startswith("alkstore status at"), timeout=60)
+        watcher.proc.send_signal(signal.SIGINT)
+        code = watcher.finish(timeout=60)
+    assert code == EXIT_OK, watcher.stderr
+    assert "".join(watcher.stdout).count("no workers seen in the last 60 s") >= 2
+    assert "\x1b[" not in "".join(watcher.stdout), "output that is not a terminal is never redrawn in place"
+
+
+def test_status_watch_json_prints_one_document_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run([ALKSTORE, "status", "--json", "--watch", "0.1"]).returncode == EXIT_USAGE, "no URL: a usage error"
+    monkeypatch.setenv(URL_VARIABLE, "memory://")
+    with LiveProcess([ALKSTORE, "status", "--json", "--watch", "0.1"]) as watcher:
+        lines = [watcher.wait_for(lambda stream, line: stream == "stdout", timeout=60) for _ in range(3)]
+        watcher.proc.send_signal(signal.SIGTERM)
+        assert watcher.finish(timeout=60) == EXIT_OK
+    assert [set(json.loads(line)) for line in lines] == [{"at", "queues", "schedules", "leader", "workers"}] * 3
+
+
+def test_the_installed_script_runs_healthcheck_with_the_url_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(URL_VARIABLE, "memory://")
+    result = run([ALKSTORE, "healthcheck"])
+    assert result.returncode == EXIT_OK, result.stderr
+    assert result.stdout.endswith("healthy\n")

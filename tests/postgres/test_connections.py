@@ -1,0 +1,99 @@
+"""How many connections a store holds: never more than ``max_size + listen_max_size`` (ADR 019).
+
+The server counts them (``pg_stat_activity``, by the store's ``application_name``) while
+threads enqueue, claim and ack, and more claims park than the listening pool may hold.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import psycopg
+import pytest
+
+from alkstore import ManualClock
+from tests._claimer import Claimer
+
+from .conftest import OpenStore, engine_of, wait_until
+
+pytestmark = pytest.mark.postgres
+
+COUNT = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+
+
+def with_app_name(dsn: str, name: str) -> str:
+    return f"{dsn}{'&' if '?' in dsn else '?'}application_name={name}"
+
+
+class Sampler(threading.Thread):
+    """Counts the server's connections of one application name, on its own connection, until stopped."""
+
+    def __init__(self, dsn: str, app: str) -> None:
+        super().__init__(daemon=True)
+        self._conn = psycopg.connect(dsn, autocommit=True)
+        self._app = app
+        self._halt = threading.Event()
+        self.peak = 0
+        self.last = 0
+
+    def run(self) -> None:
+        with self._conn:
+            while not self._halt.is_set():
+                row = self._conn.execute(COUNT, [self._app]).fetchone()
+                assert row is not None
+                self.last = int(row[0])
+                self.peak = max(self.peak, self.last)
+                self._halt.wait(0.002)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+def test_a_store_holds_at_most_max_size_plus_listen_max_size_connections(
+    open_store: OpenStore, pg_dsn: str, clock: ManualClock
+) -> None:
+    app = f"alkstore-bound-{uuid.uuid4().hex[:8]}"
+    store = open_store(url=with_app_name(pg_dsn, app), clock=clock, max_size=2, listen_max_size=2)
+    engine = engine_of(store)
+    assert engine.max_connections == 4
+    sampler = Sampler(pg_dsn, app)
+    sampler.start()
+    try:
+        parked_queue = f"parked-{uuid.uuid4().hex[:8]}"
+        parked = [Claimer(store, parked_queue, poll_interval=0.2) for _ in range(4)]  # two more than may listen
+        errors: list[BaseException] = []
+
+        def work(worker: int) -> None:
+            queue = store.queue(f"busy-{worker}-{uuid.uuid4().hex[:8]}")
+            try:
+                for n in range(50):
+                    queue.enqueue(n)
+                    job = queue.claim(f"w{worker}")
+                    assert job is not None
+                    job.ack()
+            except BaseException as exc:
+                errors.append(exc)
+
+        workers = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert errors == []
+        for n in range(len(parked)):
+            store.queue(parked_queue).enqueue(n)
+        for claimer in parked:
+            job = claimer.returned()
+            assert job is not None
+            job.ack()
+        wait_until(lambda: sampler.last >= engine.max_connections, "both pools to be full")  # the bound is reached
+    finally:
+        sampler.stop()
+    assert sampler.peak <= engine.max_connections
+
+
+def test_the_connection_bound_is_the_sum_of_the_two_pools(open_store: OpenStore, clock: ManualClock) -> None:
+    assert engine_of(open_store(clock=clock, max_size=3)).max_connections == 6  # listen_max_size: max_size
+    assert engine_of(open_store(clock=clock, max_size=3, listen_max_size=1)).max_connections == 4

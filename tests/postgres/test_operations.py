@@ -1,0 +1,66 @@
+"""Inspection on PostgreSQL: reads that write nothing, so a read-only session serves them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from alkstore import DatabaseError, EnqueueOpts, JobPhase, ManualClock, QueueStats, Store
+from alkstore._operations import STATS_CAP
+
+from .conftest import OpenStore, count
+
+pytestmark = pytest.mark.postgres
+
+
+def read_only(url: str) -> str:
+    """``url`` with every session of it read-only (a write raises)."""
+    separator = "&" if "?" in url else "?"
+    return f"{url}{separator}options=-c%20default_transaction_read_only%3Don"
+
+
+def test_every_inspection_runs_in_a_read_only_session(
+    open_store: OpenStore, store: Store, clock: ManualClock, pg_dsn: str, pg_module_schema: str
+) -> None:
+    queue = store.queue("inspected")
+    queue.enqueue("ready")
+    queue.enqueue("delayed", EnqueueOpts(delay=60))
+    queue.enqueue("running", EnqueueOpts(priority=1))
+    running = queue.claim("w")
+    assert running is not None
+    queue.enqueue("dead", EnqueueOpts(priority=2))
+    dead = queue.claim("w")
+    assert dead is not None
+    dead.fail("boom")
+    store.schedule("inspected-schedule", "@every 1m", "inspected")
+
+    reader = open_store(url=read_only(pg_dsn), migrate=False, clock=clock)
+    with pytest.raises(DatabaseError, match="read-only"):
+        reader.queue("inspected").enqueue("refused")
+
+    assert reader.queue_stats() == [QueueStats("inspected", 1, 1, 1, 1, timedelta(0), STATS_CAP)]
+    assert reader.queue_stats("inspected") == reader.queue_stats()
+    listed = {phase: [job.payload for job in reader.jobs("inspected", phase).jobs] for phase in JobPhase}
+    assert listed == {
+        JobPhase.READY: ["ready"],
+        JobPhase.DELAYED: ["delayed"],
+        JobPhase.RUNNING: ["running"],
+        JobPhase.DEAD: ["dead"],
+    }
+    assert [schedule.name for schedule in reader.schedules()] == ["inspected-schedule"]
+    assert reader.leader() is None
+    assert reader.workers() == []
+
+
+def test_version_4_adds_the_workers_table_and_no_index_on_jobs(
+    store: Store, db: psycopg.Connection[Any], pg_module_schema: str
+) -> None:
+    assert count(db, pg_module_schema, "workers") == 0
+    indexes = db.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'jobs' ORDER BY indexname",
+        [pg_module_schema],
+    ).fetchall()
+    assert [name for (name,) in indexes] == ["jobs_claim", "jobs_delayed", "jobs_expiry", "jobs_lease", "jobs_pkey"]
