@@ -35,11 +35,9 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from queue_throughput import DEFAULT_DSN, QUEUE, Floor, run_threads
+from queue_throughput import DEFAULT_DSN, QUEUE, BatchedFloor, Floor, run_threads
 
 import alkstore
-
-BATCH = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,41 +50,6 @@ class Config:
 
 
 QUICK = Config(block=300, blocks=2, wakes=5, repeats=1)
-
-
-class BatchedFloor:
-    """The floor, claiming up to ten rows per statement and deleting them with one statement."""
-
-    def __init__(self, floor: Floor) -> None:
-        self.floor = floor
-        table = floor._table
-        self._claim = (
-            sql.SQL(
-                "UPDATE {t} SET state = 'running', attempts = attempts + 1, worker_id = %s,"
-                " lease_until = now() + interval '300 seconds'"
-                " WHERE id = ANY(ARRAY(SELECT id FROM {t} WHERE queue = %s AND state = 'pending' AND run_at <= now()"
-                " ORDER BY priority DESC, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED))"
-                " RETURNING id, payload, attempts"
-            )
-            .format(t=table)
-            .as_string()
-        )
-        self._delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(table).as_string()
-
-    def drain(self, threads: int) -> int:
-        import json
-
-        def work(index: int) -> int:
-            conn = self.floor._conns[index]
-            done = 0
-            while rows := conn.execute(self._claim, (f"w{index}", QUEUE, BATCH)).fetchall():
-                for row in rows:
-                    json.loads(row[1])
-                conn.execute(self._delete, ([row[0] for row in rows],))
-                done += len(rows)
-            return done
-
-        return run_threads(threads, work)[1]
 
 
 class WorkerSubject:

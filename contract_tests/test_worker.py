@@ -370,6 +370,9 @@ def test_bad_worker_and_task_input_is_refused_before_anything_runs(store: Store)
     for concurrency in (0, 1001):
         with pytest.raises(InvalidOptions, match="concurrency"):
             Worker(store, tasks, concurrency=concurrency)
+    for prefetch in (-1, 1001, 1.5, True):
+        with pytest.raises(InvalidOptions, match="prefetch"):
+            Worker(store, tasks, prefetch=prefetch)  # type: ignore[arg-type]
     durations: dict[str, Any] = {"ack_delay": -1, "grace": -1, "poll_interval": 0}
     for name, bad in durations.items():
         with pytest.raises(InvalidOptions, match=name):
@@ -446,3 +449,49 @@ def test_a_running_worker_reports_itself_and_a_stopped_one_is_gone(
     gate.opened.set()
     running.finish()
     assert store.workers(within=timedelta(days=1)) == [], "a stopped worker removed its report"
+
+
+def test_a_prefetching_worker_holds_its_threads_and_prefetch_and_hands_back_the_waiting_jobs_at_once(
+    store: Store, started: Callable[[Worker], Running]
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    block = tasks.task("block", queue="work")(gate)
+    ids = [block.enqueue(store, n=n) for n in range(6)]
+    running = started(Worker(store, tasks, concurrency=1, prefetch=2, poll_interval=POLL, grace=PATIENCE))
+    wait_until(
+        lambda: gate.entered == 1 and states(store, ids).count(JobState.RUNNING) == 3, "a run and two prefetched jobs"
+    )
+    assert all(info is not None and info.attempts == 0 for info in map(store.get_job, ids[3:]))
+    running.stop.cancel()  # the two waiting jobs go back at once; the running one gets its grace
+    wait_until(lambda: states(store, ids).count(JobState.PENDING) == 5, "the waiting jobs handed back")
+    assert [info.attempts for info in map(store.get_job, ids[1:3]) if info] == [0, 0], "no attempt spent"
+    assert gate.saw_stop == []
+    gate.opened.set()
+    stats = running.finish()
+    assert (stats.succeeded, stats.released) == (1, 2)
+    assert states(store, ids) == [None] + [JobState.PENDING] * 5
+
+
+def test_a_prefetched_jobs_lease_is_kept_while_it_waits_and_its_timeout_counts_from_its_start(
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running]
+) -> None:
+    tasks, gate = Tasks(), Gate()
+    block = tasks.task("block", queue="work", visibility_timeout=30)(gate)
+    done: list[int] = []
+    quick = tasks.task("quick", queue="work", visibility_timeout=30, timeout=10)(lambda: done.append(1))
+    first = block.enqueue(store)
+    waiting = quick.enqueue(store)
+    running = started(Worker(store, tasks, concurrency=1, prefetch=1, poll_interval=POLL))
+    wait_until(lambda: states(store, [first, waiting]) == [JobState.RUNNING] * 2, "a run and a prefetched job")
+    clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
+    for _ in range(100):  # 100 s: past three visibility timeouts, and ten times the quick task's timeout
+        step(clock, sleepers=1)
+    info = store.get_job(waiting)
+    assert info is not None
+    assert (info.state, info.attempts) == (JobState.RUNNING, 1)
+    assert info.lease_until is not None
+    assert info.lease_until > clock.now()
+    gate.opened.set()
+    wait_until(lambda: done == [1], "the prefetched job to run")
+    stats = running.finish()
+    assert (stats.succeeded, stats.timed_out, stats.lost) == (2, 0, 0)

@@ -83,13 +83,14 @@ class WorkerStats:
 
 @dataclass(eq=False)
 class _Run:
-    """One job running on one thread: when it started, when its lease was last extended."""
+    """One claimed job: waiting for a thread (prefetched) or running on one; when its lease was last extended."""
 
     job: Job
-    started_at: datetime
+    started_at: datetime  # when it was claimed, then when it started running
     beat_at: datetime
     timeout: timedelta | None
     started: float = field(default_factory=time.monotonic)
+    running: bool = False  # taken by a thread (else it waits in the inbox)
     abandoned: bool = False  # given up (timeout, lost lease, handed back): its outcome no longer counts
 
 
@@ -101,6 +102,9 @@ class Worker:
     the worker also runs the scheduler (leading, or standing by). Periodic tasks of its queues
     register their schedules when the worker starts. A successful run's ack is written with the
     worker's next claim, at most ``ack_delay`` later (``0``: at once, by the run's thread).
+    ``prefetch`` jobs may be claimed beyond the free threads, to wait for one (default 0: claim
+    only for free threads); their leases are extended while they wait, and a stopping worker
+    hands them back at once (ADR 022).
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class Worker:
         worker_id: str | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         ack_delay: float | timedelta = DEFAULT_ACK_DELAY,
+        prefetch: int = 0,
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgument(f"store must be an alkstore.Store, not {type(store).__name__}")
@@ -141,6 +146,11 @@ class Worker:
         if not 1 <= concurrency <= MAX_CONCURRENCY:
             raise InvalidOptions(f"concurrency must be between 1 and {MAX_CONCURRENCY}, not {concurrency}")
         self._concurrency = concurrency
+        if not isinstance(prefetch, int) or isinstance(prefetch, bool):
+            raise InvalidOptions(f"prefetch must be an int, not {type(prefetch).__name__}")
+        if not 0 <= prefetch <= MAX_CONCURRENCY:
+            raise InvalidOptions(f"prefetch must be between 0 and {MAX_CONCURRENCY}, not {prefetch}")
+        self._slots = concurrency + prefetch  # jobs held at once: running, or waiting for a thread
         self._grace = as_duration(grace, "grace").total_seconds()
         self._poll_interval = as_duration(poll_interval, "poll_interval", allow_zero=False).total_seconds()
         self._ack_delay = as_duration(ack_delay, "ack_delay").total_seconds()
@@ -328,7 +338,7 @@ class Worker:
         """Wait for at least one free thread (or a stop); how many are free."""
         with self._lock:
             while not stop.is_cancelled() and not abort.is_cancelled():
-                free = self._concurrency - sum(1 for run in self._runs.values() if not run.abandoned)
+                free = self._slots - sum(1 for run in self._runs.values() if not run.abandoned)
                 if free > 0:
                     return free
                 self._lock.wait(0.2)
@@ -354,8 +364,13 @@ class Worker:
         while (job := self._inbox.get()) is not None:
             with self._lock:
                 run = self._runs.get(job.id)
-            if run is None or run.abandoned:
-                continue  # handed back before it started
+                if run is None or run.abandoned:
+                    if run is not None:
+                        del self._runs[job.id]
+                    continue  # handed back (or lost) before it started
+                run.running = True
+            run.started_at = self._store.clock.now()  # its run (and its timeout) starts now
+            run.started = time.monotonic()
             self._execute(run)
             if self._finished(run):
                 return  # a replacement thread took this one's place when the run was given up
@@ -484,7 +499,7 @@ class Worker:
         store = self._store
         now = store.clock.now()
         with self._lock:
-            running = sum(1 for run in self._runs.values() if not run.abandoned)
+            running = sum(1 for run in self._runs.values() if run.running and not run.abandoned)
             stats = self.stats
             failed = stats.retried + stats.buried + stats.timed_out
             record = WorkerRecord(
@@ -523,7 +538,9 @@ class Worker:
         now = store.clock.now()
         with self._lock:
             runs = [run for run in self._runs.values() if not run.abandoned]
-        timed_out = [run for run in runs if run.timeout is not None and now - run.started_at >= run.timeout]
+        timed_out = [
+            run for run in runs if run.running and run.timeout is not None and now - run.started_at >= run.timeout
+        ]
         for run in timed_out:
             self._give_up(run, f"timed out after {run.timeout.total_seconds():g} s")  # type: ignore[union-attr]
         due = []
@@ -570,6 +587,7 @@ class Worker:
             if run.abandoned:
                 return
             run.abandoned = True
+            running = run.running
             self._lock.notify_all()
         run.job.stop.cancel()
         self._count(lost=1)
@@ -579,11 +597,12 @@ class Worker:
             run.job.id,
             _what(run.job),
         )
-        self._start_thread()
+        if running:  # its thread may never return: another takes its place (a waiting job has none)
+            self._start_thread()
 
     def _summary(self) -> None:
         with self._lock:
-            running = sum(1 for run in self._runs.values() if not run.abandoned)
+            running = sum(1 for run in self._runs.values() if run.running and not run.abandoned)
         stats = self.stats
         log.info(
             "worker %s: %d processed (%d ok, %d retried, %d dead), %d running",
@@ -598,7 +617,12 @@ class Worker:
     # -- stopping -----------------------------------------------------------------------
 
     def _drain(self, abort: StopToken) -> None:
-        """Give running jobs the grace to finish, then hand back what still runs."""
+        """Hand back the jobs waiting for a thread at once; give running jobs the grace, then hand back the rest."""
+        with self._lock:
+            waiting = [run for run in self._runs.values() if not run.running and not run.abandoned]
+            for run in waiting:
+                run.abandoned = True
+        self._hand_back(waiting, "waiting")
         deadline = time.monotonic() + self._grace
         with self._lock:
             while not abort.is_cancelled():
@@ -610,28 +634,34 @@ class Worker:
             remaining = [run for run in self._runs.values() if not run.abandoned]
             for run in remaining:
                 run.abandoned = True
-        if not remaining:
+        self._hand_back(remaining, "running")
+
+    def _hand_back(self, runs: list[_Run], what: str) -> None:
+        """Release the jobs of ``runs`` (``what`` they were doing: running, waiting) for another worker."""
+        if not runs:
             return
-        for run in remaining:
+        for run in runs:
             run.job.stop.cancel()
-        held = [Held(run.job.id, run.job._record.fence) for run in remaining]
+        held = [Held(run.job.id, run.job._record.fence) for run in runs]
         try:
             stale = {pair.job_id for pair in self._store._live().release(held, self._store.clock.now())}
         except AlkstoreError as exc:
             log.error(
-                "worker %s could not hand back %d running jobs (%s); they run again once their leases lapse",
+                "worker %s could not hand back %d %s jobs (%s); they run again once their leases lapse",
                 self.worker_id,
                 len(held),
+                what,
                 exc,
             )
             return
         self._count(released=len(held) - len(stale))
         log.info(
-            "worker %s handed back %d running job%s (%s) for another worker to take at once",
+            "worker %s handed back %d %s job%s (%s) for another worker to take at once",
             self.worker_id,
             len(held) - len(stale),
+            what,
             "" if len(held) - len(stale) == 1 else "s",
-            ", ".join(str(run.job.id) for run in remaining if run.job.id not in stale),
+            ", ".join(str(run.job.id) for run in runs if run.job.id not in stale),
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import re
 import threading
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -34,6 +35,7 @@ from alkstore import (
     Store,
     StoreClosed,
 )
+from alkstore.adapters.postgres import _waiting
 from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR, ClaimRequest, Waiter
 from tests._claimer import Claimer
 
@@ -385,6 +387,22 @@ def test_a_waiter_sleeps_through_a_neighbours_enqueue_and_wakes_on_its_own(store
 
 
 # -- bad input ------------------------------------------------------------------------------
+
+
+def test_a_probe_that_arrived_while_its_waiter_was_busy_is_read_before_it_is_judged(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A worker opens its waiter once and parks on it only when idle: the probe's NOTIFY may sit
+    # unread on the connection long past the probe's deadline. It still says LISTEN works.
+    monkeypatch.setattr(_waiting, "PROBE_S", 0.2)
+    engine = engine_of(store)
+    before = engine.listening_works
+    assert before is None, "a fresh store has no verdict yet"
+    with engine.waiter("busy") as waiter:
+        time.sleep(0.5)  # busy: not waiting, past the deadline
+        waiter.wait(0.05)
+    assert engine.listening_works is True
+    assert not [record for record in caplog.records if "notifications do not reach" in record.getMessage()]
 
 
 def test_bad_input_raises_the_named_error_before_any_sql_and_leaves_the_database_untouched(

@@ -258,12 +258,15 @@ class PostgresEngine(port.Engine):
         with conn.cursor(row_factory=scalar_row) as cursor:
             if len(jobs) == 1:
                 job = jobs[0]
-                channel = self._channel(conn, job.queue)
-                cursor.execute(self._sql.enqueue_one, _rows.job_params(job, now, channel))
+                cursor.execute(self._sql.enqueue_one, _rows.job_params(job, now, self._channel(conn, job.queue)))
                 return [int(value) for value in cursor.fetchall() if value is not None]
+            alike = self._channel(conn, jobs[0].queue) if _rows.alike(jobs) else None
             for start in range(0, len(jobs), _ENQUEUE_CHUNK):
                 chunk = jobs[start : start + _ENQUEUE_CHUNK]
-                cursor.execute(self._sql.enqueue_many, _rows.jobs_params(chunk, now, self._schema))
+                if alike is not None:
+                    cursor.execute(self._sql.enqueue_alike, _rows.alike_params(chunk, now, alike))
+                else:
+                    cursor.execute(self._sql.enqueue_many, _rows.jobs_params(chunk, now, self._schema))
                 ids.extend(sorted(int(value) for value in cursor.fetchall() if value is not None))
         return ids
 

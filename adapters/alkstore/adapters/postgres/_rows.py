@@ -29,6 +29,8 @@ __all__ = [
     "QUEUE_COUNTS",
     "SCHEDULE",
     "WORKER",
+    "alike",
+    "alike_params",
     "config_params",
     "duration",
     "failure_params",
@@ -213,6 +215,30 @@ def job_params(job: port.NewJob, now: datetime, channel: str) -> dict[str, Any]:
         "trace": job.trace,
         "now": now,
     }
+
+
+def alike(jobs: Sequence[port.NewJob]) -> bool:
+    """Whether ``jobs`` differ in their payloads only (what one ``enqueue_many`` call makes)."""
+    first = jobs[0]
+    return all(
+        job.queue == first.queue
+        and job.priority == first.priority
+        and job.run_at == first.run_at
+        and job.expires_at == first.expires_at
+        and job.max_attempts == first.max_attempts
+        and job.visibility == first.visibility
+        and job.task == first.task
+        and job.trace == first.trace
+        for job in jobs
+    )
+
+
+def alike_params(jobs: Sequence[port.NewJob], now: datetime, channel: str) -> dict[str, Any]:
+    """Jobs alike but for their payloads as the parameters of ``enqueue_alike``: the first one's, and every payload."""
+    params = job_params(jobs[0], now, channel)
+    del params["payload"]
+    params["payloads"] = [job.payload for job in jobs]
+    return params
 
 
 def jobs_params(jobs: Sequence[port.NewJob], now: datetime, schema: str) -> dict[str, Any]:

@@ -79,13 +79,26 @@ _TEMPLATES: dict[str, str] = {
         " RETURNING id)"
         " SELECT id, pg_notify(%(channel)s, '') FROM new"
     ),
+    # A batch whose jobs differ only in their payloads (one enqueue_many call): one array, the rest scalars.
+    "enqueue_alike": (
+        "WITH new AS ("
+        " INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,"
+        "                      visibility_us, task, trace, enqueued_at)"
+        " SELECT %(queue)s, payload, " + _STATE_AT.format(run_at="%(run_at)s::timestamptz") + ", %(priority)s,"
+        "        %(run_at)s, %(expires_at)s, %(max_attempts)s, %(visibility_us)s, %(task)s, %(trace)s, %(now)s"
+        " FROM unnest(%(payloads)b::bytea[]) AS new(payload)"
+        " RETURNING id)"
+        " SELECT id FROM new"
+        " UNION ALL"
+        " SELECT NULL FROM (SELECT pg_notify(%(channel)s, '')) AS notified"
+    ),
     "enqueue_many": (
         "WITH new AS ("
         " INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,"
         "                      visibility_us, task, trace, enqueued_at)"
         " SELECT queue, payload, " + _STATE_AT.format(run_at="run_at") + ", priority, run_at, expires_at,"
         "        max_attempts, visibility_us, task, trace, %(now)s"
-        " FROM unnest(%(queues)s::text[], %(payloads)s::bytea[], %(priorities)s::integer[],"
+        " FROM unnest(%(queues)s::text[], %(payloads)b::bytea[], %(priorities)s::integer[],"
         "             %(run_ats)s::timestamptz[], %(expires_ats)s::timestamptz[], %(max_attempts)s::integer[],"
         "             %(visibility_us)s::bigint[], %(tasks)s::text[], %(traces)s::text[])"
         "   AS new(queue, payload, priority, run_at, expires_at, max_attempts, visibility_us, task, trace)"
@@ -145,8 +158,8 @@ _TEMPLATES: dict[str, str] = {
         "WITH job AS ("
         " UPDATE {s}.jobs AS j SET state = " + _STATE_AT.format(run_at="r.run_at") + ", run_at = r.run_at,"
         "        last_error = r.error, last_traceback = r.traceback, worker_id = NULL, lease_until = NULL"
-        " FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(run_ats)s::timestamptz[], %(errors)s::bytea[],"
-        "             %(tracebacks)s::bytea[]) AS r(id, fence, run_at, error, traceback)"
+        " FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(run_ats)s::timestamptz[], %(errors)b::bytea[],"
+        "             %(tracebacks)b::bytea[]) AS r(id, fence, run_at, error, traceback)"
         " WHERE j.id = r.id AND j.state = 'running' AND j.lease = r.fence"
         " RETURNING j.id, j.queue)"
         " SELECT id FROM job"
@@ -154,7 +167,9 @@ _TEMPLATES: dict[str, str] = {
         " SELECT NULL FROM (SELECT pg_notify({s}.channel(%(schema)s, queue), '')"
         "                    FROM (SELECT DISTINCT queue FROM job) AS queues) AS notified"
     ),
-    "bury": "SELECT id FROM {s}.bury_3(%(ids)s, %(fences)s, %(errors)s, %(tracebacks)s, %(now)s) AS id",
+    "bury": (
+        "SELECT id FROM {s}.bury_3(%(ids)s, %(fences)s, %(errors)b::bytea[], %(tracebacks)b::bytea[], %(now)s) AS id"
+    ),
     "release": (
         "WITH job AS ("
         " UPDATE {s}.jobs AS j SET state = " + _STATE_AT.format(run_at="j.run_at") + ","
@@ -211,7 +226,7 @@ _TEMPLATES: dict[str, str] = {
         " SELECT name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary,"
         "        NULL"
         " FROM unnest(%(names)s::text[], %(specs)s::text[], %(intervals)s::integer[], %(queues)s::text[],"
-        "             %(payloads)s::bytea[], %(priorities)s::integer[], %(max_attempts)s::integer[],"
+        "             %(payloads)b::bytea[], %(priorities)s::integer[], %(max_attempts)s::integer[],"
         "             %(expires_us)s::bigint[], %(tasks)s::text[], %(boundaries)s::timestamptz[])"
         "   AS new(name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary)"
         " ON CONFLICT (name) DO NOTHING"
@@ -222,7 +237,7 @@ _TEMPLATES: dict[str, str] = {
         " payload = u.payload, priority = u.priority, max_attempts = u.max_attempts, expires_us = u.expires_us,"
         " task = u.task, next_boundary = u.next_boundary"
         " FROM unnest(%(names)s::text[], %(specs)s::text[], %(intervals)s::integer[], %(queues)s::text[],"
-        "             %(payloads)s::bytea[], %(priorities)s::integer[], %(max_attempts)s::integer[],"
+        "             %(payloads)b::bytea[], %(priorities)s::integer[], %(max_attempts)s::integer[],"
         "             %(expires_us)s::bigint[], %(tasks)s::text[], %(boundaries)s::timestamptz[])"
         "   AS u(name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary)"
         " WHERE s.name = u.name"
@@ -425,6 +440,7 @@ class Statements:
     configure_queue: str
     unconfigure_queue: str
     enqueue_one: str
+    enqueue_alike: str
     enqueue_many: str
     channel: str
     claim: str

@@ -231,7 +231,18 @@ class _ListeningWaiter(Waiter):
             probe = self._probe if self._probe is not None and not self._probe.settled else None
             now = time.monotonic()
             if probe is not None and now >= probe.deadline:
-                probe.settle(False)
+                # Due: but a busy holder may not have waited since the probe was sent, so what
+                # arrived meanwhile is still unread on the connection. Read it before judging.
+                try:
+                    arrived = [notify.channel for notify in self._conn.notifies(timeout=0)]
+                except psycopg.Error as exc:
+                    log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
+                    self._conn = None
+                    probe.give_up()
+                    continue
+                probe.settle(probe.channel in arrived)
+                if any(channel != probe.channel for channel in arrived):
+                    return True
                 continue
             left = end - now if probe is None else min(end, probe.deadline) - now
             if left <= 0:
