@@ -57,6 +57,8 @@ class JsonCodec(Codec):
             raise InvalidPayload(f"payload is not JSON-encodable: {type(exc).__name__}: {exc}") from exc
 
     def decode(self, data: bytes) -> Any:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidPayload(f"the JSON codec decodes bytes, not {type(data).__name__}")
         data = bytes(data)
         if data.startswith(self._RAW):
             return data[1:]

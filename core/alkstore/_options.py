@@ -129,6 +129,7 @@ def _optional_duration(value: object, what: str) -> timedelta | None:
 
 
 def check_queue_config(
+    queue: str,
     *,
     visibility_timeout: object = None,
     max_attempts: object = None,
@@ -136,7 +137,12 @@ def check_queue_config(
     backoff_cap: object = None,
     priority: object = None,
 ) -> QueueConfig:
-    """A validated ``QueueConfig`` (durations > 0, ``backoff_base <= backoff_cap``); ``None`` keeps the default."""
+    """A validated ``QueueConfig`` for ``queue``; ``None`` keeps the queue's derived default.
+
+    Durations are seconds or ``timedelta`` (> 0, at most ``MAX_DURATION``), ``max_attempts`` and
+    ``priority`` ints in range, and the retry curve's base must not exceed its cap once the
+    config is laid over the derived defaults (a cap of 1 s under the derived 5 s base is refused).
+    """
     _check_max_attempts(max_attempts)  # type: ignore[arg-type]
     _check_priority(priority)  # type: ignore[arg-type]
     config = QueueConfig(
@@ -146,8 +152,12 @@ def check_queue_config(
         backoff_cap=_optional_duration(backoff_cap, "backoff_cap"),
         priority=priority,  # type: ignore[arg-type]
     )
-    if config.backoff_base is not None and config.backoff_cap is not None and config.backoff_base > config.backoff_cap:
-        raise InvalidOptions(f"backoff_base ({config.backoff_base}) must not exceed backoff_cap ({config.backoff_cap})")
+    effective = queue_defaults(queue, config)
+    if effective.backoff_base > effective.backoff_cap:
+        raise InvalidOptions(
+            f"backoff_base ({effective.backoff_base}) must not exceed backoff_cap ({effective.backoff_cap})"
+            + ("" if config.backoff_base is not None and config.backoff_cap is not None else " (a derived default)")
+        )
     return config
 
 

@@ -62,9 +62,14 @@ def tick_all(
     now: datetime,
     budget: TickBudget = DEFAULT_BUDGET,
     each: Callable[[TickResult], None] | None = None,
+    clock: Clock | None = None,
 ) -> TickResult:
-    """One tick at ``now``, in as many bounded transactions as it takes (ADR 017).
+    """One tick from ``now``, in as many bounded transactions as it takes (ADR 017).
 
+    Each transaction counts the fires the earlier ones made, so the catch-up cap holds for the
+    whole tick. With ``clock``, each later transaction plans at the clock's time as it begins
+    (never before the last), so a schedule that falls due during a long tick fires in the next
+    transaction instead of after the whole tick; without, every transaction plans at ``now``.
     ``each`` runs after every transaction with what it did (the leader reports fires there and,
     while ``more`` is left, renews its lease; raising stops the tick). The result holds every
     fire in the order stored, every skip, and the soonest boundary after the last transaction.
@@ -81,6 +86,8 @@ def tick_all(
             each(result)
         if not result.more:
             return TickResult(tuple(fires), tuple(skipped), result.soonest)
+        if clock is not None:
+            now = max(now, clock.now())
 
 
 class _Leadership:
@@ -175,7 +182,7 @@ def run_schedules(
                 break
             ticked_at = clock.now()
             try:
-                result = tick_all(engine, ticked_at, DEFAULT_BUDGET, each)
+                result = tick_all(engine, ticked_at, DEFAULT_BUDGET, each, clock)
             except _Stopped:
                 break
             except DatabaseUnavailable as exc:

@@ -52,6 +52,7 @@ from ._options import (
     QueueDefaults,
     ScheduleOpts,
     as_duration,
+    check_queue_config,
     queue_defaults,
     resolve_enqueue,
 )
@@ -176,6 +177,8 @@ class Store:
     """
 
     def __init__(self, engine: Engine, *, clock: Clock | None = None, codec: Codec | None = None) -> None:
+        if not isinstance(engine, Engine):
+            raise InvalidArgument(f"engine must be an alkstore.engine.Engine, not {type(engine).__name__}")
         if clock is not None and not isinstance(clock, Clock):
             raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
         if codec is not None and not isinstance(codec, Codec):
@@ -241,6 +244,18 @@ class Store:
         config = self._live().queue_config(queue, tx)
         entry = self._configs[queue] = (now + CONFIG_TTL, config, queue_defaults(queue, config))
         return entry
+
+    def _configure(self, queue: str, config: QueueConfig) -> QueueDefaults:
+        """Store ``config`` for ``queue`` (all ``None``: remove it) and return the defaults it makes.
+
+        This store sees it at once; others within ``CONFIG_TTL`` of their clocks (ADR 016).
+        """
+        engine = self._live()
+        engine.configure_queue(queue, config)
+        stored = None if config == QueueConfig() else config
+        defaults = queue_defaults(queue, stored)
+        self._configs[queue] = (self._clock.now() + CONFIG_TTL, stored, defaults)
+        return defaults
 
     def _stored_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
         return self._config(queue, tx)[1]
@@ -460,6 +475,12 @@ class Store:
         Raises ``LeadershipLost`` if another runner leads, or when leadership is lost; with
         ``standby``, stands by instead and leads again when it can, until ``stop``.
         """
+        if not isinstance(stop, StopToken):
+            raise InvalidArgument(f"stop must be an alkstore.StopToken, not {type(stop).__name__}")
+        if on_fire is not None and not callable(on_fire):
+            raise InvalidArgument(f"on_fire must be callable or None, not {type(on_fire).__name__}")
+        if not isinstance(standby, bool):
+            raise InvalidArgument(f"standby must be a bool, not {type(standby).__name__}")
         if standby:
             _runner.serve_schedules(self._live(), self._clock, stop, on_fire)
         else:
@@ -541,6 +562,8 @@ class Store:
 
     def requeue_dead_many(self, job_ids: Iterable[int]) -> list[int]:
         """Bring the dead jobs among ``job_ids`` back to their queues with 0 attempts; return those requeued."""
+        if isinstance(job_ids, str | bytes | Mapping) or not isinstance(job_ids, Iterable):
+            raise InvalidArgument(f"job_ids must be an iterable of job ids, not {type(job_ids).__name__}")
         ids = sorted({job_id for job_id in job_ids if _valid_id(job_id)})
         engine = self._live()
         now = self._clock.now()
@@ -626,6 +649,32 @@ class Queue:
     def defaults(self) -> QueueDefaults:
         """Visibility timeout, attempts, retry curve and priority this queue's jobs get by default."""
         return self._store._defaults(self.name)
+
+    def configure(
+        self,
+        *,
+        visibility_timeout: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        backoff_base: float | timedelta | None = None,
+        backoff_cap: float | timedelta | None = None,
+        priority: int | None = None,
+    ) -> QueueDefaults:
+        """Store this queue's defaults for every process sharing the storage; return the effective ones.
+
+        Replaces what was stored: a ``None`` falls back to the derived default, all ``None`` removes
+        the config. Other stores see it within ``CONFIG_TTL`` of their clocks, the scheduler's
+        fires at once. Jobs already queued keep their attempts and priority; their next claim,
+        retry and heartbeat use the new lease and curve (ADR 016).
+        """
+        config = check_queue_config(
+            self.name,
+            visibility_timeout=visibility_timeout,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            priority=priority,
+        )
+        return self._store._configure(self.name, config)
 
     def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Store a job now (its own transaction); return its id."""
@@ -867,8 +916,26 @@ class Outbox:
         return self._queue.name
 
     def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
-        """Add a message in its own transaction (60 s lease, 5 attempts, 5 s backoff base)."""
+        """Add a message in its own transaction (60 s lease, 5 attempts, 5 s backoff base, unless configured)."""
         return self._queue.enqueue(payload, opts)
+
+    def configure(
+        self,
+        *,
+        visibility_timeout: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        backoff_base: float | timedelta | None = None,
+        backoff_cap: float | timedelta | None = None,
+        priority: int | None = None,
+    ) -> QueueDefaults:
+        """Configure the backing queue as ``Queue.configure`` does (its derived defaults: 60/5/5)."""
+        return self._queue.configure(
+            visibility_timeout=visibility_timeout,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            priority=priority,
+        )
 
     def run_once(
         self,
@@ -885,6 +952,8 @@ class Outbox:
         ``Queue.claim`` does). No heartbeat runs during ``delivery``; a slow delivery may call
         ``job.heartbeat()``.
         """
+        if not callable(delivery):
+            raise InvalidArgument(f"delivery must be callable, not {type(delivery).__name__}")
         job = self._queue.claim(worker_id, wait=wait, poll_interval=poll_interval, stop=stop)
         if job is None:
             return False
@@ -956,8 +1025,12 @@ def _batch(payloads: Iterable[Any]) -> list[Any]:
 
 def _held(jobs: Iterable[Job], store: Store) -> list[Job]:
     """``jobs`` as a list of this store's claimed jobs (``InvalidArgument`` for anything else), each claim once."""
+    try:
+        each = iter(jobs)
+    except TypeError:
+        raise InvalidArgument(f"expected an iterable of claimed jobs, not {type(jobs).__name__}") from None
     held: dict[tuple[int, int], Job] = {}
-    for job in jobs:
+    for job in each:
         if not isinstance(job, Job):
             raise InvalidArgument(f"expected claimed jobs (alkstore.Job), not {type(job).__name__}")
         if job._store is not store:

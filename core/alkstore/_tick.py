@@ -3,10 +3,11 @@
 A tick at ``now`` fires each due schedule's elapsed boundaries, oldest first, at most
 ``CATCH_UP_CAP`` per schedule per tick, skipping forward past the rest (ADR 003). One
 transaction writes at most a ``TickBudget`` of fires (rows, and bytes of payload, which the
-engine copies inside storage): a tick that needs more takes several transactions at the same
-``now``, each counting the fires already made, so the cap, the order and the skip-forward are
-exactly those of one tick (ADR 017). Due schedules are taken cheapest fire first (payload size,
-then next boundary, then name), so a schedule with huge payloads never holds up a small one.
+engine copies inside storage): a tick that needs more takes several transactions, each
+counting the fires already made, so the cap, the order and the skip-forward are those of one
+tick (ADR 017); the leader plans each at the time it begins, so what falls due meanwhile is in
+the next one. Due schedules are taken cheapest fire first (payload size, then next boundary,
+then name), so a schedule with huge payloads never holds up a small one.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class TickPlan:
     ``fires`` in ``(boundary, schedule)`` order; ``advanced`` gives each touched schedule's new
     next boundary and the last boundary this transaction fired for it (``None`` if it fired
     none: a pure skip-forward); ``skipped`` the boundaries skipped past the cap; ``more`` that
-    the budget left due boundaries for another transaction at the same instant.
+    the budget left due boundaries for another transaction of the same tick.
     """
 
     fires: tuple[PlannedFire, ...]
@@ -66,7 +67,8 @@ def plan_tick(
 
     ``configs`` holds the stored config of each due schedule's queue (stamps resolve over it),
     ``fired`` the fires earlier transactions of this tick made per schedule. Schedules not yet
-    due are left out. At least one fire is planned when any is due, however large.
+    due, and those that reached the cap earlier in this tick, are left out. At least one fire is
+    planned when any is due, however large.
     """
     fires: list[PlannedFire] = []
     advanced: list[tuple[str, datetime, datetime | None]] = []
@@ -75,6 +77,10 @@ def plan_tick(
     more = False
     for schedule in sorted(due, key=plan_key):
         if schedule.next_boundary > now:
+            continue
+        if fired.get(schedule.name, 0) >= CATCH_UP_CAP:
+            # Capped earlier in this tick, and due again at a later transaction's instant: what fell
+            # due since waits for the next tick (and its own cap), neither fired nor skipped here.
             continue
         if rows <= 0:
             more = True

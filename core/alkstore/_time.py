@@ -7,16 +7,26 @@ import time
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
 
+from .errors import InvalidOptions
+
 __all__ = ["Clock", "ManualClock", "StopToken", "SystemClock", "as_utc", "wall_sleep"]
 
 
-def as_utc(value: object, what: str, error: type[Exception]) -> datetime:
-    """``value`` as a UTC ``datetime``; naive datetimes and other types raise ``error``."""
+def as_utc(value: object, what: str, error: type[Exception] = InvalidOptions) -> datetime:
+    """``value`` as a UTC ``datetime``; naive datetimes, instants with no UTC equivalent (the
+    first or last representable day under an offset) and other types raise ``error``."""
     if not isinstance(value, datetime):
         raise error(f"{what} must be a timezone-aware datetime, not {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
+    try:
+        offset = value.utcoffset()
+    except Exception as exc:  # a tzinfo of the caller's whose utcoffset() fails or returns junk
+        raise error(f"{what} has a time zone whose offset cannot be read: {type(exc).__name__}: {exc}") from None
+    if offset is None:
         raise error(f"{what} must be timezone-aware, not naive ({value.isoformat()})")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):  # ValueError: an offset of a day or more, refused by datetime itself
+        raise error(f"{what} ({value.isoformat()}) has no UTC equivalent within the representable range") from None
 
 
 class StopToken:
@@ -81,15 +91,17 @@ class SystemClock(Clock):
 class ManualClock(Clock):
     """A clock that moves only when told to (``set``/``advance``), for deterministic tests.
 
-    ``sleep`` blocks the calling thread until another thread moves the clock past the
-    sleeper's deadline (or its stop token is cancelled); ``wait_for_sleepers`` lets a test
-    step a sleeping runner in lockstep.
+    Instants must be timezone-aware and steps forward and finite; anything else raises
+    ``InvalidOptions`` (a ``ValueError``), and the clock stays where it was. ``sleep`` blocks
+    the calling thread until another thread moves the clock past the sleeper's deadline (or
+    its stop token is cancelled); ``wait_for_sleepers`` lets a test step a sleeping runner in
+    lockstep.
     """
 
     _STOP_POLL_S = 0.005
 
     def __init__(self, start: datetime) -> None:
-        self._now = as_utc(start, "start", ValueError)
+        self._now = as_utc(start, "start")
         self._cond = threading.Condition()
         self._deadlines: list[datetime] = []
 
@@ -100,16 +112,17 @@ class ManualClock(Clock):
     def set(self, instant: datetime) -> None:
         """Jump to ``instant`` (forwards or backwards) and wake sleepers that are due."""
         with self._cond:
-            self._now = as_utc(instant, "instant", ValueError)
+            self._now = as_utc(instant, "instant")
             self._cond.notify_all()
 
     def advance(self, seconds: float | timedelta) -> datetime:
         """Move forward by ``seconds`` and wake sleepers that are due; return the new instant."""
-        step = seconds if isinstance(seconds, timedelta) else timedelta(seconds=seconds)
-        if step < timedelta(0):
-            raise ValueError("advance() moves forwards only; use set() to go back")
+        step = _step(seconds)
         with self._cond:
-            self._now += step
+            try:
+                self._now += step
+            except OverflowError:
+                raise InvalidOptions(f"advancing {self._now.isoformat()} by {step} passes the last instant") from None
             self._cond.notify_all()
             return self._now
 
@@ -142,3 +155,19 @@ class ManualClock(Clock):
 
     def __repr__(self) -> str:
         return f"<alkstore.ManualClock now={self.now().isoformat()}>"
+
+
+def _step(seconds: object) -> timedelta:
+    """``ManualClock.advance``'s argument as a non-negative ``timedelta`` (``InvalidOptions`` otherwise)."""
+    if isinstance(seconds, timedelta):
+        step = seconds
+    elif isinstance(seconds, int | float) and not isinstance(seconds, bool):
+        try:
+            step = timedelta(seconds=seconds)
+        except (OverflowError, ValueError):  # inf, nan, or past timedelta's range
+            raise InvalidOptions(f"cannot advance by {seconds!r} seconds") from None
+    else:
+        raise InvalidOptions(f"advance() takes seconds or a timedelta, not {type(seconds).__name__}")
+    if step < timedelta(0):
+        raise InvalidOptions("advance() moves forwards only; use set() to go back")
+    return step

@@ -282,7 +282,7 @@ class TickResult:
     ``fires`` are ordered by ``(boundary, schedule)``; ``skipped`` counts, per schedule, the
     boundaries skipped forward past the catch-up cap; ``soonest`` is the earliest next
     boundary after the transaction; ``more`` says the budget cut the tick short, so another
-    transaction at the same instant has more to fire.
+    transaction of the same tick has more to fire.
     """
 
     fires: tuple[Fire, ...]

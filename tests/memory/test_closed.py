@@ -44,6 +44,7 @@ QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "enqueue_many": lambda q: q.enqueue_many([1, 2]),
     "claim": lambda q: q.claim("w"),
     "claim_many": lambda q: q.claim_many("w", 5),
+    "configure": lambda q: q.configure(max_attempts=5),
 }
 JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "ack": lambda j: j.ack(),
@@ -59,6 +60,7 @@ LOCK_CALLS: dict[str, Callable[[Lock], object]] = {
 OUTBOX_CALLS: dict[str, Callable[[Outbox], object]] = {
     "enqueue": lambda o: o.enqueue(1),
     "run_once": lambda o: o.run_once("w", lambda payload, job: None),
+    "configure": lambda o: o.configure(visibility_timeout=10),
     "run": lambda o: o.run("w", lambda payload, job: None, StopToken()),
 }
 NOT_ENTRY_POINTS = {"close"}

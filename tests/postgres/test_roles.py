@@ -12,6 +12,7 @@ import inspect
 import secrets
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -154,6 +155,7 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     """Each public method of each facade at least once, each as it is used."""
     queue = store.queue("emails")
     assert queue.defaults.max_attempts >= 1  # reads the queue's stored configuration
+    assert queue.configure(visibility_timeout=120).visibility_timeout == timedelta(seconds=120)  # writes it
 
     # Enqueue and claim, finish every way.
     first, second, third = (queue.enqueue({"n": n}) for n in range(3))
@@ -199,6 +201,7 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
 
     # The outbox.
     outbox = store.outbox("webhooks")
+    assert outbox.configure(backoff_base=1).backoff_base == timedelta(seconds=1)
     outbox.enqueue({"event": "shipped"})
     delivered: list[Any] = []
     while outbox.run_once("courier", lambda payload, job: delivered.append(payload)):

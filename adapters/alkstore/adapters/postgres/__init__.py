@@ -3,7 +3,8 @@
 Everything lives in one schema (default ``alkstore``) created by versioned migrations:
 ``alkstore migrate --url … --schema …``, ``store.migrate()``, or ``open(url, migrate=True)``.
 Opening a store never migrates silently; an unmigrated or older schema raises
-``SchemaOutOfDate``. Time comes from the store's ``Clock`` (see ADR 008).
+``SchemaOutOfDate``. Time comes from the store's ``Clock``: by default the database server's,
+shared by every host (``DatabaseClock``, ADR 015).
 """
 
 from __future__ import annotations

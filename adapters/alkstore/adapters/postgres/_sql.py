@@ -66,8 +66,9 @@ _TEMPLATES: dict[str, str] = {
         " ON CONFLICT (name) DO UPDATE SET visibility_us = excluded.visibility_us,"
         "  max_attempts = excluded.max_attempts, backoff_base_us = excluded.backoff_base_us,"
         "  backoff_cap_us = excluded.backoff_cap_us, priority = excluded.priority"
+        " RETURNING name"
     ),
-    "unconfigure_queue": "DELETE FROM {s}.queues WHERE name = %(queue)s",
+    "unconfigure_queue": "DELETE FROM {s}.queues WHERE name = %(queue)s RETURNING name",
     # -- jobs ----------------------------------------------------------------------------------
     "enqueue_one": (
         "WITH new AS ("
