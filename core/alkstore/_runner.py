@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ._boundary import CATCH_UP_CAP
 from ._names import SCHEDULER_LOCK
 from ._tick import DEFAULT_BUDGET
 from ._time import Clock, StopToken
@@ -165,7 +166,14 @@ def run_schedules(
 
     def each(result: TickResult) -> None:
         for name, count in result.skipped:
-            log.warning("schedule %r was %d boundaries behind; skipped the oldest beyond the cap", name, count)
+            log.warning(
+                "schedule %r was more than %d boundaries behind: fired the oldest %d, skipped the %d newer ones"
+                " (its phase kept)",
+                name,
+                CATCH_UP_CAP,
+                CATCH_UP_CAP,
+                count,
+            )
         for fire in result.fires:
             log.info("fired %r boundary %s as job %s on %r", fire.schedule, fire.boundary, fire.job_id, fire.queue)
             if on_fire is not None:
