@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from ._proc import ALKSTORE, LiveProcess, run
+from tests._proc import ALKSTORE, LiveProcess, run
 
 EVENT = re.compile(r"^\s+\+(\d+\.\d\d)s  (\w+)\s+(.+?)\s{2,}(.*)$")
 RETRY = re.compile(r"attempt (\d+)/(\d+) failed: (.+); retry in (\d+\.\d)s \(at \+(\d+\.\d\d)s\)$")

@@ -20,9 +20,8 @@ from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE,
 from alkstore.adapters.cli._inspect import parse_duration
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import NewJob, WorkerRecord
+from tests._proc import ALKSTORE, LiveProcess, run
 from tests.support import MIDNIGHT
-
-from ._proc import ALKSTORE, LiveProcess, run
 
 
 class KeptOpen(MemoryEngine):

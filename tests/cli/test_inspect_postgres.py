@@ -14,8 +14,7 @@ import alkstore
 from alkstore import EnqueueOpts, Store
 from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, URL_VARIABLE, main
-
-from ._proc import ALKSTORE, run
+from tests._proc import ALKSTORE, run
 
 pytestmark = pytest.mark.postgres
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 import alkstore
-
-from ._proc import ALKSTORE, LiveProcess
+from tests._proc import ALKSTORE, LiveProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import shutil
 import subprocess
@@ -34,6 +33,7 @@ from psycopg import sql
 import alkstore
 from alkstore import EnqueueOpts, JobState, ManualClock, Store, SystemClock
 from alkstore.engine import JOB_EXPIRED_ERROR
+from tests._proc import ALKSTORE, LiveProcess
 from tests.support import PATIENCE, under_ci
 
 from .conftest import table
@@ -41,7 +41,6 @@ from .conftest import table
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 SCRIPT = str(Path(__file__).with_name("_skewed_host.py"))
-ALKSTORE = str(Path(sys.executable).with_name("alkstore"))
 SKEW_S = 60
 SKEWS = [pytest.param(SKEW_S, id="a host 60 s fast"), pytest.param(-SKEW_S, id="a host 60 s slow")]
 SOURCES = [
@@ -247,53 +246,18 @@ def test_a_re_registration_by_the_other_host_starts_its_phase_at_the_databases_n
 # -- the scheduler -------------------------------------------------------------------------------
 
 
-class Host:
+class Host(LiveProcess):
     """A long-running process (the CLI, or ``_skewed_host.py serve``) whose log is read line by line."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**env, "PYTHONUNBUFFERED": "1"},
-        )
-        self.log: list[str] = []
-        self._lines: queue.Queue[str] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__(argv, env=env)
 
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in iter(self.proc.stderr.readline, ""):
-            self.log.append(line)
-            self._lines.put(line)
-
-    def wait_for(self, pattern: re.Pattern[str], timeout: float = PATIENCE * 2) -> str:
-        end = time.monotonic() + timeout
-        while (remaining := end - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=min(remaining, 0.5))
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            if pattern.search(line):
-                return line
-        raise AssertionError(f"{self.name}: no line matching {pattern.pattern!r} in {timeout} s:\n{''.join(self.log)}")
+    def wait_for_log(self, pattern: re.Pattern[str], timeout: float = PATIENCE * 2) -> str:
+        return self.wait_log(pattern.search, timeout)
 
     def acquired(self) -> bool:
-        return any(ACQUIRED.search(line) for line in list(self.log))
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self._reader.join(timeout=10)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+        return any(ACQUIRED.search(line) for line in list(self.stderr))
 
 
 class Watcher:
@@ -361,7 +325,7 @@ def test_the_scheduler_fires_nothing_early_one_host_leads_and_a_killed_leaders_l
     leader = scheduler("skewed leader", skew)
     standby: Host | None = None
     try:
-        leader.wait_for(ACQUIRED)
+        leader.wait_for_log(ACQUIRED)
         standby = scheduler("on-time standby", 0)
         time.sleep(OBSERVE_S)  # both hosts up: watch what fires, and who leads
         two_leaders = standby.acquired()
@@ -380,7 +344,7 @@ def test_the_scheduler_fires_nothing_early_one_host_leads_and_a_killed_leaders_l
         leader.proc.kill()
         killed = time.monotonic()
         leader.proc.wait(timeout=PATIENCE)
-        standby.wait_for(ACQUIRED, timeout=PATIENCE * 3)
+        standby.wait_for_log(ACQUIRED, timeout=PATIENCE * 3)
         takeover_s = time.monotonic() - killed
         figure(f"failover from the {skew:+d} s leader", f"{takeover_s:.1f} s")
         assert takeover_s < TAKEOVER_BOUND_S
