@@ -92,6 +92,18 @@ class Running:
         return self.stats
 
 
+def one_gated_run(
+    store: Store, started: Callable[[Worker], Running], task: dict[str, Any] | None = None, **worker: Any
+) -> tuple[Gate, int, Running]:
+    """A worker (``worker`` options) running one ``Gate`` job of queue ``work`` (``task`` options), once started."""
+    tasks, gate = Tasks(), Gate()
+    gated = tasks.task("gated", queue="work", **(task or {}))(gate)
+    job_id = gated.enqueue(store)
+    running = started(Worker(store, tasks, poll_interval=POLL, **worker))
+    wait_until(lambda: gate.entered == 1, "the run to start")
+    return gate, job_id, running
+
+
 @pytest.fixture
 def started() -> Iterator[Callable[[Worker], Running]]:
     """Start workers on threads; every one started is stopped (at once) after the test."""
@@ -169,11 +181,7 @@ def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
 def test_heartbeats_keep_a_running_job_past_its_visibility_timeout(
     store: Store, clock: ManualClock, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    slow = tasks.task("slow", queue="work", visibility_timeout=30)(gate)
-    job_id = slow.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL))
-    wait_until(lambda: gate.entered == 1, "the run to start")
+    gate, job_id, running = one_gated_run(store, started, {"visibility_timeout": 30})
     clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
     for _ in range(100):  # 100 s: more than three visibility timeouts
         step(clock, sleepers=1)
@@ -192,11 +200,7 @@ def test_heartbeats_keep_a_running_job_past_its_visibility_timeout(
 def test_a_run_past_its_timeout_is_cancelled_and_its_job_retried(
     store: Store, clock: ManualClock, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    hang = tasks.task("hang", queue="work", timeout=10)(gate)
-    job_id = hang.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL))
-    wait_until(lambda: gate.entered == 1, "the run to start")
+    gate, job_id, running = one_gated_run(store, started, {"timeout": 10})
     clock.wait_for_sleepers(1, timeout=PATIENCE)
     for _ in range(10):
         step(clock, sleepers=1)
@@ -216,11 +220,7 @@ def test_a_lost_lease_is_surfaced_to_the_run_and_its_outcome_discarded(
 ) -> None:
     clock = HoldingClock(T0)
     with engine.store(clock) as store:
-        tasks, gate = Tasks(), Gate()
-        held = tasks.task("held", queue="work", visibility_timeout=30)(gate)
-        job_id = held.enqueue(store)
-        running = started(Worker(store, tasks, poll_interval=POLL))
-        wait_until(lambda: gate.entered == 1, "the run to start")
+        gate, job_id, running = one_gated_run(store, started, {"visibility_timeout": 30})
         clock.wait_for_sleepers(1, timeout=PATIENCE)
         (beater,) = [thread for thread in threading.enumerate() if thread.name.startswith("alkstore-heartbeat-")]
         clock.hold(beater)  # the worker is paused, as a stopped process is
@@ -239,11 +239,7 @@ def test_a_lost_lease_is_surfaced_to_the_run_and_its_outcome_discarded(
 def test_a_stopping_worker_hands_back_what_still_runs_without_spending_an_attempt(
     store: Store, started: Callable[[Worker], Running], abort: bool
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    long = tasks.task("long", queue="work")(gate)
-    job_id = long.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL, grace=0.1 if not abort else PATIENCE))
-    wait_until(lambda: gate.entered == 1, "the run to start")
+    gate, job_id, running = one_gated_run(store, started, grace=0.1 if not abort else PATIENCE)
     stats = running.finish(abort=abort)
     assert stats.released == 1
     info = store.get_job(job_id)
@@ -258,11 +254,7 @@ def test_a_stopping_worker_hands_back_what_still_runs_without_spending_an_attemp
 def test_a_stopping_worker_lets_running_jobs_finish_within_its_grace(
     store: Store, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    quick = tasks.task("quick", queue="work")(gate)
-    job_id = quick.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL, grace=PATIENCE))
-    wait_until(lambda: gate.entered == 1, "the run to start")
+    gate, job_id, running = one_gated_run(store, started, grace=PATIENCE)
     running.stop.cancel()
     threading.Timer(0.2, gate.opened.set).start()
     stats = running.finish()
