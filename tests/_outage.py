@@ -83,3 +83,11 @@ def step_until(clock: ManualClock, done: Callable[[], bool], limit: int = 30) ->
         if done():
             return clock.now()
     raise AssertionError(f"not done after {limit} steps of the clock")
+
+
+def rode_out(serving: Serving, log: str, failure: str = RENEW_FAILED) -> None:
+    """The loop logged ``failure`` and carried on leading: no error, never stood down or by."""
+    assert serving.error is None
+    assert failure in log
+    assert STOOD_DOWN not in log
+    assert "standing by" not in log

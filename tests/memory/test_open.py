@@ -80,12 +80,3 @@ def test_the_memory_engine_and_its_transactions_show_their_public_path(store: St
         store.enqueue_tx(tx, "q", 1)
         assert repr(tx) == "<alkstore.adapters.memory.MemoryTransaction open, 1 enqueued>"
     assert repr(tx).startswith("<alkstore.adapters.memory.MemoryTransaction committed")
-
-
-def test_migrate_is_a_harmless_no_op(store: Store) -> None:
-    job_id = store.queue("q").enqueue("kept")
-    store.migrate()
-    store.migrate()
-    job = store.get_job(job_id)
-    assert job is not None
-    assert job.payload == "kept"
