@@ -29,9 +29,10 @@ STOOD_DOWN = "could not be renewed before it lapsed"
 
 
 class Serving:
-    """``serve_schedules`` on its own thread, recording the fires and what it raised."""
+    """``serve_schedules`` on its own thread, recording the fires and what it raised; entered once it sleeps."""
 
     def __init__(self, engine: Engine, clock: ManualClock) -> None:
+        self._clock = clock
         self.stop = StopToken()
         self.fires: list[Fire] = []
         self.error: BaseException | None = None
@@ -45,6 +46,7 @@ class Serving:
 
     def __enter__(self) -> Self:
         self._thread.start()
+        self._clock.wait_for_sleepers(1)
         return self
 
     def __exit__(self, *exc: object) -> None:

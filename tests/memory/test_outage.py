@@ -72,6 +72,12 @@ class Flaky(MemoryEngine):
         return super().soonest_boundary()
 
 
+@pytest.fixture(autouse=True)
+def _info_log(caplog: pytest.LogCaptureFixture) -> None:
+    """Every test here reads what the loop logged at INFO."""
+    caplog.set_level(logging.INFO, logger="alkstore")
+
+
 @pytest.fixture
 def flaky() -> Flaky:
     return Flaky()
@@ -91,8 +97,7 @@ def every_2s(*ns: int) -> list[datetime]:
 def test_a_short_outage_is_ridden_out_under_the_same_lease_and_the_backlog_fires_once(
     flaky: Flaky, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="alkstore"), Serving(flaky, clock) as leader:
-        clock.wait_for_sleepers(1)
+    with Serving(flaky, clock) as leader:
         step(clock, 2)
         assert leader.boundaries == every_2s(1)
         before = flaky.lease()
@@ -110,8 +115,7 @@ def test_a_short_outage_is_ridden_out_under_the_same_lease_and_the_backlog_fires
 def test_a_tick_that_fails_transiently_is_retried_under_a_renewed_lease(
     flaky: Flaky, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="alkstore"), Serving(flaky, clock) as leader:
-        clock.wait_for_sleepers(1)
+    with Serving(flaky, clock) as leader:
         before = flaky.lease()
         flaky.failing_ticks = 1
         step(clock, 2)  # the tick at T0 + 2 s fails; the leader waits a second of the clock
@@ -125,8 +129,7 @@ def test_a_tick_that_fails_transiently_is_retried_under_a_renewed_lease(
 def test_an_outage_longer_than_the_lease_ends_in_standing_by_and_the_loop_leads_again_once_it_is_over(
     flaky: Flaky, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="alkstore"), Serving(flaky, clock) as serving:
-        clock.wait_for_sleepers(1)
+    with Serving(flaky, clock) as serving:
         step(clock, 2)
         first = flaky.lease()
         renewed_at = clock.now()
@@ -152,7 +155,6 @@ def test_an_outage_longer_than_the_lease_ends_in_standing_by_and_the_loop_leads_
 
 def test_a_permanent_error_is_raised_by_the_standby_loop_not_ridden_out(flaky: Flaky, clock: ManualClock) -> None:
     with Serving(flaky, clock) as serving:
-        clock.wait_for_sleepers(1)
         flaky.permanent = SchemaOutOfDate("the schema was dropped")
         clock.advance(2)
         wait_for(lambda: serving.error is not None, "the loop to raise")

@@ -29,6 +29,12 @@ from .conftest import T0, OpenStore, checked_out, engine_of, table
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
+@pytest.fixture(autouse=True)
+def _info_log(caplog: pytest.LogCaptureFixture) -> None:
+    """Every test here reads what the loop logged at INFO."""
+    caplog.set_level(logging.INFO, logger="alkstore")
+
+
 @pytest.fixture
 def proxy(pg_dsn: str) -> Iterator[Proxy]:
     with Proxy(pg_dsn) as running:
@@ -84,8 +90,7 @@ def test_a_short_outage_is_ridden_out_under_the_same_lease(
     lease: Lease,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="alkstore"), Serving(leader_store.engine, clock) as leader:
-        clock.wait_for_sleepers(1)
+    with Serving(leader_store.engine, clock) as leader:
         step(clock, 2)
         assert leader.boundaries == every_2s(1)
         before = lease()
@@ -107,8 +112,7 @@ def test_an_outage_longer_than_the_lease_ends_in_standing_by_and_the_loop_leads_
     lease: Lease,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="alkstore"), Serving(leader_store.engine, clock) as serving:
-        clock.wait_for_sleepers(1)
+    with Serving(leader_store.engine, clock) as serving:
         step(clock, 2)
         _, first_token, expires_at = lease()
         renewed_at = clock.now()
