@@ -27,6 +27,7 @@ from alkstore import (
     Store,
 )
 from alkstore._codec import MAX_DEPTH
+from tests.support import must_claim
 
 from ._engines import EngineTarget
 from .test_validation import assert_nothing_stored, not_refused
@@ -47,8 +48,7 @@ def assert_usable(store: Store) -> None:
     """A round trip through the queue still works after the refusals."""
     queue = store.queue("usable")
     job_id = queue.enqueue({"still": "usable"})
-    job = queue.claim("probe")
-    assert job is not None
+    job = must_claim(queue, "probe")
     assert (job.id, job.payload) == (job_id, {"still": "usable"})
     job.ack()
 
@@ -57,8 +57,7 @@ def assert_usable(store: Store) -> None:
 def running(store: Store) -> tuple[Job, Callable[[], None]]:
     """A claimed job of the queue ``jobs``, and a check that it is still running untouched."""
     store.queue("jobs").enqueue("work")
-    job = store.queue("jobs").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("jobs"), "w1")
     before = store.get_job(job.id)
 
     def untouched() -> None:
@@ -170,8 +169,7 @@ def test_instants_with_no_utc_equivalent_are_invalid_options_and_the_edges_thems
     assert last_info is not None
     assert first_info is not None
     assert (last_info.run_at, first_info.run_at, first_info.expires_at) == (LAST, FIRST, LAST)
-    job = store.queue("edges").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("edges"), "w1")
     assert job.id == first
     assert store.queue("edges").claim("w1") is None
 

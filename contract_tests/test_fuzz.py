@@ -41,6 +41,7 @@ from alkstore import (
     parse_spec,
 )
 from alkstore._names import outbox_queue
+from tests.support import must_claim
 
 from ._engines import T0, EngineTarget
 from ._profiles import sized
@@ -207,9 +208,7 @@ class Fuzzing:
 
     def claimed(self) -> Job:
         self.saw(self.store.queue("fuzz").enqueue("work"))
-        job = self.store.queue("fuzz").claim("fuzzer")
-        assert job is not None
-        return job
+        return must_claim(self.store.queue("fuzz"), "fuzzer")
 
     def lock(self) -> Lock:
         name = f"fuzz-{next(self.serial)}"
@@ -241,8 +240,7 @@ class Fuzzing:
         queue = self.store.queue("fuzz-probe")
         job_id = queue.enqueue({"probe": True})
         self.saw(job_id)
-        job = queue.claim("prober")
-        assert job is not None
+        job = must_claim(queue, "prober")
         assert job.id == job_id
         job.ack()
         self.store.run_schedules(cancelled())  # the scheduler lease is free: it leads and returns

@@ -10,6 +10,7 @@ import pytest
 
 import alkstore
 from alkstore import JobState, ManualClock, ScheduleOpts, Store
+from tests.support import must_claim
 
 from ._checks import assert_utc
 from ._runners import PROGRESS_TIMEOUT
@@ -194,8 +195,7 @@ def test_fired_jobs_carry_the_schedule_options_over_the_queue_defaults(store: St
         assert info.max_attempts == (9 if stamped else 3)
         assert info.expires_at == (fired_at + timedelta(seconds=90) if stamped else None)
         assert_utc(info.boundary, info.run_at, info.expires_at)
-    job = store.queue("reports").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("reports"), "w1")
     assert (job.schedule, job.priority) == ("stamped", 8)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from alkstore import EnqueueOpts, JobState, ManualClock, Store
+from tests.support import must_claim
 
 
 class Abort(Exception):
@@ -38,8 +39,7 @@ def test_a_job_enqueued_in_a_transaction_is_published_at_commit_and_not_before(
     assert info is not None
     assert (info.state, info.priority, info.payload) == (JobState.PENDING, 2, {"order": 1})
     assert (info.enqueued_at, info.expires_at) == (enqueued_at, enqueued_at + timedelta(seconds=60))
-    job = store.queue("jobs").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("jobs"), "w1")
     assert job.id == job_id
 
 

@@ -26,6 +26,7 @@ from alkstore import (
     ScheduleOpts,
     Store,
 )
+from tests.support import must_claim
 
 from ._runners import cancelled
 
@@ -118,8 +119,7 @@ def test_names_are_judged_before_the_engine_is_touched(store: Store) -> None:
 
 def _round_trip_every_entry_point(store: Store, name: str) -> None:
     job_id = store.queue(name).enqueue(PAYLOAD)
-    claimed = store.queue(name).claim("w")
-    assert claimed is not None
+    claimed = must_claim(store.queue(name))
     assert (claimed.id, claimed.queue) == (job_id, name)
     claimed.ack()
 
@@ -162,8 +162,7 @@ def test_a_malformed_worker_id_or_lock_owner_is_invalid(store: Store) -> None:
     assert not_refused(InvalidName, labels, lambda label: store.queue("jobs").claim(label)) == []
     assert not_refused(InvalidName, labels, lambda label: store.outbox("mail").run_once(label, lambda p, j: None)) == []
     assert not_refused(InvalidName, labels, lambda label: store.try_lock("resource", label, 30)) == []
-    job = store.queue("jobs").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("jobs"))
     assert job.attempts == 1  # the refused claims took nothing
     assert store.try_lock("resource", "someone", 30) is not None
 
@@ -342,8 +341,7 @@ def test_bad_durations_on_a_held_lease_or_job_change_nothing(store: Store) -> No
     assert lock.expires_at == expires
 
     store.queue("jobs").enqueue(PAYLOAD)
-    job = store.queue("jobs").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("jobs"))
     before = store.get_job(job.id)
     with pytest.raises(InvalidOptions):
         job.retry("boom", delay=-1)

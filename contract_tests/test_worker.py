@@ -28,7 +28,7 @@ from alkstore import (
     WorkerStats,
     current_job,
 )
-from tests.support import PATIENCE
+from tests.support import PATIENCE, must_claim
 
 from ._engines import T0
 from ._runners import HoldingClock, step, wait_until
@@ -245,8 +245,7 @@ def test_a_stopping_worker_hands_back_what_still_runs_without_spending_an_attemp
     info = store.get_job(job_id)
     assert info is not None
     assert (info.state, info.attempts, info.worker_id) == (JobState.PENDING, 0, None)
-    taken = store.queue("work").claim("next-worker")
-    assert taken is not None
+    taken = must_claim(store.queue("work"), "next-worker")
     assert (taken.id, taken.attempts) == (job_id, 1)
     wait_until(lambda: gate.saw_stop == [True], "the handed-back run to be told")
 

@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-__all__ = ["MIDNIGHT", "PATIENCE", "T0", "under_ci", "wait_until"]
+from alkstore import Job, Queue
+
+__all__ = ["MIDNIGHT", "PATIENCE", "T0", "must_claim", "under_ci", "wait_until"]
 
 #: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
 T0 = datetime(2031, 5, 17, 9, 30, 0, 123456, tzinfo=UTC)
@@ -32,3 +34,10 @@ def wait_until(predicate: Callable[[], object], what: str, timeout: float = PATI
         if time.monotonic() > end:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+def must_claim(queue: Queue, worker_id: str = "w") -> Job:
+    """The job ``queue.claim(worker_id)`` returns at once, failing the test if there is none."""
+    job = queue.claim(worker_id)
+    assert job is not None, f"nothing to claim on {queue.name!r}"
+    return job

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from alkstore import EnqueueOpts, ManualClock, Store
+from tests.support import must_claim
 
 
 def test_a_delayed_job_is_not_claimable_after_the_clock_goes_back_before_its_run_at(
@@ -17,8 +18,7 @@ def test_a_delayed_job_is_not_claimable_after_the_clock_goes_back_before_its_run
     clock.set(start + timedelta(seconds=59))
     assert store.queue("q").claim("w") is None
     clock.set(start + timedelta(seconds=60))
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     assert job.id == job_id
 
 
@@ -30,14 +30,12 @@ def test_a_job_seen_due_is_not_claimable_once_the_clock_goes_back_before_its_run
     later_id = queue.enqueue("later", EnqueueOpts(delay=10))
     now_id = queue.enqueue("now")
     clock.set(start + timedelta(seconds=20))  # both are due; the claim sees both and takes the older run_at
-    first = queue.claim("w")
-    assert first is not None
+    first = must_claim(queue)
     assert first.id == now_id
     clock.set(start + timedelta(seconds=5))
     assert queue.claim("w") is None
     clock.set(start + timedelta(seconds=10))
-    second = queue.claim("w")
-    assert second is not None
+    second = must_claim(queue)
     assert second.id == later_id
 
 
@@ -47,8 +45,7 @@ def test_a_retried_job_is_not_claimable_before_its_retry_time_after_the_clock_go
     start = clock.now()
     queue = store.queue("q")
     queue.enqueue("x")
-    job = queue.claim("w")
-    assert job is not None
+    job = must_claim(queue)
     clock.set(start + timedelta(seconds=100))
     job.retry("later", delay=30)  # due at start+130
     clock.set(start + timedelta(seconds=200))
@@ -59,16 +56,14 @@ def test_a_retried_job_is_not_claimable_before_its_retry_time_after_the_clock_go
     clock.set(start + timedelta(seconds=129))
     assert queue.claim("w") is None
     clock.set(start + timedelta(seconds=130))
-    again = queue.claim("w")
-    assert again is not None
+    again = must_claim(queue)
     assert (again.id, again.attempts) == (job.id, 2)
 
 
 def test_a_lease_does_not_lapse_when_the_clock_goes_back(store: Store, clock: ManualClock) -> None:
     start = clock.now()
     store.queue("q").enqueue("x")
-    job = store.queue("q").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("q"), "w1")
     clock.set(start - timedelta(days=1))
     assert store.queue("q").claim("w2") is None
     clock.set(start + timedelta(seconds=299))

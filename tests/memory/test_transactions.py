@@ -7,6 +7,7 @@ import pytest
 import alkstore
 from alkstore import ManualClock, Store
 from alkstore.adapters.memory import MemoryTransaction
+from tests.support import must_claim
 
 
 class Boom(Exception):
@@ -26,8 +27,7 @@ def test_a_job_enqueued_in_a_transaction_is_invisible_until_commit(store: Store)
         job_id = store.enqueue_tx(tx, "q", {"order": 1})
         assert store.get_job(job_id) is None
         assert store.queue("q").claim("w") is None
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     assert (job.id, job.payload) == (job_id, {"order": 1})
 
 
@@ -70,8 +70,7 @@ def test_a_committed_transaction_refuses_further_enqueues_with_value_error(store
         store.enqueue_tx(tx, "q", 2)
     with pytest.raises(ValueError, match="committed"):
         store.outbox_enqueue_tx(tx, "mail", 2)
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     assert job.payload == 1
     assert store.queue("q").claim("w") is None
 

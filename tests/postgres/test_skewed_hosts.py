@@ -34,7 +34,7 @@ import alkstore
 from alkstore import EnqueueOpts, JobState, ManualClock, Store, SystemClock
 from alkstore.engine import JOB_EXPIRED_ERROR
 from tests._proc import ALKSTORE, LiveProcess
-from tests.support import PATIENCE, under_ci
+from tests.support import PATIENCE, must_claim, under_ci
 
 from .conftest import table
 
@@ -193,8 +193,7 @@ def test_a_running_job_is_not_leased_again_before_its_lease_ends(
 ) -> None:
     if skew > 0:  # the on-time host holds a 30 s lease, the fast one claims
         job_id = on_time.queue("leased").enqueue("x", EnqueueOpts(visibility_timeout=30))
-        held = on_time.queue("leased").claim("on-time")
-        assert held is not None
+        held = must_claim(on_time.queue("leased"), "on-time")
         assert held.id == job_id
         again = skewed("claim", queue="leased")["id"]
     else:  # the slow host holds a 30 s lease (on its own job), the on-time one claims
