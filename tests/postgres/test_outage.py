@@ -84,11 +84,7 @@ def every_2s(*ns: int) -> list[datetime]:
 
 
 def test_a_short_outage_is_ridden_out_under_the_same_lease(
-    leader_store: Store,
-    proxy: Proxy,
-    clock: ManualClock,
-    lease: Lease,
-    caplog: pytest.LogCaptureFixture,
+    leader_store: Store, proxy: Proxy, clock: ManualClock, lease: Lease, caplog: pytest.LogCaptureFixture
 ) -> None:
     with Serving(leader_store.engine, clock) as leader:
         step(clock, 2)
@@ -106,11 +102,7 @@ def test_a_short_outage_is_ridden_out_under_the_same_lease(
 
 
 def test_an_outage_longer_than_the_lease_ends_in_standing_by_and_the_loop_leads_again(
-    leader_store: Store,
-    proxy: Proxy,
-    clock: ManualClock,
-    lease: Lease,
-    caplog: pytest.LogCaptureFixture,
+    leader_store: Store, proxy: Proxy, clock: ManualClock, lease: Lease, caplog: pytest.LogCaptureFixture
 ) -> None:
     with Serving(leader_store.engine, clock) as serving:
         step(clock, 2)

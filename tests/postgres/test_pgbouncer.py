@@ -60,6 +60,15 @@ def through_transaction_pooler(open_store: OpenStore, pooler: PgBouncer, pg_dsn:
     return open_store(url=pooler.url(), prepare_threshold=None, max_size=4, **options)
 
 
+@pytest.fixture
+def listening_pooled(
+    open_store: OpenStore, transaction_pooler: PgBouncer, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> Store:
+    """A store wholly behind the transaction pooler, listening through it too (which cannot work)."""
+    caplog.set_level(logging.WARNING, logger="alkstore.postgres")
+    return through_transaction_pooler(open_store, transaction_pooler, "", clock=clock, listen_url=None)
+
+
 def through_session_pooler(open_store: OpenStore, pooler: PgBouncer, **options: Any) -> Store:
     """A store wholly behind the session pooler, its bound the pooler's size (unless ``options`` say otherwise)."""
     options.setdefault("max_size", SESSION_MAX_SIZE)
@@ -220,14 +229,9 @@ def test_parked_claims_behind_a_transaction_pooler_wake_through_listen_url(
 
 @pytest.mark.slow
 def test_listening_through_a_transaction_pooler_is_detected_warned_once_and_parked_claims_poll(
-    open_store: OpenStore,
-    transaction_pooler: PgBouncer,
-    pg_dsn: str,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    listening_pooled: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="alkstore.postgres")
-    store = through_transaction_pooler(open_store, transaction_pooler, pg_dsn, clock=clock, listen_url=None)
+    store = listening_pooled
     engine = engine_of(store)
     name = unique("wake-pooled")
 
@@ -249,14 +253,9 @@ def test_listening_through_a_transaction_pooler_is_detected_warned_once_and_park
 
 @pytest.mark.slow
 def test_a_claim_that_returns_before_the_probe_is_due_still_leads_to_the_warning(
-    open_store: OpenStore,
-    transaction_pooler: PgBouncer,
-    pg_dsn: str,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    listening_pooled: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="alkstore.postgres")
-    store = through_transaction_pooler(open_store, transaction_pooler, pg_dsn, clock=clock, listen_url=None)
+    store = listening_pooled
     engine = engine_of(store)
     name = unique("wake-pooled-short")
     claimer = Claimer(store, name, poll_interval=0.2)
