@@ -26,7 +26,7 @@ from alkstore import (
     ScheduleOpts,
     Store,
 )
-from tests.support import must_claim
+from tests.support import must_claim, must_get
 
 from ._runners import cancelled
 
@@ -125,8 +125,7 @@ def _round_trip_every_entry_point(store: Store, name: str) -> None:
 
     tx_id = _committed(store, lambda tx: store.enqueue_tx(tx, name, PAYLOAD))
     assert isinstance(tx_id, int)
-    tx_job = store.get_job(tx_id)
-    assert tx_job is not None
+    tx_job = must_get(store, tx_id)
     assert tx_job.queue == name
 
     delivered: list[object] = []

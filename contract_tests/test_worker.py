@@ -28,7 +28,7 @@ from alkstore import (
     WorkerStats,
     current_job,
 )
-from tests.support import PATIENCE, must_claim
+from tests.support import PATIENCE, must_claim, must_get
 
 from ._engines import T0
 from ._runners import HoldingClock, step, wait_until
@@ -162,8 +162,7 @@ def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
     job_id = bounce.enqueue(store, to="ada")
     running = started(Worker(store, tasks, poll_interval=POLL))
     wait_until(is_at(store, job_id, JobState.PENDING, 1), "a first failure")
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.last_error == "no mailbox 'ada'"
     assert info.task == "bounce"
     assert info.last_traceback is not None
@@ -171,8 +170,7 @@ def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
     assert info.run_at == clock.now() + timedelta(seconds=5)
     clock.advance(5)
     wait_until(is_at(store, job_id, JobState.DEAD, 2), "the last failure")
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.attempts, dead.last_error) == (2, "no mailbox 'ada'")
     stats = running.finish()
     assert (stats.retried, stats.buried, stats.succeeded) == (1, 1, 0)
@@ -185,8 +183,7 @@ def test_heartbeats_keep_a_running_job_past_its_visibility_timeout(
     clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
     for _ in range(100):  # 100 s: more than three visibility timeouts
         step(clock, sleepers=1)
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.state is JobState.RUNNING
     assert info.lease_until is not None
     assert info.lease_until > clock.now()
@@ -205,8 +202,7 @@ def test_a_run_past_its_timeout_is_cancelled_and_its_job_retried(
     for _ in range(10):
         step(clock, sleepers=1)
     wait_until(lambda: gate.saw_stop == [True], "the run to see its cancellation")
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 1, "timed out after 10 s")
     gate.opened.set()
     clock.advance(5)  # the retry is due: the next run finishes at once
@@ -242,8 +238,7 @@ def test_a_stopping_worker_hands_back_what_still_runs_without_spending_an_attemp
     gate, job_id, running = one_gated_run(store, started, grace=0.1 if not abort else PATIENCE)
     stats = running.finish(abort=abort)
     assert stats.released == 1
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts, info.worker_id) == (JobState.PENDING, 0, None)
     taken = must_claim(store.queue("work"), "next-worker")
     assert (taken.id, taken.attempts) == (job_id, 1)
@@ -273,8 +268,7 @@ def test_a_job_for_an_unknown_task_fails_on_the_job_and_the_worker_carries_on(
     running = started(Worker(store, tasks, poll_interval=POLL))
     wait_until(lambda: done == [1], "the known task to run")
     wait_until(is_at(store, lost_id, JobState.PENDING, 1), "the unknown one to fail")
-    info = store.get_job(lost_id)
-    assert info is not None
+    info = must_get(store, lost_id)
     assert info.last_error == "unknown task 'stranger' (this worker knows: known)"
     assert running.finish().retried == 1
 
@@ -323,8 +317,7 @@ def test_a_task_enqueued_in_a_transaction_is_run_after_commit(
     with store.transaction() as tx:
         job_id = note.enqueue_tx(store, tx, text="committed")
     later = note.with_options(EnqueueOpts(priority=5)).enqueue(store, text="later")
-    info = store.get_job(later)
-    assert info is not None
+    info = must_get(store, later)
     assert (info.task, info.priority, info.payload) == ("note", 5, {"text": "later"})
     running = started(Worker(store, tasks, poll_interval=POLL))
     wait_until(lambda: sorted(done) == ["committed", "later"], "both runs")
@@ -477,8 +470,7 @@ def test_a_prefetched_jobs_lease_is_kept_while_it_waits_and_its_timeout_counts_f
     clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
     for _ in range(100):  # 100 s: past three visibility timeouts, and ten times the quick task's timeout
         step(clock, sleepers=1)
-    info = store.get_job(waiting)
-    assert info is not None
+    info = must_get(store, waiting)
     assert (info.state, info.attempts) == (JobState.RUNNING, 1)
     assert info.lease_until is not None
     assert info.lease_until > clock.now()

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from alkstore import Job, Queue
+from alkstore import Job, JobInfo, Queue, Store
 
-__all__ = ["MIDNIGHT", "PATIENCE", "T0", "must_claim", "under_ci", "wait_until"]
+__all__ = ["MIDNIGHT", "PATIENCE", "T0", "must_claim", "must_get", "under_ci", "wait_until"]
 
 #: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
 T0 = datetime(2031, 5, 17, 9, 30, 0, 123456, tzinfo=UTC)
@@ -41,3 +41,10 @@ def must_claim(queue: Queue, worker_id: str = "w") -> Job:
     job = queue.claim(worker_id)
     assert job is not None, f"nothing to claim on {queue.name!r}"
     return job
+
+
+def must_get(store: Store, job_id: int) -> JobInfo:
+    """``store.get_job(job_id)``, failing the test if the job is gone."""
+    info = store.get_job(job_id)
+    assert info is not None, f"job {job_id} is gone"
+    return info

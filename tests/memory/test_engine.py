@@ -8,7 +8,7 @@ from datetime import timedelta
 from alkstore import EnqueueOpts, ManualClock, Store
 from alkstore._tick import DEFAULT_BUDGET
 from alkstore.engine import JOB_EXPIRED_ERROR, JobState
-from tests.support import must_claim
+from tests.support import must_claim, must_get
 
 
 def test_a_heartbeat_leaves_the_old_lease_entry_harmless(store: Store, clock: ManualClock) -> None:
@@ -19,8 +19,7 @@ def test_a_heartbeat_leaves_the_old_lease_entry_harmless(store: Store, clock: Ma
     assert job.heartbeat() == start + timedelta(seconds=500)
     clock.set(start + timedelta(seconds=301))  # past the first lease, inside the extended one
     assert store.queue("q").claim("w2") is None
-    info = store.get_job(job.id)
-    assert info is not None
+    info = must_get(store, job.id)
     assert (info.state, info.worker_id) == (JobState.RUNNING, "w1")
     clock.set(start + timedelta(seconds=500))
     again = must_claim(store.queue("q"), "w2")
@@ -40,8 +39,7 @@ def test_a_requeued_dead_job_is_not_killed_again_by_its_old_expiry_entry(store: 
     job_id = store.queue("q").enqueue("x", EnqueueOpts(expires=10))
     clock.advance(20)
     assert store.queue("q").claim("w") is None
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.state, dead.last_error) == (JobState.DEAD, JOB_EXPIRED_ERROR)
     assert store.requeue_dead(job_id)
     clock.advance(timedelta(days=1))

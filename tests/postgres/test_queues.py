@@ -38,7 +38,7 @@ from alkstore import (
 from alkstore.adapters.postgres import _waiting
 from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR, ClaimRequest, Waiter
 from tests._claimer import Claimer
-from tests.support import must_claim
+from tests.support import must_claim, must_get
 
 from . import _procs
 from .conftest import PATIENCE, OpenStore, count, engine_of, table, wait_until
@@ -125,8 +125,7 @@ def test_a_lapsed_last_attempt_goes_to_the_dead_letter_table_with_every_field(
     must_claim(queue)
     clock.advance(queue.defaults.visibility_timeout)
     assert queue.claim("w2") is None
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.state, dead.attempts, dead.last_error, dead.died_at) == (
         JobState.DEAD,
         1,
@@ -145,8 +144,7 @@ def test_a_lapsed_last_attempt_goes_to_the_dead_letter_table_with_every_field(
     )
     assert live.fetchone() == (0,)
     assert store.requeue_dead(job_id)
-    requeued = store.get_job(job_id)
-    assert requeued is not None
+    requeued = must_get(store, job_id)
     assert (requeued.state, requeued.attempts, requeued.last_error) == (JobState.PENDING, 0, LEASE_EXPIRED_ERROR)
 
 
@@ -155,8 +153,7 @@ def test_an_expired_job_is_buried_by_the_next_claim_not_claimed(store: Store, cl
     doomed = queue.enqueue("late", EnqueueOpts(delay=10, expires=20))
     clock.advance(20)
     assert queue.claim("w") is None
-    dead = store.get_job(doomed)
-    assert dead is not None
+    dead = must_get(store, doomed)
     assert (dead.state, dead.last_error, dead.attempts) == (JobState.DEAD, JOB_EXPIRED_ERROR, 0)
 
 
@@ -169,8 +166,7 @@ def test_error_strings_round_trip_exactly_whatever_they_contain(store: Store) ->
     again = must_claim(queue)
     assert again.last_error == text
     again.fail(text + "!")
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert dead.last_error == text + "!"
 
 

@@ -34,7 +34,7 @@ import alkstore
 from alkstore import EnqueueOpts, JobState, ManualClock, Store, SystemClock
 from alkstore.engine import JOB_EXPIRED_ERROR
 from tests._proc import ALKSTORE, LiveProcess
-from tests.support import PATIENCE, must_claim, under_ci
+from tests.support import PATIENCE, must_claim, must_get, under_ci
 
 from .conftest import table
 
@@ -155,8 +155,7 @@ def test_a_job_with_a_short_expiry_is_claimed_by_the_other_host_not_buried(
         job_id = skewed("enqueue", queue="expiring", expires=20)["id"]
         job = on_time.queue("expiring").claim("on-time")
         claimed = None if job is None else job.id
-    info = on_time.get_job(job_id)
-    assert info is not None
+    info = must_get(on_time, job_id)
     lost = claimed is None and info.state is JobState.DEAD and info.last_error == JOB_EXPIRED_ERROR
     assert expires_in(info.expires_at) is not None
     figure(
@@ -201,8 +200,7 @@ def test_a_running_job_is_not_leased_again_before_its_lease_ends(
         assert skewed("claim", queue="leased")["id"] == job_id
         taken = on_time.queue("leased").claim("on-time")
         again = None if taken is None else taken.id
-    info = on_time.get_job(job_id)
-    assert info is not None
+    info = must_get(on_time, job_id)
     figure(
         f"30 s lease, {skew:+d} s, {source}",
         f"{'leased again' if again else 'not claimable'}; lease ends in {expires_in(info.lease_until)}",
