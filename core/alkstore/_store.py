@@ -616,21 +616,7 @@ class Store:
         """The workers that reported themselves in the last ``within`` (seconds or a timedelta), by id."""
         span = as_duration(within, "within", allow_zero=False)
         engine = self._live()
-        return [
-            WorkerInfo(
-                worker.id,
-                worker.host,
-                worker.pid,
-                worker.queues,
-                worker.concurrency,
-                worker.started_at,
-                worker.seen_at,
-                worker.running,
-                worker.processed,
-                worker.failed,
-            )
-            for worker in engine.workers(self._clock.now() - span)
-        ]
+        return engine.workers(self._clock.now() - span)
 
 
 class Queue:
