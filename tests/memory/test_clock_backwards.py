@@ -2,41 +2,39 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from alkstore import EnqueueOpts, ManualClock, Store
+from alkstore import EnqueueOpts, ManualClock, Queue, Store
 from tests.support import must_claim
+
+
+def claim_at(queue: Queue, clock: ManualClock, instant: datetime) -> int | None:
+    """Set the clock to ``instant`` and claim: the id of the job taken, or ``None``."""
+    clock.set(instant)
+    job = queue.claim("w")
+    return None if job is None else job.id
 
 
 def test_a_delayed_job_is_not_claimable_after_the_clock_goes_back_before_its_run_at(
     store: Store, clock: ManualClock
 ) -> None:
-    start = clock.now()
-    job_id = store.queue("q").enqueue("later", EnqueueOpts(delay=60))
-    clock.set(start - timedelta(hours=1))
-    assert store.queue("q").claim("w") is None
-    clock.set(start + timedelta(seconds=59))
-    assert store.queue("q").claim("w") is None
-    clock.set(start + timedelta(seconds=60))
-    job = must_claim(store.queue("q"))
-    assert job.id == job_id
+    start, queue = clock.now(), store.queue("q")
+    job_id = queue.enqueue("later", EnqueueOpts(delay=60))
+    assert claim_at(queue, clock, start - timedelta(hours=1)) is None
+    assert claim_at(queue, clock, start + timedelta(seconds=59)) is None
+    assert claim_at(queue, clock, start + timedelta(seconds=60)) == job_id
 
 
 def test_a_job_seen_due_is_not_claimable_once_the_clock_goes_back_before_its_run_at(
     store: Store, clock: ManualClock
 ) -> None:
-    start = clock.now()
-    queue = store.queue("q")
+    start, queue = clock.now(), store.queue("q")
     later_id = queue.enqueue("later", EnqueueOpts(delay=10))
     now_id = queue.enqueue("now")
-    clock.set(start + timedelta(seconds=20))  # both are due; the claim sees both and takes the older run_at
-    first = must_claim(queue)
-    assert first.id == now_id
-    clock.set(start + timedelta(seconds=5))
-    assert queue.claim("w") is None
-    clock.set(start + timedelta(seconds=10))
-    second = must_claim(queue)
-    assert second.id == later_id
+    # Both are due at +20 s; the claim sees both and takes the older run_at.
+    assert claim_at(queue, clock, start + timedelta(seconds=20)) == now_id
+    assert claim_at(queue, clock, start + timedelta(seconds=5)) is None
+    assert claim_at(queue, clock, start + timedelta(seconds=10)) == later_id
 
 
 def test_a_retried_job_is_not_claimable_before_its_retry_time_after_the_clock_goes_back(
