@@ -38,6 +38,15 @@ def lead(store: Store, clock: ManualClock, name: str = "leader") -> Runner:
     return runner
 
 
+def paused_past_its_lease(store: Store, clock: HoldingClock, name: str) -> Runner:
+    """A leader of ``@every 11s`` frozen mid-sleep while the clock passes its 10 s lease and that boundary."""
+    store.schedule("beat", "@every 11s", "jobs")
+    runner = lead(store, clock, name)
+    clock.hold(runner.thread)
+    clock.advance(12)
+    return runner
+
+
 def test_a_second_runner_is_refused_with_leadership_lost_and_fires_nothing(store: Store, clock: HoldingClock) -> None:
     leader = lead(store, clock)
     store.schedule("beat", "@every 5s", "jobs")
@@ -82,10 +91,7 @@ def test_lease_renewals_keep_leadership_across_a_boundary_40_s_out(store: Store,
 def test_a_runner_that_lost_its_lease_raises_leadership_lost_before_any_further_tick(
     store: Store, clock: HoldingClock
 ) -> None:
-    store.schedule("beat", "@every 11s", "jobs")
-    first = lead(store, clock, "first")
-    clock.hold(first.thread)
-    clock.advance(12)  # past the 10 s lease and past the boundary at T0 + 11 s
+    first = paused_past_its_lease(store, clock, "first")
     usurper = lead(store, clock, "usurper")
     assert usurper.boundaries == [T0 + 11 * SECOND]
     clock.release(first.thread)
@@ -99,10 +105,7 @@ def test_a_runner_that_lost_its_lease_raises_leadership_lost_before_any_further_
 def test_a_runner_paused_past_its_lease_loses_leadership_even_if_nobody_took_it(
     store: Store, clock: HoldingClock
 ) -> None:
-    store.schedule("beat", "@every 11s", "jobs")
-    paused = lead(store, clock, "paused")
-    clock.hold(paused.thread)
-    clock.advance(12)
+    paused = paused_past_its_lease(store, clock, "paused")
     clock.release(paused.thread)
     assert paused.ended()
     assert isinstance(paused.error, LeadershipLost)
