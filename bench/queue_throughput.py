@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import platform
@@ -36,6 +37,7 @@ import statistics
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -845,7 +847,14 @@ def bench_arguments(
         if args.repeats < 1:
             parser.error("--repeats must be at least 1")
         config = replace(config, repeats=args.repeats)  # type: ignore[type-var]
+    logging.getLogger("alkstore").setLevel(logging.WARNING)
     return args, config
+
+
+def bench_schemas(subject: str) -> tuple[str, str]:
+    """Fresh names for a run's floor schema and its subject's (dropped at the end of the run)."""
+    tag = uuid.uuid4().hex[:8]
+    return f"bench_floor_{tag}", f"bench_{subject}_{tag}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
