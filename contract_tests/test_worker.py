@@ -130,6 +130,13 @@ def is_at(store: Store, job_id: int, state: JobState, attempts: int) -> Callable
     return check
 
 
+def gated_jobs(store: Store, count: int) -> tuple[Tasks, Gate, list[int]]:
+    """Tasks with one ``Gate`` task on queue ``work``, and the ids of ``count`` jobs enqueued for it."""
+    tasks, gate = Tasks(), Gate()
+    block = tasks.task("block", queue="work")(gate)
+    return tasks, gate, [block.enqueue(store, n=n) for n in range(count)]
+
+
 def states(store: Store, ids: list[int]) -> list[JobState | None]:
     return [None if (info := store.get_job(job_id)) is None else info.state for job_id in ids]
 
@@ -137,9 +144,7 @@ def states(store: Store, ids: list[int]) -> list[JobState | None]:
 def test_a_worker_runs_at_most_its_concurrency_and_never_claims_beyond_its_free_threads(
     store: Store, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    block = tasks.task("block", queue="work")(gate)
-    ids = [block.enqueue(store, n=n) for n in range(7)]
+    tasks, gate, ids = gated_jobs(store, 7)
     running = started(Worker(store, tasks, concurrency=3, poll_interval=POLL))
     wait_until(lambda: gate.entered == 3, "three runs to start")
     assert states(store, ids).count(JobState.RUNNING) == 3, "it holds leases only for the jobs it runs"
@@ -438,9 +443,7 @@ def test_a_running_worker_reports_itself_and_a_stopped_one_is_gone(
 def test_a_prefetching_worker_holds_its_threads_and_prefetch_and_hands_back_the_waiting_jobs_at_once(
     store: Store, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    block = tasks.task("block", queue="work")(gate)
-    ids = [block.enqueue(store, n=n) for n in range(6)]
+    tasks, gate, ids = gated_jobs(store, 6)
     running = started(Worker(store, tasks, concurrency=1, prefetch=2, poll_interval=POLL, grace=PATIENCE))
     wait_until(
         lambda: gate.entered == 1 and states(store, ids).count(JobState.RUNNING) == 3, "a run and two prefetched jobs"
