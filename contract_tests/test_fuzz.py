@@ -43,6 +43,7 @@ from alkstore import (
 from alkstore._names import outbox_queue
 from tests.support import must_claim
 
+from ._checks import committed
 from ._engines import T0, EngineTarget
 from ._profiles import sized
 from ._runners import cancelled
@@ -265,16 +266,7 @@ def _in_transaction(fuzz: Fuzzing, tx: object, call: Callable[[Any], object]) ->
         return call(ended)
     if tx != "open":
         return call(tx)
-    error: BaseException | None = None
-    result: object = None
-    with store.transaction() as live:
-        try:
-            result = call(live)
-        except Exception as exc:
-            error = exc
-    if error is not None:
-        raise error
-    return result
+    return committed(store, call)
 
 
 def _jobs(fuzz: Fuzzing, jobs: object) -> Any:
