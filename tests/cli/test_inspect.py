@@ -21,6 +21,7 @@ from alkstore.adapters.cli._inspect import parse_duration
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import NewJob, WorkerRecord
 from tests._proc import ALKSTORE, LiveProcess, run
+from tests.cli._seed import delayed_running_and_dead
 from tests.support import MIDNIGHT, must_claim
 
 
@@ -62,12 +63,7 @@ def busy(shared: Prepared) -> Prepared:
     ids["ready"] = emails.enqueue({"to": "ada@example.com"})
     clock.advance(30)
     ids["ready-2"] = emails.enqueue({"to": "grace@example.com"}, EnqueueOpts(priority=5))
-    ids["delayed"] = emails.enqueue({"to": "later@example.com"}, EnqueueOpts(delay=3600))
-    ids["running"] = emails.enqueue({"to": "busy@example.com"}, EnqueueOpts(priority=9))
-    must_claim(emails, "web-1:4242")
-    ids["dead"] = emails.enqueue({"to": "bounce@example.com"}, EnqueueOpts(priority=9))
-    dead = must_claim(emails, "web-1:4242")
-    dead.fail("550 mailbox unavailable")
+    delayed_running_and_dead(emails, ids, "web-1:4242")
     (ids["raw"],) = store.engine.enqueue([NewJob("reports", b"\xff\x00", 0, clock.now(), None, 3)], clock.now())
     clock.advance(timedelta(minutes=10))  # cleanup fires once
     store.tick()

@@ -11,10 +11,11 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import alkstore
-from alkstore import EnqueueOpts, Store
+from alkstore import Store
 from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, URL_VARIABLE, main
 from tests._proc import ALKSTORE, run
+from tests.cli._seed import delayed_running_and_dead
 from tests.support import must_claim
 
 pytestmark = pytest.mark.postgres
@@ -36,12 +37,7 @@ def cli(capsys: pytest.CaptureFixture[str], pg_dsn: str, schema: str, *argv: str
 def populate(store: Store) -> dict[str, int]:
     emails = store.queue("emails")
     ids = {"ready": emails.enqueue({"to": "ada@example.com"})}
-    ids["delayed"] = emails.enqueue({"to": "later@example.com"}, EnqueueOpts(delay=3600))
-    ids["running"] = emails.enqueue({"to": "busy@example.com"}, EnqueueOpts(priority=9))
-    must_claim(emails, "web-1")
-    ids["dead"] = emails.enqueue({"to": "bounce@example.com"}, EnqueueOpts(priority=9))
-    dead = must_claim(emails, "web-1")
-    dead.fail("550 mailbox unavailable")
+    delayed_running_and_dead(emails, ids, "web-1")
     store.outbox("webhooks").enqueue({"event": "order.paid"})
     store.schedule("nightly", "@every 1d", "reports")
     return ids

@@ -255,13 +255,11 @@ def test_listening_through_a_transaction_pooler_is_detected_warned_once_and_park
 def test_a_claim_that_returns_before_the_probe_is_due_still_leads_to_the_warning(
     listening_pooled: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = listening_pooled
-    engine = engine_of(store)
     name = unique("wake-pooled-short")
-    claimer = Claimer(store, name, poll_interval=0.2)
-    job_id = store.queue(name).enqueue("found at once")  # the claim returns long before the probe is due
+    claimer = Claimer(listening_pooled, name, poll_interval=0.2)
+    job_id = listening_pooled.queue(name).enqueue("found at once")  # the claim returns long before the probe is due
     assert claimer.acked().id == job_id
-
+    engine = engine_of(listening_pooled)
     wait_until(lambda: engine.listening_works is False, "the probe, left to finish on its own, to be due")
     assert len([record for record in caplog.records if "notifications do not reach" in record.getMessage()]) == 1
 
