@@ -21,6 +21,7 @@ from ._telemetry import (
     QUEUE_WAIT,
     RETRIED,
     RUN_DURATION,
+    SECONDS_BUCKETS,
     Telemetry,
 )
 
@@ -36,5 +37,6 @@ __all__ = [
     "QUEUE_WAIT",
     "RETRIED",
     "RUN_DURATION",
+    "SECONDS_BUCKETS",
     "Telemetry",
 ]

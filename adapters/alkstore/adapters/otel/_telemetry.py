@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -36,6 +35,7 @@ __all__ = [
     "QUEUE_WAIT",
     "RETRIED",
     "RUN_DURATION",
+    "SECONDS_BUCKETS",
     "Telemetry",
 ]
 
@@ -57,8 +57,6 @@ LAG = "alkstore.queue.lag"
 
 #: Bucket bounds of the two histograms, in seconds: from a few milliseconds to an hour.
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
-#: How long one read of the queues' counts serves the gauges (wall seconds): one read per collection.
-_SNAPSHOT_TTL = 1.0
 #: The phases the depth gauge reports, by their ``state`` attribute.
 _PHASES = ("ready", "delayed", "running", "dead")
 
@@ -106,7 +104,7 @@ class Telemetry(port.Telemetry):
         self._attributes: dict[tuple[str, str | None, str | None], dict[str, str]] = {}
         self._stores: list[Store] = []
         self._lock = threading.Lock()
-        self._snapshot: tuple[float, list[QueueStats]] | None = None
+        self._snapshot: list[QueueStats] | None = None  # the depth gauge's read, for the lag gauge after it
         if queue_depth:
             meter.create_observable_gauge(DEPTH, [self._observe_depth], "{job}", "Jobs per queue and state")
             meter.create_observable_gauge(LAG, [self._observe_lag], "s", "How long the oldest ready job has waited")
@@ -136,7 +134,6 @@ class Telemetry(port.Telemetry):
     def closed(self, store: Store) -> None:
         with self._lock:
             self._stores = [each for each in self._stores if each is not store]
-            self._snapshot = None
 
     def enqueue(self, queue: str, task: str | None, count: int) -> _Enqueue:
         return _Enqueue(self, queue, task, count)
@@ -185,29 +182,33 @@ class Telemetry(port.Telemetry):
 
     # -- gauges, at collection time --------------------------------------------------------
 
-    def _stats(self) -> list[QueueStats]:
-        """Every open store's queue counts, read at most once per ``_SNAPSHOT_TTL`` (both gauges share a read)."""
+    def _read_stats(self) -> list[QueueStats]:
+        """Every open store's queue counts now (capped, so cheap on any table; ADR 020)."""
         with self._lock:
-            snapshot, stores = self._snapshot, list(self._stores)
-            if snapshot is not None and time.monotonic() - snapshot[0] < _SNAPSHOT_TTL:
-                return snapshot[1]
-            stats: list[QueueStats] = []
-            for store in stores:
-                try:
-                    stats.extend(store.queue_stats())
-                except AlkstoreError as exc:  # a closed store, an outage: nothing to report this time
-                    log.warning("queue depths could not be read: %s", exc)
-            self._snapshot = (time.monotonic(), stats)
-            return stats
+            stores = list(self._stores)
+        stats: list[QueueStats] = []
+        for store in stores:
+            try:
+                stats.extend(store.queue_stats())
+            except AlkstoreError as exc:  # closed meanwhile, an outage: nothing to report this time
+                log.warning("queue depths could not be read: %s", exc)
+        return stats
 
     def _observe_depth(self, _: CallbackOptions) -> Iterable[Observation]:
-        for stats in self._stats():
+        """The depth gauge: reads the counts, and keeps them for the lag gauge, which a collection asks next."""
+        stats = self._read_stats()
+        with self._lock:
+            self._snapshot = stats
+        for each in stats:
             for phase in _PHASES:
-                yield Observation(getattr(stats, phase), {"queue": stats.queue, "state": phase})
+                yield Observation(getattr(each, phase), {"queue": each.queue, "state": phase})
 
     def _observe_lag(self, _: CallbackOptions) -> Iterable[Observation]:
-        for stats in self._stats():
-            yield Observation(stats.lag.total_seconds(), {"queue": stats.queue})
+        """The lag gauge: from the depth gauge's read of this collection (one read serves both)."""
+        with self._lock:
+            stats, self._snapshot = self._snapshot, None
+        for each in stats if stats is not None else self._read_stats():
+            yield Observation(each.lag.total_seconds(), {"queue": each.queue})
 
 
 class _Enqueue:
