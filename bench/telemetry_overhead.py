@@ -1,0 +1,163 @@
+"""What OpenTelemetry instrumentation costs on the per-job paths on PostgreSQL (ADR 024).
+
+Run by hand, never from the test suite (the figures depend on the machine and its load)::
+
+    .venv/bin/python bench/telemetry_overhead.py [--dsn URL] [--rounds 30] [--block 200] [--quick]
+
+Two stores share one engine (one pool, one schema): ``off`` has no telemetry, ``on`` reports to
+``alkstore.adapters.otel.Telemetry`` on the OpenTelemetry SDK (a ``MeterProvider`` with an
+in-memory reader, never collected while timed; a ``TracerProvider`` whose spans go through a
+``BatchSpanProcessor`` to an in-memory exporter, as production exports them in the background).
+Per round and per operation, a block of ``--block`` operations runs on each store, in an order
+that alternates between rounds (off, on; on, off):
+
+- enqueue: ``Queue.enqueue`` of one small payload (its own transaction);
+- claim + ack: ``Queue.claim`` then ``Job.ack`` of jobs loaded (untimed) just before;
+- worker drain: a ``Worker`` (one thread, handler doing nothing) running ``--block`` jobs loaded
+  before it starts, timed from its start to the last ack.
+
+A round's ratio is on / off of its two blocks; the figure is the median of the rounds' ratios.
+Target (issue 12): on costs at most 5 % on each path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from psycopg import sql
+
+import alkstore
+from alkstore import Job, StopToken, Store, Worker
+from alkstore.adapters.otel import Telemetry
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+SUBJECTS = ("off", "on")
+
+
+def enqueue_block(store: Store, count: int) -> float:
+    queue = store.queue("enqueue")
+    started = time.perf_counter()
+    for n in range(count):
+        queue.enqueue({"n": n})
+    return time.perf_counter() - started
+
+
+def claim_ack_block(store: Store, count: int) -> float:
+    queue = store.queue("claim")
+    queue.enqueue_many([{"n": n} for n in range(count)])
+    started = time.perf_counter()
+    for _ in range(count):
+        job = queue.claim("bench")
+        assert job is not None
+        job.ack()
+    return time.perf_counter() - started
+
+
+def drain_block(store: Store, count: int) -> float:
+    store.queue("drain").enqueue_many([{"n": n} for n in range(count)])
+    done = threading.Event()
+    seen = [0]
+
+    def handler(payload: Any, job: Job) -> None:
+        seen[0] += 1
+
+    worker = Worker(store, handlers={"drain": handler}, poll_interval=0.05, grace=5)
+    stop = StopToken()
+    thread = threading.Thread(target=lambda: (worker.run(stop), done.set()), daemon=True)
+    started = time.perf_counter()
+    thread.start()
+    while worker.stats.succeeded < count:
+        time.sleep(0.001)
+    elapsed = time.perf_counter() - started
+    stop.cancel()
+    thread.join(30)
+    assert seen[0] == count, seen
+    return elapsed
+
+
+OPERATIONS: dict[str, Callable[[Store, int], float]] = {
+    "enqueue": enqueue_block,
+    "claim + ack": claim_ack_block,
+    "worker drain": drain_block,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dsn", default=DEFAULT_DSN)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--block", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 50: does it run")
+    args = parser.parse_args()
+    rounds, block = (3, 50) if args.quick else (args.rounds, args.block)
+    logging.getLogger("alkstore").setLevel(logging.WARNING)
+
+    reader = InMemoryMetricReader()
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    meter_provider = MeterProvider(metric_readers=[reader])
+    telemetry = Telemetry(meter_provider=meter_provider, tracer_provider=tracer_provider)
+
+    schema = f"bench_otel_{uuid.uuid4().hex[:8]}"
+    admin = psycopg.connect(args.dsn, autocommit=True)
+    plain = alkstore.open(args.dsn, schema=schema, migrate=True, min_size=2, max_size=4)
+    stores = {"off": plain, "on": Store(plain.engine, clock=plain.clock, telemetry=telemetry)}
+    truncate = sql.SQL("TRUNCATE {}.jobs").format(sql.Identifier(schema))
+    seconds: dict[str, dict[str, list[float]]] = {op: {s: [] for s in SUBJECTS} for op in OPERATIONS}
+    try:
+        print(f"load before: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+        for store in stores.values():  # warm-up: prepared statements, cached queue configs, the SDK's instruments
+            for operation in OPERATIONS.values():
+                operation(store, 50)
+        for index in range(rounds):
+            order = SUBJECTS if index % 2 == 0 else SUBJECTS[::-1]
+            admin.execute(truncate)
+            exporter.clear()
+            for name, operation in OPERATIONS.items():
+                for subject in order:
+                    seconds[name][subject].append(operation(stores[subject], block))
+            if (index + 1) % 10 == 0:
+                print(f"round {index + 1}/{rounds}: load {Path('/proc/loadavg').read_text().strip()}", flush=True)
+        print(f"load after: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+        tracer_provider.force_flush()
+        print(
+            f"{rounds} rounds of {block} operations per store; spans exported in the last round: "
+            f"{len(exporter.get_finished_spans())}"
+        )
+        print()
+        print(f"{'path':<14} {'off us/op':>10} {'on us/op':>10} {'+us/op':>8} {'on/off (median of rounds)':>27}")
+        for name, by in seconds.items():
+            off = statistics.median(by["off"]) / block * 1e6
+            on = statistics.median(by["on"]) / block * 1e6
+            ratios = [b / a for a, b in zip(by["off"], by["on"], strict=True)]
+            ratio = statistics.median(ratios)
+            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) >= 4 else (min(ratios), 0, max(ratios))
+            print(f"{name:<14} {off:>10.1f} {on:>10.1f} {on - off:>8.1f} {ratio:>14.3f}x (IQR {q1:.3f}-{q3:.3f})")
+    finally:
+        stores["on"].close()
+        plain.close()
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        admin.close()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
