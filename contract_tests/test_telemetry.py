@@ -209,6 +209,19 @@ def test_the_depth_and_lag_gauges_read_each_queue_at_collection(
     assert telemetry.counts(otel.LAG) == {of(queue="a"): 5, of(queue="b"): 5}
 
     running.ack()
+    emptied = instrumented.queue("b").claim("w")
+    assert emptied is not None
+    emptied.ack()  # b holds no job now: its series read zero rather than vanish
+    depth = telemetry.counts(otel.DEPTH)
+    assert {state: depth[of(queue="b", state=state)] for state in ("ready", "delayed", "running", "dead")} == {
+        "ready": 0,
+        "delayed": 0,
+        "running": 0,
+        "dead": 0,
+    }
+    assert depth[of(queue="a", state="running")] == 0
+    assert telemetry.counts(otel.LAG)[of(queue="b")] == 0
+
     instrumented.close()
     assert telemetry.points(otel.DEPTH) == {}  # a closed store is read no more
 

@@ -53,6 +53,9 @@ def run_one(store: Store, queue: str) -> str | None:
         "nonsense",
         "00-00000000000000000000000000000000-0000000000000000-01",  # the all-zero ids are invalid
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",  # a field short
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333x-01",  # not hex
+        "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",  # a version this reader does not know
+        "00-0af7651916cd43dd8448eb211c80319c0-b7ad6b716920333-01",  # fields of the wrong lengths
     ],
 )
 def test_a_job_without_a_usable_trace_context_runs_in_a_span_without_a_link(

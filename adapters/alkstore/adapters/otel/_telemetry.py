@@ -5,15 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TracerProvider
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from opentelemetry.util.types import Attributes
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TracerProvider
 
 import alkstore
 from alkstore import AlkstoreError, Clock, QueueStats
@@ -60,7 +58,8 @@ SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 #: The phases the depth gauge reports, by their ``state`` attribute.
 _PHASES = ("ready", "delayed", "running", "dead")
 
-_PROPAGATOR = TraceContextTextMapPropagator()
+#: ``00-`` + 32 + ``-`` + 16 + ``-`` + 2 characters.
+_TRACEPARENT_LENGTH = 55
 
 
 class Telemetry(port.Telemetry):
@@ -83,12 +82,13 @@ class Telemetry(port.Telemetry):
         self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
             INSTRUMENTATION, alkstore.__version__
         )
-        self._enqueued = meter.create_counter(ENQUEUED, "{job}", "Jobs enqueued")
-        self._claimed = meter.create_counter(CLAIMED, "{job}", "Jobs claimed (leased) by a worker")
-        self._acked = meter.create_counter(ACKED, "{job}", "Jobs acked: done and gone")
-        self._retried = meter.create_counter(RETRIED, "{job}", "Failed attempts to be retried")
-        self._buried = meter.create_counter(BURIED, "{job}", "Jobs made dead by a failure")
-        self._fired = meter.create_counter(FIRED, "{fire}", "Schedule boundaries fired")
+        self._attributes: dict[tuple[str, str | None, str | None], dict[str, str]] = {}
+        self._enqueued = _Tally(meter, ENQUEUED, "{job}", "Jobs enqueued", self._of)
+        self._claimed = _Tally(meter, CLAIMED, "{job}", "Jobs claimed (leased) by a worker", self._of)
+        self._acked = _Tally(meter, ACKED, "{job}", "Jobs acked: done and gone", self._of)
+        self._retried = _Tally(meter, RETRIED, "{job}", "Failed attempts to be retried", self._of)
+        self._buried = _Tally(meter, BURIED, "{job}", "Jobs made dead by a failure", self._of)
+        self._fired = _Tally(meter, FIRED, "{fire}", "Schedule boundaries fired", _fire_attributes)
         self._queue_wait = meter.create_histogram(
             QUEUE_WAIT,
             "s",
@@ -101,10 +101,10 @@ class Telemetry(port.Telemetry):
             "How long a worker's run of a job took",
             explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
-        self._attributes: dict[tuple[str, str | None, str | None], dict[str, str]] = {}
         self._stores: list[Store] = []
         self._lock = threading.Lock()
         self._snapshot: list[QueueStats] | None = None  # the depth gauge's read, for the lag gauge after it
+        self._seen: dict[str, None] = {}  # every queue a read has shown: one emptied since reads as zeros
         if queue_depth:
             meter.create_observable_gauge(DEPTH, [self._observe_depth], "{job}", "Jobs per queue and state")
             meter.create_observable_gauge(LAG, [self._observe_lag], "s", "How long the oldest ready job has waited")
@@ -139,24 +139,23 @@ class Telemetry(port.Telemetry):
         return _Enqueue(self, queue, task, count)
 
     def claimed(self, jobs: Sequence[JobRecord], now: datetime) -> None:
-        add, record = self._claimed.add, self._queue_wait.record
+        self._claimed.jobs(jobs)
+        record = self._queue_wait.record
         for job in jobs:
-            attributes = self._of(job.queue, job.task)
-            add(1, attributes)
-            record(max((now - job.run_at).total_seconds(), 0.0), attributes)
+            record(max((now - job.run_at).total_seconds(), 0.0), self._of(job.queue, job.task))
 
     def acked(self, jobs: Sequence[JobRecord]) -> None:
-        _count(self._acked.add, self._of, jobs)
+        self._acked.jobs(jobs)
 
     def retried(self, jobs: Sequence[JobRecord]) -> None:
-        _count(self._retried.add, self._of, jobs)
+        self._retried.jobs(jobs)
 
     def buried(self, jobs: Sequence[JobRecord]) -> None:
-        _count(self._buried.add, self._of, jobs)
+        self._buried.jobs(jobs)
 
     def fired(self, fires: Sequence[Fire]) -> None:
         for fire in fires:
-            self._fired.add(1, {"queue": fire.queue, "schedule": fire.schedule})
+            self._fired.add((fire.queue, fire.schedule), 1)
 
     def run(self, job: JobRecord, clock: Clock, call: Callable[[], str | None]) -> str | None:
         span = self._tracer.start_span(
@@ -183,7 +182,11 @@ class Telemetry(port.Telemetry):
     # -- gauges, at collection time --------------------------------------------------------
 
     def _read_stats(self) -> list[QueueStats]:
-        """Every open store's queue counts now (capped, so cheap on any table; ADR 020)."""
+        """Every open store's queue counts now (capped, so cheap on any table; ADR 020).
+
+        A queue an earlier read showed and that holds no job now is reported with zeros, so its
+        series goes to zero instead of vanishing.
+        """
         with self._lock:
             stores = list(self._stores)
         stats: list[QueueStats] = []
@@ -192,7 +195,14 @@ class Telemetry(port.Telemetry):
                 stats.extend(store.queue_stats())
             except AlkstoreError as exc:  # closed meanwhile, an outage: nothing to report this time
                 log.warning("queue depths could not be read: %s", exc)
-        return stats
+                return []
+        with self._lock:
+            if not self._stores:
+                return []
+            shown = {each.queue for each in stats}
+            self._seen.update(dict.fromkeys(sorted(shown)))
+            empty = [QueueStats(queue, 0, 0, 0, 0, timedelta(0), None) for queue in self._seen if queue not in shown]
+        return stats + empty
 
     def _observe_depth(self, _: CallbackOptions) -> Iterable[Observation]:
         """The depth gauge: reads the counts, and keeps them for the lag gauge, which a collection asks next."""
@@ -214,7 +224,7 @@ class Telemetry(port.Telemetry):
 class _Enqueue:
     """An enqueue's producer span: yields its ``traceparent``, counts the jobs when the enqueue succeeded."""
 
-    __slots__ = ("_count", "_queue", "_scope", "_task", "_telemetry")
+    __slots__ = ("_count", "_queue", "_span", "_task", "_telemetry")
 
     def __init__(self, telemetry: Telemetry, queue: str, task: str | None, count: int) -> None:
         self._telemetry = telemetry
@@ -223,36 +233,73 @@ class _Enqueue:
         self._count = count
 
     def __enter__(self) -> str | None:
-        attributes: dict[str, str | int] = {
-            "messaging.system": "alkstore",
-            "messaging.operation.type": "send",
-            "messaging.destination.name": self._queue,
-        }
+        # Started, not made current: nothing inside the enqueue traces, and attaching a context
+        # would cost as much again as the span's attributes.
+        attributes: dict[str, str | int] = {"messaging.destination.name": self._queue}
         if self._task is not None:
             attributes["alkstore.task"] = self._task
         if self._count != 1:
             attributes["messaging.batch.message_count"] = self._count
-        self._scope = self._telemetry._tracer.start_as_current_span(
+        self._span = span = self._telemetry._tracer.start_span(
             f"send {self._queue}", kind=SpanKind.PRODUCER, attributes=attributes
         )
-        return _traceparent(self._scope.__enter__().get_span_context())
+        return _traceparent(span.get_span_context())
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._scope.__exit__(exc_type, exc, tb)
-        if exc is None and self._count:
-            self._telemetry._enqueued.add(self._count, self._telemetry._of(self._queue, self._task))
+        span = self._span
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        elif self._count:
+            self._telemetry._enqueued.add((self._queue, self._task), self._count)
+        span.end()
 
 
-def _count(
-    add: Callable[[int, Attributes], None],
-    attributes_of: Callable[[str, str | None], dict[str, str]],
-    jobs: Sequence[JobRecord],
-) -> None:
-    """Add one per job to a counter, under each job's queue and task."""
-    for job in jobs:
-        add(1, attributes_of(job.queue, job.task))
+class _Tally:
+    """A counter kept in the process and reported at collection (an observable counter).
+
+    An event is a dict update under a lock, about a microsecond, where a synchronous SDK counter
+    costs ten; the totals are cumulative, which is what an observable counter reports.
+    """
+
+    __slots__ = ("_attributes", "_counts", "_lock")
+
+    def __init__(
+        self,
+        meter: metrics.Meter,
+        name: str,
+        unit: str,
+        description: str,
+        attributes: Callable[[str, str | None], dict[str, str]],
+    ) -> None:
+        self._counts: dict[tuple[str, str | None], int] = {}
+        self._lock = threading.Lock()
+        self._attributes = attributes
+        meter.create_observable_counter(name, [self._observe], unit, description)
+
+    def add(self, key: tuple[str, str | None], count: int) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + count
+
+    def jobs(self, jobs: Sequence[JobRecord]) -> None:
+        """One for each of ``jobs``, under its queue and task."""
+        counts = self._counts
+        with self._lock:
+            for job in jobs:
+                key = (job.queue, job.task)
+                counts[key] = counts.get(key, 0) + 1
+
+    def _observe(self, _: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            totals = list(self._counts.items())
+        for (first, second), total in totals:
+            yield Observation(total, self._attributes(first, second))
+
+
+def _fire_attributes(queue: str, schedule: str | None) -> dict[str, str]:
+    return {"queue": queue} if schedule is None else {"queue": queue, "schedule": schedule}
 
 
 def _traceparent(context: SpanContext) -> str | None:
@@ -263,17 +310,25 @@ def _traceparent(context: SpanContext) -> str | None:
 
 
 def _links(traceparent: str | None) -> list[Link] | None:
-    """A link to the enqueue a job carries the trace context of, if it carries a valid one."""
-    if traceparent is None:
+    """A link to the enqueue a job carries the trace context of, if it carries a valid one.
+
+    Read as W3C Trace Context version 00 reads (``00-<32 hex>-<16 hex>-<2 hex>``), by hand: the
+    propagator's parse costs several times as much, on every run.
+    """
+    if traceparent is None or len(traceparent) != _TRACEPARENT_LENGTH:
         return None
-    context = trace.get_current_span(_PROPAGATOR.extract({"traceparent": traceparent})).get_span_context()
+    version, trace_id, span_id, flags = traceparent.split("-") if traceparent.count("-") == 3 else ("", "", "", "")
+    if version != "00" or len(trace_id) != 32 or len(span_id) != 16 or len(flags) != 2:
+        return None
+    try:
+        context = SpanContext(int(trace_id, 16), int(span_id, 16), True, TraceFlags(int(flags, 16)))
+    except ValueError:
+        return None
     return [Link(context)] if context.is_valid else None
 
 
 def _run_attributes(job: JobRecord) -> dict[str, str | int]:
     attributes: dict[str, str | int] = {
-        "messaging.system": "alkstore",
-        "messaging.operation.type": "process",
         "messaging.destination.name": job.queue,
         "messaging.message.id": str(job.id),
         "alkstore.attempt": job.attempts,
