@@ -356,3 +356,32 @@ def test_a_run_that_cannot_start_is_an_error_span_with_its_reason(instrumented: 
     assert run.status.description is not None
     assert "no handler" in run.status.description
     assert telemetry.histogram(otel.RUN_DURATION) == {of(queue="a", outcome="error"): (1, 0.0)}
+
+
+def test_an_outbox_message_written_in_a_transaction_is_delivered_in_spans_linked_to_its_enqueue(
+    instrumented: Store, clock: ManualClock, telemetry: Otel
+) -> None:
+    tracer = telemetry.tracer_provider.get_tracer("app")
+    outbox = instrumented.outbox("hooks")
+    with tracer.start_as_current_span("request"), instrumented.transaction() as tx:
+        instrumented.outbox_enqueue_tx(tx, "hooks", {"event": "signed-up"})
+    attempts: list[Any] = []
+
+    def deliver(payload: Any, job: Job) -> None:
+        attempts.append(payload)
+        if len(attempts) == 1:
+            raise ConnectionError("the webhook timed out")
+
+    assert outbox.run_once("courier", deliver)
+    clock.advance(60)  # past the retry's backoff
+    assert outbox.run_once("courier", deliver)
+
+    (send,) = telemetry.spans(f"send {outbox.queue}")
+    runs = telemetry.spans(f"process {outbox.queue}")
+    assert [run.status.status_code for run in runs] == [StatusCode.ERROR, StatusCode.UNSET]
+    for run in runs:
+        (link,) = run.links
+        assert (link.context.trace_id, link.context.span_id) == (send.context.trace_id, send.context.span_id)
+    assert [run.attributes["alkstore.attempt"] for run in runs if run.attributes] == [1, 2]
+    assert telemetry.counts(otel.RETRIED) == {of(queue=outbox.queue): 1}
+    assert telemetry.counts(otel.ACKED) == {of(queue=outbox.queue): 1}

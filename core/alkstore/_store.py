@@ -984,8 +984,12 @@ class Outbox:
         job = self._queue.claim(worker_id, wait=wait, poll_interval=poll_interval, stop=stop)
         if job is None:
             return False
+        telemetry = self._store._telemetry
         try:
-            delivery(job.payload, job)
+            if telemetry is None:
+                delivery(job.payload, job)
+            else:
+                telemetry.run(job._record, self._store.clock, lambda: delivery(job.payload, job))
         except Exception as exc:
             log.info("outbox %r: delivery of job %s failed: %s", self.name, job.id, failure(exc).error)
             job.retry(exc)

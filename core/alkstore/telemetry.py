@@ -2,7 +2,7 @@
 
 A ``Store`` opened with ``telemetry=`` calls one method of it per event: an enqueue (one call
 per batch), a claim, an ack, a retry, a burial, a scheduler fire, and each run of a job by a
-``Worker``. This base class does nothing; an adapter (``alkstore.adapters.otel``) overrides
+``Worker`` or delivery of an outbox message. This base class does nothing; an adapter (``alkstore.adapters.otel``) overrides
 what it reports. A store opened without telemetry makes none of these calls (one ``None``
 check per event), so the port costs nothing unless it is used, and core imports no
 integration library.
@@ -70,7 +70,8 @@ class Telemetry:
         """A scheduler tick fired ``fires`` (each enqueued one job)."""
 
     def run(self, job: JobRecord, clock: Clock, call: Callable[[], str | None]) -> str | None:
-        """One run of ``job`` by a worker: call ``call`` and return what it returns, raising what it raises.
+        """One run of ``job`` by a worker (or a delivery by an outbox courier): call ``call`` and return what
+        it returns, raising what it raises.
 
         ``call`` returns ``None`` when the run succeeded and the reason it could not run
         otherwise (an unknown task, say); an exception is the run's failure. ``clock`` is the
