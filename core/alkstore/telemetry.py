@@ -2,10 +2,10 @@
 
 A ``Store`` opened with ``telemetry=`` calls one method of it per event: an enqueue (one call
 per batch), a claim, an ack, a retry, a burial, a scheduler fire, and each run of a job by a
-``Worker`` or delivery of an outbox message. This base class does nothing; an adapter (``alkstore.adapters.otel``) overrides
-what it reports. A store opened without telemetry makes none of these calls (one ``None``
-check per event), so the port costs nothing unless it is used, and core imports no
-integration library.
+``Worker`` or delivery of an outbox message. This base class does nothing; an adapter
+(``alkstore.adapters.otel``) overrides what it reports. A store opened without telemetry makes
+none of these calls (one ``None`` check per event), so the port costs nothing unless it is
+used, and core imports no integration library.
 
 The trace context of an enqueue travels with its jobs (``NewJob.trace``/``JobRecord.trace``, a
 text the engine stores and never reads), so a run, however much later and wherever it
