@@ -4,19 +4,20 @@ Run by hand, never from the test suite (the figures depend on the machine and it
 
     .venv/bin/python bench/telemetry_overhead.py [--dsn URL] [--rounds 30] [--block 200] [--quick]
 
-Two stores share one engine (one pool, one schema): ``off`` has no telemetry, ``on`` reports to
-``alkstore.adapters.otel.Telemetry`` on the OpenTelemetry SDK (a ``MeterProvider`` with an
-in-memory reader, never collected while timed; a ``TracerProvider`` whose spans go through a
-``BatchSpanProcessor`` to an in-memory exporter, as production exports them in the background).
-Per round and per operation, a block of ``--block`` operations runs on each store, in an order
-that alternates between rounds (off, on; on, off):
+Three stores share one engine (one pool, one schema): ``off`` has no telemetry; ``metrics`` reports
+to ``alkstore.adapters.otel.Telemetry`` with the SDK's ``MeterProvider`` (an in-memory reader,
+never collected while timed) and no tracing (the API's no-op tracer); ``on`` adds the SDK's
+``TracerProvider``, every span recorded and sent through a ``BatchSpanProcessor`` to an in-memory
+exporter (as production exports them, in the background). Per round and per operation, a block
+of ``--block`` operations runs on each store, in an order that rotates and reverses between
+rounds:
 
 - enqueue: ``Queue.enqueue`` of one small payload (its own transaction);
 - claim + ack: ``Queue.claim`` then ``Job.ack`` of jobs loaded (untimed) just before;
 - worker drain: a ``Worker`` (one thread, handler doing nothing) running ``--block`` jobs loaded
   before it starts, timed from its start to the last ack.
 
-A round's ratio is on / off of its two blocks' wall times; the figure is the median of the
+A round's ratio is a store's block's wall time over off's; the figure is the median of the
 rounds' ratios. Beside it, this process's CPU time per operation (all its threads: the span
 processor's and the worker's too), which is where instrumentation spends and which the machine's
 load disturbs less than wall time. Target (issue 12): on costs at most 5 % on each path.
@@ -41,6 +42,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NoOpTracerProvider
 from psycopg import sql
 
 import alkstore
@@ -48,7 +50,7 @@ from alkstore import Job, StopToken, Store, Worker
 from alkstore.adapters.otel import Telemetry
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
-SUBJECTS = ("off", "on")
+SUBJECTS = ("off", "metrics", "on")
 
 
 class _Started:
@@ -126,11 +128,16 @@ def main() -> int:
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[reader])
     telemetry = Telemetry(meter_provider=meter_provider, tracer_provider=tracer_provider)
+    metrics_only = Telemetry(meter_provider=meter_provider, tracer_provider=NoOpTracerProvider(), queue_depth=False)
 
     schema = f"bench_otel_{uuid.uuid4().hex[:8]}"
     admin = psycopg.connect(args.dsn, autocommit=True)
     plain = alkstore.open(args.dsn, schema=schema, migrate=True, min_size=2, max_size=4)
-    stores = {"off": plain, "on": Store(plain.engine, clock=plain.clock, telemetry=telemetry)}
+    stores = {
+        "off": plain,
+        "metrics": Store(plain.engine, clock=plain.clock, telemetry=metrics_only),
+        "on": Store(plain.engine, clock=plain.clock, telemetry=telemetry),
+    }
     truncate = sql.SQL("TRUNCATE {}.jobs").format(sql.Identifier(schema))
     seconds: dict[str, dict[str, list[float]]] = {op: {s: [] for s in SUBJECTS} for op in OPERATIONS}
     cpu: dict[str, dict[str, list[float]]] = {op: {s: [] for s in SUBJECTS} for op in OPERATIONS}
@@ -140,7 +147,8 @@ def main() -> int:
             for operation in OPERATIONS.values():
                 operation(store, 50)
         for index in range(rounds):
-            order = SUBJECTS if index % 2 == 0 else SUBJECTS[::-1]
+            turned = SUBJECTS[index % 3 :] + SUBJECTS[: index % 3]
+            order = turned if (index // 3) % 2 == 0 else turned[::-1]
             admin.execute(truncate)
             exporter.clear()
             for name, operation in OPERATIONS.items():
@@ -157,22 +165,18 @@ def main() -> int:
             f"{len(exporter.get_finished_spans())}"
         )
         print()
-        print(
-            f"{'path':<13} {'wall us/op off':>14} {'on':>7} {'on/off (median, IQR)':>27}"
-            f" {'CPU us/op off':>14} {'on':>7} {'+us':>6}"
-        )
+        print(f"{'path':<13} {'store':<8} {'wall us/op':>10} {'/ off (median, IQR)':>24} {'CPU us/op':>10} {'+us':>6}")
         for name, by in seconds.items():
-            off = statistics.median(by["off"]) / block * 1e6
-            on = statistics.median(by["on"]) / block * 1e6
-            ratios = [b / a for a, b in zip(by["off"], by["on"], strict=True)]
-            ratio = statistics.median(ratios)
-            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) >= 4 else (min(ratios), 0, max(ratios))
             cpu_off = statistics.median(cpu[name]["off"]) / block * 1e6
-            cpu_on = statistics.median(cpu[name]["on"]) / block * 1e6
-            print(
-                f"{name:<13} {off:>14.1f} {on:>7.1f} {ratio:>10.3f}x ({q1:.3f}-{q3:.3f})"
-                f" {cpu_off:>14.1f} {cpu_on:>7.1f} {cpu_on - cpu_off:>6.1f}"
-            )
+            for subject in SUBJECTS:
+                wall = statistics.median(by[subject]) / block * 1e6
+                ratios = [b / a for a, b in zip(by["off"], by[subject], strict=True)]
+                q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) >= 4 else (ratios[0],) * 3
+                used = statistics.median(cpu[name][subject]) / block * 1e6
+                print(
+                    f"{name:<13} {subject:<8} {wall:>10.1f} {statistics.median(ratios):>8.3f}x ({q1:.3f}-{q3:.3f})"
+                    f" {used:>10.1f} {used - cpu_off:>6.1f}"
+                )
     finally:
         stores["on"].close()
         plain.close()
