@@ -226,33 +226,17 @@ def test_the_depth_and_lag_gauges_read_each_queue_at_collection(
     assert telemetry.points(otel.DEPTH) == {}  # a closed store is read no more
 
 
-class _Worked:
-    """A worker on its own thread until ``finish``."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.stop = StopToken()
-        self.result: list[WorkerStats] = []
-        self.thread = threading.Thread(target=lambda: self.result.append(worker.run(self.stop)), daemon=True)
-        self.thread.start()
-
-    def finish(self) -> WorkerStats:
-        self.stop.cancel()
-        self.thread.join(PATIENCE)
-        assert not self.thread.is_alive(), "the worker did not stop"
-        return self.result[0]
-
-
-def work(
-    store: Store, handler: Callable[[Any, Job], None], until: Callable[[WorkerStats], bool], **options: Any
-) -> WorkerStats:
-    """Run a worker with ``handler`` on queue ``a`` until its stats satisfy ``until``; its stats after it stopped."""
-    worker = Worker(store, handlers={"a": handler}, poll_interval=0.02, **options)
-    running = _Worked(worker)
+def work(worker: Worker, until: Callable[[WorkerStats], bool]) -> None:
+    """Run ``worker`` on a thread until its stats satisfy ``until``, then stop it."""
+    stop = StopToken()
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
     try:
         wait_until(lambda: until(worker.stats), "the worker to run the jobs")
     finally:
-        stats = running.finish()
-    return stats
+        stop.cancel()
+        thread.join(PATIENCE)
+    assert not thread.is_alive(), "the worker did not stop"
 
 
 @pytest.mark.parametrize("ack_delay", [0, 0.02], ids=["acked-at-once", "acked-with-the-next-claim"])
@@ -271,7 +255,8 @@ def test_each_run_is_a_consumer_span_linked_to_the_enqueue_span_its_job_carries(
         if payload == "fail":
             raise ValueError("no such customer")
 
-    work(instrumented, handler, lambda stats: stats.succeeded + stats.buried == 2, ack_delay=ack_delay)
+    worker = Worker(instrumented, handlers={"a": handler}, poll_interval=0.02, ack_delay=ack_delay)
+    work(worker, lambda stats: stats.succeeded + stats.buried == 2)
 
     (request,) = telemetry.spans("request")
     sends = telemetry.spans("send a")
@@ -322,12 +307,7 @@ def test_a_batch_enqueue_carries_its_trace_to_every_job_it_writes(instrumented: 
     assert send.attributes is not None
     assert send.attributes["messaging.batch.message_count"] == 3
     assert send.attributes["alkstore.task"] == "count"
-    worker = Worker(instrumented, tasks, poll_interval=0.02)
-    running = _Worked(worker)
-    try:
-        wait_until(lambda: worker.stats.succeeded == 3, "the worker to run the batch")
-    finally:
-        running.finish()
+    work(Worker(instrumented, tasks, poll_interval=0.02), lambda stats: stats.succeeded == 3)
     assert sorted(ran) == [0, 1, 2]
     runs = telemetry.spans("process a")
     assert sorted(int(str(span.attributes["messaging.message.id"])) for span in runs if span.attributes) == ids
@@ -345,12 +325,7 @@ def test_a_run_that_cannot_start_is_an_error_span_with_its_reason(instrumented: 
     @tasks.task("other", queue="a")
     def other(**_: Any) -> None: ...
 
-    worker = Worker(instrumented, tasks, poll_interval=0.02)
-    running = _Worked(worker)
-    try:
-        wait_until(lambda: worker.stats.buried == 1, "the worker to bury the job")
-    finally:
-        running.finish()
+    work(Worker(instrumented, tasks, poll_interval=0.02), lambda stats: stats.buried == 1)
     (run,) = telemetry.spans("process a")
     assert run.status.status_code is StatusCode.ERROR
     assert run.status.description is not None

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -15,7 +12,7 @@ import alkstore
 from alkstore import InvalidOptions, ManualClock, Store
 from alkstore.engine import JobRecord, JobState
 from alkstore.telemetry import Telemetry
-from tests.support import MIDNIGHT
+from tests.support import MIDNIGHT, run_probe
 
 
 class Recording(Telemetry):
@@ -132,16 +129,7 @@ _WITHOUT_TELEMETRY = textwrap.dedent(
 
 
 def test_without_telemetry_no_opentelemetry_module_is_imported(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_TELEMETRY],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = run_probe(_WITHOUT_TELEMETRY, tmp_path)
     assert report["probe_blocked"], "the blocker did not work, so this test proves nothing"
     assert report["ran"] == [1, 2, 3]
     assert report["attempts"] == [], "alkstore tried to import opentelemetry without telemetry"

@@ -21,21 +21,6 @@ from alkstore.engine import Fire, JobRecord
 if TYPE_CHECKING:
     from alkstore import Store
 
-__all__ = [
-    "ACKED",
-    "BURIED",
-    "CLAIMED",
-    "DEPTH",
-    "ENQUEUED",
-    "FIRED",
-    "INSTRUMENTATION",
-    "LAG",
-    "QUEUE_WAIT",
-    "RETRIED",
-    "RUN_DURATION",
-    "SECONDS_BUCKETS",
-    "Telemetry",
-]
 
 log = logging.getLogger("alkstore.otel")
 
