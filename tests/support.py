@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from alkstore import Job, JobInfo, Queue, Store
 
-__all__ = ["MIDNIGHT", "PATIENCE", "T0", "must_claim", "must_get", "under_ci", "wait_until"]
+__all__ = ["MIDNIGHT", "PATIENCE", "T0", "must_claim", "must_get", "run_probe", "under_ci", "wait_until"]
 
 #: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
 T0 = datetime(2031, 5, 17, 9, 30, 0, 123456, tzinfo=UTC)
@@ -48,3 +53,18 @@ def must_get(store: Store, job_id: int) -> JobInfo:
     info = store.get_job(job_id)
     assert info is not None, f"job {job_id} is gone"
     return info
+
+
+def run_probe(source: str, cwd: Path) -> dict[str, Any]:
+    """Run ``source`` in a fresh interpreter in ``cwd``; the JSON object it printed last (it must succeed)."""
+    result = subprocess.run(
+        [sys.executable, "-c", source],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return report

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import configparser
-import json
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+
+from tests.support import run_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What a build never needs from the working tree (caches, virtualenvs, earlier build output).
@@ -114,7 +115,7 @@ def test_the_wheel_metadata_names_the_runtime_dependencies_and_extras(wheel: zip
     requires = metadata.get_all("Requires-Dist") or []
     runtime = {req.split(";")[0].split(">")[0].split("=")[0].strip() for req in requires if "extra ==" not in req}
     assert runtime == {"psycopg[binary]", "psycopg-pool"}
-    assert {"test", "dev"} <= set(metadata.get_all("Provides-Extra") or [])
+    assert {"test", "dev", "otel"} <= set(metadata.get_all("Provides-Extra") or [])
 
 
 # -- core without the driver -----------------------------------------------------------------------
@@ -166,16 +167,7 @@ _WITHOUT_PSYCOPG = textwrap.dedent(
 
 
 def test_core_and_the_memory_engine_work_without_psycopg(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_PSYCOPG],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = run_probe(_WITHOUT_PSYCOPG, tmp_path)
     assert report["probe_blocked"], "the psycopg blocker did not work, so this test proves nothing"
     assert report["attempts"] == [], "core or the memory engine tried to import psycopg"
     assert report["loaded"] == []

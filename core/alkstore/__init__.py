@@ -38,6 +38,7 @@ from .errors import (
     SchemaOutOfDate,
     StoreClosed,
 )
+from .telemetry import Telemetry
 
 # A source checkout has two halves of the package, core/alkstore and adapters/alkstore (ADR 013);
 # in the wheel they are one directory and this finds nothing more. (Editors look for this line
@@ -110,14 +111,23 @@ except metadata.PackageNotFoundError:  # pragma: no cover - running from an unin
     __version__ = "0+unknown"
 
 
-def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **options: Any) -> Store:  # noqa: A001
+def open(  # noqa: A001
+    url: str,
+    *,
+    clock: Clock | None = None,
+    codec: Codec | None = None,
+    telemetry: Telemetry | None = None,
+    **options: Any,
+) -> Store:
     """Open a store on ``url``: ``memory://`` or ``postgresql://…`` (also ``postgres://…``).
 
     ``clock`` stamps every job and lease (default: the engine's, which every host sharing the
     storage agrees on: the database server's clock on Postgres); ``codec`` (default: JSON,
-    bytes kept as bytes) encodes payloads; other keyword ``options`` go to the engine
-    (Postgres: ``schema``, ``min_size``, ``max_size``, ``migrate``, …). The engine is found
-    by URL scheme among the ``alkstore.engines`` entry points, so core imports no adapter.
+    bytes kept as bytes) encodes payloads; ``telemetry`` receives the store's events (ADR 024:
+    ``alkstore.adapters.otel.Telemetry`` reports them to OpenTelemetry); other keyword
+    ``options`` go to the engine (Postgres: ``schema``, ``min_size``, ``max_size``,
+    ``migrate``, …). The engine is found by URL scheme among the ``alkstore.engines`` entry
+    points, so core imports no adapter.
     """
     if isinstance(url, str) and "://" not in url and _CONNINFO.match(url):
         scheme = "postgresql"  # a libpq key=value connection string (host=… dbname=…) is PostgreSQL's
@@ -133,12 +143,14 @@ def open(url: str, *, clock: Clock | None = None, codec: Codec | None = None, **
         raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
     if codec is not None and not isinstance(codec, Codec):
         raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
+    if telemetry is not None and not isinstance(telemetry, Telemetry):
+        raise InvalidOptions(f"telemetry must be an alkstore.telemetry.Telemetry, not {type(telemetry).__name__}")
     found = metadata.entry_points(group=ENGINE_ENTRY_POINTS, name=scheme)
     if not found:
         known = sorted(ep.name for ep in metadata.entry_points(group=ENGINE_ENTRY_POINTS))
         raise InvalidOptions(f"no alkstore engine for scheme {scheme!r} (installed: {', '.join(known) or 'none'})")
     factory = next(iter(found)).load()
-    return Store(factory(url, **options), clock=clock, codec=codec)
+    return Store(factory(url, **options), clock=clock, codec=codec, telemetry=telemetry)
 
 
 for _public in (

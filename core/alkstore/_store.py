@@ -49,6 +49,7 @@ from ._operations import (
 )
 from ._options import (
     EnqueueOpts,
+    JobStamps,
     QueueDefaults,
     QueueSettings,
     ScheduleOpts,
@@ -80,6 +81,7 @@ from .engine import (
     ScheduleRecord,
 )
 from .errors import DatabaseUnavailable, InvalidArgument, InvalidOptions, InvalidPayload, LeaseLost, StoreClosed
+from .telemetry import Telemetry
 
 __all__ = ["Delivery", "Job", "JobInfo", "Lock", "Outbox", "Queue", "Schedule", "ScheduleEntry", "Store"]
 
@@ -175,20 +177,33 @@ class Store:
     """One alkstore database (or in-memory store): queues, locks, schedules and outboxes.
 
     Open one with ``alkstore.open(url)``. Thread-safe; close it (or use ``with``) when done.
+    ``telemetry`` receives its events (ADR 024; ``alkstore.adapters.otel`` for OpenTelemetry).
     """
 
-    def __init__(self, engine: Engine, *, clock: Clock | None = None, codec: Codec | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Clock | None = None,
+        codec: Codec | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         if not isinstance(engine, Engine):
             raise InvalidArgument(f"engine must be an alkstore.engine.Engine, not {type(engine).__name__}")
         if clock is not None and not isinstance(clock, Clock):
             raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
         if codec is not None and not isinstance(codec, Codec):
             raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
+            raise InvalidOptions(f"telemetry must be an alkstore.telemetry.Telemetry, not {type(telemetry).__name__}")
         self._engine = engine
         self._clock = clock if clock is not None else engine.default_clock()
         self._codec = codec if codec is not None else JsonCodec()
         self._closed = False
         self._configs: dict[str, tuple[datetime, QueueConfig | None, QueueDefaults]] = {}
+        self._telemetry = telemetry  # None: no event is reported, at the cost of one check each
+        if telemetry is not None:
+            telemetry.opened(self)
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -224,6 +239,8 @@ class Store:
         """Release connections; later calls raise ``StoreClosed``. Idempotent."""
         if not self._closed:
             self._closed = True
+            if self._telemetry is not None:
+                self._telemetry.closed(self)
             self._engine.close()
 
     def __enter__(self) -> Store:
@@ -327,20 +344,11 @@ class Store:
         stored = self._stored_config(queue, tx)
         if stored is not None:
             stamps = resolve_enqueue(opts, queue, now, stored)
-        jobs = [
-            NewJob(
-                queue,
-                payload,
-                stamps.priority,
-                stamps.run_at,
-                stamps.expires_at,
-                stamps.max_attempts,
-                stamps.visibility,
-                task,
-            )
-            for payload in data
-        ]
-        return engine.enqueue(jobs, now, tx)
+        telemetry = self._telemetry
+        if telemetry is None:
+            return engine.enqueue(_new_jobs(queue, data, stamps, task, None), now, tx)
+        with telemetry.enqueue(queue, task, len(data)) as trace:
+            return engine.enqueue(_new_jobs(queue, data, stamps, task, trace), now, tx)
 
     def ack_many(self, jobs: Iterable[Job]) -> list[Job]:
         """Ack several claimed jobs in one call; return those whose lease was lost (they change nothing).
@@ -351,6 +359,8 @@ class Store:
         if not held:
             return []
         stale = {pair.job_id for pair in self._live().ack([Held(job.id, job._record.fence) for job in held])}
+        if self._telemetry is not None:
+            self._telemetry.acked([job._record for job in held if job.id not in stale])
         return [job for job in held if job.id in stale]
 
     def get_job(self, job_id: int) -> JobInfo | None:
@@ -466,7 +476,10 @@ class Store:
         fires come back in the order they were stored.
         """
         engine = self._live()
-        return list(_runner.tick_all(engine, self._clock.now(), DEFAULT_BUDGET).fires)
+        fires = _runner.tick_all(engine, self._clock.now(), DEFAULT_BUDGET).fires
+        if self._telemetry is not None and fires:
+            self._telemetry.fired(fires)
+        return list(fires)
 
     def run_schedules(
         self, stop: StopToken, on_fire: Callable[[Fire], None] | None = None, *, standby: bool = False
@@ -482,6 +495,8 @@ class Store:
             raise InvalidArgument(f"on_fire must be callable or None, not {type(on_fire).__name__}")
         if not isinstance(standby, bool):
             raise InvalidArgument(f"standby must be a bool, not {type(standby).__name__}")
+        if self._telemetry is not None:
+            on_fire = _reporting(self._telemetry, on_fire)
         if standby:
             _runner.serve_schedules(self._live(), self._clock, stop, on_fire)
         else:
@@ -725,6 +740,8 @@ class Queue:
                 acks = ()
             else:
                 records = engine.claim(request)
+            if store._telemetry is not None and records:
+                store._telemetry.claimed(records, now)
             jobs: list[Job] = []
             handed_back: list[BaseException] = []
             for record in records:
@@ -733,7 +750,9 @@ class Queue:
                     jobs.append(Job(*_fields_of(record, outcome.payload), _store=store, _record=record))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, self.name, outcome.error)
-                    engine.bury((Burial(record.id, record.fence, outcome.error),), now)
+                    lost = engine.bury((Burial(record.id, record.fence, outcome.error),), now)
+                    if store._telemetry is not None and not lost:
+                        store._telemetry.buried((record,))
                 else:
                     log.warning("handing job %s of %r back: decoding failed: %r", record.id, self.name, outcome.cause)
                     engine.release((Held(record.id, record.fence),), now)
@@ -781,7 +800,10 @@ class Job(JobInfo):
 
     def ack(self) -> None:
         """Done: delete the job."""
-        self._fenced(self._store._live().ack((Held(self.id, self._record.fence),)))
+        store = self._store
+        self._fenced(store._live().ack((Held(self.id, self._record.fence),)))
+        if store._telemetry is not None:
+            store._telemetry.acked((self._record,))
 
     def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
         """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).
@@ -798,6 +820,8 @@ class Job(JobInfo):
             self._fenced(engine.retry((outcome,), now))
         else:
             self._fenced(engine.bury((outcome,), now))
+        if store._telemetry is not None:
+            (store._telemetry.retried if isinstance(outcome, Retry) else store._telemetry.buried)((self._record,))
 
     def release(self) -> None:
         """Hand the job back unfinished, as if this claim never took an attempt: another worker may take it
@@ -809,7 +833,10 @@ class Job(JobInfo):
         """Give up now: the job goes dead with ``error``, whatever attempts are left."""
         failed = failure(error)
         burial = Burial(self.id, self._record.fence, failed.error, failed.traceback)
-        self._fenced(self._store._live().bury((burial,), self._store.clock.now()))
+        store = self._store
+        self._fenced(store._live().bury((burial,), store.clock.now()))
+        if store._telemetry is not None:
+            store._telemetry.buried((self._record,))
 
     def heartbeat(self) -> datetime:
         """Extend the lease by the job's (or its queue's) visibility timeout from now; return the new lease end."""
@@ -914,8 +941,12 @@ class Outbox:
         job = self._queue.claim(worker_id, wait=wait, poll_interval=poll_interval, stop=stop)
         if job is None:
             return False
+        telemetry = self._store._telemetry
         try:
-            delivery(job.payload, job)
+            if telemetry is None:
+                delivery(job.payload, job)
+            else:
+                telemetry.run(job._record, self._store.clock, lambda: delivery(job.payload, job))
         except Exception as exc:
             log.info("outbox %r: delivery of job %s failed: %s", self.name, job.id, failure(exc).error)
             job.retry(exc)
@@ -969,6 +1000,35 @@ class _Backoff:
 
     def reset(self) -> None:
         self._next = self.FIRST
+
+
+def _new_jobs(queue: str, data: list[bytes], stamps: JobStamps, task: str | None, trace: str | None) -> list[NewJob]:
+    """The jobs of one enqueue: one per encoded payload, all stamped alike, each carrying ``trace``."""
+    return [
+        NewJob(
+            queue,
+            payload,
+            stamps.priority,
+            stamps.run_at,
+            stamps.expires_at,
+            stamps.max_attempts,
+            stamps.visibility,
+            task,
+            trace,
+        )
+        for payload in data
+    ]
+
+
+def _reporting(telemetry: Telemetry, on_fire: Callable[[Fire], None] | None) -> Callable[[Fire], None]:
+    """``on_fire`` (if any) that also reports each fire to ``telemetry``."""
+
+    def report(fire: Fire) -> None:
+        telemetry.fired((fire,))
+        if on_fire is not None:
+            on_fire(fire)
+
+    return report
 
 
 def _batch(payloads: Iterable[Any]) -> list[Any]:

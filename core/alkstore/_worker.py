@@ -327,6 +327,8 @@ class Worker:
         """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
         lost = {pair.job_id for pair in stale}
         self._count(succeeded=len(acks) - len(lost), lost=len(lost))
+        if self._store._telemetry is not None and acks:
+            self._store._telemetry.acked([job._record for job, _ in acks if job.id not in lost])
         logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
         for job, elapsed_ms in acks:
             if job.id in lost:
@@ -387,8 +389,12 @@ class Worker:
         job = run.job
         _set_current(job)
         error: BaseException | str | None = None
+        telemetry = self._store._telemetry
         try:
-            error = self._call(job)
+            if telemetry is None:
+                error = self._call(job)
+            else:
+                error = telemetry.run(job._record, self._store.clock, lambda: self._call(job))
         except Exception as exc:
             error = exc
         finally:

@@ -1,0 +1,325 @@
+"""``Telemetry`` on OpenTelemetry: counters, histograms and gauges through a meter, spans through a tracer."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TracerProvider
+
+import alkstore
+from alkstore import AlkstoreError, Clock, QueueStats
+from alkstore import telemetry as port
+from alkstore.engine import Fire, JobRecord
+
+if TYPE_CHECKING:
+    from alkstore import Store
+
+
+log = logging.getLogger("alkstore.otel")
+
+#: The instrumentation scope of every meter and tracer.
+INSTRUMENTATION = "alkstore"
+
+ENQUEUED = "alkstore.jobs.enqueued"
+CLAIMED = "alkstore.jobs.claimed"
+ACKED = "alkstore.jobs.acked"
+RETRIED = "alkstore.jobs.retried"
+BURIED = "alkstore.jobs.buried"
+FIRED = "alkstore.schedules.fired"
+QUEUE_WAIT = "alkstore.jobs.queue_wait"
+RUN_DURATION = "alkstore.jobs.run_duration"
+DEPTH = "alkstore.queue.depth"
+LAG = "alkstore.queue.lag"
+
+#: Bucket bounds of the two histograms, in seconds: from a few milliseconds to an hour.
+SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+#: The phases the depth gauge reports, by their ``state`` attribute.
+_PHASES = ("ready", "delayed", "running", "dead")
+
+#: ``00-`` + 32 + ``-`` + 16 + ``-`` + 2 characters.
+_TRACEPARENT_LENGTH = 55
+
+
+class Telemetry(port.Telemetry):
+    """Reports a store's jobs to OpenTelemetry: ``alkstore.open(url, telemetry=Telemetry())``.
+
+    ``meter_provider`` and ``tracer_provider`` default to the global ones (as configured by the
+    OpenTelemetry SDK or ``opentelemetry-instrument``). With ``queue_depth`` (the default) the
+    depth and lag gauges read every open store's queue counts (capped, ADR 020) once per
+    collection; turn it off where another process reports them for the same database.
+    """
+
+    def __init__(
+        self,
+        *,
+        meter_provider: MeterProvider | None = None,
+        tracer_provider: TracerProvider | None = None,
+        queue_depth: bool = True,
+    ) -> None:
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter(INSTRUMENTATION, alkstore.__version__)
+        self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
+            INSTRUMENTATION, alkstore.__version__
+        )
+        self._attributes: dict[tuple[str, str | None, str | None], dict[str, str]] = {}
+        self._enqueued = _Tally(meter, ENQUEUED, "{job}", "Jobs enqueued", self._of)
+        self._claimed = _Tally(meter, CLAIMED, "{job}", "Jobs claimed (leased) by a worker", self._of)
+        self._acked = _Tally(meter, ACKED, "{job}", "Jobs acked: done and gone", self._of)
+        self._retried = _Tally(meter, RETRIED, "{job}", "Failed attempts to be retried", self._of)
+        self._buried = _Tally(meter, BURIED, "{job}", "Jobs made dead by a failure", self._of)
+        self._fired = _Tally(meter, FIRED, "{fire}", "Schedule boundaries fired", _fire_attributes)
+        self._queue_wait = meter.create_histogram(
+            QUEUE_WAIT,
+            "s",
+            "How long a job waited from when it was due (its run_at) to its claim",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self._run_duration = meter.create_histogram(
+            RUN_DURATION,
+            "s",
+            "How long a worker's run of a job took",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self._stores: list[Store] = []
+        self._lock = threading.Lock()
+        self._snapshot: list[QueueStats] | None = None  # the depth gauge's read, for the lag gauge after it
+        self._seen: dict[str, None] = {}  # every queue a read has shown: one emptied since reads as zeros
+        if queue_depth:
+            meter.create_observable_gauge(DEPTH, [self._observe_depth], "{job}", "Jobs per queue and state")
+            meter.create_observable_gauge(LAG, [self._observe_lag], "s", "How long the oldest ready job has waited")
+
+    def __repr__(self) -> str:
+        return "<alkstore.adapters.otel.Telemetry>"
+
+    def _of(self, queue: str, task: str | None, outcome: str | None = None) -> dict[str, str]:
+        """The attributes of a queue's (and task's, and a run's outcome's) measurements: made once, then shared."""
+        key = (queue, task, outcome)
+        found = self._attributes.get(key)
+        if found is None:
+            found = {"queue": queue}
+            if task is not None:
+                found["task"] = task
+            if outcome is not None:
+                found["outcome"] = outcome
+            self._attributes[key] = found
+        return found
+
+    # -- the store's events --------------------------------------------------------------
+
+    def opened(self, store: Store) -> None:
+        with self._lock:
+            self._stores.append(store)
+
+    def closed(self, store: Store) -> None:
+        with self._lock:
+            self._stores = [each for each in self._stores if each is not store]
+
+    def enqueue(self, queue: str, task: str | None, count: int) -> _Enqueue:
+        return _Enqueue(self, queue, task, count)
+
+    def claimed(self, jobs: Sequence[JobRecord], now: datetime) -> None:
+        self._claimed.jobs(jobs)
+        record = self._queue_wait.record
+        for job in jobs:
+            record(max((now - job.run_at).total_seconds(), 0.0), self._of(job.queue, job.task))
+
+    def acked(self, jobs: Sequence[JobRecord]) -> None:
+        self._acked.jobs(jobs)
+
+    def retried(self, jobs: Sequence[JobRecord]) -> None:
+        self._retried.jobs(jobs)
+
+    def buried(self, jobs: Sequence[JobRecord]) -> None:
+        self._buried.jobs(jobs)
+
+    def fired(self, fires: Sequence[Fire]) -> None:
+        for fire in fires:
+            self._fired.add((fire.queue, fire.schedule), 1)
+
+    def run(self, job: JobRecord, clock: Clock, call: Callable[[], str | None]) -> str | None:
+        span = self._tracer.start_span(
+            f"process {job.queue}",
+            kind=SpanKind.CONSUMER,
+            links=_links(job.trace),
+            attributes=_run_attributes(job),
+        )
+        started = clock.now()
+        outcome = "error"
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=True, set_status_on_exception=True):
+                reason = call()
+            if reason is not None:
+                span.set_status(Status(StatusCode.ERROR, reason))
+            else:
+                outcome = "ok"
+            return reason
+        finally:
+            seconds = max((clock.now() - started).total_seconds(), 0.0)
+            self._run_duration.record(seconds, self._of(job.queue, job.task, outcome))
+            span.end()
+
+    # -- gauges, at collection time --------------------------------------------------------
+
+    def _read_stats(self) -> list[QueueStats]:
+        """Every open store's queue counts now (capped, so cheap on any table; ADR 020).
+
+        A queue an earlier read showed and that holds no job now is reported with zeros, so its
+        series goes to zero instead of vanishing.
+        """
+        with self._lock:
+            stores = list(self._stores)
+        stats: list[QueueStats] = []
+        for store in stores:
+            try:
+                stats.extend(store.queue_stats())
+            except AlkstoreError as exc:  # closed meanwhile, an outage: nothing to report this time
+                log.warning("queue depths could not be read: %s", exc)
+                return []
+        with self._lock:
+            if not self._stores:
+                return []
+            shown = {each.queue for each in stats}
+            self._seen.update(dict.fromkeys(sorted(shown)))
+            empty = [QueueStats(queue, 0, 0, 0, 0, timedelta(0), None) for queue in self._seen if queue not in shown]
+        return stats + empty
+
+    def _observe_depth(self, _: CallbackOptions) -> Iterable[Observation]:
+        """The depth gauge: reads the counts, and keeps them for the lag gauge, which a collection asks next."""
+        stats = self._read_stats()
+        with self._lock:
+            self._snapshot = stats
+        for each in stats:
+            for phase in _PHASES:
+                yield Observation(getattr(each, phase), {"queue": each.queue, "state": phase})
+
+    def _observe_lag(self, _: CallbackOptions) -> Iterable[Observation]:
+        """The lag gauge: from the depth gauge's read of this collection (one read serves both)."""
+        with self._lock:
+            stats, self._snapshot = self._snapshot, None
+        for each in stats if stats is not None else self._read_stats():
+            yield Observation(each.lag.total_seconds(), {"queue": each.queue})
+
+
+class _Enqueue:
+    """An enqueue's producer span: yields its ``traceparent``, counts the jobs when the enqueue succeeded."""
+
+    __slots__ = ("_count", "_queue", "_span", "_task", "_telemetry")
+
+    def __init__(self, telemetry: Telemetry, queue: str, task: str | None, count: int) -> None:
+        self._telemetry = telemetry
+        self._queue = queue
+        self._task = task
+        self._count = count
+
+    def __enter__(self) -> str | None:
+        # Started, not made current: nothing inside the enqueue traces, and attaching a context
+        # would cost as much again as the span's attributes.
+        attributes: dict[str, str | int] = {"messaging.destination.name": self._queue}
+        if self._task is not None:
+            attributes["alkstore.task"] = self._task
+        if self._count != 1:
+            attributes["messaging.batch.message_count"] = self._count
+        self._span = span = self._telemetry._tracer.start_span(
+            f"send {self._queue}", kind=SpanKind.PRODUCER, attributes=attributes
+        )
+        return _traceparent(span.get_span_context())
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        span = self._span
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        elif self._count:
+            self._telemetry._enqueued.add((self._queue, self._task), self._count)
+        span.end()
+
+
+class _Tally:
+    """A counter kept in the process and reported at collection (an observable counter).
+
+    An event is a dict update under a lock, about a microsecond, where a synchronous SDK counter
+    costs ten; the totals are cumulative, which is what an observable counter reports.
+    """
+
+    __slots__ = ("_attributes", "_counts", "_lock")
+
+    def __init__(
+        self,
+        meter: metrics.Meter,
+        name: str,
+        unit: str,
+        description: str,
+        attributes: Callable[[str, str | None], dict[str, str]],
+    ) -> None:
+        self._counts: dict[tuple[str, str | None], int] = {}
+        self._lock = threading.Lock()
+        self._attributes = attributes
+        meter.create_observable_counter(name, [self._observe], unit, description)
+
+    def add(self, key: tuple[str, str | None], count: int) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + count
+
+    def jobs(self, jobs: Sequence[JobRecord]) -> None:
+        """One for each of ``jobs``, under its queue and task."""
+        counts = self._counts
+        with self._lock:
+            for job in jobs:
+                key = (job.queue, job.task)
+                counts[key] = counts.get(key, 0) + 1
+
+    def _observe(self, _: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            totals = list(self._counts.items())
+        for (first, second), total in totals:
+            yield Observation(total, self._attributes(first, second))
+
+
+def _fire_attributes(queue: str, schedule: str | None) -> dict[str, str]:
+    return {"queue": queue} if schedule is None else {"queue": queue, "schedule": schedule}
+
+
+def _traceparent(context: SpanContext) -> str | None:
+    """The W3C ``traceparent`` of a span (what a job carries), or ``None`` for an invalid span."""
+    if not context.is_valid:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+
+
+def _links(traceparent: str | None) -> list[Link] | None:
+    """A link to the enqueue a job carries the trace context of, if it carries a valid one.
+
+    Read as W3C Trace Context version 00 reads (``00-<32 hex>-<16 hex>-<2 hex>``), by hand: the
+    propagator's parse costs several times as much, on every run.
+    """
+    if traceparent is None or len(traceparent) != _TRACEPARENT_LENGTH:
+        return None
+    version, trace_id, span_id, flags = traceparent.split("-") if traceparent.count("-") == 3 else ("", "", "", "")
+    if version != "00" or len(trace_id) != 32 or len(span_id) != 16 or len(flags) != 2:
+        return None
+    try:
+        context = SpanContext(int(trace_id, 16), int(span_id, 16), True, TraceFlags(int(flags, 16)))
+    except ValueError:
+        return None
+    return [Link(context)] if context.is_valid else None
+
+
+def _run_attributes(job: JobRecord) -> dict[str, str | int]:
+    attributes: dict[str, str | int] = {
+        "messaging.destination.name": job.queue,
+        "messaging.message.id": str(job.id),
+        "alkstore.attempt": job.attempts,
+    }
+    if job.task is not None:
+        attributes["alkstore.task"] = job.task
+    if job.schedule is not None:
+        attributes["alkstore.schedule"] = job.schedule
+    return attributes

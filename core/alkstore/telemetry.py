@@ -1,0 +1,80 @@
+"""The telemetry port: what a store and its workers report as jobs move (ADR 024).
+
+A ``Store`` opened with ``telemetry=`` calls one method of it per event: an enqueue (one call
+per batch), a claim, an ack, a retry, a burial, a scheduler fire, and each run of a job by a
+``Worker`` or delivery of an outbox message. This base class does nothing; an adapter
+(``alkstore.adapters.otel``) overrides what it reports. A store opened without telemetry makes
+none of these calls (one ``None`` check per event), so the port costs nothing unless it is
+used, and core imports no integration library.
+
+The trace context of an enqueue travels with its jobs (``NewJob.trace``/``JobRecord.trace``, a
+text the engine stores and never reads), so a run, however much later and wherever it
+happens, can point back at the enqueue that made it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ._time import Clock
+from .engine import Fire, JobRecord
+
+if TYPE_CHECKING:
+    from ._store import Store
+
+__all__ = ["Telemetry"]
+
+#: What ``Telemetry.enqueue`` returns when it carries no trace context (reusable: it holds no state).
+_NO_TRACE: AbstractContextManager[str | None] = nullcontext(None)
+
+
+class Telemetry:
+    """Receives a store's events; every method here does nothing, and a subclass overrides what it reports.
+
+    Methods are called from any thread that uses the store (a worker's threads, the scheduler's),
+    so an implementation must be thread-safe; they should not raise (an error would surface in
+    the call that reported).
+    """
+
+    def opened(self, store: Store) -> None:
+        """``store`` was opened with this telemetry (it may read the store at collection time, e.g. queue depths)."""
+
+    def closed(self, store: Store) -> None:
+        """``store`` was closed: read it no more."""
+
+    def enqueue(self, queue: str, task: str | None, count: int) -> AbstractContextManager[str | None]:
+        """Around one enqueue of ``count`` jobs onto ``queue`` (for ``task``, if they are a task's runs).
+
+        The context yields the trace context each job carries (a W3C ``traceparent``), or
+        ``None``; the jobs are written inside it, and count as enqueued when it exits without
+        an error (in a caller's transaction: when written, whether or not it commits).
+        """
+        return _NO_TRACE
+
+    def claimed(self, jobs: Sequence[JobRecord], now: datetime) -> None:
+        """``jobs`` were claimed (leased) at ``now``: each had waited for it since its ``run_at``."""
+
+    def acked(self, jobs: Sequence[JobRecord]) -> None:
+        """``jobs`` were acked (done and gone); stale acks are not reported."""
+
+    def retried(self, jobs: Sequence[JobRecord]) -> None:
+        """``jobs`` failed an attempt and are pending again."""
+
+    def buried(self, jobs: Sequence[JobRecord]) -> None:
+        """``jobs`` were made dead by a failure (exhausted, failed for good, or undecodable)."""
+
+    def fired(self, fires: Sequence[Fire]) -> None:
+        """A scheduler tick fired ``fires`` (each enqueued one job)."""
+
+    def run(self, job: JobRecord, clock: Clock, call: Callable[[], str | None]) -> str | None:
+        """One run of ``job`` by a worker (or a delivery by an outbox courier): call ``call`` and return what
+        it returns, raising what it raises.
+
+        ``call`` returns ``None`` when the run succeeded and the reason it could not run
+        otherwise (an unknown task, say); an exception is the run's failure. ``clock`` is the
+        store's, so a run's duration is measured in the time its stamps are.
+        """
+        return call()

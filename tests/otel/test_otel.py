@@ -1,0 +1,96 @@
+"""The OpenTelemetry adapter's own edges: trace contexts it cannot use, and the global providers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the otel tests need opentelemetry-sdk (the test extra)")
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import alkstore
+from alkstore import ManualClock, Store
+from alkstore.adapters.otel import Telemetry
+from alkstore.engine import NewJob
+from tests.support import MIDNIGHT
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def traced(exporter: InMemorySpanExporter) -> Iterator[Store]:
+    """A memory store whose spans end in ``exporter``."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with alkstore.open(
+        "memory://", clock=ManualClock(MIDNIGHT), telemetry=Telemetry(tracer_provider=provider)
+    ) as store:
+        yield store
+    provider.shutdown()
+
+
+def run_one(store: Store, queue: str) -> str | None:
+    """Claim one job of ``queue`` and run it the way a worker does, through the store's telemetry."""
+    job = store.queue(queue).claim("w")
+    assert job is not None
+    assert store._telemetry is not None
+    return store._telemetry.run(job._record, store.clock, lambda: None)
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        None,
+        "",
+        "nonsense",
+        "00-00000000000000000000000000000000-0000000000000000-01",  # the all-zero ids are invalid
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",  # a field short
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333x-01",  # not hex
+        "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",  # a version this reader does not know
+        "00-0af7651916cd43dd8448eb211c80319c0-b7ad6b716920333-01",  # fields of the wrong lengths
+    ],
+)
+def test_a_job_without_a_usable_trace_context_runs_in_a_span_without_a_link(
+    traced: Store, exporter: InMemorySpanExporter, trace: str | None
+) -> None:
+    now = traced.clock.now()
+    traced.engine.enqueue([NewJob("q", b"1", 0, now, None, 3, trace=trace)], now)
+
+    assert run_one(traced, "q") is None
+
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "process q"
+    assert span.links == ()
+
+
+def test_a_job_carrying_another_systems_traceparent_links_to_it(traced: Store, exporter: InMemorySpanExporter) -> None:
+    now = traced.clock.now()
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    traced.engine.enqueue([NewJob("q", b"1", 0, now, None, 3, trace=parent)], now)
+
+    run_one(traced, "q")
+
+    (span,) = exporter.get_finished_spans()
+    (link,) = span.links
+    assert (link.context.trace_id, link.context.span_id) == (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331)
+
+
+def test_without_an_sdk_the_global_providers_record_nothing_and_jobs_carry_no_trace() -> None:
+    # The OpenTelemetry API alone (no SDK configured globally) makes no-op spans: nothing to carry.
+    seen: list[Any] = []
+    with alkstore.open("memory://", telemetry=Telemetry(queue_depth=False)) as store:
+        queue = store.queue("q")
+        queue.enqueue(1)
+        job = queue.claim("w")
+        assert job is not None
+        seen.append(job._record.trace)
+        job.ack()
+    assert seen == [None]
