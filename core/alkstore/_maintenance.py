@@ -11,6 +11,7 @@ Dead jobs are kept ``dead_retention`` and then purged a bounded batch at a time.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DEAD_RETENTION",
+    "HELD_BACK_PAUSE",
     "PRUNE_BATCHES",
     "PRUNE_EVERY",
     "VACUUM_CHECK_EVERY",
@@ -48,6 +50,9 @@ PRUNE_BATCHES = 10
 #: (the shape of autovacuum's own trigger), so a deep queue is not vacuumed for a trickle of churn.
 VACUUM_DEAD_ROWS = 10_000
 VACUUM_DEAD_FRACTION = 0.1
+#: How long (wall seconds) a table a vacuum could not bring below the threshold is left alone: its
+#: dead rows are younger than the oldest open transaction, and vacuuming again would find the same.
+HELD_BACK_PAUSE = 60.0
 
 
 def vacuum_due(stats: Sequence[TableStats]) -> list[TableStats]:
@@ -72,6 +77,7 @@ class Maintenance:
         self._retention = dead_retention
         self._label = label
         self._may_vacuum = True  # until the storage refuses this role once
+        self._paused: dict[str, float] = {}  # tables held back, until (monotonic seconds)
 
     def vacuum(self) -> list[str]:
         """Vacuum the tables that are due; the ones vacuumed (none once this role was found unable to)."""
@@ -79,7 +85,8 @@ class Maintenance:
             return []
         try:
             engine = self._store._live()
-            due = vacuum_due(engine.table_stats())
+            now = time.monotonic()
+            due = [table for table in vacuum_due(engine.table_stats()) if self._paused.get(table.table, 0) <= now]
             if not due:
                 return []
             refused = [table for table in due if not table.vacuumable]
@@ -87,6 +94,8 @@ class Maintenance:
                 self._refused(refused)
                 return []
             done = engine.vacuum([table.table for table in due])
+            if done:
+                self._pause_held_back(done, engine.table_stats(), now)
         except DatabaseUnavailable as exc:
             log.warning("worker %s: could not look after its storage (%s); trying again later", self._label, exc)
             return []
@@ -104,6 +113,19 @@ class Maintenance:
                     "on but behind" if table.autovacuum else "off",
                 )
         return done
+
+    def _pause_held_back(self, vacuumed: Sequence[str], after: Sequence[TableStats], now: float) -> None:
+        """Leave alone for a while the vacuumed tables still due: an open transaction keeps their dead rows."""
+        for table in vacuum_due([table for table in after if table.table in vacuumed]):
+            self._paused[table.table] = now + HELD_BACK_PAUSE
+            log.warning(
+                "worker %s: table %s still holds %d dead rows after a vacuum: an open transaction started before "
+                "they died keeps them (see pg_stat_activity); trying again in %g s",
+                self._label,
+                table.table,
+                table.dead_rows,
+                HELD_BACK_PAUSE,
+            )
 
     def _refused(self, tables: Sequence[TableStats]) -> None:
         self._may_vacuum = False
