@@ -4,8 +4,10 @@ Run by hand, never from the test suite (the figures depend on the machine and it
 
     .venv/bin/python bench/churn.py [--dsn URL] [--jobs 500000] [--arms none,alkstore]
 
-Each arm gets a fresh schema (dropped afterwards) and pushes ``--jobs`` no-op jobs through one
-queue with ``queue.claim(worker)`` + ``job.ack()`` on one thread, the backlog kept between
+Each arm gets a fresh schema (dropped afterwards) and pushes ``--jobs`` no-op jobs (SIGUSR1 ends the
+churn sooner, and the rest is measured as usual) through one
+queue with claim+ack as a worker does it (``Queue._ack_and_claim``: the ack of one job rides on the
+claim of the next, one statement each, ADR 022) on one thread, the backlog kept between
 ``--depth`` and twice that by ``enqueue_many`` between timed blocks. Arms:
 
 - ``none``: nothing reclaims dead rows but what the server does itself (on a server with
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import sys
 import threading
@@ -44,6 +47,7 @@ from psycopg import sql
 
 import alkstore
 from alkstore import _maintenance
+from alkstore.engine import Held
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 QUEUE = "churn"
@@ -54,6 +58,8 @@ VISIBILITY_S = 5.0
 BLOCK = 1000
 #: Blocks measured on the fresh table ("before") and after the churn ("after").
 SAMPLE_BLOCKS = 5
+#: Set by SIGUSR1: end the churn now and measure the rest.
+ENOUGH = threading.Event()
 #: Jobs per block of the reference (the same queue on a table vacuumed after every block).
 REF_BLOCK = 250
 
@@ -83,15 +89,21 @@ class Arm:
     sizes_vacuumed: dict[str, int] = field(default_factory=dict)
     vacuums: int = 0
     churn_s: float = 0.0
+    jobs: int = 0
 
 
 def claim_ack(queue: alkstore.Queue, count: int) -> float:
-    """Claim and ack ``count`` jobs; their rate per second."""
+    """Claim and ack ``count`` jobs as a worker does (each ack rides on the next claim, ADR 022); their rate."""
     started = time.perf_counter()
+    held: list[Held] = []
+    job = None
     for _ in range(count):
-        job = queue.claim(WORKER)
-        if job is None:
-            raise RuntimeError("the queue ran dry under a timed block")
+        stale, jobs = queue._ack_and_claim(held, WORKER, 1)
+        if stale or not jobs:
+            raise RuntimeError("the queue ran dry under a timed block, or an ack went stale")
+        job = jobs[0]
+        held = [Held(job.id, job._record.fence)]
+    if job is not None:
         job.ack()
     return count / (time.perf_counter() - started)
 
@@ -225,16 +237,20 @@ def run_arm(name: str, dsn: str, jobs: int, depth: int, admin: psycopg.Connectio
         done, tenth, ratios = SAMPLE_BLOCKS * BLOCK, max(BLOCK, jobs // 10), []
         started = time.perf_counter()
         while done < jobs:
+            if ENOUGH.is_set():
+                print(f"  {name}: churn ended by SIGUSR1 after {done:,} jobs", file=sys.stderr, flush=True)
+                break
             refill(queue, BLOCK)
             rate = claim_ack(queue, BLOCK)
             done += BLOCK
-            if done % (2 * BLOCK) == 0 or done % tenth < BLOCK:  # the reference every second block
+            if done % (4 * BLOCK) == 0 or done % tenth < BLOCK:  # the reference every fourth block
                 ratios.append(rate / reference.block())
             if done % tenth < BLOCK:
                 arm.during.append(statistics.median(ratios))
                 ratios = []
                 print(f"  {name}: {done:,} jobs, {arm.during[-1]:.2f}x the reference", file=sys.stderr, flush=True)
         arm.churn_s = time.perf_counter() - started
+        arm.jobs = done
         arm.after = sample(queue, reference, SAMPLE_BLOCKS)
         if duty is not None:
             duty.stop.cancel()
@@ -273,7 +289,7 @@ def report(arms: list[Arm], admin: psycopg.Connection[Any], jobs: int, depth: in
         assert arm.poll_after
         assert arm.poll_vacuumed
         mb = 1024 * 1024
-        print(f"\narm {arm.name} ({arm.churn_s:.0f} s of churn, {arm.vacuums} vacuums by alkstore)")
+        print(f"\narm {arm.name}: {arm.jobs:,} jobs in {arm.churn_s:.0f} s of churn, {arm.vacuums} vacuums by alkstore")
         print(
             "  claim+ack against the reference: before {:.2f}x, during (tenths) {}, after {:.2f}x; "
             "after / before = {:.2f}".format(
@@ -308,6 +324,7 @@ def main() -> int:
     parser.add_argument("--depth", type=int, default=1000, help="the backlog kept (between this and twice it)")
     parser.add_argument("--arms", default="none,alkstore", help="comma-separated: none, alkstore")
     args = parser.parse_args()
+    signal.signal(signal.SIGUSR1, lambda *_: ENOUGH.set())
     arms = [arm for arm in args.arms.split(",") if arm]
     if not set(arms) <= {"none", "alkstore"}:
         parser.error(f"unknown arm in {args.arms!r}")

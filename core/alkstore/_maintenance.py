@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._store import Store
 
 __all__ = [
+    "BEHIND_DEAD_ROWS",
     "DEFAULT_DEAD_RETENTION",
     "HELD_BACK_PAUSE",
     "PRUNE_BATCHES",
@@ -46,22 +47,29 @@ VACUUM_CHECK_EVERY = 5.0
 PRUNE_EVERY = 60.0
 #: Batches of ``BATCH`` jobs one prune pass deletes per queue at most (the rest waits for the next).
 PRUNE_BATCHES = 10
-#: A table is due for a vacuum once it holds this many dead rows, plus this fraction of its live ones
-#: (the shape of autovacuum's own trigger), so a deep queue is not vacuumed for a trickle of churn.
-VACUUM_DEAD_ROWS = 10_000
+#: A table the server's autovacuum does not cover is due for a vacuum once it holds this many dead
+#: rows, plus this fraction of its live ones (the shape of autovacuum's own trigger, so a deep queue
+#: is not vacuumed for a trickle of churn): a thousand claimed jobs' worth, a few milliseconds of
+#: vacuum on a flat table.
+VACUUM_DEAD_ROWS = 2_000
 VACUUM_DEAD_FRACTION = 0.1
+#: Where autovacuum covers the table, a worker steps in only once it is this far behind: ten times
+#: the jobs table's own autovacuum trigger (migration 5), which autovacuum meets between its naps.
+BEHIND_DEAD_ROWS = 50_000
 #: How long (wall seconds) a table a vacuum could not bring below the threshold is left alone: its
 #: dead rows are younger than the oldest open transaction, and vacuuming again would find the same.
 HELD_BACK_PAUSE = 60.0
 
 
 def vacuum_due(stats: Sequence[TableStats]) -> list[TableStats]:
-    """The tables whose dead rows call for a vacuum now, whatever the server's autovacuum does.
-
-    A server whose autovacuum keeps up never lets a table get here (migration 0005 sets the jobs
-    table's own autovacuum trigger far lower); one that is off or behind does.
-    """
-    return [table for table in stats if table.dead_rows >= VACUUM_DEAD_ROWS + VACUUM_DEAD_FRACTION * table.live_rows]
+    """The tables whose dead rows call for a worker's vacuum now: soon where the server's autovacuum
+    does not cover them, and only once it has fallen far behind where it does."""
+    return [
+        table
+        for table in stats
+        if table.dead_rows
+        >= (BEHIND_DEAD_ROWS if table.autovacuum else VACUUM_DEAD_ROWS) + VACUUM_DEAD_FRACTION * table.live_rows
+    ]
 
 
 class Maintenance:

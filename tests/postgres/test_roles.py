@@ -335,6 +335,7 @@ def test_a_role_that_may_not_vacuum_is_told_once_and_the_duty_stops_trying(
 ) -> None:
     migrate_as_owner(pg_dsn, pg_schema, grant=[app.name])
     monkeypatch.setattr(_maintenance, "VACUUM_DEAD_ROWS", 100)
+    monkeypatch.setattr(_maintenance, "BEHIND_DEAD_ROWS", 100)
     with open_as(app, pg_schema) as store:
         ids = store.queue("jobs").enqueue_many(["doomed"] * 200)
         assert store.engine.cancel(ids) == ids
