@@ -17,13 +17,10 @@ floor's array insert; batched drain at least 0.6x the batched floor.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import statistics
 import sys
 import time
-import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -31,7 +28,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from queue_throughput import DEFAULT_DSN, QUEUE, BatchedFloor, Floor, encode, payload
+from queue_throughput import QUEUE, BatchedFloor, Floor, bench_arguments, bench_schemas, encode, payload
 
 import alkstore
 
@@ -114,18 +111,9 @@ def one_run(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dsn", default=DEFAULT_DSN)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeats", type=int)
-    args = parser.parse_args()
-    config = QUICK if args.quick else Config()
-    if args.repeats:
-        config = replace(config, repeats=args.repeats)
-    logging.getLogger("alkstore").setLevel(logging.WARNING)
+    args, config = bench_arguments(__doc__.split("\n")[0], Config(), QUICK)
     admin = psycopg.connect(args.dsn, autocommit=True)
-    tag = uuid.uuid4().hex[:8]
-    floor_schema, schema = f"bench_floor_{tag}", f"bench_batch_{tag}"
+    floor_schema, schema = bench_schemas("batch")
     floor = BatchedFloor(Floor(args.dsn, floor_schema, admin))
     store = alkstore.open(args.dsn, schema=schema, migrate=True, min_size=1, max_size=1)
     try:

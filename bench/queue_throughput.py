@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import platform
@@ -36,6 +37,7 @@ import statistics
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -828,18 +830,38 @@ def machine_info(admin: Connection) -> list[tuple[str, str]]:
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the arguments, measure, print the table; the benchmark's schemas are dropped at the end."""
-    parser = argparse.ArgumentParser(description="alkstore queue throughput and wake latency vs a minimal-SQL floor")
+C = TypeVar("C")
+
+
+def bench_arguments(
+    description: str, full: C, quick: C, argv: Sequence[str] | None = None
+) -> tuple[argparse.Namespace, C]:
+    """The ``--dsn``, ``--quick`` and ``--repeats`` every throughput benchmark takes, and its sizes."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--dsn", default=DEFAULT_DSN, help=f"PostgreSQL URL (default {DEFAULT_DSN})")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small sizes, one repeat")
     parser.add_argument("--repeats", type=int, help="runs of the whole set (default 3; --quick 1)")
     args = parser.parse_args(argv)
-    config = QUICK if args.quick else Config()
+    config = quick if args.quick else full
     if args.repeats is not None:
         if args.repeats < 1:
             parser.error("--repeats must be at least 1")
-        config = replace(config, repeats=args.repeats)
+        config = replace(config, repeats=args.repeats)  # type: ignore[type-var]
+    logging.getLogger("alkstore").setLevel(logging.WARNING)
+    return args, config
+
+
+def bench_schemas(subject: str) -> tuple[str, str]:
+    """Fresh names for a run's floor schema and its subject's (dropped at the end of the run)."""
+    tag = uuid.uuid4().hex[:8]
+    return f"bench_floor_{tag}", f"bench_{subject}_{tag}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the arguments, measure, print the table; the benchmark's schemas are dropped at the end."""
+    args, config = bench_arguments(
+        "alkstore queue throughput and wake latency vs a minimal-SQL floor", Config(), QUICK, argv
+    )
 
     suffix = f"{os.getpid()}_{time.time_ns() % 10**9}"
     floor_schema, alk_schema = f"bench_floor_{suffix}", f"bench_alkstore_{suffix}"

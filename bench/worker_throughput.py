@@ -19,13 +19,10 @@ batched, at least 0.6x the batched floor at 4 threads; its wake at most 2x the f
 
 from __future__ import annotations
 
-import argparse
-import logging
 import statistics
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +32,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from queue_throughput import DEFAULT_DSN, QUEUE, BatchedFloor, Floor, run_threads
+from queue_throughput import QUEUE, BatchedFloor, Floor, bench_arguments, bench_schemas, run_threads
 
 import alkstore
 
@@ -188,18 +185,9 @@ def wake_run(floor: Floor, worker: WorkerSubject, samples: int) -> dict[str, flo
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dsn", default=DEFAULT_DSN)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeats", type=int)
-    args = parser.parse_args()
-    config = QUICK if args.quick else Config()
-    if args.repeats:
-        config = Config(config.block, config.blocks, config.threads, config.wakes, args.repeats)
-    logging.getLogger("alkstore").setLevel(logging.WARNING)
+    args, config = bench_arguments(__doc__.split("\n")[0], Config(), QUICK)
     admin = psycopg.connect(args.dsn, autocommit=True)
-    tag = uuid.uuid4().hex[:8]
-    floor_schema, worker_schema = f"bench_floor_{tag}", f"bench_worker_{tag}"
+    floor_schema, worker_schema = bench_schemas("worker")
     floor = Floor(args.dsn, floor_schema, admin)
     batched = BatchedFloor(floor)
     try:

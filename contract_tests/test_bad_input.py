@@ -27,6 +27,7 @@ from alkstore import (
     Store,
 )
 from alkstore._codec import MAX_DEPTH
+from tests.support import must_claim, must_get
 
 from ._engines import EngineTarget
 from .test_validation import assert_nothing_stored, not_refused
@@ -47,8 +48,7 @@ def assert_usable(store: Store) -> None:
     """A round trip through the queue still works after the refusals."""
     queue = store.queue("usable")
     job_id = queue.enqueue({"still": "usable"})
-    job = queue.claim("probe")
-    assert job is not None
+    job = must_claim(queue, "probe")
     assert (job.id, job.payload) == (job_id, {"still": "usable"})
     job.ack()
 
@@ -57,8 +57,7 @@ def assert_usable(store: Store) -> None:
 def running(store: Store) -> tuple[Job, Callable[[], None]]:
     """A claimed job of the queue ``jobs``, and a check that it is still running untouched."""
     store.queue("jobs").enqueue("work")
-    job = store.queue("jobs").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("jobs"), "w1")
     before = store.get_job(job.id)
 
     def untouched() -> None:
@@ -105,8 +104,7 @@ def test_a_payload_at_the_depth_limit_is_handed_back_not_buried_by_a_claimer_sho
     if not isinstance(outcome, RecursionError):
         pytest.skip(f"this Python's JSON decoder does not share the recursion limit: {outcome!r}")
     assert f"handing job {job_id}" in caplog.text
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 0, None)
     job = store.queue("jobs").claim("w1")  # with its stack back, any claimer decodes it
     assert job is not None
@@ -145,8 +143,7 @@ def test_a_waiting_claims_poll_interval_must_be_a_positive_number_of_seconds(sto
         store.queue("jobs").claim("w1", wait=1, poll_interval=interval)
     with pytest.raises(InvalidOptions, match="poll_interval"):
         store.queue("jobs").claim("w1", poll_interval=interval)
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts) == (JobState.PENDING, 0)  # nothing was claimed
 
 
@@ -170,8 +167,7 @@ def test_instants_with_no_utc_equivalent_are_invalid_options_and_the_edges_thems
     assert last_info is not None
     assert first_info is not None
     assert (last_info.run_at, first_info.run_at, first_info.expires_at) == (LAST, FIRST, LAST)
-    job = store.queue("edges").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("edges"), "w1")
     assert job.id == first
     assert store.queue("edges").claim("w1") is None
 
@@ -218,8 +214,7 @@ def test_job_ids_of_the_wrong_type_are_invalid_arguments(store: Store) -> None:
             store.get_job(bad)  # type: ignore[arg-type]
         with pytest.raises(InvalidArgument):
             store.requeue_dead(bad)  # type: ignore[arg-type]
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.state is JobState.PENDING
 
 
@@ -247,8 +242,7 @@ def test_an_exception_whose_text_raises_is_kept_by_its_type_name_and_the_retry_h
             raise RuntimeError("no text for you")
 
     job.retry(Unprintable())
-    info = store.get_job(job.id)
-    assert info is not None
+    info = must_get(store, job.id)
     assert (info.state, info.last_error) == (JobState.PENDING, "Unprintable")
 
 
@@ -282,8 +276,7 @@ def test_an_outbox_delivery_must_be_callable_and_the_message_stays(store: Store)
     for bad in (None, "deliver", 42):
         with pytest.raises(InvalidArgument, match="delivery"):
             outbox.run_once("courier", bad)  # type: ignore[arg-type]
-    info = store.get_job(message)
-    assert info is not None
+    info = must_get(store, message)
     assert (info.state, info.attempts) == (JobState.PENDING, 0)
 
 
@@ -306,6 +299,5 @@ def test_bulk_calls_take_an_iterable_and_refuse_anything_else(store: Store) -> N
         with pytest.raises(InvalidArgument):
             store.schedule_many(bad)
     assert_nothing_stored(store)
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts) == (JobState.PENDING, 0)

@@ -15,6 +15,7 @@ import pytest
 
 from alkstore import EnqueueOpts, InvalidArgument, InvalidOptions, Job, JobState, ManualClock, Store
 from alkstore.engine import Burial, ClaimRequest, Heartbeat, Held, Retry
+from tests.support import must_claim
 
 VISIBILITY = timedelta(seconds=300)
 
@@ -79,8 +80,7 @@ def test_ack_many_finishes_the_held_jobs_and_reports_the_stale_one_which_it_leav
 
 def test_ack_many_refuses_what_is_not_one_of_its_claimed_jobs(engine: Any, store: Store, clock: ManualClock) -> None:
     store.queue("jobs").enqueue("x")
-    job = store.queue("jobs").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("jobs"), "w1")
     with pytest.raises(InvalidArgument, match=r"alkstore\.Job"):
         store.ack_many([job, store.get_job(job.id)])  # type: ignore[list-item]
     with engine.store(clock) as other, pytest.raises(InvalidArgument, match="another store"):

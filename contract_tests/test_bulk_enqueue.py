@@ -21,6 +21,7 @@ from alkstore import (
     Store,
     Tasks,
 )
+from tests.support import must_get
 
 
 class Abort(Exception):
@@ -46,8 +47,7 @@ def test_enqueue_many_stores_every_payload_with_the_same_options_and_returns_the
     assert ids == sorted(ids)
     assert ids[0] > before
     for n in (0, 137, 249):
-        info = store.get_job(ids[n])
-        assert info is not None
+        info = must_get(store, ids[n])
         assert (info.payload, info.priority, info.state, info.attempts) == ({"n": n}, 3, JobState.PENDING, 0)
         assert info.expires_at == clock.now() + timedelta(seconds=60)
     assert drained(store, "jobs") == [{"n": n} for n in range(250)] + ["first"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from alkstore import Codec, InvalidPayload, JobState, JsonCodec, ManualClock, Store
+from tests.support import must_claim, must_get
 
 from ._engines import T0, EngineTarget
 
@@ -40,11 +41,9 @@ def test_a_store_speaks_json_unless_told_otherwise(store: Store) -> None:
 def test_a_custom_codec_encodes_every_payload_and_decodes_it_back(custom: Store) -> None:
     assert isinstance(custom.codec, Rot13Codec)
     job_id = custom.queue("jobs").enqueue("hello")
-    info = custom.get_job(job_id)
-    assert info is not None
+    info = must_get(custom, job_id)
     assert info.payload == "hello"
-    job = custom.queue("jobs").claim("w1")
-    assert job is not None
+    job = must_claim(custom.queue("jobs"), "w1")
     assert job.payload == "hello"
     job.ack()
     assert custom.schedule("nightly", "@every 1m", "jobs", "from a schedule").payload == "from a schedule"
@@ -66,11 +65,9 @@ def test_a_payload_the_custom_codec_refuses_is_invalid_before_anything_is_stored
 def test_a_job_whose_payload_cannot_be_decoded_is_buried_by_the_claim_that_meets_it(custom: Store) -> None:
     poison = custom.queue("jobs").enqueue("poison")
     good = custom.queue("jobs").enqueue("fine")
-    job = custom.queue("jobs").claim("w1")
-    assert job is not None
+    job = must_claim(custom.queue("jobs"), "w1")
     assert (job.id, job.payload) == (good, "fine")
-    dead = custom.get_job(poison)
-    assert dead is not None
+    dead = must_get(custom, poison)
     assert dead.state is JobState.DEAD
     assert (dead.last_error or "").startswith("undecodable payload")
     assert dead.payload == b"!cbvfba"  # get_job shows what it cannot decode as the stored bytes

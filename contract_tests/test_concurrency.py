@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 from alkstore import ManualClock, Store
-from tests.support import PATIENCE
+from tests.support import PATIENCE, must_claim
 
 
 def run_together(workers: Sequence[Callable[[], Any]]) -> list[Any]:
@@ -120,8 +120,7 @@ def test_concurrent_try_lock_grants_a_lease_to_exactly_one_owner(store: Store) -
 def test_concurrent_fenced_calls_on_one_job_let_exactly_one_finish_it(store: Store) -> None:
     for round_ in range(20):
         store.queue("q").enqueue(round_)
-        job = store.queue("q").claim("w")
-        assert job is not None
+        job = must_claim(store.queue("q"))
         results = run_together([partial(_outcome, job.ack), partial(_outcome, partial(job.fail, "no"))] * 2)
         assert sorted(results) == ["LeaseLost"] * 3 + ["ok"]
 

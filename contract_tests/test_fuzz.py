@@ -41,7 +41,9 @@ from alkstore import (
     parse_spec,
 )
 from alkstore._names import outbox_queue
+from tests.support import must_claim
 
+from ._checks import committed
 from ._engines import T0, EngineTarget
 from ._profiles import sized
 from ._runners import cancelled
@@ -207,9 +209,7 @@ class Fuzzing:
 
     def claimed(self) -> Job:
         self.saw(self.store.queue("fuzz").enqueue("work"))
-        job = self.store.queue("fuzz").claim("fuzzer")
-        assert job is not None
-        return job
+        return must_claim(self.store.queue("fuzz"), "fuzzer")
 
     def lock(self) -> Lock:
         name = f"fuzz-{next(self.serial)}"
@@ -241,8 +241,7 @@ class Fuzzing:
         queue = self.store.queue("fuzz-probe")
         job_id = queue.enqueue({"probe": True})
         self.saw(job_id)
-        job = queue.claim("prober")
-        assert job is not None
+        job = must_claim(queue, "prober")
         assert job.id == job_id
         job.ack()
         self.store.run_schedules(cancelled())  # the scheduler lease is free: it leads and returns
@@ -267,16 +266,7 @@ def _in_transaction(fuzz: Fuzzing, tx: object, call: Callable[[Any], object]) ->
         return call(ended)
     if tx != "open":
         return call(tx)
-    error: BaseException | None = None
-    result: object = None
-    with store.transaction() as live:
-        try:
-            result = call(live)
-        except Exception as exc:
-            error = exc
-    if error is not None:
-        raise error
-    return result
+    return committed(store, call)
 
 
 def _jobs(fuzz: Fuzzing, jobs: object) -> Any:

@@ -30,6 +30,7 @@ from alkstore import (
 )
 from alkstore._names import SCHEDULER_LOCK
 from alkstore.engine import NewJob, WorkerRecord
+from tests.support import must_get
 
 from ._checks import assert_utc
 from .test_concurrency import run_together
@@ -411,8 +412,7 @@ def test_cancel_deletes_a_ready_or_delayed_job_and_says_what_it_did_with_the_oth
     clock.advance(60)
     assert queue.claim("w2") is None
     held.ack()  # the running job was untouched: its claim still holds
-    dead_job = store.get_job(dead)
-    assert dead_job is not None
+    dead_job = must_get(store, dead)
     assert dead_job.state is JobState.DEAD
     with pytest.raises(InvalidArgument):
         store.cancel("1")  # type: ignore[arg-type]
@@ -452,8 +452,7 @@ def test_requeue_dead_many_brings_back_the_dead_among_the_ids_with_0_attempts(st
     (stats,) = store.queue_stats("jobs")
     assert (stats.ready, stats.dead) == (3, 1)
     assert [job.id for job in store.jobs("jobs", "dead").jobs] == [dead[1]]
-    back = store.get_job(dead[0])
-    assert back is not None
+    back = must_get(store, dead[0])
     assert (back.state, back.attempts, back.died_at) == (JobState.PENDING, 0, None)
     with pytest.raises(InvalidArgument):
         store.requeue_dead_many([dead[1], "2"])  # type: ignore[list-item]

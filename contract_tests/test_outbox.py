@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from alkstore import EnqueueOpts, InvalidName, Job, JobState, LeaseLost, ManualClock, ReservedName, Store
+from tests.support import must_get
 
 
 class DeliveryFailed(Exception):
@@ -76,8 +77,7 @@ def test_a_failed_delivery_is_retried_on_the_5_s_curve_until_five_attempts_bury_
     message = outbox.enqueue("letter")
     for attempt, wait in enumerate([5, 10, 20, 40], start=1):
         assert outbox.run_once("w1", refuse) is True
-        info = store.get_job(message)
-        assert info is not None
+        info = must_get(store, message)
         assert (info.state, info.attempts) == (JobState.PENDING, attempt)
         assert info.last_error == "smtp said no to letter"
         assert info.run_at == clock.now() + timedelta(seconds=wait)
@@ -85,8 +85,7 @@ def test_a_failed_delivery_is_retried_on_the_5_s_curve_until_five_attempts_bury_
         assert outbox.run_once("w1", refuse) is False
         clock.advance(1)
     assert outbox.run_once("w2", lambda payload, job: refuse(f"{payload} (last try)", job)) is True
-    dead = store.get_job(message)
-    assert dead is not None
+    dead = must_get(store, message)
     assert (dead.state, dead.attempts) == (JobState.DEAD, 5)
     assert dead.last_error == "smtp said no to letter (last try)"
     clock.advance(timedelta(hours=2))
@@ -97,8 +96,7 @@ def test_max_attempts_override_buries_a_message_sooner(store: Store, clock: Manu
     outbox = store.outbox("mail")
     message = outbox.enqueue("once", EnqueueOpts(max_attempts=1))
     assert outbox.run_once("w1", refuse) is True
-    dead = store.get_job(message)
-    assert dead is not None
+    dead = must_get(store, message)
     assert (dead.state, dead.attempts, dead.last_error) == (JobState.DEAD, 1, "smtp said no to once")
 
 

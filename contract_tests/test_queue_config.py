@@ -16,6 +16,7 @@ import pytest
 
 from alkstore import EnqueueOpts, InvalidOptions, Job, JobState, ManualClock, QueueDefaults, ScheduleOpts, Store
 from alkstore._store import CONFIG_TTL
+from tests.support import must_get
 
 from .test_validation import not_refused
 
@@ -121,15 +122,13 @@ def test_retries_follow_the_configured_curve_and_attempts(store: Store, clock: M
     for _ in range(3):
         job = claimed(other)
         job.retry("again")
-        info = store.get_job(job_id)
-        assert info is not None
+        info = must_get(store, job_id)
         assert info.state is JobState.PENDING
         waits.append(info.run_at - clock.now())
         clock.set(info.run_at)
     assert waits == [2 * SECOND, 4 * SECOND, 5 * SECOND]  # base, doubled, capped
     claimed(other).retry("last")
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts, info.last_error) == (JobState.DEAD, 4, "last")
 
 
@@ -164,8 +163,7 @@ def test_jobs_already_queued_keep_their_stamps_and_take_the_new_lease_at_their_n
     assert (job.max_attempts, job.priority) == (3, 0)  # stamped at enqueue, before the config
     assert job.lease_until == now + 30 * SECOND
     job.retry("boom")
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.run_at == now + 2 * SECOND  # the curve is the queue's as the retry is made
 
 
@@ -176,8 +174,7 @@ def test_an_outboxs_backing_queue_keeps_60_5_5_until_configured(store: Store, cl
     assert configured == QueueDefaults(10 * SECOND, 2, SECOND, timedelta(hours=1), 0)
     assert store.queue("mail").defaults == PLAIN  # a plain queue of the same name is another queue
     message_id = outbox.enqueue("hello")
-    info = store.get_job(message_id)
-    assert info is not None
+    info = must_get(store, message_id)
     assert info.max_attempts == 2
     failures: list[object] = []
 
@@ -187,13 +184,11 @@ def test_an_outboxs_backing_queue_keeps_60_5_5_until_configured(store: Store, cl
         raise RuntimeError("no")
 
     assert outbox.run_once("courier", refuse) is True
-    info = store.get_job(message_id)
-    assert info is not None
+    info = must_get(store, message_id)
     assert info.run_at == clock.now() + SECOND
     clock.advance(1)
     assert outbox.run_once("courier", refuse) is True
-    info = store.get_job(message_id)
-    assert info is not None
+    info = must_get(store, message_id)
     assert info.state is JobState.DEAD
     assert failures == [10 * SECOND, 10 * SECOND]
     assert outbox.configure() == OUTBOX

@@ -11,9 +11,10 @@ that ``requeue_dead`` does not reset, unlike ``attempts``). After every step eac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import strategies as st
@@ -33,6 +34,8 @@ from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR
 
 from ._engines import T0, EngineTarget
 from ._profiles import MACHINE_EXAMPLES, sized
+
+T = TypeVar("T")
 
 QUEUE = "work"
 VISIBILITY = timedelta(seconds=300)
@@ -210,25 +213,27 @@ class QueueMachine(RuleBasedStateMachine):
         job = self.jobs[handle.id]
         return job if job.state == "running" and job.leases == self.held[id(handle)] else None
 
-    @rule(handle=handles)
-    def ack(self, handle: Job) -> None:
+    def _fenced_call(self, handle: Job, call: Callable[[], T]) -> tuple[ModelJob, T] | None:
+        """A fenced ``call`` through ``handle``: ``None`` (refused with ``LeaseLost``) unless it holds the lease."""
         job = self._fenced(handle)
         if job is None:
             with pytest.raises(LeaseLost):
-                handle.ack()
-            return
-        handle.ack()
-        self.jobs[job.id] = replace(job, state="done")
+                call()
+            return None
+        return job, call()
+
+    @rule(handle=handles)
+    def ack(self, handle: Job) -> None:
+        if done := self._fenced_call(handle, handle.ack):
+            job, _ = done
+            self.jobs[job.id] = replace(job, state="done")
 
     @rule(handle=handles, delay=st.none() | st.sampled_from([0, 2, 45]))
     def retry(self, handle: Job, delay: int | None) -> None:
-        job = self._fenced(handle)
         error = self._error()
-        if job is None:
-            with pytest.raises(LeaseLost):
-                handle.retry(error, delay)
+        if not (done := self._fenced_call(handle, lambda: handle.retry(error, delay))):
             return
-        handle.retry(error, delay)
+        job, _ = done
         now = self.now
         if job.attempts >= job.max_attempts:
             self.jobs[job.id] = job.died(error, now)
@@ -240,24 +245,17 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(handle=handles)
     def fail(self, handle: Job) -> None:
-        job = self._fenced(handle)
         error = self._error()
-        if job is None:
-            with pytest.raises(LeaseLost):
-                handle.fail(error)
-            return
-        handle.fail(error)
-        self.jobs[job.id] = job.died(error, self.now)
+        if done := self._fenced_call(handle, lambda: handle.fail(error)):
+            job, _ = done
+            self.jobs[job.id] = job.died(error, self.now)
 
     @rule(handle=handles)
     def heartbeat(self, handle: Job) -> None:
-        job = self._fenced(handle)
-        if job is None:
-            with pytest.raises(LeaseLost):
-                handle.heartbeat()
-            return
-        assert handle.heartbeat() == self.now + VISIBILITY
-        self.jobs[job.id] = replace(job, lease_until=self.now + VISIBILITY)
+        if done := self._fenced_call(handle, handle.heartbeat):
+            job, lease_until = done
+            assert lease_until == self.now + VISIBILITY
+            self.jobs[job.id] = replace(job, lease_until=self.now + VISIBILITY)
 
     @rule(data=st.data())
     def requeue_dead(self, data: st.DataObject) -> None:

@@ -18,6 +18,7 @@ from alkstore import (
     StoreClosed,
 )
 from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR
+from tests.support import must_get
 
 from ._checks import assert_utc, job_fields
 from ._runners import PROGRESS_TIMEOUT
@@ -67,8 +68,7 @@ def test_queues_do_not_share_jobs(store: Store) -> None:
 def test_a_delayed_job_becomes_claimable_exactly_when_its_delay_has_passed(store: Store, clock: ManualClock) -> None:
     enqueued_at = clock.now()
     job_id = store.queue("jobs").enqueue("later", EnqueueOpts(delay=30))
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.run_at == enqueued_at + timedelta(seconds=30)
     clock.advance(timedelta(seconds=30) - timedelta(microseconds=1))
     assert store.queue("jobs").claim("w1") is None
@@ -98,13 +98,11 @@ def test_an_expired_job_is_never_claimed_and_ends_dead_with_the_expiry_error(
     expires = clock.now() + timedelta(seconds=10) if absolute else 10
     doomed = queue.enqueue("doomed", EnqueueOpts(priority=9, expires=expires))
     survivor = queue.enqueue("survivor")
-    info = store.get_job(doomed)
-    assert info is not None
+    info = must_get(store, doomed)
     assert info.expires_at == clock.now() + timedelta(seconds=10)
     clock.advance(10)
     assert claim(store).id == survivor
-    dead = store.get_job(doomed)
-    assert dead is not None
+    dead = must_get(store, doomed)
     assert (dead.state, dead.last_error, dead.attempts) == (JobState.DEAD, JOB_EXPIRED_ERROR, 0)
     assert dead.died_at == clock.now()
     assert queue.claim("w1") is None
@@ -139,8 +137,7 @@ def test_a_worker_whose_lease_lapsed_and_was_reclaimed_gets_lease_lost_and_chang
     store: Store, clock: ManualClock, call: str
 ) -> None:
     stale, fresh = _lapse_and_reclaim(store, clock)
-    before = store.get_job(fresh.id)
-    assert before is not None
+    before = must_get(store, fresh.id)
     assert (before.state, before.worker_id, before.attempts) == (JobState.RUNNING, "fast", 2)
     with pytest.raises(LeaseLost):
         FENCED_CALLS[call](stale)
@@ -166,8 +163,7 @@ def test_a_lapsed_lease_nobody_reclaimed_still_lets_its_worker_finish(store: Sto
     store.queue("jobs").enqueue("slow")
     job = claim(store)
     clock.advance(VISIBILITY * 2)
-    info = store.get_job(job.id)
-    assert info is not None
+    info = must_get(store, job.id)
     assert info.state is JobState.RUNNING  # a lapse is noticed by the next claim, not by the clock
     job.heartbeat()
     job.ack()
@@ -193,8 +189,7 @@ def test_a_lapsed_lease_on_the_last_attempt_goes_dead_on_the_next_claim(store: S
     claim(store)
     clock.advance(VISIBILITY)
     assert store.queue("jobs").claim("w2") is None
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.state, dead.last_error, dead.attempts) == (JobState.DEAD, LEASE_EXPIRED_ERROR, 1)
     assert dead.died_at == clock.now()
     assert (dead.worker_id, dead.lease_until) == (None, None)
@@ -207,8 +202,7 @@ def test_heartbeat_moves_the_lease_to_a_visibility_timeout_from_now(store: Store
     new_lease = job.heartbeat()
     assert new_lease == clock.now() + VISIBILITY
     assert job.lease_until == new_lease
-    info = store.get_job(job.id)
-    assert info is not None
+    info = must_get(store, job.id)
     assert info.lease_until == new_lease
     clock.advance(200)  # 400 s after the claim: the original lease would have lapsed
     assert store.queue("jobs").claim("w2") is None
@@ -223,8 +217,7 @@ def test_retry_on_the_curve_waits_5_10_20_40_seconds_then_buries_with_the_last_e
         job = claim(store)
         assert job.attempts == attempt
         job.retry(f"failure {attempt}")
-        info = store.get_job(job_id)
-        assert info is not None
+        info = must_get(store, job_id)
         assert (info.state, info.last_error, info.attempts) == (JobState.PENDING, f"failure {attempt}", attempt)
         assert info.run_at == clock.now() + timedelta(seconds=wait)
         assert (info.worker_id, info.lease_until) == (None, None)
@@ -234,8 +227,7 @@ def test_retry_on_the_curve_waits_5_10_20_40_seconds_then_buries_with_the_last_e
     last = claim(store)
     assert last.attempts == 5
     last.retry(ValueError("final straw"))
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.state, dead.last_error, dead.attempts) == (JobState.DEAD, "final straw", 5)
     assert dead.died_at == clock.now()
     assert store.queue("jobs").claim("w1") is None
@@ -244,8 +236,7 @@ def test_retry_on_the_curve_waits_5_10_20_40_seconds_then_buries_with_the_last_e
 def test_an_explicit_retry_delay_replaces_the_curve(store: Store, clock: ManualClock) -> None:
     job_id = store.queue("jobs").enqueue("later")
     claim(store).retry("not yet", delay=timedelta(minutes=7))
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.run_at == clock.now() + timedelta(minutes=7)
     claim_at = clock.advance(timedelta(minutes=7))
     job = claim(store)
@@ -260,8 +251,7 @@ def test_a_job_exhausts_its_default_three_attempts_and_goes_dead_with_the_last_e
     for attempt in (1, 2, 3):
         job = claim(store)
         job.retry(KeyError("missing") if attempt == 3 else f"error {attempt}", delay=0)
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.state, dead.attempts, dead.max_attempts) == (JobState.DEAD, 3, 3)
     assert dead.last_error == "'missing'"
     assert store.queue("jobs").claim("w1") is None
@@ -270,8 +260,7 @@ def test_a_job_exhausts_its_default_three_attempts_and_goes_dead_with_the_last_e
 def test_fail_buries_the_job_at_once_whatever_attempts_remain(store: Store, clock: ManualClock) -> None:
     job_id = store.queue("jobs").enqueue("hopeless", EnqueueOpts(max_attempts=10))
     claim(store).fail(RuntimeError())
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.state, dead.attempts, dead.last_error) == (JobState.DEAD, 1, "RuntimeError")
     assert dead.died_at == clock.now()
 
@@ -281,8 +270,7 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
     opts = EnqueueOpts(delay=5, priority=3, max_attempts=4, expires=timedelta(hours=1))
     job_id = store.queue("jobs").enqueue({"k": [1, "two"]}, opts)
 
-    pending = store.get_job(job_id)
-    assert pending is not None
+    pending = must_get(store, job_id)
     assert job_fields(pending) == {
         "id": job_id,
         "queue": "jobs",
@@ -306,8 +294,7 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
 
     claimed_at = clock.advance(5)
     job = claim(store)
-    running = store.get_job(job_id)
-    assert running is not None
+    running = must_get(store, job_id)
     assert job_fields(running) == {
         **job_fields(pending),
         "state": JobState.RUNNING,
@@ -316,8 +303,7 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "lease_until": claimed_at + VISIBILITY,
     }
     job.fail("gave up")
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert job_fields(dead) == {
         **job_fields(pending),
         "state": JobState.DEAD,
@@ -336,8 +322,7 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
 def test_a_claimed_job_carries_exactly_the_fields_get_job_reports(store: Store, clock: ManualClock) -> None:
     job_id = store.queue("jobs").enqueue(["payload"], EnqueueOpts(priority=2, max_attempts=6, expires=600))
     job = claim(store)
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert job_fields(job) == job_fields(info)
     assert_utc(job.run_at, job.expires_at, job.enqueued_at, job.lease_until)
 
@@ -357,8 +342,7 @@ def test_requeue_dead_brings_a_dead_job_back_with_zero_attempts_and_its_last_err
     claim(store).fail("first death")
     requeued_at = clock.advance(30)
     assert store.requeue_dead(job_id) is True
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 0, "first death")
     assert (info.run_at, info.expires_at, info.died_at) == (requeued_at, None, None)
     assert (info.priority, info.max_attempts, info.payload) == (4, 2, "phoenix")
@@ -395,8 +379,7 @@ def test_payloads_round_trip_exactly(store: Store) -> None:
     ids = [queue.enqueue(payload) for payload in PAYLOADS]
     seen = []
     for job_id, payload in zip(ids, PAYLOADS, strict=True):
-        info = store.get_job(job_id)
-        assert info is not None
+        info = must_get(store, job_id)
         job = claim(store)
         for got in (info.payload, job.payload):
             assert got == payload
@@ -478,8 +461,7 @@ def test_migrate_is_idempotent_and_keeps_what_is_stored(store: Store) -> None:
     job_id = store.queue("jobs").enqueue("kept")
     store.migrate()
     store.migrate()
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.payload == "kept"
 
 
@@ -503,8 +485,7 @@ def test_release_hands_a_job_back_at_once_without_spending_its_attempt(store: St
     job_id = store.queue("jobs").enqueue("unfinished", EnqueueOpts(max_attempts=1))
     job = claim(store)
     job.release()
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts, info.worker_id, info.lease_until) == (JobState.PENDING, 0, None, None)
     assert info.run_at == job.run_at
     with pytest.raises(LeaseLost):

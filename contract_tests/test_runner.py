@@ -12,7 +12,7 @@ import pytest
 
 from alkstore import LeadershipLost, ManualClock, Store
 
-from ._engines import T0, EngineTarget
+from ._engines import T0
 from ._runners import HoldingClock, Runner, Standby, cancelled, step, stop_all
 
 SECOND = timedelta(seconds=1)
@@ -27,14 +27,9 @@ def _no_runner_outlives_its_test() -> Iterator[None]:
 
 
 @pytest.fixture
-def holding_clock() -> HoldingClock:
+def clock() -> HoldingClock:
+    """This module's stores run on a clock that can also freeze a runner mid-sleep."""
     return HoldingClock(T0)
-
-
-@pytest.fixture
-def held_store(engine: EngineTarget, holding_clock: HoldingClock) -> Iterator[Store]:
-    with engine.store(holding_clock) as opened:
-        yield opened
 
 
 def lead(store: Store, clock: ManualClock, name: str = "leader") -> Runner:
@@ -43,10 +38,16 @@ def lead(store: Store, clock: ManualClock, name: str = "leader") -> Runner:
     return runner
 
 
-def test_a_second_runner_is_refused_with_leadership_lost_and_fires_nothing(
-    held_store: Store, holding_clock: HoldingClock
-) -> None:
-    store, clock = held_store, holding_clock
+def paused_past_its_lease(store: Store, clock: HoldingClock, name: str) -> Runner:
+    """A leader of ``@every 11s`` frozen mid-sleep while the clock passes its 10 s lease and that boundary."""
+    store.schedule("beat", "@every 11s", "jobs")
+    runner = lead(store, clock, name)
+    clock.hold(runner.thread)
+    clock.advance(12)
+    return runner
+
+
+def test_a_second_runner_is_refused_with_leadership_lost_and_fires_nothing(store: Store, clock: HoldingClock) -> None:
     leader = lead(store, clock)
     store.schedule("beat", "@every 5s", "jobs")
     clock.hold(leader.thread)  # the leader is paused mid-sleep, its lease still valid
@@ -88,13 +89,9 @@ def test_lease_renewals_keep_leadership_across_a_boundary_40_s_out(store: Store,
 
 
 def test_a_runner_that_lost_its_lease_raises_leadership_lost_before_any_further_tick(
-    held_store: Store, holding_clock: HoldingClock
+    store: Store, clock: HoldingClock
 ) -> None:
-    store, clock = held_store, holding_clock
-    store.schedule("beat", "@every 11s", "jobs")
-    first = lead(store, clock, "first")
-    clock.hold(first.thread)
-    clock.advance(12)  # past the 10 s lease and past the boundary at T0 + 11 s
+    first = paused_past_its_lease(store, clock, "first")
     usurper = lead(store, clock, "usurper")
     assert usurper.boundaries == [T0 + 11 * SECOND]
     clock.release(first.thread)
@@ -106,13 +103,9 @@ def test_a_runner_that_lost_its_lease_raises_leadership_lost_before_any_further_
 
 
 def test_a_runner_paused_past_its_lease_loses_leadership_even_if_nobody_took_it(
-    held_store: Store, holding_clock: HoldingClock
+    store: Store, clock: HoldingClock
 ) -> None:
-    store, clock = held_store, holding_clock
-    store.schedule("beat", "@every 11s", "jobs")
-    paused = lead(store, clock, "paused")
-    clock.hold(paused.thread)
-    clock.advance(12)
+    paused = paused_past_its_lease(store, clock, "paused")
     clock.release(paused.thread)
     assert paused.ended()
     assert isinstance(paused.error, LeadershipLost)

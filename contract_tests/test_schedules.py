@@ -10,6 +10,7 @@ import pytest
 
 import alkstore
 from alkstore import JobState, ManualClock, ScheduleOpts, Store
+from tests.support import must_claim, must_get
 
 from ._checks import assert_utc
 from ._runners import PROGRESS_TIMEOUT
@@ -96,8 +97,7 @@ def test_unschedule_removes_a_schedule_once_and_leaves_its_fired_jobs(store: Sto
     assert [s.name for s in store.schedules()] == ["other"]
     clock.advance(60)
     assert store.tick() == []
-    info = store.get_job(fire.job_id)
-    assert info is not None
+    info = must_get(store, fire.job_id)
     assert (info.state, info.schedule) == (JobState.PENDING, "beat")
 
 
@@ -184,8 +184,7 @@ def test_fired_jobs_carry_the_schedule_options_over_the_queue_defaults(store: St
     fires = store.tick()
     assert len(fires) == 4
     for fire in fires:
-        info = store.get_job(fire.job_id)
-        assert info is not None
+        info = must_get(store, fire.job_id)
         stamped = fire.schedule == "stamped"
         assert (info.schedule, info.boundary, info.queue) == (fire.schedule, fire.boundary, "reports")
         assert info.payload == ({"r": 1} if stamped else "p")
@@ -194,8 +193,7 @@ def test_fired_jobs_carry_the_schedule_options_over_the_queue_defaults(store: St
         assert info.max_attempts == (9 if stamped else 3)
         assert info.expires_at == (fired_at + timedelta(seconds=90) if stamped else None)
         assert_utc(info.boundary, info.run_at, info.expires_at)
-    job = store.queue("reports").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("reports"), "w1")
     assert (job.schedule, job.priority) == ("stamped", 8)
 
 
@@ -205,8 +203,7 @@ def test_fired_jobs_of_a_schedule_that_expire_die_unclaimed(store: Store, clock:
     (fire,) = store.tick()
     clock.advance(30)
     assert store.queue("jobs").claim("w1") is None
-    info = store.get_job(fire.job_id)
-    assert info is not None
+    info = must_get(store, fire.job_id)
     assert info.state is JobState.DEAD
 
 

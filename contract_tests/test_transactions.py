@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from alkstore import EnqueueOpts, JobState, ManualClock, Store
+from tests.support import must_claim, must_get
 
 
 class Abort(Exception):
@@ -34,12 +35,10 @@ def test_a_job_enqueued_in_a_transaction_is_published_at_commit_and_not_before(
         job_id = store.enqueue_tx(tx, "jobs", {"order": 1}, EnqueueOpts(priority=2, expires=60))
         assert store.get_job(job_id) is None
         assert store.queue("jobs").claim("w1") is None
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.priority, info.payload) == (JobState.PENDING, 2, {"order": 1})
     assert (info.enqueued_at, info.expires_at) == (enqueued_at, enqueued_at + timedelta(seconds=60))
-    job = store.queue("jobs").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("jobs"), "w1")
     assert job.id == job_id
 
 
@@ -65,8 +64,7 @@ def test_an_outbox_message_enqueued_in_a_transaction_is_delivered_after_commit(s
     with store.transaction() as tx:
         message = store.outbox_enqueue_tx(tx, "mail", {"to": "a@example.org"}, EnqueueOpts(max_attempts=2))
         assert store.outbox("mail").run_once("w1", lambda payload, job: None) is False
-    info = store.get_job(message)
-    assert info is not None
+    info = must_get(store, message)
     assert (info.queue, info.max_attempts) == (store.outbox("mail").queue, 2)
     delivered: list[object] = []
     assert store.outbox("mail").run_once("w1", lambda payload, job: delivered.append(payload)) is True

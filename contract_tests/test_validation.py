@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from alkstore import (
-    AlkstoreError,
     EnqueueOpts,
     InvalidName,
     InvalidOptions,
@@ -26,25 +25,13 @@ from alkstore import (
     ScheduleOpts,
     Store,
 )
+from tests.support import must_claim, must_get
 
+from ._checks import committed
 from ._runners import cancelled
 
 NOT_A_TX = object()
 PAYLOAD = {"order": 17}
-
-
-def _committed(store: Store, call: Callable[[Any], object]) -> object:
-    """Run ``call(tx)`` in a transaction that commits even if the call raises; re-raise afterwards."""
-    error: AlkstoreError | None = None
-    result: object = None
-    with store.transaction() as tx:
-        try:
-            result = call(tx)
-        except AlkstoreError as exc:
-            error = exc
-    if error is not None:
-        raise error
-    return result
 
 
 #: Every public entry point that takes a user name, called with ``name`` in that position.
@@ -54,8 +41,8 @@ NAME_ENTRY_POINTS: dict[str, Callable[[Store, Any], object]] = {
     "schedule name": lambda store, name: store.schedule(name, "@every 1m", "jobs"),
     "schedule target queue": lambda store, name: store.schedule("nightly", "@every 1m", name),
     "try_lock": lambda store, name: store.try_lock(name, "owner-1", 30),
-    "enqueue_tx": lambda store, name: _committed(store, lambda tx: store.enqueue_tx(tx, name, PAYLOAD)),
-    "outbox_enqueue_tx": lambda store, name: _committed(store, lambda tx: store.outbox_enqueue_tx(tx, name, PAYLOAD)),
+    "enqueue_tx": lambda store, name: committed(store, lambda tx: store.enqueue_tx(tx, name, PAYLOAD)),
+    "outbox_enqueue_tx": lambda store, name: committed(store, lambda tx: store.outbox_enqueue_tx(tx, name, PAYLOAD)),
     "unschedule": lambda store, name: store.unschedule(name),
 }
 #: The same entry points without a transaction, for a closed store (which cannot open one).
@@ -118,22 +105,20 @@ def test_names_are_judged_before_the_engine_is_touched(store: Store) -> None:
 
 def _round_trip_every_entry_point(store: Store, name: str) -> None:
     job_id = store.queue(name).enqueue(PAYLOAD)
-    claimed = store.queue(name).claim("w")
-    assert claimed is not None
+    claimed = must_claim(store.queue(name))
     assert (claimed.id, claimed.queue) == (job_id, name)
     claimed.ack()
 
-    tx_id = _committed(store, lambda tx: store.enqueue_tx(tx, name, PAYLOAD))
+    tx_id = committed(store, lambda tx: store.enqueue_tx(tx, name, PAYLOAD))
     assert isinstance(tx_id, int)
-    tx_job = store.get_job(tx_id)
-    assert tx_job is not None
+    tx_job = must_get(store, tx_id)
     assert tx_job.queue == name
 
     delivered: list[object] = []
     outbox = store.outbox(name)
     assert outbox.name == name
     outbox.enqueue("direct")
-    _committed(store, lambda tx: store.outbox_enqueue_tx(tx, name, "in-tx"))
+    committed(store, lambda tx: store.outbox_enqueue_tx(tx, name, "in-tx"))
     while outbox.run_once("w", lambda payload, job: delivered.append(payload)):
         pass
     assert delivered == ["direct", "in-tx"]
@@ -162,8 +147,7 @@ def test_a_malformed_worker_id_or_lock_owner_is_invalid(store: Store) -> None:
     assert not_refused(InvalidName, labels, lambda label: store.queue("jobs").claim(label)) == []
     assert not_refused(InvalidName, labels, lambda label: store.outbox("mail").run_once(label, lambda p, j: None)) == []
     assert not_refused(InvalidName, labels, lambda label: store.try_lock("resource", label, 30)) == []
-    job = store.queue("jobs").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("jobs"))
     assert job.attempts == 1  # the refused claims took nothing
     assert store.try_lock("resource", "someone", 30) is not None
 
@@ -247,8 +231,8 @@ def _payload_entry_points(store: Store) -> dict[str, Callable[[Any], object]]:
         "queue.enqueue": lambda payload: store.queue("jobs").enqueue(payload),
         "outbox.enqueue": lambda payload: store.outbox("mail").enqueue(payload),
         "schedule": lambda payload: store.schedule("nightly", "@every 1m", "jobs", payload),
-        "enqueue_tx": lambda payload: _committed(store, lambda tx: store.enqueue_tx(tx, "jobs", payload)),
-        "outbox_enqueue_tx": lambda payload: _committed(store, lambda tx: store.outbox_enqueue_tx(tx, "mail", payload)),
+        "enqueue_tx": lambda payload: committed(store, lambda tx: store.enqueue_tx(tx, "jobs", payload)),
+        "outbox_enqueue_tx": lambda payload: committed(store, lambda tx: store.outbox_enqueue_tx(tx, "mail", payload)),
     }
 
 
@@ -298,7 +282,7 @@ def test_bad_enqueue_options_are_refused_and_nothing_is_stored(store: Store) -> 
     enqueues: dict[str, Callable[[Any], object]] = {
         "queue.enqueue": lambda make: store.queue("jobs").enqueue(PAYLOAD, make()),
         "outbox.enqueue": lambda make: store.outbox("mail").enqueue(PAYLOAD, make()),
-        "enqueue_tx": lambda make: _committed(store, lambda tx: store.enqueue_tx(tx, "jobs", PAYLOAD, make())),
+        "enqueue_tx": lambda make: committed(store, lambda tx: store.enqueue_tx(tx, "jobs", PAYLOAD, make())),
     }
     for entry, enqueue in enqueues.items():
 
@@ -342,8 +326,7 @@ def test_bad_durations_on_a_held_lease_or_job_change_nothing(store: Store) -> No
     assert lock.expires_at == expires
 
     store.queue("jobs").enqueue(PAYLOAD)
-    job = store.queue("jobs").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("jobs"))
     before = store.get_job(job.id)
     with pytest.raises(InvalidOptions):
         job.retry("boom", delay=-1)

@@ -10,6 +10,7 @@ import pytest
 
 from alkstore import ManualClock, Store, StoreClosed
 from tests._claimer import Claimer
+from tests.support import must_claim
 
 from ._engines import EngineTarget
 
@@ -48,8 +49,7 @@ def test_a_waiting_claim_is_woken_by_a_batch_enqueue_on_its_own_and_in_a_transac
 
 def test_a_waiting_claim_is_woken_by_a_retry_that_makes_a_job_claimable_again(store: Store) -> None:
     store.queue("q").enqueue("again")
-    first = store.queue("q").claim("first-worker")
-    assert first is not None
+    first = must_claim(store.queue("q"), "first-worker")
     claimer = Claimer(store, "q")
     first.retry("try again", delay=0)
     assert claimer.finished()
@@ -59,8 +59,7 @@ def test_a_waiting_claim_is_woken_by_a_retry_that_makes_a_job_claimable_again(st
 
 def test_a_waiting_claim_is_woken_by_requeueing_a_dead_job(store: Store) -> None:
     store.queue("q").enqueue("revived")
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     job.fail("dead")
     claimer = Claimer(store, "q")
     assert store.requeue_dead(job.id)

@@ -28,7 +28,7 @@ from alkstore import (
     WorkerStats,
     current_job,
 )
-from tests.support import PATIENCE
+from tests.support import PATIENCE, must_claim, must_get
 
 from ._engines import T0
 from ._runners import HoldingClock, step, wait_until
@@ -92,6 +92,18 @@ class Running:
         return self.stats
 
 
+def one_gated_run(
+    store: Store, started: Callable[[Worker], Running], task: dict[str, Any] | None = None, **worker: Any
+) -> tuple[Gate, int, Running]:
+    """A worker (``worker`` options) running one ``Gate`` job of queue ``work`` (``task`` options), once started."""
+    tasks, gate = Tasks(), Gate()
+    gated = tasks.task("gated", queue="work", **(task or {}))(gate)
+    job_id = gated.enqueue(store)
+    running = started(Worker(store, tasks, poll_interval=POLL, **worker))
+    wait_until(lambda: gate.entered == 1, "the run to start")
+    return gate, job_id, running
+
+
 @pytest.fixture
 def started() -> Iterator[Callable[[Worker], Running]]:
     """Start workers on threads; every one started is stopped (at once) after the test."""
@@ -118,6 +130,13 @@ def is_at(store: Store, job_id: int, state: JobState, attempts: int) -> Callable
     return check
 
 
+def gated_jobs(store: Store, count: int) -> tuple[Tasks, Gate, list[int]]:
+    """Tasks with one ``Gate`` task on queue ``work``, and the ids of ``count`` jobs enqueued for it."""
+    tasks, gate = Tasks(), Gate()
+    block = tasks.task("block", queue="work")(gate)
+    return tasks, gate, [block.enqueue(store, n=n) for n in range(count)]
+
+
 def states(store: Store, ids: list[int]) -> list[JobState | None]:
     return [None if (info := store.get_job(job_id)) is None else info.state for job_id in ids]
 
@@ -125,9 +144,7 @@ def states(store: Store, ids: list[int]) -> list[JobState | None]:
 def test_a_worker_runs_at_most_its_concurrency_and_never_claims_beyond_its_free_threads(
     store: Store, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    block = tasks.task("block", queue="work")(gate)
-    ids = [block.enqueue(store, n=n) for n in range(7)]
+    tasks, gate, ids = gated_jobs(store, 7)
     running = started(Worker(store, tasks, concurrency=3, poll_interval=POLL))
     wait_until(lambda: gate.entered == 3, "three runs to start")
     assert states(store, ids).count(JobState.RUNNING) == 3, "it holds leases only for the jobs it runs"
@@ -150,8 +167,7 @@ def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
     job_id = bounce.enqueue(store, to="ada")
     running = started(Worker(store, tasks, poll_interval=POLL))
     wait_until(is_at(store, job_id, JobState.PENDING, 1), "a first failure")
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.last_error == "no mailbox 'ada'"
     assert info.task == "bounce"
     assert info.last_traceback is not None
@@ -159,8 +175,7 @@ def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
     assert info.run_at == clock.now() + timedelta(seconds=5)
     clock.advance(5)
     wait_until(is_at(store, job_id, JobState.DEAD, 2), "the last failure")
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.attempts, dead.last_error) == (2, "no mailbox 'ada'")
     stats = running.finish()
     assert (stats.retried, stats.buried, stats.succeeded) == (1, 1, 0)
@@ -169,16 +184,11 @@ def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
 def test_heartbeats_keep_a_running_job_past_its_visibility_timeout(
     store: Store, clock: ManualClock, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    slow = tasks.task("slow", queue="work", visibility_timeout=30)(gate)
-    job_id = slow.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL))
-    wait_until(lambda: gate.entered == 1, "the run to start")
+    gate, job_id, running = one_gated_run(store, started, {"visibility_timeout": 30})
     clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
     for _ in range(100):  # 100 s: more than three visibility timeouts
         step(clock, sleepers=1)
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert info.state is JobState.RUNNING
     assert info.lease_until is not None
     assert info.lease_until > clock.now()
@@ -192,17 +202,12 @@ def test_heartbeats_keep_a_running_job_past_its_visibility_timeout(
 def test_a_run_past_its_timeout_is_cancelled_and_its_job_retried(
     store: Store, clock: ManualClock, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    hang = tasks.task("hang", queue="work", timeout=10)(gate)
-    job_id = hang.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL))
-    wait_until(lambda: gate.entered == 1, "the run to start")
+    gate, job_id, running = one_gated_run(store, started, {"timeout": 10})
     clock.wait_for_sleepers(1, timeout=PATIENCE)
     for _ in range(10):
         step(clock, sleepers=1)
     wait_until(lambda: gate.saw_stop == [True], "the run to see its cancellation")
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 1, "timed out after 10 s")
     gate.opened.set()
     clock.advance(5)  # the retry is due: the next run finishes at once
@@ -216,11 +221,7 @@ def test_a_lost_lease_is_surfaced_to_the_run_and_its_outcome_discarded(
 ) -> None:
     clock = HoldingClock(T0)
     with engine.store(clock) as store:
-        tasks, gate = Tasks(), Gate()
-        held = tasks.task("held", queue="work", visibility_timeout=30)(gate)
-        job_id = held.enqueue(store)
-        running = started(Worker(store, tasks, poll_interval=POLL))
-        wait_until(lambda: gate.entered == 1, "the run to start")
+        gate, job_id, running = one_gated_run(store, started, {"visibility_timeout": 30})
         clock.wait_for_sleepers(1, timeout=PATIENCE)
         (beater,) = [thread for thread in threading.enumerate() if thread.name.startswith("alkstore-heartbeat-")]
         clock.hold(beater)  # the worker is paused, as a stopped process is
@@ -239,18 +240,12 @@ def test_a_lost_lease_is_surfaced_to_the_run_and_its_outcome_discarded(
 def test_a_stopping_worker_hands_back_what_still_runs_without_spending_an_attempt(
     store: Store, started: Callable[[Worker], Running], abort: bool
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    long = tasks.task("long", queue="work")(gate)
-    job_id = long.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL, grace=0.1 if not abort else PATIENCE))
-    wait_until(lambda: gate.entered == 1, "the run to start")
+    gate, job_id, running = one_gated_run(store, started, grace=0.1 if not abort else PATIENCE)
     stats = running.finish(abort=abort)
     assert stats.released == 1
-    info = store.get_job(job_id)
-    assert info is not None
+    info = must_get(store, job_id)
     assert (info.state, info.attempts, info.worker_id) == (JobState.PENDING, 0, None)
-    taken = store.queue("work").claim("next-worker")
-    assert taken is not None
+    taken = must_claim(store.queue("work"), "next-worker")
     assert (taken.id, taken.attempts) == (job_id, 1)
     wait_until(lambda: gate.saw_stop == [True], "the handed-back run to be told")
 
@@ -258,11 +253,7 @@ def test_a_stopping_worker_hands_back_what_still_runs_without_spending_an_attemp
 def test_a_stopping_worker_lets_running_jobs_finish_within_its_grace(
     store: Store, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    quick = tasks.task("quick", queue="work")(gate)
-    job_id = quick.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL, grace=PATIENCE))
-    wait_until(lambda: gate.entered == 1, "the run to start")
+    gate, job_id, running = one_gated_run(store, started, grace=PATIENCE)
     running.stop.cancel()
     threading.Timer(0.2, gate.opened.set).start()
     stats = running.finish()
@@ -282,8 +273,7 @@ def test_a_job_for_an_unknown_task_fails_on_the_job_and_the_worker_carries_on(
     running = started(Worker(store, tasks, poll_interval=POLL))
     wait_until(lambda: done == [1], "the known task to run")
     wait_until(is_at(store, lost_id, JobState.PENDING, 1), "the unknown one to fail")
-    info = store.get_job(lost_id)
-    assert info is not None
+    info = must_get(store, lost_id)
     assert info.last_error == "unknown task 'stranger' (this worker knows: known)"
     assert running.finish().retried == 1
 
@@ -332,8 +322,7 @@ def test_a_task_enqueued_in_a_transaction_is_run_after_commit(
     with store.transaction() as tx:
         job_id = note.enqueue_tx(store, tx, text="committed")
     later = note.with_options(EnqueueOpts(priority=5)).enqueue(store, text="later")
-    info = store.get_job(later)
-    assert info is not None
+    info = must_get(store, later)
     assert (info.task, info.priority, info.payload) == ("note", 5, {"text": "later"})
     running = started(Worker(store, tasks, poll_interval=POLL))
     wait_until(lambda: sorted(done) == ["committed", "later"], "both runs")
@@ -454,9 +443,7 @@ def test_a_running_worker_reports_itself_and_a_stopped_one_is_gone(
 def test_a_prefetching_worker_holds_its_threads_and_prefetch_and_hands_back_the_waiting_jobs_at_once(
     store: Store, started: Callable[[Worker], Running]
 ) -> None:
-    tasks, gate = Tasks(), Gate()
-    block = tasks.task("block", queue="work")(gate)
-    ids = [block.enqueue(store, n=n) for n in range(6)]
+    tasks, gate, ids = gated_jobs(store, 6)
     running = started(Worker(store, tasks, concurrency=1, prefetch=2, poll_interval=POLL, grace=PATIENCE))
     wait_until(
         lambda: gate.entered == 1 and states(store, ids).count(JobState.RUNNING) == 3, "a run and two prefetched jobs"
@@ -486,8 +473,7 @@ def test_a_prefetched_jobs_lease_is_kept_while_it_waits_and_its_timeout_counts_f
     clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
     for _ in range(100):  # 100 s: past three visibility timeouts, and ten times the quick task's timeout
         step(clock, sleepers=1)
-    info = store.get_job(waiting)
-    assert info is not None
+    info = must_get(store, waiting)
     assert (info.state, info.attempts) == (JobState.RUNNING, 1)
     assert info.lease_until is not None
     assert info.lease_until > clock.now()

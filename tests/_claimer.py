@@ -69,3 +69,10 @@ class Claimer:
         if self.error is not None:
             raise self.error
         return self.result
+
+    def acked(self) -> Job:
+        """The job the claim returned (failing if none), acked."""
+        job = self.returned()
+        assert job is not None, "the parked claim returned no job"
+        job.ack()
+        return job

@@ -29,9 +29,10 @@ STOOD_DOWN = "could not be renewed before it lapsed"
 
 
 class Serving:
-    """``serve_schedules`` on its own thread, recording the fires and what it raised."""
+    """``serve_schedules`` on its own thread, recording the fires and what it raised; entered once it sleeps."""
 
     def __init__(self, engine: Engine, clock: ManualClock) -> None:
+        self._clock = clock
         self.stop = StopToken()
         self.fires: list[Fire] = []
         self.error: BaseException | None = None
@@ -45,6 +46,7 @@ class Serving:
 
     def __enter__(self) -> Self:
         self._thread.start()
+        self._clock.wait_for_sleepers(1)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -83,3 +85,11 @@ def step_until(clock: ManualClock, done: Callable[[], bool], limit: int = 30) ->
         if done():
             return clock.now()
     raise AssertionError(f"not done after {limit} steps of the clock")
+
+
+def rode_out(serving: Serving, log: str, failure: str = RENEW_FAILED) -> None:
+    """The loop logged ``failure`` and carried on leading: no error, never stood down or by."""
+    assert serving.error is None
+    assert failure in log
+    assert STOOD_DOWN not in log
+    assert "standing by" not in log

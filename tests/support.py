@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-__all__ = ["MIDNIGHT", "PATIENCE", "T0", "under_ci", "wait_until"]
+from alkstore import Job, JobInfo, Queue, Store
+
+__all__ = ["MIDNIGHT", "PATIENCE", "T0", "must_claim", "must_get", "under_ci", "wait_until"]
 
 #: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
 T0 = datetime(2031, 5, 17, 9, 30, 0, 123456, tzinfo=UTC)
@@ -32,3 +34,17 @@ def wait_until(predicate: Callable[[], object], what: str, timeout: float = PATI
         if time.monotonic() > end:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+def must_claim(queue: Queue, worker_id: str = "w") -> Job:
+    """The job ``queue.claim(worker_id)`` returns at once, failing the test if there is none."""
+    job = queue.claim(worker_id)
+    assert job is not None, f"nothing to claim on {queue.name!r}"
+    return job
+
+
+def must_get(store: Store, job_id: int) -> JobInfo:
+    """``store.get_job(job_id)``, failing the test if the job is gone."""
+    info = store.get_job(job_id)
+    assert info is not None, f"job {job_id} is gone"
+    return info

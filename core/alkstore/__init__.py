@@ -15,7 +15,7 @@ from ._boundary import CATCH_UP_CAP
 from ._codec import Codec, JsonCodec
 from ._names import RESERVED_PREFIX
 from ._operations import CancelOutcome, JobPage, Leader, QueueStats, WorkerInfo
-from ._options import EnqueueOpts, QueueDefaults, ScheduleOpts
+from ._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
 from ._spec import Every, parse_spec
 from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, ScheduleEntry, Store
 from ._tasks import Periodic, Task, Tasks, current_job
@@ -79,6 +79,7 @@ __all__ = [
     "Periodic",
     "Queue",
     "QueueDefaults",
+    "QueueSettings",
     "QueueStats",
     "ReservedName",
     "Schedule",
@@ -165,13 +166,13 @@ for _public in (
     Outbox,
     Queue,
     QueueDefaults,
+    QueueSettings,
     QueueStats,
     Schedule,
     ScheduleOpts,
     StopToken,
     Store,
     SystemClock,
-    WorkerInfo,
 ):
     _public.__module__ = __name__
 del _public

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .engine import JobKey, JobPhase, JobRecord, QueueCounts
+from .engine import JobKey, JobPhase, JobRecord, QueueCounts, WorkerRecord
 from .errors import InvalidArgument, InvalidOptions
 
 if TYPE_CHECKING:
@@ -93,20 +93,9 @@ class Leader:
     lease_until: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """A worker process as it last reported itself (see ``Store.workers``)."""
-
-    id: str
-    host: str
-    pid: int
-    queues: tuple[str, ...]
-    concurrency: int
-    started_at: datetime
-    seen_at: datetime
-    running: int
-    processed: int
-    failed: int
+#: A worker process as it last reported itself (see ``Store.workers``): the port's record, which
+#: holds only plain values, handed out as it is.
+WorkerInfo = WorkerRecord
 
 
 class CancelOutcome(enum.StrEnum):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Protocol, TypedDict, TypeVar
 
 from ._names import is_outbox_queue
 from ._time import as_utc
@@ -126,6 +126,16 @@ def _check_max_attempts(value: int | None) -> None:
 
 def _optional_duration(value: object, what: str) -> timedelta | None:
     return None if value is None else as_duration(value, what, allow_zero=False)
+
+
+class QueueSettings(TypedDict, total=False):
+    """What ``Queue.configure`` and ``Outbox.configure`` take by keyword; ``None`` or left out: the default."""
+
+    visibility_timeout: float | timedelta | None
+    max_attempts: int | None
+    backoff_base: float | timedelta | None
+    backoff_cap: float | timedelta | None
+    priority: int | None
 
 
 def check_queue_config(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from operator import attrgetter
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, Unpack
 
 from . import _runner
 from ._codec import Codec, JsonCodec
@@ -50,6 +50,7 @@ from ._operations import (
 from ._options import (
     EnqueueOpts,
     QueueDefaults,
+    QueueSettings,
     ScheduleOpts,
     as_duration,
     check_queue_config,
@@ -616,21 +617,7 @@ class Store:
         """The workers that reported themselves in the last ``within`` (seconds or a timedelta), by id."""
         span = as_duration(within, "within", allow_zero=False)
         engine = self._live()
-        return [
-            WorkerInfo(
-                worker.id,
-                worker.host,
-                worker.pid,
-                worker.queues,
-                worker.concurrency,
-                worker.started_at,
-                worker.seen_at,
-                worker.running,
-                worker.processed,
-                worker.failed,
-            )
-            for worker in engine.workers(self._clock.now() - span)
-        ]
+        return engine.workers(self._clock.now() - span)
 
 
 class Queue:
@@ -650,15 +637,7 @@ class Queue:
         """Visibility timeout, attempts, retry curve and priority this queue's jobs get by default."""
         return self._store._defaults(self.name)
 
-    def configure(
-        self,
-        *,
-        visibility_timeout: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        backoff_base: float | timedelta | None = None,
-        backoff_cap: float | timedelta | None = None,
-        priority: int | None = None,
-    ) -> QueueDefaults:
+    def configure(self, **settings: Unpack[QueueSettings]) -> QueueDefaults:
         """Store this queue's defaults for every process sharing the storage; return the effective ones.
 
         Replaces what was stored: a ``None`` falls back to the derived default, all ``None`` removes
@@ -666,15 +645,7 @@ class Queue:
         fires at once. Jobs already queued keep their attempts and priority; their next claim,
         retry and heartbeat use the new lease and curve (ADR 016).
         """
-        config = check_queue_config(
-            self.name,
-            visibility_timeout=visibility_timeout,
-            max_attempts=max_attempts,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            priority=priority,
-        )
-        return self._store._configure(self.name, config)
+        return self._store._configure(self.name, check_queue_config(self.name, **settings))
 
     def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
         """Store a job now (its own transaction); return its id."""
@@ -919,23 +890,9 @@ class Outbox:
         """Add a message in its own transaction (60 s lease, 5 attempts, 5 s backoff base, unless configured)."""
         return self._queue.enqueue(payload, opts)
 
-    def configure(
-        self,
-        *,
-        visibility_timeout: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        backoff_base: float | timedelta | None = None,
-        backoff_cap: float | timedelta | None = None,
-        priority: int | None = None,
-    ) -> QueueDefaults:
+    def configure(self, **settings: Unpack[QueueSettings]) -> QueueDefaults:
         """Configure the backing queue as ``Queue.configure`` does (its derived defaults: 60/5/5)."""
-        return self._queue.configure(
-            visibility_timeout=visibility_timeout,
-            max_attempts=max_attempts,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            priority=priority,
-        )
+        return self._queue.configure(**settings)
 
     def run_once(
         self,

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from ._proc import ALKSTORE, LiveProcess, run
+from tests._proc import ALKSTORE, LiveProcess, run
 
 EVENT = re.compile(r"^\s+\+(\d+\.\d\d)s  (\w+)\s+(.+?)\s{2,}(.*)$")
 RETRY = re.compile(r"attempt (\d+)/(\d+) failed: (.+); retry in (\d+\.\d)s \(at \+(\d+\.\d\d)s\)$")
@@ -40,8 +40,10 @@ def summary(stdout: str) -> tuple[dict[str, int], dict[str, int]]:
 
 @pytest.fixture(scope="module")
 def demo_run() -> subprocess.CompletedProcess[str]:
-    """One run of ``alkstore demo --seconds 11``: long enough for a best-effort message to die."""
-    return run([ALKSTORE, "demo", "--seconds", "11"])
+    """One run of ``alkstore demo --seconds 11`` (long enough for a best-effort message to die), which succeeded."""
+    result = run([ALKSTORE, "demo", "--seconds", "11"])
+    assert result.returncode == 0, result.stderr
+    return result
 
 
 @pytest.mark.slow
@@ -49,8 +51,6 @@ def test_demo_prints_fires_deliveries_a_retry_with_its_delay_and_a_summary_that_
     demo_run: subprocess.CompletedProcess[str],
 ) -> None:
     result = demo_run
-
-    assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     seen = events(result.stdout)
     kinds = Counter(kind for _, kind, _, _ in seen)
@@ -85,8 +85,6 @@ def test_demo_messages_to_a_down_destination_die_after_one_retry_with_their_erro
     demo_run: subprocess.CompletedProcess[str],
 ) -> None:
     result = demo_run
-
-    assert result.returncode == 0, result.stderr
     seen = events(result.stdout)
     dead = [(subject, DEAD.search(detail)) for _, kind, subject, detail in seen if kind == "dead"]
     assert dead, result.stdout

@@ -20,9 +20,9 @@ from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE,
 from alkstore.adapters.cli._inspect import parse_duration
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import NewJob, WorkerRecord
-from tests.support import MIDNIGHT
-
-from ._proc import ALKSTORE, LiveProcess, run
+from tests._proc import ALKSTORE, LiveProcess, run
+from tests.cli._seed import delayed_running_and_dead
+from tests.support import MIDNIGHT, must_claim
 
 
 class KeptOpen(MemoryEngine):
@@ -63,14 +63,7 @@ def busy(shared: Prepared) -> Prepared:
     ids["ready"] = emails.enqueue({"to": "ada@example.com"})
     clock.advance(30)
     ids["ready-2"] = emails.enqueue({"to": "grace@example.com"}, EnqueueOpts(priority=5))
-    ids["delayed"] = emails.enqueue({"to": "later@example.com"}, EnqueueOpts(delay=3600))
-    ids["running"] = emails.enqueue({"to": "busy@example.com"}, EnqueueOpts(priority=9))
-    running = emails.claim("web-1:4242")
-    assert running is not None
-    ids["dead"] = emails.enqueue({"to": "bounce@example.com"}, EnqueueOpts(priority=9))
-    dead = emails.claim("web-1:4242")
-    assert dead is not None
-    dead.fail("550 mailbox unavailable")
+    delayed_running_and_dead(emails, ids, "web-1:4242")
     (ids["raw"],) = store.engine.enqueue([NewJob("reports", b"\xff\x00", 0, clock.now(), None, 3)], clock.now())
     clock.advance(timedelta(minutes=10))  # cleanup fires once
     store.tick()
@@ -309,8 +302,7 @@ def test_jobs_list_shows_each_state_with_what_matters_for_it(
 
 def test_an_error_of_several_lines_stays_on_its_row(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
     shared.store.queue("q").enqueue(1)
-    job = shared.store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(shared.store.queue("q"))
     job.fail("Traceback:\n\tboom")
 
     out = cli(capsys, "jobs", "list", "q", "--state", "dead")[1]
@@ -398,8 +390,7 @@ def test_jobs_show_prints_every_field_and_the_payload_decoded(
 
 def test_jobs_show_indents_a_traceback_under_its_name(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
     shared.store.queue("q").enqueue(1)
-    job = shared.store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(shared.store.queue("q"))
     try:
         raise ValueError("bad input")
     except ValueError as exc:
@@ -452,8 +443,7 @@ def test_jobs_requeue_by_id_or_by_queue(busy: Prepared, capsys: pytest.CaptureFi
     assert requeued.attempts == 0
 
     emails = busy.store.queue("emails")
-    job = emails.claim("w")
-    assert job is not None
+    job = must_claim(emails)
     job.fail("again")
     assert cli(capsys, "jobs", "requeue", "--queue", "emails", "--json") == (
         EXIT_OK,

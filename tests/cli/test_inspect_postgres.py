@@ -11,11 +11,12 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import alkstore
-from alkstore import EnqueueOpts, Store
+from alkstore import Store
 from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, URL_VARIABLE, main
-
-from ._proc import ALKSTORE, run
+from tests._proc import ALKSTORE, run
+from tests.cli._seed import delayed_running_and_dead
+from tests.support import must_claim
 
 pytestmark = pytest.mark.postgres
 
@@ -36,14 +37,7 @@ def cli(capsys: pytest.CaptureFixture[str], pg_dsn: str, schema: str, *argv: str
 def populate(store: Store) -> dict[str, int]:
     emails = store.queue("emails")
     ids = {"ready": emails.enqueue({"to": "ada@example.com"})}
-    ids["delayed"] = emails.enqueue({"to": "later@example.com"}, EnqueueOpts(delay=3600))
-    ids["running"] = emails.enqueue({"to": "busy@example.com"}, EnqueueOpts(priority=9))
-    running = emails.claim("web-1")
-    assert running is not None
-    ids["dead"] = emails.enqueue({"to": "bounce@example.com"}, EnqueueOpts(priority=9))
-    dead = emails.claim("web-1")
-    assert dead is not None
-    dead.fail("550 mailbox unavailable")
+    delayed_running_and_dead(emails, ids, "web-1")
     store.outbox("webhooks").enqueue({"event": "order.paid"})
     store.schedule("nightly", "@every 1d", "reports")
     return ids
@@ -146,8 +140,7 @@ def test_jobs_commands_list_show_cancel_requeue_and_purge_on_postgres(
         EXIT_OK,
         f"job {ids['dead']}: requeued\n",
     )
-    job = store.queue("emails").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("emails"))
     assert job.id == ids["dead"]
     job.fail("again")
     assert cli(capsys, pg_dsn, pg_schema, "jobs", "purge", "emails", "--older-than", "1d")[1] == (

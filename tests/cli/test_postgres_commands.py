@@ -11,8 +11,7 @@ import pytest
 
 import alkstore
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, main
-
-from ._proc import ALKSTORE, LiveProcess, run
+from tests._proc import ALKSTORE, LiveProcess, run
 
 pytestmark = pytest.mark.postgres
 

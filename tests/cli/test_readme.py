@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import alkstore
-
-from ._proc import ALKSTORE, LiveProcess
+from tests._proc import ALKSTORE, LiveProcess
+from tests.support import must_claim
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -101,8 +101,7 @@ def test_the_postgres_example_runs_against_a_fresh_schema(pg_dsn: str, pg_schema
         delivered: list[object] = []
         assert store.outbox("webhooks").run_once("check", lambda payload, job: delivered.append(payload))
         assert delivered == [{"event": "order.paid", "order": 42}]
-        email = store.queue("emails").claim("check")
-        assert email is not None
+        email = must_claim(store.queue("emails"), "check")
         assert email.payload == {"to": "ada@example.com"}
         email.ack()
 

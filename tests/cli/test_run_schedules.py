@@ -14,8 +14,7 @@ import pytest
 
 import alkstore
 from alkstore.adapters.cli import _operate
-
-from ._proc import ALKSTORE, LiveProcess
+from tests._proc import ALKSTORE, LiveProcess
 
 ACQUIRED = re.compile(r"scheduler leadership acquired by (\S+)")
 RELEASED = re.compile(r"scheduler leadership released by (\S+)")

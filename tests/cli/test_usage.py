@@ -6,8 +6,7 @@ import pytest
 
 import alkstore
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
-
-from ._proc import ALKSTORE, run
+from tests._proc import ALKSTORE, run
 
 
 def one_error_line(err: str) -> str:

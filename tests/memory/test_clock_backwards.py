@@ -2,43 +2,39 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from alkstore import EnqueueOpts, ManualClock, Store
+from alkstore import EnqueueOpts, ManualClock, Queue, Store
+from tests.support import must_claim
+
+
+def claim_at(queue: Queue, clock: ManualClock, instant: datetime) -> int | None:
+    """Set the clock to ``instant`` and claim: the id of the job taken, or ``None``."""
+    clock.set(instant)
+    job = queue.claim("w")
+    return None if job is None else job.id
 
 
 def test_a_delayed_job_is_not_claimable_after_the_clock_goes_back_before_its_run_at(
     store: Store, clock: ManualClock
 ) -> None:
-    start = clock.now()
-    job_id = store.queue("q").enqueue("later", EnqueueOpts(delay=60))
-    clock.set(start - timedelta(hours=1))
-    assert store.queue("q").claim("w") is None
-    clock.set(start + timedelta(seconds=59))
-    assert store.queue("q").claim("w") is None
-    clock.set(start + timedelta(seconds=60))
-    job = store.queue("q").claim("w")
-    assert job is not None
-    assert job.id == job_id
+    start, queue = clock.now(), store.queue("q")
+    job_id = queue.enqueue("later", EnqueueOpts(delay=60))
+    assert claim_at(queue, clock, start - timedelta(hours=1)) is None
+    assert claim_at(queue, clock, start + timedelta(seconds=59)) is None
+    assert claim_at(queue, clock, start + timedelta(seconds=60)) == job_id
 
 
 def test_a_job_seen_due_is_not_claimable_once_the_clock_goes_back_before_its_run_at(
     store: Store, clock: ManualClock
 ) -> None:
-    start = clock.now()
-    queue = store.queue("q")
+    start, queue = clock.now(), store.queue("q")
     later_id = queue.enqueue("later", EnqueueOpts(delay=10))
     now_id = queue.enqueue("now")
-    clock.set(start + timedelta(seconds=20))  # both are due; the claim sees both and takes the older run_at
-    first = queue.claim("w")
-    assert first is not None
-    assert first.id == now_id
-    clock.set(start + timedelta(seconds=5))
-    assert queue.claim("w") is None
-    clock.set(start + timedelta(seconds=10))
-    second = queue.claim("w")
-    assert second is not None
-    assert second.id == later_id
+    # Both are due at +20 s; the claim sees both and takes the older run_at.
+    assert claim_at(queue, clock, start + timedelta(seconds=20)) == now_id
+    assert claim_at(queue, clock, start + timedelta(seconds=5)) is None
+    assert claim_at(queue, clock, start + timedelta(seconds=10)) == later_id
 
 
 def test_a_retried_job_is_not_claimable_before_its_retry_time_after_the_clock_goes_back(
@@ -47,8 +43,7 @@ def test_a_retried_job_is_not_claimable_before_its_retry_time_after_the_clock_go
     start = clock.now()
     queue = store.queue("q")
     queue.enqueue("x")
-    job = queue.claim("w")
-    assert job is not None
+    job = must_claim(queue)
     clock.set(start + timedelta(seconds=100))
     job.retry("later", delay=30)  # due at start+130
     clock.set(start + timedelta(seconds=200))
@@ -59,16 +54,14 @@ def test_a_retried_job_is_not_claimable_before_its_retry_time_after_the_clock_go
     clock.set(start + timedelta(seconds=129))
     assert queue.claim("w") is None
     clock.set(start + timedelta(seconds=130))
-    again = queue.claim("w")
-    assert again is not None
+    again = must_claim(queue)
     assert (again.id, again.attempts) == (job.id, 2)
 
 
 def test_a_lease_does_not_lapse_when_the_clock_goes_back(store: Store, clock: ManualClock) -> None:
     start = clock.now()
     store.queue("q").enqueue("x")
-    job = store.queue("q").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("q"), "w1")
     clock.set(start - timedelta(days=1))
     assert store.queue("q").claim("w2") is None
     clock.set(start + timedelta(seconds=299))

@@ -10,6 +10,7 @@ import pytest
 
 import alkstore
 from alkstore import Job, Lock, ManualClock, Outbox, Queue, StopToken, Store, StoreClosed
+from tests.support import must_claim
 
 # Every public method of each facade, with arguments that would succeed on an open store.
 STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
@@ -90,8 +91,7 @@ def closed(clock: ManualClock) -> Iterator[dict[str, Any]]:
     handles: dict[str, Any] = {"store": store, "queue": store.queue("q"), "outbox": store.outbox("mail")}
     handles["pending_id"] = store.queue("q").enqueue("pending")
     store.queue("dead").enqueue("dead")
-    dead = store.queue("dead").claim("w")
-    assert dead is not None
+    dead = must_claim(store.queue("dead"))
     dead.fail("buried")
     handles["dead_id"] = dead.id
     handles["job"] = store.queue("q").claim("w")

@@ -8,30 +8,27 @@ from datetime import timedelta
 from alkstore import EnqueueOpts, ManualClock, Store
 from alkstore._tick import DEFAULT_BUDGET
 from alkstore.engine import JOB_EXPIRED_ERROR, JobState
+from tests.support import must_claim, must_get
 
 
 def test_a_heartbeat_leaves_the_old_lease_entry_harmless(store: Store, clock: ManualClock) -> None:
     start = clock.now()
     store.queue("q").enqueue("x")
-    job = store.queue("q").claim("w1")
-    assert job is not None
+    job = must_claim(store.queue("q"), "w1")
     clock.set(start + timedelta(seconds=200))
     assert job.heartbeat() == start + timedelta(seconds=500)
     clock.set(start + timedelta(seconds=301))  # past the first lease, inside the extended one
     assert store.queue("q").claim("w2") is None
-    info = store.get_job(job.id)
-    assert info is not None
+    info = must_get(store, job.id)
     assert (info.state, info.worker_id) == (JobState.RUNNING, "w1")
     clock.set(start + timedelta(seconds=500))
-    again = store.queue("q").claim("w2")
-    assert again is not None
+    again = must_claim(store.queue("q"), "w2")
     assert (again.id, again.attempts) == (job.id, 2)
 
 
 def test_an_acked_job_is_not_resurrected_by_its_old_lease_entry(store: Store, clock: ManualClock) -> None:
     store.queue("q").enqueue("x")
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     job.ack()
     clock.advance(timedelta(days=1))
     assert store.queue("q").claim("w") is None
@@ -42,27 +39,23 @@ def test_a_requeued_dead_job_is_not_killed_again_by_its_old_expiry_entry(store: 
     job_id = store.queue("q").enqueue("x", EnqueueOpts(expires=10))
     clock.advance(20)
     assert store.queue("q").claim("w") is None
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.state, dead.last_error) == (JobState.DEAD, JOB_EXPIRED_ERROR)
     assert store.requeue_dead(job_id)
     clock.advance(timedelta(days=1))
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     assert (job.id, job.expires_at, job.attempts) == (job_id, None, 1)
 
 
 def test_a_retried_job_waits_for_its_new_run_at_not_its_old_one(store: Store, clock: ManualClock) -> None:
     start = clock.now()
     store.queue("q").enqueue("x")
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     job.retry("boom")  # the plain curve: 5 s after the first attempt
     clock.set(start + timedelta(seconds=4))
     assert store.queue("q").claim("w") is None
     clock.set(start + timedelta(seconds=5))
-    again = store.queue("q").claim("w")
-    assert again is not None
+    again = must_claim(store.queue("q"))
     assert (again.id, again.attempts, again.last_error) == (job.id, 2, "boom")
 
 

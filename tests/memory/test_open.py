@@ -10,6 +10,7 @@ import pytest
 import alkstore
 from alkstore import InvalidOptions, ManualClock, Store
 from alkstore.adapters.memory import MemoryEngine, MemoryTransaction, open_engine
+from tests.support import must_claim
 
 
 @pytest.mark.parametrize("url", ["memory://", "memory:///"])
@@ -30,8 +31,7 @@ def test_each_open_returns_an_independent_empty_store(clock: ManualClock) -> Non
         assert second.get_job(job_id) is None
         assert second.try_lock("l", "owner-b", 30) is not None
         assert second.schedules() == []
-        job = first.queue("q").claim("w")
-        assert job is not None
+        job = must_claim(first.queue("q"))
         assert job.id == job_id
 
 
@@ -80,12 +80,3 @@ def test_the_memory_engine_and_its_transactions_show_their_public_path(store: St
         store.enqueue_tx(tx, "q", 1)
         assert repr(tx) == "<alkstore.adapters.memory.MemoryTransaction open, 1 enqueued>"
     assert repr(tx).startswith("<alkstore.adapters.memory.MemoryTransaction committed")
-
-
-def test_migrate_is_a_harmless_no_op(store: Store) -> None:
-    job_id = store.queue("q").enqueue("kept")
-    store.migrate()
-    store.migrate()
-    job = store.get_job(job_id)
-    assert job is not None
-    assert job.payload == "kept"

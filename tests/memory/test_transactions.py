@@ -7,6 +7,7 @@ import pytest
 import alkstore
 from alkstore import ManualClock, Store
 from alkstore.adapters.memory import MemoryTransaction
+from tests.support import must_claim, must_get
 
 
 class Boom(Exception):
@@ -26,8 +27,7 @@ def test_a_job_enqueued_in_a_transaction_is_invisible_until_commit(store: Store)
         job_id = store.enqueue_tx(tx, "q", {"order": 1})
         assert store.get_job(job_id) is None
         assert store.queue("q").claim("w") is None
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     assert (job.id, job.payload) == (job_id, {"order": 1})
 
 
@@ -37,8 +37,7 @@ def test_commit_publishes_every_enqueue_of_the_transaction_at_once(store: Store)
     assert ids == sorted(ids)
     assert len(set(ids)) == 3
     assert all(store.get_job(job_id) is not None for job_id in ids)
-    outbox_job = store.get_job(ids[1])
-    assert outbox_job is not None
+    outbox_job = must_get(store, ids[1])
     assert outbox_job.queue == store.outbox("mail").queue
     assert outbox_job.max_attempts == 5
 
@@ -70,8 +69,7 @@ def test_a_committed_transaction_refuses_further_enqueues_with_value_error(store
         store.enqueue_tx(tx, "q", 2)
     with pytest.raises(ValueError, match="committed"):
         store.outbox_enqueue_tx(tx, "mail", 2)
-    job = store.queue("q").claim("w")
-    assert job is not None
+    job = must_claim(store.queue("q"))
     assert job.payload == 1
     assert store.queue("q").claim("w") is None
 
@@ -114,8 +112,7 @@ def test_a_failed_enqueue_tx_leaves_the_transaction_usable(store: Store) -> None
         with pytest.raises(alkstore.ReservedName):
             store.enqueue_tx(tx, "__alkstore_x", 1)
         job_id = store.enqueue_tx(tx, "q", "ok")
-    job = store.get_job(job_id)
-    assert job is not None
+    job = must_get(store, job_id)
     assert job.payload == "ok"
 
 
@@ -124,8 +121,7 @@ def test_stamps_are_resolved_at_enqueue_tx_time_not_at_commit(store: Store, cloc
     with store.transaction() as tx:
         job_id = store.enqueue_tx(tx, "q", 1, alkstore.EnqueueOpts(delay=60, expires=600))
         clock.advance(30)
-    job = store.get_job(job_id)
-    assert job is not None
+    job = must_get(store, job_id)
     assert job.enqueued_at == enqueued_at
     assert (job.run_at - enqueued_at).total_seconds() == 60
     assert job.expires_at is not None

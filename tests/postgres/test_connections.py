@@ -14,6 +14,7 @@ import pytest
 
 from alkstore import ManualClock
 from tests._claimer import Claimer
+from tests.support import must_claim
 
 from .conftest import OpenStore, engine_of, wait_until
 
@@ -70,8 +71,7 @@ def test_a_store_holds_at_most_max_size_plus_listen_max_size_connections(
             try:
                 for n in range(50):
                     queue.enqueue(n)
-                    job = queue.claim(f"w{worker}")
-                    assert job is not None
+                    job = must_claim(queue, f"w{worker}")
                     job.ack()
             except BaseException as exc:
                 errors.append(exc)

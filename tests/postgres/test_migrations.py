@@ -19,6 +19,7 @@ from alkstore import DatabaseError, EnqueueOpts, InvalidOptions, JobState, Schem
 from alkstore.adapters.postgres import PostgresEngine, _migrate
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.engine import Held
+from tests.support import must_claim
 
 from . import _procs
 from .conftest import PATIENCE, OpenStore, table
@@ -52,8 +53,7 @@ def test_a_fresh_schema_migrates_on_open_when_asked(
     assert versions(db, pg_schema) == expected_versions()
     queue = store.queue("fresh")
     job_id = queue.enqueue({"n": 1})
-    job = queue.claim("w")
-    assert job is not None
+    job = must_claim(queue)
     assert job.id == job_id
     job.ack()
 
@@ -140,8 +140,7 @@ def test_a_version_1_schema_holding_jobs_upgrades_in_place_and_keeps_them(
     )
     assert new.engine.ack([Held(running_id, 1)]) == []  # the lease taken under version 1 is still honoured
     assert new.get_job(running_id) is None
-    claimed = new.queue("kept").claim("new-worker")
-    assert claimed is not None
+    claimed = must_claim(new.queue("kept"), "new-worker")
     assert claimed.id == waiting
 
 
@@ -216,8 +215,7 @@ def test_a_schema_name_that_needs_quoting_works_end_to_end(
     queue = store.queue("q")
     first = queue.enqueue("a", EnqueueOpts(priority=1))
     queue.enqueue("b")
-    job = queue.claim("w")
-    assert job is not None
+    job = must_claim(queue)
     assert job.id == first
     job.retry("again", delay=0)
     assert store.get_job(first) is not None

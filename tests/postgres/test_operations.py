@@ -10,6 +10,7 @@ import pytest
 
 from alkstore import DatabaseError, EnqueueOpts, JobPhase, ManualClock, QueueStats, Store
 from alkstore._operations import STATS_CAP
+from tests.support import must_claim
 
 from .conftest import OpenStore, count
 
@@ -29,11 +30,9 @@ def test_every_inspection_runs_in_a_read_only_session(
     queue.enqueue("ready")
     queue.enqueue("delayed", EnqueueOpts(delay=60))
     queue.enqueue("running", EnqueueOpts(priority=1))
-    running = queue.claim("w")
-    assert running is not None
+    must_claim(queue)
     queue.enqueue("dead", EnqueueOpts(priority=2))
-    dead = queue.claim("w")
-    assert dead is not None
+    dead = must_claim(queue)
     dead.fail("boom")
     store.schedule("inspected-schedule", "@every 1m", "inspected")
 

@@ -23,6 +23,7 @@ import pytest
 import alkstore
 from alkstore import InvalidOptions, ManualClock, Store
 from tests._claimer import Claimer
+from tests.support import must_claim
 
 from ._pgbouncer import PgBouncer, running_pgbouncer
 from .conftest import PATIENCE, OpenStore, engine_of, wait_until
@@ -57,6 +58,15 @@ def through_transaction_pooler(open_store: OpenStore, pooler: PgBouncer, pg_dsn:
     """A store whose calls go through the transaction pooler and whose parked claims listen directly."""
     options.setdefault("listen_url", pg_dsn)
     return open_store(url=pooler.url(), prepare_threshold=None, max_size=4, **options)
+
+
+@pytest.fixture
+def listening_pooled(
+    open_store: OpenStore, transaction_pooler: PgBouncer, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> Store:
+    """A store wholly behind the transaction pooler, listening through it too (which cannot work)."""
+    caplog.set_level(logging.WARNING, logger="alkstore.postgres")
+    return through_transaction_pooler(open_store, transaction_pooler, "", clock=clock, listen_url=None)
 
 
 def through_session_pooler(open_store: OpenStore, pooler: PgBouncer, **options: Any) -> Store:
@@ -198,8 +208,7 @@ def test_every_finishing_call_works_through_the_transaction_pooler(
         assert store.ack_many(again) == []
         with store.transaction() as tx:
             store.enqueue_tx(tx, queue.name, "in tx")
-        job = queue.claim("w")
-        assert job is not None
+        job = must_claim(queue)
         job.ack()
 
 
@@ -214,41 +223,27 @@ def test_parked_claims_behind_a_transaction_pooler_wake_through_listen_url(
     for _ in range(3):
         claimer = Claimer(store, name)  # no polling: only a notification can wake it
         job_id = store.queue(name).enqueue("wake")
-        job = claimer.returned()
-        assert job is not None
-        assert job.id == job_id
-        job.ack()
+        assert claimer.acked().id == job_id
     assert engine_of(store).listening_works is True
 
 
 @pytest.mark.slow
 def test_listening_through_a_transaction_pooler_is_detected_warned_once_and_parked_claims_poll(
-    open_store: OpenStore,
-    transaction_pooler: PgBouncer,
-    pg_dsn: str,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    listening_pooled: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="alkstore.postgres")
-    store = through_transaction_pooler(open_store, transaction_pooler, pg_dsn, clock=clock, listen_url=None)
+    store = listening_pooled
     engine = engine_of(store)
     name = unique("wake-pooled")
 
     claimer = Claimer(store, name, poll_interval=0.2)
     wait_until(lambda: engine.listening_works is False, "the probe to find that notifications never arrive")
     job_id = store.queue(name).enqueue("found by polling")
-    job = claimer.returned()
-    assert job is not None
-    assert job.id == job_id
-    job.ack()
+    assert claimer.acked().id == job_id
 
     lent = engine.waiter_pool.get_stats().get("requests_num", 0)
     claimer = Claimer(store, name, poll_interval=0.2)  # polls at once, without a listening connection
     job_id = store.queue(name).enqueue("found by polling again")
-    job = claimer.returned()
-    assert job is not None
-    assert job.id == job_id
-    job.ack()
+    assert claimer.acked().id == job_id
     assert engine.waiter_pool.get_stats().get("requests_num", 0) == lent
 
     warnings = [record for record in caplog.records if "notifications do not reach" in record.getMessage()]
@@ -258,23 +253,13 @@ def test_listening_through_a_transaction_pooler_is_detected_warned_once_and_park
 
 @pytest.mark.slow
 def test_a_claim_that_returns_before_the_probe_is_due_still_leads_to_the_warning(
-    open_store: OpenStore,
-    transaction_pooler: PgBouncer,
-    pg_dsn: str,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    listening_pooled: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="alkstore.postgres")
-    store = through_transaction_pooler(open_store, transaction_pooler, pg_dsn, clock=clock, listen_url=None)
-    engine = engine_of(store)
     name = unique("wake-pooled-short")
-    claimer = Claimer(store, name, poll_interval=0.2)
-    job_id = store.queue(name).enqueue("found at once")  # the claim returns long before the probe is due
-    job = claimer.returned()
-    assert job is not None
-    assert job.id == job_id
-    job.ack()
-
+    claimer = Claimer(listening_pooled, name, poll_interval=0.2)
+    job_id = listening_pooled.queue(name).enqueue("found at once")  # the claim returns long before the probe is due
+    assert claimer.acked().id == job_id
+    engine = engine_of(listening_pooled)
     wait_until(lambda: engine.listening_works is False, "the probe, left to finish on its own, to be due")
     assert len([record for record in caplog.records if "notifications do not reach" in record.getMessage()]) == 1
 
@@ -293,10 +278,7 @@ def test_parked_claims_behind_a_session_pooler_sized_for_the_store_wake_by_notif
         for name in queues:
             store.queue(name).enqueue(round_)
         for claimer in claimers:
-            job = claimer.returned()
-            assert job is not None
-            assert job.payload == round_
-            job.ack()
+            assert claimer.acked().payload == round_
         stats = engine.waiter_pool.get_stats()
         assert stats["pool_available"] == stats["pool_size"], "a listening connection was not given back"
     assert engine.listening_works is True

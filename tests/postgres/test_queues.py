@@ -38,6 +38,7 @@ from alkstore import (
 from alkstore.adapters.postgres import _waiting
 from alkstore.engine import JOB_EXPIRED_ERROR, LEASE_EXPIRED_ERROR, ClaimRequest, Waiter
 from tests._claimer import Claimer
+from tests.support import must_claim, must_get
 
 from . import _procs
 from .conftest import PATIENCE, OpenStore, count, engine_of, table, wait_until
@@ -95,11 +96,9 @@ def test_a_worker_whose_lease_lapsed_loses_its_job_and_its_late_calls_change_not
     slow, fast = open_store(clock=clock), open_store(clock=clock)
     name = unique("lapse")
     job_id = slow.queue(name).enqueue("work")
-    stale = slow.queue(name).claim("slow-worker")
-    assert stale is not None
+    stale = must_claim(slow.queue(name), "slow-worker")
     clock.advance(slow.queue(name).defaults.visibility_timeout)
-    fresh = fast.queue(name).claim("fast-worker")
-    assert fresh is not None
+    fresh = must_claim(fast.queue(name), "fast-worker")
     assert (fresh.id, fresh.attempts, fresh.worker_id) == (job_id, 2, "fast-worker")
     before = fast.get_job(job_id)
 
@@ -123,12 +122,10 @@ def test_a_lapsed_last_attempt_goes_to_the_dead_letter_table_with_every_field(
     queue = store.queue(unique("lapse-dead"))
     opts = EnqueueOpts(priority=7, max_attempts=1, expires=timedelta(days=1))
     job_id = queue.enqueue(b"\x00raw", opts)
-    job = queue.claim("w")
-    assert job is not None
+    must_claim(queue)
     clock.advance(queue.defaults.visibility_timeout)
     assert queue.claim("w2") is None
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert (dead.state, dead.attempts, dead.last_error, dead.died_at) == (
         JobState.DEAD,
         1,
@@ -147,8 +144,7 @@ def test_a_lapsed_last_attempt_goes_to_the_dead_letter_table_with_every_field(
     )
     assert live.fetchone() == (0,)
     assert store.requeue_dead(job_id)
-    requeued = store.get_job(job_id)
-    assert requeued is not None
+    requeued = must_get(store, job_id)
     assert (requeued.state, requeued.attempts, requeued.last_error) == (JobState.PENDING, 0, LEASE_EXPIRED_ERROR)
 
 
@@ -157,8 +153,7 @@ def test_an_expired_job_is_buried_by_the_next_claim_not_claimed(store: Store, cl
     doomed = queue.enqueue("late", EnqueueOpts(delay=10, expires=20))
     clock.advance(20)
     assert queue.claim("w") is None
-    dead = store.get_job(doomed)
-    assert dead is not None
+    dead = must_get(store, doomed)
     assert (dead.state, dead.last_error, dead.attempts) == (JobState.DEAD, JOB_EXPIRED_ERROR, 0)
 
 
@@ -166,15 +161,12 @@ def test_error_strings_round_trip_exactly_whatever_they_contain(store: Store) ->
     queue = store.queue(unique("errors"))
     job_id = queue.enqueue(1, EnqueueOpts(max_attempts=2))
     text = "NUL \x00, surrogate \ud800, quote ' \" and é漢🙂"
-    job = queue.claim("w")
-    assert job is not None
+    job = must_claim(queue)
     job.retry(text, delay=0)
-    again = queue.claim("w")
-    assert again is not None
+    again = must_claim(queue)
     assert again.last_error == text
     again.fail(text + "!")
-    dead = store.get_job(job_id)
-    assert dead is not None
+    dead = must_get(store, job_id)
     assert dead.last_error == text + "!"
 
 
@@ -189,8 +181,7 @@ def test_enqueue_tx_is_invisible_until_the_callers_commit(store: Store, pg_dsn: 
         assert store.get_job(job_id) is None
         assert store.queue(name).claim("w") is None
         conn.commit()
-    job = store.queue(name).claim("w")
-    assert job is not None
+    job = must_claim(store.queue(name))
     assert (job.id, job.payload) == (job_id, {"order": 1})
     job.ack()
 
@@ -262,8 +253,7 @@ def test_transaction_commits_on_exit_rolls_back_on_error_and_passes_the_callers_
         fail_in_sql()
     assert store.get_job(kept) is not None
     assert [store.get_job(job_id) for job_id in dropped] == [None, None]
-    job = store.queue(name).claim("w")
-    assert job is not None
+    job = must_claim(store.queue(name))
     assert job.id == kept
     job.ack()
     assert store.queue(name).claim("w") is None
@@ -290,10 +280,7 @@ def test_a_parked_claim_is_woken_by_enqueue_tx_at_commit(store: Store, pg_dsn: s
     claimer = Claimer(store, name)
     with psycopg.connect(pg_dsn) as conn:
         job_id = store.enqueue_tx(conn, name, "at commit")
-    job = claimer.returned()
-    assert job is not None
-    assert job.id == job_id
-    job.ack()
+    assert claimer.acked().id == job_id
 
 
 def test_a_lost_notify_costs_one_poll_interval_not_the_wait(
@@ -462,8 +449,7 @@ def test_connections_dropped_by_the_server_are_replaced_by_the_pool(
     for _ in range(2):
         assert terminate(db, app) >= 2
         job_id = queue.enqueue("survives")
-        job = queue.claim("w")
-        assert job is not None
+        job = must_claim(queue)
         assert job.id == job_id
         job.ack()
 
@@ -477,10 +463,7 @@ def test_a_parked_claim_whose_listener_is_killed_falls_back_to_polling(
     claimer = Claimer(store, name, poll_interval=0.2)
     assert terminate(db, app, "%listen(%") == 1
     job_id = store.queue(name).enqueue("still found")
-    job = claimer.returned()
-    assert job is not None
-    assert job.id == job_id
-    job.ack()
+    assert claimer.acked().id == job_id
 
 
 def test_driver_errors_become_database_errors_caused_by_the_driver_error(

@@ -39,7 +39,7 @@ from alkstore.adapters.cli import EXIT_OK, main
 from alkstore.adapters.postgres import _migrate
 from alkstore.adapters.postgres._sql import Statements
 from tests._claimer import Claimer
-from tests.support import wait_until
+from tests.support import must_claim, wait_until
 
 from .conftest import PATIENCE, T0, engine_of
 
@@ -173,21 +173,17 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
 
     # Enqueue and claim, finish every way.
     first, second, third = (queue.enqueue({"n": n}) for n in range(3))
-    job = queue.claim("w1")
-    assert job is not None
+    job = must_claim(queue, "w1")
     assert job.id == first
     assert job.heartbeat() > clock.now()
     job.ack()
-    job = queue.claim("w1")
-    assert job is not None
+    job = must_claim(queue, "w1")
     job.retry("try again", delay=0)
-    job = queue.claim("w1")
-    assert job is not None
+    job = must_claim(queue, "w1")
     assert job.id == second
     job.fail("dead")
     assert store.requeue_dead(second)
-    job = queue.claim("w1")
-    assert job is not None
+    job = must_claim(queue, "w1")
     assert job.id == second
     job.release()  # handed back unfinished: pending again, its attempt not spent
     many = queue.claim_many("w1", 5)
@@ -234,10 +230,7 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     # A waiting claim, woken through LISTEN on this role's listening connection.
     claimer = Claimer(store, "emails")
     woken_id = queue.enqueue("wake up")
-    woken = claimer.returned()
-    assert woken is not None
-    assert woken.id == woken_id
-    woken.ack()
+    assert claimer.acked().id == woken_id
     assert engine_of(store).listening_works is True
 
     # Locks.
@@ -278,17 +271,14 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert [info.id for info in store.jobs("emails", "ready").jobs] == [doomed]
     assert store.cancel(doomed) == "cancelled"
     dying = queue.enqueue("dies")
-    job = queue.claim("w1")
-    assert job is not None
+    job = must_claim(queue, "w1")
     assert job.id == dying
     job.fail("dead")
     assert store.requeue_dead_many([dying]) == [dying]
-    job = queue.claim("w1")
-    assert job is not None
+    job = must_claim(queue, "w1")
     job.fail("dead again")
     assert store.requeue_dead_queue("emails") == 1
-    job = queue.claim("w1")
-    assert job is not None
+    job = must_claim(queue, "w1")
     job.fail("dead for good")
     assert store.purge_dead("emails") == 1
     assert store.leader() is None  # the leader loop above gave its lease up

@@ -70,10 +70,16 @@ class Ticker(threading.Thread):
         return self.fires
 
 
+@pytest.fixture
+def two_hosts(open_store: OpenStore, pg_schema: str, clock: ManualClock) -> tuple[Store, Store]:
+    """Two stores on one schema, as two hosts sharing a database are."""
+    return open_store(pg_schema, clock=clock), open_store(pg_schema, clock=clock)
+
+
 def test_a_rogue_ticker_blocked_behind_the_first_fires_nothing_twice(
-    open_store: OpenStore, pg_schema: str, clock: ManualClock, db: psycopg.Connection[Any]
+    two_hosts: tuple[Store, Store], pg_schema: str, clock: ManualClock, db: psycopg.Connection[Any]
 ) -> None:
-    first, rogue = open_store(pg_schema, clock=clock), open_store(pg_schema, clock=clock)
+    first, rogue = two_hosts
     first.schedule("alpha", "@every 10s", "ticks")
     first.schedule("beta", "@every 15s", "ticks")
     clock.advance(35)
@@ -97,9 +103,9 @@ def test_a_rogue_ticker_blocked_behind_the_first_fires_nothing_twice(
 
 
 def test_two_tickers_racing_over_a_band_of_boundaries_fire_each_exactly_once(
-    open_store: OpenStore, pg_schema: str, clock: ManualClock, db: psycopg.Connection[Any]
+    two_hosts: tuple[Store, Store], pg_schema: str, clock: ManualClock, db: psycopg.Connection[Any]
 ) -> None:
-    one, other = open_store(pg_schema, clock=clock), open_store(pg_schema, clock=clock)
+    one, other = two_hosts
     one.schedule("pulse", "@every 1s", "ticks")
     one.schedule("beat", "@every 2s", "ticks")
     fired: list[tuple[str, Any]] = []

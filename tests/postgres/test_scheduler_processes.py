@@ -8,24 +8,18 @@ takeover only generously.
 
 from __future__ import annotations
 
-import os
-import queue
 import re
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 import alkstore
+from tests._proc import ALKSTORE, LiveProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-ALKSTORE = str(Path(sys.executable).with_name("alkstore"))
 LEASE_TTL_S = 10.0  # the scheduler lease (docs/design.md, ADR 006)
 SLICE_S = 1.0  # the runner's sleep slice
 STANDBY_RETRY_S = 1.0  # how often a standby asks for the lease
@@ -37,56 +31,20 @@ STANDING_BY = re.compile(r"standing by")
 FIRED = re.compile(r"fired 'pulse' boundary (.+?) as job (\d+) on 'pulses'")
 
 
-class Runner:
+class Runner(LiveProcess):
     """One ``alkstore run-schedules`` process; its stderr (the log) is collected line by line."""
 
     def __init__(self, name: str, dsn: str, schema: str) -> None:
         self.name = name
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [ALKSTORE, "run-schedules", "--url", dsn, "--schema", schema],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        self.log: list[str] = []
-        self._lines: queue.Queue[str] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__([ALKSTORE, "run-schedules", "--url", dsn, "--schema", schema])
 
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in iter(self.proc.stderr.readline, ""):
-            self.log.append(line)
-            self._lines.put(line)
-
-    def wait_for(self, predicate: Callable[[str], object], timeout: float = 60.0) -> str:
+    def wait_for_log(self, predicate: Callable[[str], object], timeout: float = 60.0) -> str:
         """The next log line satisfying ``predicate`` (waiting, generously, for the process)."""
-        end = time.monotonic() + timeout
-        while (remaining := end - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=min(remaining, 0.5))
-            except queue.Empty:
-                if self.proc.poll() is not None and self._lines.empty():
-                    break
-                continue
-            if predicate(line):
-                return line
-        raise AssertionError(f"{self.name}: no expected log line after {timeout} s:\n{''.join(self.log)}")
+        return self.wait_log(predicate, timeout)
 
     def fired(self) -> dict[datetime, int]:
         """The boundaries this process logged as fired, with their job ids."""
-        return {datetime.fromisoformat(m.group(1)): int(m.group(2)) for m in map(FIRED.search, list(self.log)) if m}
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self._reader.join(timeout=10)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+        return {datetime.fromisoformat(m.group(1)): int(m.group(2)) for m in map(FIRED.search, list(self.stderr)) if m}
 
 
 @pytest.fixture
@@ -107,18 +65,18 @@ def test_the_standby_process_takes_over_a_killed_leader_and_no_boundary_is_fired
     first = Runner("first", pg_dsn, pg_schema)
     second: Runner | None = None
     try:
-        owner = ACQUIRED.search(first.wait_for(ACQUIRED.search))
+        owner = ACQUIRED.search(first.wait_for_log(ACQUIRED.search))
         assert owner is not None
         assert owner_pid(owner.group(1)) == first.proc.pid  # the lock's owner names the leader's process
         second = Runner("second", pg_dsn, pg_schema)
-        second.wait_for(STANDING_BY.search)
+        second.wait_for_log(STANDING_BY.search)
         for _ in range(3):
-            first.wait_for(FIRED.search)
+            first.wait_for_log(FIRED.search)
 
         first.proc.kill()  # SIGKILL: no release, no goodbye; the lease must lapse
         killed = time.monotonic()
         assert first.proc.wait(timeout=30) == -9
-        taken = ACQUIRED.search(second.wait_for(ACQUIRED.search, timeout=60))
+        taken = ACQUIRED.search(second.wait_for_log(ACQUIRED.search, timeout=60))
         takeover_s = time.monotonic() - killed
         assert taken is not None
         assert owner_pid(taken.group(1)) == second.proc.pid
@@ -127,10 +85,14 @@ def test_the_standby_process_takes_over_a_killed_leader_and_no_boundary_is_fired
 
         # Let the new leader run live ticks past its catch-up, then stop it cleanly.
         resumed = datetime.now(UTC)
-        second.wait_for(lambda line: bool((m := FIRED.search(line)) and datetime.fromisoformat(m.group(1)) > resumed))
-        second.wait_for(lambda line: bool((m := FIRED.search(line)) and datetime.fromisoformat(m.group(1)) > resumed))
+        second.wait_for_log(
+            lambda line: bool((m := FIRED.search(line)) and datetime.fromisoformat(m.group(1)) > resumed)
+        )
+        second.wait_for_log(
+            lambda line: bool((m := FIRED.search(line)) and datetime.fromisoformat(m.group(1)) > resumed)
+        )
         second.proc.terminate()
-        assert second.proc.wait(timeout=60) == 0, "".join(second.log)
+        assert second.proc.wait(timeout=60) == 0, "".join(second.stderr)
     finally:
         first.close()
         if second is not None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import shutil
 import subprocess
@@ -34,14 +33,14 @@ from psycopg import sql
 import alkstore
 from alkstore import EnqueueOpts, JobState, ManualClock, Store, SystemClock
 from alkstore.engine import JOB_EXPIRED_ERROR
-from tests.support import PATIENCE, under_ci
+from tests._proc import ALKSTORE, LiveProcess
+from tests.support import PATIENCE, must_claim, must_get, under_ci
 
 from .conftest import table
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 SCRIPT = str(Path(__file__).with_name("_skewed_host.py"))
-ALKSTORE = str(Path(sys.executable).with_name("alkstore"))
 SKEW_S = 60
 SKEWS = [pytest.param(SKEW_S, id="a host 60 s fast"), pytest.param(-SKEW_S, id="a host 60 s slow")]
 SOURCES = [
@@ -156,8 +155,7 @@ def test_a_job_with_a_short_expiry_is_claimed_by_the_other_host_not_buried(
         job_id = skewed("enqueue", queue="expiring", expires=20)["id"]
         job = on_time.queue("expiring").claim("on-time")
         claimed = None if job is None else job.id
-    info = on_time.get_job(job_id)
-    assert info is not None
+    info = must_get(on_time, job_id)
     lost = claimed is None and info.state is JobState.DEAD and info.last_error == JOB_EXPIRED_ERROR
     assert expires_in(info.expires_at) is not None
     figure(
@@ -194,8 +192,7 @@ def test_a_running_job_is_not_leased_again_before_its_lease_ends(
 ) -> None:
     if skew > 0:  # the on-time host holds a 30 s lease, the fast one claims
         job_id = on_time.queue("leased").enqueue("x", EnqueueOpts(visibility_timeout=30))
-        held = on_time.queue("leased").claim("on-time")
-        assert held is not None
+        held = must_claim(on_time.queue("leased"), "on-time")
         assert held.id == job_id
         again = skewed("claim", queue="leased")["id"]
     else:  # the slow host holds a 30 s lease (on its own job), the on-time one claims
@@ -203,8 +200,7 @@ def test_a_running_job_is_not_leased_again_before_its_lease_ends(
         assert skewed("claim", queue="leased")["id"] == job_id
         taken = on_time.queue("leased").claim("on-time")
         again = None if taken is None else taken.id
-    info = on_time.get_job(job_id)
-    assert info is not None
+    info = must_get(on_time, job_id)
     figure(
         f"30 s lease, {skew:+d} s, {source}",
         f"{'leased again' if again else 'not claimable'}; lease ends in {expires_in(info.lease_until)}",
@@ -247,53 +243,18 @@ def test_a_re_registration_by_the_other_host_starts_its_phase_at_the_databases_n
 # -- the scheduler -------------------------------------------------------------------------------
 
 
-class Host:
+class Host(LiveProcess):
     """A long-running process (the CLI, or ``_skewed_host.py serve``) whose log is read line by line."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**env, "PYTHONUNBUFFERED": "1"},
-        )
-        self.log: list[str] = []
-        self._lines: queue.Queue[str] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__(argv, env=env)
 
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in iter(self.proc.stderr.readline, ""):
-            self.log.append(line)
-            self._lines.put(line)
-
-    def wait_for(self, pattern: re.Pattern[str], timeout: float = PATIENCE * 2) -> str:
-        end = time.monotonic() + timeout
-        while (remaining := end - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=min(remaining, 0.5))
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            if pattern.search(line):
-                return line
-        raise AssertionError(f"{self.name}: no line matching {pattern.pattern!r} in {timeout} s:\n{''.join(self.log)}")
+    def wait_for_log(self, pattern: re.Pattern[str], timeout: float = PATIENCE * 2) -> str:
+        return self.wait_log(pattern.search, timeout)
 
     def acquired(self) -> bool:
-        return any(ACQUIRED.search(line) for line in list(self.log))
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self._reader.join(timeout=10)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+        return any(ACQUIRED.search(line) for line in list(self.stderr))
 
 
 class Watcher:
@@ -361,7 +322,7 @@ def test_the_scheduler_fires_nothing_early_one_host_leads_and_a_killed_leaders_l
     leader = scheduler("skewed leader", skew)
     standby: Host | None = None
     try:
-        leader.wait_for(ACQUIRED)
+        leader.wait_for_log(ACQUIRED)
         standby = scheduler("on-time standby", 0)
         time.sleep(OBSERVE_S)  # both hosts up: watch what fires, and who leads
         two_leaders = standby.acquired()
@@ -380,7 +341,7 @@ def test_the_scheduler_fires_nothing_early_one_host_leads_and_a_killed_leaders_l
         leader.proc.kill()
         killed = time.monotonic()
         leader.proc.wait(timeout=PATIENCE)
-        standby.wait_for(ACQUIRED, timeout=PATIENCE * 3)
+        standby.wait_for_log(ACQUIRED, timeout=PATIENCE * 3)
         takeover_s = time.monotonic() - killed
         figure(f"failover from the {skew:+d} s leader", f"{takeover_s:.1f} s")
         assert takeover_s < TAKEOVER_BOUND_S

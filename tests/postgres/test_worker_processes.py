@@ -24,7 +24,7 @@ import pytest
 from psycopg import sql
 
 import alkstore
-from tests.cli._proc import ALKSTORE, LiveProcess
+from tests._proc import ALKSTORE, LiveProcess
 from tests.support import PATIENCE, wait_until
 
 from .conftest import table

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
 import math
 import re
@@ -266,17 +267,10 @@ def status_json(shot: Snapshot) -> dict[str, Any]:
 
 
 def _worker_json(worker: WorkerInfo) -> dict[str, Any]:
-    return {
-        "id": worker.id,
-        "host": worker.host,
-        "pid": worker.pid,
-        "queues": list(worker.queues),
-        "concurrency": worker.concurrency,
-        "started_at": _iso(worker.started_at),
-        "seen_at": _iso(worker.seen_at),
-        "running": worker.running,
-        "processed": worker.processed,
-        "failed": worker.failed,
+    """A worker's fields by name, instants in ISO 8601 and its queues as a list."""
+    fields = dataclasses.asdict(worker)
+    return {name: _iso(value) if isinstance(value, datetime) else value for name, value in fields.items()} | {
+        "queues": list(worker.queues)
     }
 
 

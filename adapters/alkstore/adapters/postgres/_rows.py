@@ -8,6 +8,7 @@ texts and tracebacks as UTF-8 with lone surrogates passed through, so every ``st
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -371,16 +372,5 @@ def listing_params(query: port.JobQuery) -> dict[str, Any]:
 
 
 def worker_params(worker: port.WorkerRecord) -> dict[str, Any]:
-    """A worker as the parameters of ``record_worker``."""
-    return {
-        "id": worker.id,
-        "host": worker.host,
-        "pid": worker.pid,
-        "queues": list(worker.queues),
-        "concurrency": worker.concurrency,
-        "started_at": worker.started_at,
-        "seen_at": worker.seen_at,
-        "running": worker.running,
-        "processed": worker.processed,
-        "failed": worker.failed,
-    }
+    """A worker as the parameters of ``record_worker`` (its fields by name; the queues as an array)."""
+    return {**dataclasses.asdict(worker), "queues": list(worker.queues)}

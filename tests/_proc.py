@@ -81,6 +81,10 @@ class LiveProcess:
             if predicate(name, line):
                 return line
 
+    def wait_log(self, predicate: Callable[[str], object], timeout: float) -> str:
+        """Block until a line of stderr (the log) satisfies ``predicate``; return it, or fail after ``timeout``."""
+        return self.wait_for(lambda name, line: name == "stderr" and bool(predicate(line)), timeout)
+
     def finish(self, timeout: float = 60.0) -> int:
         """Wait (at most ``timeout``) for the exit status; the output is then complete."""
         try:
