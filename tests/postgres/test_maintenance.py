@@ -39,11 +39,16 @@ def low_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_storage_reports_every_table_of_the_schema_with_what_its_autovacuum_does(
-    store: Store, db: psycopg.Connection[Any]
+    store: Store, db: psycopg.Connection[Any], pg_module_schema: str
 ) -> None:
     stats = store.engine.table_stats()
     assert [each.table for each in stats] == sorted(each.table for each in stats)
-    assert {"dead_jobs", "jobs", "locks", "queues", "schedules", "workers"} <= {each.table for each in stats}
+    tables = db.execute(
+        "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname <> 'schema_version'",
+        [pg_module_schema],
+    ).fetchall()
+    assert {each.table for each in stats} == {name for (name,) in tables}, "every data table is looked after"
     row = db.execute("SELECT current_setting('autovacuum') = 'on'").fetchone()
     assert row is not None
     assert {each.autovacuum for each in stats} == {row[0]}

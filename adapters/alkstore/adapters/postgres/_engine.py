@@ -30,7 +30,7 @@ from ._clock import DatabaseClock
 from ._connections import Connections
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
-from ._sql import Statements
+from ._sql import UPKEEP_TABLES, Statements
 from ._sql import vacuum as vacuum_statement
 from ._transactions import caller_connection
 from ._waiting import Listening
@@ -489,7 +489,8 @@ class PostgresEngine(port.Engine):
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 
     def table_stats(self) -> list[port.TableStats]:
-        return self._connections.all(self._sql.table_stats, {"schema": self.schema}, _rows.TABLE_STATS)
+        params = {"schema": self.schema, "tables": list(UPKEEP_TABLES)}
+        return self._connections.all(self._sql.table_stats, params, _rows.TABLE_STATS)
 
     def vacuum(self, tables: Sequence[str]) -> list[str]:
         """Each table by its own ``VACUUM`` on a pooled (autocommit) connection; one PostgreSQL skips with a

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "Statements", "grants", "vacuum"]
+__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "UPKEEP_TABLES", "Statements", "grants", "vacuum"]
 
 #: A live job's columns as the engine reads them (``_rows.job_record`` takes them by name).
 JOB_COLUMNS = (
@@ -27,6 +27,8 @@ _DEAD_AS_JOB = (
     "last_traceback, schedule, boundary, enqueued_at, NULL::text AS worker_id, NULL::timestamptz AS lease_until, "
     "lease, visibility_us, task, trace"
 )
+#: The tables whose dead rows a worker's maintenance counts and reclaims (ADR 023): every data table.
+UPKEEP_TABLES = ("dead_jobs", "jobs", "locks", "queues", "schedules", "workers")
 #: A schedule's columns as the engine reads them.
 SCHEDULE_COLUMNS = (
     "name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary, last_boundary"
@@ -428,20 +430,24 @@ _TEMPLATES.update(
         # -- storage upkeep (ADR 023) --------------------------------------------------------
         # The schema's tables with the server's estimates of their rows, whether autovacuum
         # covers them, and whether this role may VACUUM them (PostgreSQL 15: the table's owner,
-        # the database's owner or a superuser; the privileges of a role's roles count).
+        # the database's owner or a superuser; the privileges of a role's roles count). Each
+        # table is found by its name (an index probe of pg_class) and counted by the statistics
+        # functions: the pg_stat views and a scan of pg_class read every table of the database,
+        # which costs a catalog's worth of pages where many schemas come and go.
         "table_stats": (
-            "SELECT c.relname AS table, coalesce(s.n_live_tup, 0) AS live_rows, coalesce(s.n_dead_tup, 0) AS dead_rows,"
+            "SELECT t.name AS table, pg_catalog.pg_stat_get_live_tuples(c.oid) AS live_rows,"
+            "       pg_catalog.pg_stat_get_dead_tuples(c.oid) AS dead_rows,"
             "       pg_catalog.current_setting('autovacuum')::boolean"
             "       AND coalesce((SELECT o.option_value::boolean FROM pg_catalog.pg_options_to_table(c.reloptions) AS o"
             "                      WHERE o.option_name = 'autovacuum_enabled'), true) AS autovacuum,"
-            "       pg_catalog.pg_has_role(c.relowner, 'USAGE') OR pg_catalog.pg_has_role(d.datdba, 'USAGE')"
+            "       pg_catalog.pg_has_role(c.relowner, 'USAGE')"
+            "       OR pg_catalog.pg_has_role((SELECT d.datdba FROM pg_catalog.pg_database AS d"
+            "                                  WHERE d.datname = pg_catalog.current_database()), 'USAGE')"
             "       OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user) AS vacuumable"
-            " FROM pg_catalog.pg_class AS c"
-            " JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
-            " JOIN pg_catalog.pg_database AS d ON d.datname = pg_catalog.current_database()"
-            " LEFT JOIN pg_catalog.pg_stat_all_tables AS s ON s.relid = c.oid"
-            " WHERE n.nspname = %(schema)s AND c.relkind = 'r'"
-            ' ORDER BY c.relname COLLATE "C"'
+            " FROM unnest(%(tables)s::text[]) AS t(name)"
+            " JOIN pg_catalog.pg_class AS c ON c.oid = pg_catalog.to_regclass("
+            "   pg_catalog.quote_ident(%(schema)s) || '.' || pg_catalog.quote_ident(t.name))"
+            ' ORDER BY t.name COLLATE "C"'
         ),
     }
 )
