@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ._lifecycle import failure, lease_until
+from ._maintenance import DEFAULT_DEAD_RETENTION, Maintenance
 from ._names import validate_label, validate_name
 from ._options import as_duration
 from ._store import Job, Store
@@ -104,7 +105,9 @@ class Worker:
     worker's next claim, at most ``ack_delay`` later (``0``: at once, by the run's thread).
     ``prefetch`` jobs may be claimed beyond the free threads, to wait for one (default 0: claim
     only for free threads); their leases are extended while they wait, and a stopping worker
-    hands them back at once (ADR 022).
+    hands them back at once (ADR 022). Dead jobs of its queues are kept ``dead_retention``
+    (default 7 days; ``None``: forever) and then pruned; a worker also vacuums the storage when
+    its dead rows pile up (ADR 023).
     """
 
     def __init__(
@@ -121,6 +124,7 @@ class Worker:
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         ack_delay: float | timedelta = DEFAULT_ACK_DELAY,
         prefetch: int = 0,
+        dead_retention: float | timedelta | None = DEFAULT_DEAD_RETENTION,
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgument(f"store must be an alkstore.Store, not {type(store).__name__}")
@@ -158,6 +162,8 @@ class Worker:
             raise InvalidOptions(f"schedules must be a bool, not {type(schedules).__name__}")
         self._schedules = schedules
         self.worker_id = validate_label(worker_id, "worker id") if worker_id is not None else _worker_id()
+        retention = None if dead_retention is None else as_duration(dead_retention, "dead_retention")
+        self._maintenance = Maintenance(store, self._queues, dead_retention=retention, label=self.worker_id)
         self.stats = WorkerStats()
         self._lock = threading.Condition()
         self._runs: dict[int, _Run] = {}  # by job id: the jobs this worker is running
@@ -203,7 +209,15 @@ class Worker:
         self._report()
         for _ in range(self._concurrency):
             self._start_thread()
-        helpers = [threading.Thread(target=self._beat, name=f"alkstore-heartbeat-{self.worker_id}", daemon=True)]
+        helpers = [
+            threading.Thread(target=self._beat, name=f"alkstore-heartbeat-{self.worker_id}", daemon=True),
+            threading.Thread(
+                target=self._maintenance.run,
+                args=(self._stopping,),
+                name=f"alkstore-maintenance-{self.worker_id}",
+                daemon=True,
+            ),
+        ]
         scheduler_stop = StopToken()
         if self._schedules:
             helpers.append(

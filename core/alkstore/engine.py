@@ -52,6 +52,7 @@ __all__ = [
     "QueueCounts",
     "Retry",
     "ScheduleRecord",
+    "TableStats",
     "TickBudget",
     "TickResult",
     "Waiter",
@@ -578,6 +579,28 @@ class Engine(ABC):
     def forget_workers(self, seen_before: datetime) -> int:
         """Delete the workers whose ``seen_at < seen_before`` (stopped without saying so); return how many."""
 
+    # -- storage upkeep (ADR 023) ------------------------------------------------------
+    # What a worker's maintenance reads and does so that churn leaves the tables flat: core
+    # decides from ``table_stats`` which tables are due (``_maintenance.vacuum_due``).
+
+    @abstractmethod
+    def table_stats(self) -> list[TableStats]:
+        """The engine's tables that keep dead rows until they are reclaimed, ordered by name.
+
+        Counts are the storage's own estimates (Postgres: its statistics, a second or so
+        behind). An engine that never keeps a dead row (memory) returns none.
+        """
+
+    @abstractmethod
+    def vacuum(self, tables: Sequence[str]) -> list[str]:
+        """Reclaim the dead rows (and dead index entries) of ``tables``, names as ``table_stats`` gives them.
+
+        Each table is vacuumed on its own, outside any transaction, never waiting: one that
+        another vacuum is working on, or that this engine's role may not vacuum (see
+        ``TableStats.vacuumable``), is skipped. Returns the tables vacuumed, in order; the memory
+        engine has nothing to reclaim and returns none.
+        """
+
 
 # -- inspection and actions: records -----------------------------------------------------------
 
@@ -647,3 +670,20 @@ class WorkerRecord:
     running: int = 0
     processed: int = 0
     failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TableStats:
+    """One of the engine's tables as its storage last counted it: estimated live and dead rows.
+
+    ``autovacuum`` says whether the server reclaims its dead rows on its own (Postgres: the
+    server's ``autovacuum`` is on and the table does not opt out); ``vacuumable`` whether this
+    engine's role may reclaim them itself with ``vacuum`` (PostgreSQL 15: only the table's owner,
+    the database's owner or a superuser may).
+    """
+
+    table: str
+    live_rows: int
+    dead_rows: int
+    autovacuum: bool
+    vacuumable: bool

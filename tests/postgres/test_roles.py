@@ -9,6 +9,7 @@ anything in the database, and are dropped afterwards.
 from __future__ import annotations
 
 import inspect
+import logging
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -21,12 +22,24 @@ import pytest
 from psycopg import sql
 
 import alkstore
-from alkstore import DatabaseError, InvalidOptions, Job, Lock, ManualClock, Outbox, Queue, StopToken, Store
+from alkstore import (
+    DatabaseError,
+    InvalidOptions,
+    Job,
+    Lock,
+    ManualClock,
+    Outbox,
+    Queue,
+    StopToken,
+    Store,
+    _maintenance,
+)
+from alkstore._maintenance import Maintenance
 from alkstore.adapters.cli import EXIT_OK, main
 from alkstore.adapters.postgres import _migrate
 from alkstore.adapters.postgres._sql import Statements
 from tests._claimer import Claimer
-from tests.support import must_claim
+from tests.support import must_claim, wait_until
 
 from .conftest import PATIENCE, T0, engine_of
 
@@ -283,7 +296,8 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
         worker_stop.cancel()
 
     note.enqueue(store, n=1)
-    stats = alkstore.Worker(store, tasks, worker_id="role-worker", poll_interval=0.05).run(worker_stop)
+    worker = alkstore.Worker(store, tasks, worker_id="role-worker", poll_interval=0.05, dead_retention=60)
+    stats = worker.run(worker_stop)  # its maintenance (prune, the vacuum check) runs as this role too
     assert (ran, stats.succeeded) == ([1], 1)
     assert store.workers() == []
 
@@ -304,6 +318,33 @@ def test_a_least_privilege_role_runs_every_public_call(
 
     wanted = {f"{cls.__name__}.{name}" for cls in FACADES for name in public_methods(cls)}
     assert wanted - called == set()
+
+
+def test_a_role_that_may_not_vacuum_is_told_once_and_the_duty_stops_trying(
+    pg_dsn: str, pg_schema: str, app: Role, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    migrate_as_owner(pg_dsn, pg_schema, grant=[app.name])
+    monkeypatch.setattr(_maintenance, "VACUUM_DEAD_ROWS", 100)
+    monkeypatch.setattr(_maintenance, "BEHIND_DEAD_ROWS", 100)
+    with open_as(app, pg_schema) as store:
+        ids = store.queue("jobs").enqueue_many(["doomed"] * 200)
+        assert store.engine.cancel(ids) == ids
+
+        def jobs() -> Any:
+            return next(stats for stats in store.engine.table_stats() if stats.table == "jobs")
+
+        wait_until(lambda: jobs().dead_rows >= 200, "the server to count the dead rows")
+        assert not jobs().vacuumable  # PostgreSQL 15: only the owner (of the table or database) or a superuser
+        assert store.engine.vacuum(["jobs"]) == []  # the server skips it with a warning
+        duty = Maintenance(store, ["jobs"], dead_retention=None, label="w1")
+        with caplog.at_level(logging.WARNING, logger="alkstore.worker"):
+            assert duty.vacuum() == []
+            assert duty.vacuum() == []
+    warnings = [record.getMessage() for record in caplog.records if record.name == "alkstore.worker"]
+    assert len(warnings) == 1, warnings
+    assert "table jobs holds " in warnings[0]
+    assert "may not VACUUM it" in warnings[0]
+    assert "alkstore stops trying" in warnings[0]
 
 
 # -- grants that survive an upgrade -----------------------------------------------------------

@@ -35,6 +35,7 @@ from alkstore import (
     Store,
     WorkerInfo,
 )
+from alkstore._maintenance import DEFAULT_DEAD_RETENTION
 from alkstore._operations import STATS_CAP
 from alkstore._spec import UNIT_SECONDS
 
@@ -553,8 +554,31 @@ def _jobs_purge(args: argparse.Namespace) -> int:
     if args.json:
         _dump({"queue": args.queue, "purged": count}, sys.stdout)
     else:
-        age = f" that died at least {_duration_text(args.older_than)} ago" if args.older_than else ""
-        print(f"purged {count} dead job{'' if count == 1 else 's'} of {args.queue!r}{age}")
+        print(_purged(args.queue, count, args.older_than))
+    return _OK
+
+
+def _purged(queue: str, count: int, older_than: float) -> str:
+    """One line for a queue's purge."""
+    age = f" that died at least {_duration_text(older_than)} ago" if older_than else ""
+    return f"purged {count} dead job{'' if count == 1 else 's'} of {queue!r}{age}"
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """``jobs purge`` over every queue holding dead jobs (or the one given), with the retention by default."""
+    with _operate.open_store(args.url, args.schema) as store:
+        if args.queue is not None:
+            queues = [args.queue]
+        else:
+            queues = [stats.queue for stats in store.queue_stats(cap=1) if stats.dead]
+        counts = {queue: store.purge_dead(queue, args.older_than) for queue in queues}
+    if args.json:
+        _dump({"older_than": args.older_than, "purged": counts}, sys.stdout)
+    else:
+        for queue, count in counts.items():
+            print(_purged(queue, count, args.older_than))
+        total = sum(counts.values())
+        print(f"pruned {total} dead job{'' if total == 1 else 's'} in all")
     return _OK
 
 
@@ -647,7 +671,7 @@ def _leader_check(store: Store) -> tuple[str, bool, str]:
 
 
 def add_commands(commands: Any, add_database_arguments: AddDatabaseArguments) -> None:
-    """Register ``status``, ``jobs …``, ``schedules …`` and ``healthcheck`` on the ``commands`` subparsers."""
+    """Register ``status``, ``jobs …``, ``prune``, ``schedules …`` and ``healthcheck`` on ``commands``."""
 
     def leaf(parent: Any, name: str, help_: str, run: Callable[[argparse.Namespace], int], **kw: Any) -> Any:
         command = parent.add_parser(
@@ -728,6 +752,27 @@ def add_commands(commands: Any, add_database_arguments: AddDatabaseArguments) ->
         metavar="DURATION",
         help="only those that died at least DURATION ago (e.g. 7d, 12h, 90s; 0 for all)",
     )
+
+    retention = _duration_text(DEFAULT_DEAD_RETENTION.total_seconds())
+    prune = with_json(
+        leaf(
+            commands,
+            "prune",
+            f"delete the dead jobs kept longer than the retention (default {retention}) on every queue",
+            _prune,
+            description="Delete the dead jobs that died at least --older-than ago, on every queue holding dead jobs "
+            "(or the one given), a batch at a time: what a worker's maintenance does for its own queues "
+            "(Worker(dead_retention=...)), for a cron job or by hand.",
+        )
+    )
+    prune.add_argument(
+        "--older-than",
+        type=parse_duration,
+        default=DEFAULT_DEAD_RETENTION.total_seconds(),
+        metavar="DURATION",
+        help=f"only those that died at least DURATION ago (default: {retention}; 0 for all)",
+    )
+    prune.add_argument("--queue", help="this queue's dead jobs alone (default: every queue's)")
 
     schedules = commands.add_parser(
         "schedules", help="list, add or remove schedules", description="Manage @every schedules."

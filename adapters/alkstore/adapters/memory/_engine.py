@@ -564,6 +564,14 @@ class MemoryEngine(port.Engine):
                 del self._workers[key]
         return len(stale)
 
+    # -- storage upkeep: a dict keeps no dead rows, so there is nothing to count or reclaim ------
+
+    def table_stats(self) -> list[port.TableStats]:
+        return []
+
+    def vacuum(self, tables: Sequence[str]) -> list[str]:
+        return []
+
 
 def _phase(row: port.JobRecord, now: datetime) -> port.JobPhase:
     """Where a stored job stands at ``now`` (see ``Engine.queue_counts``)."""

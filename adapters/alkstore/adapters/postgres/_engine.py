@@ -30,7 +30,8 @@ from ._clock import DatabaseClock
 from ._connections import Connections
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
-from ._sql import Statements
+from ._sql import UPKEEP_TABLES, Statements
+from ._sql import vacuum as vacuum_statement
 from ._transactions import caller_connection
 from ._waiting import Listening
 
@@ -484,6 +485,36 @@ class PostgresEngine(port.Engine):
 
     def forget_workers(self, seen_before: datetime) -> int:
         return int(self._connections.one(self._sql.forget_workers, {"before": seen_before}, _SCALAR) or 0)
+
+    # -- storage upkeep (ADR 023) ---------------------------------------------------------
+
+    def table_stats(self) -> list[port.TableStats]:
+        params = {"schema": self.schema, "tables": list(UPKEEP_TABLES)}
+        return self._connections.all(self._sql.table_stats, params, _rows.TABLE_STATS)
+
+    def vacuum(self, tables: Sequence[str]) -> list[str]:
+        """Each table by its own ``VACUUM`` on a pooled (autocommit) connection; one PostgreSQL skips with a
+        warning (locked by another vacuum, or not this role's to vacuum) is left out."""
+        done = []
+        with self._connections.connection() as conn:
+            skipped: list[str] = []
+
+            def notice(diagnostic: psycopg.errors.Diagnostic) -> None:
+                if diagnostic.severity_nonlocalized == "WARNING":
+                    skipped.append(diagnostic.message_primary or "")
+
+            conn.add_notice_handler(notice)
+            try:
+                for table in tables:
+                    skipped.clear()
+                    conn.execute(vacuum_statement(self.schema, table), {})
+                    if skipped:
+                        log.info("VACUUM of %s.%s skipped: %s", self.schema, table, "; ".join(skipped))
+                    else:
+                        done.append(table)
+            finally:
+                conn.remove_notice_handler(notice)
+        return done
 
 
 def _stale(items: Sequence[port.Held], done: Sequence[Any]) -> list[port.Held]:

@@ -29,6 +29,7 @@ __all__ = [
     "QUEUE_CONFIG",
     "QUEUE_COUNTS",
     "SCHEDULE",
+    "TABLE_STATS",
     "WORKER",
     "alike",
     "alike_params",
@@ -350,6 +351,7 @@ def _worker(**c: Any) -> port.WorkerRecord:
 
 QUEUE_COUNTS: BaseRowFactory[port.QueueCounts] = kwargs_row(_queue_counts)
 WORKER: BaseRowFactory[port.WorkerRecord] = kwargs_row(_worker)
+TABLE_STATS: BaseRowFactory[port.TableStats] = kwargs_row(port.TableStats)
 
 
 def listing_params(query: port.JobQuery) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "Statements", "grants"]
+__all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "UPKEEP_TABLES", "Statements", "grants", "vacuum"]
 
 #: A live job's columns as the engine reads them (``_rows.job_record`` takes them by name).
 JOB_COLUMNS = (
@@ -27,6 +27,8 @@ _DEAD_AS_JOB = (
     "last_traceback, schedule, boundary, enqueued_at, NULL::text AS worker_id, NULL::timestamptz AS lease_until, "
     "lease, visibility_us, task, trace"
 )
+#: The tables whose dead rows a worker's maintenance counts and reclaims (ADR 023): every data table.
+UPKEEP_TABLES = ("dead_jobs", "jobs", "locks", "queues", "schedules", "workers")
 #: A schedule's columns as the engine reads them.
 SCHEDULE_COLUMNS = (
     "name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary, last_boundary"
@@ -38,6 +40,13 @@ _STATE_AT = "CASE WHEN {run_at} > %(now)s THEN 'delayed' ELSE 'pending' END"
 
 #: The claim's sweep: the queue's lapsed leases and expired or due-delayed jobs, in one function call.
 _SWEEP_CALL = " SELECT {s}.sweep_3(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s) FROM sweep"
+
+#: The claim's look for a lapsed lease in the queue: the left end of jobs_lease, up to ``now``.
+_LEASE_PROBE = (
+    "SELECT lease_until FROM {s}.jobs"
+    " WHERE queue = %(queue)s AND state = 'running' AND lease_until <= %(now)s"
+    " ORDER BY lease_until LIMIT 1"
+)
 
 _TEMPLATES: dict[str, str] = {
     # -- schema and migrations ---------------------------------------------------------------
@@ -117,9 +126,7 @@ _TEMPLATES: dict[str, str] = {
     "claim": (
         "WITH sweep AS MATERIALIZED ("
         " SELECT %(probe)s AND ("
-        "   (SELECT lease_until FROM {s}.jobs"
-        "     WHERE queue = %(queue)s AND state = 'running' AND lease_until <= %(now)s"
-        "     ORDER BY lease_until LIMIT 1) IS NOT NULL"
+        "   (" + _LEASE_PROBE + ") IS NOT NULL"
         "   OR (SELECT expires_at FROM {s}.jobs"
         "     WHERE queue = %(queue)s AND state IN ('pending', 'delayed') AND expires_at <= %(now)s"
         "     ORDER BY expires_at LIMIT 1) IS NOT NULL"
@@ -144,6 +151,8 @@ _TEMPLATES: dict[str, str] = {
         " UNION ALL"
         " SELECT " + ", ".join(f"NULL AS {name.strip()}" for name in JOB_COLUMNS.split(",")) + ", true FROM swept"
     ),
+    # The claim's lease probe alone, as the claim runs it (for inspecting its cost).
+    "lease_probe": _LEASE_PROBE,
     "listen": "SELECT {s}.listen(%(schema)s, %(queue)s)",
     # ack_and_claim is composed below from the claim: the acks first, as one more CTE.
     "unlisten": "UNLISTEN *",
@@ -418,6 +427,28 @@ _TEMPLATES.update(
         "forget_workers": (
             "WITH gone AS (DELETE FROM {s}.workers WHERE seen_at < %(before)s RETURNING 1) SELECT count(*) FROM gone"
         ),
+        # -- storage upkeep (ADR 023) --------------------------------------------------------
+        # The schema's tables with the server's estimates of their rows, whether autovacuum
+        # covers them, and whether this role may VACUUM them (PostgreSQL 15: the table's owner,
+        # the database's owner or a superuser; the privileges of a role's roles count). Each
+        # table is found by its name (an index probe of pg_class) and counted by the statistics
+        # functions: the pg_stat views and a scan of pg_class read every table of the database,
+        # which costs a catalog's worth of pages where many schemas come and go.
+        "table_stats": (
+            "SELECT t.name AS table, pg_catalog.pg_stat_get_live_tuples(c.oid) AS live_rows,"
+            "       pg_catalog.pg_stat_get_dead_tuples(c.oid) AS dead_rows,"
+            "       pg_catalog.current_setting('autovacuum')::boolean"
+            "       AND coalesce((SELECT o.option_value::boolean FROM pg_catalog.pg_options_to_table(c.reloptions) AS o"
+            "                      WHERE o.option_name = 'autovacuum_enabled'), true) AS autovacuum,"
+            "       pg_catalog.pg_has_role(c.relowner, 'USAGE')"
+            "       OR pg_catalog.pg_has_role((SELECT d.datdba FROM pg_catalog.pg_database AS d"
+            "                                  WHERE d.datname = pg_catalog.current_database()), 'USAGE')"
+            "       OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user) AS vacuumable"
+            " FROM unnest(%(tables)s::text[]) AS t(name)"
+            " JOIN pg_catalog.pg_class AS c ON c.oid = pg_catalog.to_regclass("
+            "   pg_catalog.quote_ident(%(schema)s) || '.' || pg_catalog.quote_ident(t.name))"
+            ' ORDER BY t.name COLLATE "C"'
+        ),
     }
 )
 
@@ -445,6 +476,7 @@ class Statements:
     channel: str
     claim: str
     ack_and_claim: str
+    lease_probe: str
     listen: str
     unlisten: str
     ack_one: str
@@ -485,6 +517,7 @@ class Statements:
     remove_worker: str
     workers: str
     forget_workers: str
+    table_stats: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
@@ -502,6 +535,16 @@ def grants(schema: str, role: str, tables: Sequence[str]) -> list[str]:
     }
     wanted = [template for template in _GRANTS if tables or "{tables}" not in template]
     return [sql.SQL(template).format(**names).as_string() for template in wanted]
+
+
+def vacuum(schema: str, table: str) -> str:
+    """``VACUUM`` of one table of ``schema`` (ADR 023): never waiting for a lock another vacuum
+    holds, and always cleaning the indexes (the claim reads their dead entries)."""
+    return (
+        sql.SQL("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {s}.{table}")
+        .format(s=_identifier(schema), table=_identifier(table))
+        .as_string()
+    )
 
 
 def _identifier(name: str) -> sql.SQL:

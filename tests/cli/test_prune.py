@@ -1,0 +1,85 @@
+"""``alkstore prune``: every queue's dead jobs past the retention, a batch at a time (ADR 023)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from alkstore import ManualClock, Store
+from alkstore.adapters.cli import EXIT_OK, EXIT_USAGE, _operate, main
+from tests.support import MIDNIGHT
+
+from .test_inspect import KeptOpen
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Store:
+    """Every command opens a store over one memory engine, on a manual clock at midnight."""
+    engine = KeptOpen()
+    clock = ManualClock(MIDNIGHT)
+
+    def open_shared(url: str, schema: str | None, **options: Any) -> Store:
+        assert url == "memory://"
+        return Store(engine, clock=clock)
+
+    monkeypatch.setattr(_operate, "open_store", open_shared)
+    return Store(engine, clock=clock)
+
+
+def kill(store: Store, queue: str) -> int:
+    store.queue(queue).enqueue("doomed")
+    job = store.queue(queue).claim("w1")
+    assert job is not None
+    job.fail("boom")
+    return job.id
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main([*argv, "--url", "memory://"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_prune_deletes_every_queue_s_dead_jobs_kept_longer_than_the_retention(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = store.clock
+    assert isinstance(clock, ManualClock)
+    old = [kill(store, "emails"), kill(store, "reports")]
+    clock.advance(timedelta(days=6))
+    recent = kill(store, "emails")
+    clock.advance(timedelta(days=1))
+    assert cli(capsys, "prune") == (
+        EXIT_OK,
+        "purged 1 dead job of 'emails' that died at least 7d ago\n"
+        "purged 1 dead job of 'reports' that died at least 7d ago\n"
+        "pruned 2 dead jobs in all\n",
+        "",
+    )
+    assert [store.get_job(job_id) for job_id in old] == [None, None]
+    assert store.get_job(recent) is not None
+    assert cli(capsys, "prune", "--queue", "reports", "--older-than", "0")[1] == (
+        "purged 0 dead jobs of 'reports'\npruned 0 dead jobs in all\n"
+    )
+    assert json.loads(cli(capsys, "prune", "--older-than", "1d", "--json")[1]) == {
+        "older_than": 86400.0,
+        "purged": {"emails": 1},
+    }
+    assert store.get_job(recent) is None
+    assert cli(capsys, "prune")[1] == "pruned 0 dead jobs in all\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--older-than=-1d"], "not a duration"), (["--queue", " q"], "leading or trailing whitespace")],
+)
+def test_bad_prune_input_is_refused(
+    store: Store, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = cli(capsys, "prune", *argv)
+    assert out == ""
+    assert message in err
+    assert code in (EXIT_USAGE, 1)
