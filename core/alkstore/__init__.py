@@ -17,7 +17,7 @@ from ._names import RESERVED_PREFIX
 from ._operations import CancelOutcome, JobPage, Leader, QueueStats, WorkerInfo
 from ._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
 from ._spec import Every, parse_spec
-from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, ScheduleEntry, Store
+from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, ScheduleEntry, Store, check_store_options
 from ._tasks import Periodic, Task, Tasks, current_job
 from ._time import Clock, ManualClock, StopToken, SystemClock
 from ._worker import Handler, Worker, WorkerStats
@@ -139,12 +139,7 @@ def open(  # noqa: A001
         # A SQLAlchemy-style scheme names its driver after a "+" (postgresql+psycopg): the engine is
         # the dialect's, and checks the driver itself.
         scheme = url.split("://", 1)[0].lower().partition("+")[0]
-    if clock is not None and not isinstance(clock, Clock):
-        raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
-    if codec is not None and not isinstance(codec, Codec):
-        raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
-    if telemetry is not None and not isinstance(telemetry, Telemetry):
-        raise InvalidOptions(f"telemetry must be an alkstore.telemetry.Telemetry, not {type(telemetry).__name__}")
+    check_store_options(clock, codec, telemetry)  # before the engine opens anything
     found = metadata.entry_points(group=ENGINE_ENTRY_POINTS, name=scheme)
     if not found:
         known = sorted(ep.name for ep in metadata.entry_points(group=ENGINE_ENTRY_POINTS))

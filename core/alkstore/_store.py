@@ -173,6 +173,16 @@ class ScheduleEntry:
     opts: ScheduleOpts | None = None
 
 
+def check_store_options(clock: object, codec: object, telemetry: object) -> None:
+    """Refuse a ``clock``, ``codec`` or ``telemetry`` of the wrong kind (``None`` is each one's default)."""
+    if clock is not None and not isinstance(clock, Clock):
+        raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
+    if codec is not None and not isinstance(codec, Codec):
+        raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
+    if telemetry is not None and not isinstance(telemetry, Telemetry):
+        raise InvalidOptions(f"telemetry must be an alkstore.telemetry.Telemetry, not {type(telemetry).__name__}")
+
+
 class Store:
     """One alkstore database (or in-memory store): queues, locks, schedules and outboxes.
 
@@ -190,12 +200,7 @@ class Store:
     ) -> None:
         if not isinstance(engine, Engine):
             raise InvalidArgument(f"engine must be an alkstore.engine.Engine, not {type(engine).__name__}")
-        if clock is not None and not isinstance(clock, Clock):
-            raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
-        if codec is not None and not isinstance(codec, Codec):
-            raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
-        if telemetry is not None and not isinstance(telemetry, Telemetry):
-            raise InvalidOptions(f"telemetry must be an alkstore.telemetry.Telemetry, not {type(telemetry).__name__}")
+        check_store_options(clock, codec, telemetry)
         self._engine = engine
         self._clock = clock if clock is not None else engine.default_clock()
         self._codec = codec if codec is not None else JsonCodec()

@@ -8,49 +8,19 @@ from __future__ import annotations
 
 import json
 import signal
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
-from alkstore import EnqueueOpts, ManualClock, Store
+from alkstore import EnqueueOpts
 from alkstore._names import SCHEDULER_LOCK
-from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, _operate, main
+from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.cli._inspect import parse_duration
-from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import NewJob, WorkerRecord
 from tests._proc import ALKSTORE, LiveProcess, run
 from tests.cli._seed import delayed_running_and_dead
-from tests.support import MIDNIGHT, must_claim
-
-
-class KeptOpen(MemoryEngine):
-    """A memory engine that outlives the stores the commands open and close over it."""
-
-    def close(self) -> None:
-        """Each command closes its store; the engine stays for the next command and the test."""
-
-
-@dataclass
-class Prepared:
-    store: Store
-    clock: ManualClock
-    ids: dict[str, int]
-
-
-@pytest.fixture
-def shared(monkeypatch: pytest.MonkeyPatch) -> Prepared:
-    """Every command opens a store over one memory engine, on a manual clock at midnight."""
-    engine = KeptOpen()
-    clock = ManualClock(MIDNIGHT)
-
-    def open_shared(url: str, schema: str | None, **options: Any) -> Store:
-        assert url == "memory://"
-        return Store(engine, clock=clock)
-
-    monkeypatch.setattr(_operate, "open_store", open_shared)
-    return Prepared(Store(engine, clock=clock), clock, {})
+from tests.cli.conftest import Prepared
+from tests.support import must_claim
 
 
 @pytest.fixture

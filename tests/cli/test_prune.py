@@ -4,29 +4,19 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from alkstore import ManualClock, Store
-from alkstore.adapters.cli import EXIT_OK, EXIT_USAGE, _operate, main
-from tests.support import MIDNIGHT
+from alkstore.adapters.cli import EXIT_OK, EXIT_USAGE, main
 
-from .test_inspect import KeptOpen
+from .conftest import Prepared
 
 
 @pytest.fixture
-def store(monkeypatch: pytest.MonkeyPatch) -> Store:
-    """Every command opens a store over one memory engine, on a manual clock at midnight."""
-    engine = KeptOpen()
-    clock = ManualClock(MIDNIGHT)
-
-    def open_shared(url: str, schema: str | None, **options: Any) -> Store:
-        assert url == "memory://"
-        return Store(engine, clock=clock)
-
-    monkeypatch.setattr(_operate, "open_store", open_shared)
-    return Store(engine, clock=clock)
+def store(shared: Prepared) -> Store:
+    """The store every command opens (one memory engine, a manual clock at midnight)."""
+    return shared.store
 
 
 def kill(store: Store, queue: str) -> int:
