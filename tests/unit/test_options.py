@@ -193,6 +193,29 @@ def test_a_schedule_fire_into_an_outbox_queue_derives_five_attempts() -> None:
 # -- durations and the retry curve ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "limit", [MAX_DURATION, MAX_DURATION.total_seconds(), int(MAX_DURATION.total_seconds())], ids=repr
+)
+def test_a_duration_of_exactly_the_limit_is_accepted_as_seconds_or_a_timedelta(limit: float | timedelta) -> None:
+    assert as_duration(limit, "delay") == timedelta(days=36_500)
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        MAX_DURATION + timedelta(microseconds=1),
+        MAX_DURATION.total_seconds() + 1e-6,
+        int(MAX_DURATION.total_seconds()) + 1,
+        -int(MAX_DURATION.total_seconds()) - 1,
+        -1e300,
+    ],
+    ids=repr,
+)
+def test_a_duration_past_the_limit_is_refused_with_the_limit_named(over: float | timedelta) -> None:
+    with pytest.raises(InvalidOptions, match=r"^delay must be at most 36,500 days \(3153600000 s\), not "):
+        as_duration(over, "delay")
+
+
 def test_durations_accept_seconds_and_timedeltas_up_to_a_hundred_years() -> None:
     assert as_duration(1.5, "x") == timedelta(seconds=1.5)
     assert as_duration(timedelta(minutes=2), "x") == timedelta(minutes=2)

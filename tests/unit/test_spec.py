@@ -126,13 +126,15 @@ def test_invalid_spec_is_a_value_error() -> None:
         parse_spec("@every 1w")
 
 
-@pytest.mark.parametrize("spec", ["*/5 * * * *", "0 0 * * *", "0 0 * * * *", "@daily", "@hourly", "@weekly"])
+@pytest.mark.parametrize(
+    "spec", ["*/5 * * * *", "0 0 * * *", "0 0 * * * *", "0 0 12 * * ? 2026", "@daily", "@hourly", "@weekly"]
+)
 def test_a_cron_expression_is_rejected_with_a_hint_that_cron_is_not_supported(spec: str) -> None:
     with pytest.raises(InvalidSpec, match="cron expressions are not supported"):
         parse_spec(spec)
 
 
-@pytest.mark.parametrize("spec", ["@every 1w", "@every 0s", "hello", ""])
+@pytest.mark.parametrize("spec", ["@every 1w", "@every 0s", "hello", "", "@every", "* * * *", "0 0 12 * * ? 2026 x"])
 def test_a_malformed_every_spec_gets_no_cron_hint(spec: str) -> None:
     with pytest.raises(InvalidSpec) as info:
         parse_spec(spec)
