@@ -16,6 +16,7 @@ from alkstore._lifecycle import (
     HandBack,
     Undecodable,
     check_poll_interval,
+    check_wait,
     claim_wait,
     decode_claimed,
     failure,
@@ -162,6 +163,13 @@ def test_a_waiting_claim_parks_for_the_rest_of_its_wait_at_most_one_poll_interva
 
 @pytest.mark.parametrize("interval", [0, -1, 0.0, float("nan"), float("inf"), "x", None, True])
 def test_a_poll_interval_must_be_a_positive_finite_number_of_seconds(interval: object) -> None:
-    with pytest.raises(InvalidOptions, match="poll_interval"):
+    with pytest.raises(InvalidOptions, match=r"^poll_interval must be "):
         check_poll_interval(interval)
     assert check_poll_interval(0.05) == 0.05
+
+
+@pytest.mark.parametrize(("wait", "says"), [(-1, ">= 0, not -1"), ("x", "seconds or a timedelta, not str")])
+def test_a_claim_wait_must_be_a_non_negative_duration_and_the_refusal_names_it(wait: object, says: str) -> None:
+    with pytest.raises(InvalidOptions, match=rf"^wait must be {says}$"):
+        check_wait(wait)
+    assert check_wait(0) == timedelta(0)

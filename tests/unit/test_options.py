@@ -13,6 +13,7 @@ from alkstore._names import outbox_queue
 from alkstore._options import (
     MAX_DURATION,
     as_duration,
+    check_queue_config,
     queue_defaults,
     resolve_enqueue,
     resolve_schedule,
@@ -37,7 +38,7 @@ def test_delay_and_run_at_together_are_rejected() -> None:
     [-1, -0.5, timedelta(seconds=-1), math.nan, math.inf, -math.inf, True, "5", [5], MAX_DURATION * 2, 1e300],
 )
 def test_a_bad_delay_is_rejected(delay: object) -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^delay "):
         EnqueueOpts(delay=delay)  # type: ignore[arg-type]
 
 
@@ -51,9 +52,9 @@ def test_a_delay_is_normalised_to_a_timedelta(delay: float, expected: timedelta)
 
 @pytest.mark.parametrize("priority", [True, False, 1.0, "1", INT32_MAX + 1, -INT32_MAX - 2])
 def test_a_priority_that_is_not_an_int32_is_rejected(priority: object) -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^priority must be an int|^priority must be between -2147483648 and"):
         EnqueueOpts(priority=priority)  # type: ignore[arg-type]
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^priority must be "):
         ScheduleOpts(priority=priority)  # type: ignore[arg-type]
 
 
@@ -65,9 +66,9 @@ def test_a_priority_anywhere_in_the_int32_range_is_accepted(priority: int) -> No
 
 @pytest.mark.parametrize("max_attempts", [0, -1, True, 2.0, INT32_MAX + 1])
 def test_max_attempts_below_one_or_not_an_int_is_rejected(max_attempts: object) -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^max_attempts must be an int|^max_attempts must be between 1 and"):
         EnqueueOpts(max_attempts=max_attempts)  # type: ignore[arg-type]
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^max_attempts must be "):
         ScheduleOpts(max_attempts=max_attempts)  # type: ignore[arg-type]
 
 
@@ -83,9 +84,9 @@ def test_naive_datetimes_are_rejected(field: str) -> None:
 
 
 def test_run_at_must_be_a_datetime() -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match="run_at"):
         EnqueueOpts(run_at=NOW.date())  # type: ignore[arg-type]
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match="run_at"):
         EnqueueOpts(run_at=1.0)  # type: ignore[arg-type]
 
 
@@ -102,9 +103,9 @@ def test_aware_instants_are_normalised_to_utc() -> None:
 
 @pytest.mark.parametrize("expires", [0, -1, timedelta(0), timedelta(seconds=-1), 1e-7, math.nan, "60"])
 def test_expires_must_be_positive(expires: object) -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^expires "):
         EnqueueOpts(expires=expires)  # type: ignore[arg-type]
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^expires "):
         ScheduleOpts(expires=expires)  # type: ignore[arg-type]
 
 
@@ -250,5 +251,57 @@ def test_the_retry_curve_stays_at_the_cap_however_many_attempts_failed(attempt: 
 
 @pytest.mark.parametrize("attempt", [0, -1])
 def test_the_retry_curve_rejects_attempts_below_one(attempt: int) -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=rf"^attempt must be >= 1, not {attempt}$"):
         retry_delay(queue_defaults("q"), attempt)
+
+
+# -- queue configuration: each refusal names its argument -------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["visibility_timeout", "backoff_base", "backoff_cap"])
+@pytest.mark.parametrize(("value", "says"), [(0, "must be > 0, not 0"), ("5", "must be seconds or a timedelta")])
+def test_a_bad_queue_config_duration_is_refused_naming_it(field: str, value: object, says: str) -> None:
+    with pytest.raises(InvalidOptions, match=rf"^{field} {says}"):
+        check_queue_config("jobs", **{field: value})
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_attempts", 0), ("priority", 2**31)])
+def test_a_bad_queue_config_int_is_refused_naming_it(field: str, value: int) -> None:
+    with pytest.raises(InvalidOptions, match=rf"^{field} must be between "):
+        check_queue_config("jobs", **{field: value})
+
+
+def test_a_retry_curve_may_be_flat_but_its_base_never_exceeds_its_cap() -> None:
+    flat = check_queue_config("jobs", backoff_base=10, backoff_cap=10)
+    assert flat.backoff_base == flat.backoff_cap == timedelta(seconds=10)
+    both = r"^backoff_base \(0:00:10\) must not exceed backoff_cap \(0:00:09\)$"
+    with pytest.raises(InvalidOptions, match=both):
+        check_queue_config("jobs", backoff_base=10, backoff_cap=9)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"backoff_cap": 1},
+            r"^backoff_base \(0:00:05\) must not exceed backoff_cap \(0:00:01\) \(a derived default\)$",
+        ),
+        (
+            {"backoff_base": 7200},
+            r"^backoff_base \(2:00:00\) must not exceed backoff_cap \(1:00:00\) \(a derived default\)$",
+        ),
+    ],
+)
+def test_a_base_over_a_derived_cap_or_under_a_derived_base_says_which_was_derived(
+    given: dict[str, int], message: str
+) -> None:
+    with pytest.raises(InvalidOptions, match=message):
+        check_queue_config("jobs", **given)  # type: ignore[arg-type]
+
+
+def test_a_schedule_expiry_past_the_last_instant_is_refused_naming_expires() -> None:
+    late = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+    with pytest.raises(
+        InvalidOptions, match=r"^expires of 2 days, 0:00:00 from 9999-12-30T23:59:59\.999999\+00:00 is past"
+    ):
+        resolve_schedule(ScheduleOpts(expires=timedelta(days=2)), "jobs", late)
