@@ -314,3 +314,13 @@ def test_a_jobs_own_visibility_timeout_must_be_a_positive_duration_and_the_refus
     with pytest.raises(InvalidOptions, match=r"^visibility_timeout must be "):
         EnqueueOpts(visibility_timeout=value)  # type: ignore[arg-type]
     assert EnqueueOpts(visibility_timeout=30).visibility_timeout == timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("field", ["delay", "expires"])
+def test_a_relative_instant_past_the_last_representable_one_is_refused_naming_it(field: str) -> None:
+    late = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+    opts = EnqueueOpts(**{field: timedelta(days=2)})  # type: ignore[arg-type]
+    with pytest.raises(
+        InvalidOptions, match=rf"^{field} of 2 days, 0:00:00 from 9999-12-30T23:59:59\.999999\+00:00 is past"
+    ):
+        resolve_enqueue(opts, "jobs", late)
