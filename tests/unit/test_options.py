@@ -324,3 +324,15 @@ def test_a_relative_instant_past_the_last_representable_one_is_refused_naming_it
         InvalidOptions, match=rf"^{field} of 2 days, 0:00:00 from 9999-12-30T23:59:59\.999999\+00:00 is past"
     ):
         resolve_enqueue(opts, "jobs", late)
+
+
+def test_a_jobs_own_visibility_timeout_keeps_every_other_stamp() -> None:
+    opts = EnqueueOpts(delay=5, priority=7, max_attempts=2, expires=60, visibility_timeout=30)
+    stamps = resolve_enqueue(opts, "jobs", NOW)
+    assert (stamps.priority, stamps.run_at, stamps.expires_at, stamps.max_attempts, stamps.visibility) == (
+        7,
+        NOW + timedelta(seconds=5),
+        NOW + timedelta(seconds=60),
+        2,
+        timedelta(seconds=30),
+    )
