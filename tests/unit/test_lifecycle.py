@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from alkstore._codec import Codec
 from alkstore._lifecycle import (
     MAX_TRACEBACK,
     Decoded,
+    Failure,
     HandBack,
     Undecodable,
     check_poll_interval,
@@ -89,11 +91,12 @@ def test_a_raised_exception_keeps_its_traceback_ending_with_its_type_and_message
     try:
         raise KeyError("missing")
     except KeyError as exc:
-        kept = failure(exc)
+        kept, raised = failure(exc), exc
     assert kept.error == "'missing'"
     assert kept.traceback is not None
     assert kept.traceback.startswith("Traceback (most recent call last):")
     assert kept.traceback.rstrip().endswith("KeyError: 'missing'")
+    assert kept.traceback == "".join(traceback.format_exception(raised))
 
 
 def test_an_exception_whose_text_raises_is_named_by_its_type() -> None:
@@ -144,8 +147,22 @@ def test_the_last_attempt_buries_whatever_the_delay() -> None:
 @pytest.mark.parametrize("delay", [-1, float("nan"), "5", timedelta(days=-1)])
 def test_a_bad_delay_is_refused_even_on_the_last_attempt(delay: object) -> None:
     for attempts in (1, 3):
-        with pytest.raises(InvalidOptions, match="delay"):
+        with pytest.raises(InvalidOptions, match=r"^delay must be "):
             on_failure(record(attempts=attempts), failure("x"), DEFAULTS, delay, NOW)
+
+
+def test_a_buried_job_keeps_the_traceback_of_its_last_failure_and_a_retried_one_too() -> None:
+    failed = Failure("boom", "Traceback (most recent call last):\n  ...\nValueError: boom\n")
+    assert on_failure(record(attempts=3), failed, DEFAULTS, None, NOW) == Burial(7, 4, "boom", failed.traceback)
+    assert on_failure(record(attempts=1), failed, DEFAULTS, 0, NOW) == Retry(7, 4, "boom", NOW, failed.traceback)
+
+
+def test_a_retry_past_the_last_representable_instant_is_refused_naming_the_delay() -> None:
+    late = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+    with pytest.raises(
+        InvalidOptions, match=r"^a retry delay of 2 days, 0:00:00 from 9999-12-30T23:59:59\.999999\+00:00 is out"
+    ):
+        on_failure(record(attempts=1), failure("x"), DEFAULTS, timedelta(days=2), late)
 
 
 def test_a_heartbeat_extends_by_the_jobs_own_visibility_or_else_the_queues() -> None:
