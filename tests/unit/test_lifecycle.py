@@ -123,8 +123,35 @@ def test_a_very_long_traceback_keeps_its_end() -> None:
 
 @pytest.mark.parametrize("error", [123, None, b"bytes", ["x"]])
 def test_an_error_that_is_neither_text_nor_an_exception_is_refused(error: object) -> None:
-    with pytest.raises(InvalidArgument, match="error must be a str or an exception"):
+    with pytest.raises(InvalidArgument, match=rf"^error must be a str or an exception, not {type(error).__name__}$"):
         failure(error)
+
+
+def _raised() -> ValueError:
+    try:
+        raise ValueError("boom")
+    except ValueError as exc:
+        return exc
+
+
+@pytest.mark.parametrize("length", [MAX_TRACEBACK, MAX_TRACEBACK + 1])
+def test_a_traceback_of_the_longest_kept_length_is_kept_whole_and_a_longer_one_cut(
+    monkeypatch: pytest.MonkeyPatch, length: int
+) -> None:
+    monkeypatch.setattr(traceback, "format_exception", lambda exc: ["t" * length])
+    kept = failure(_raised()).traceback
+    if length == MAX_TRACEBACK:
+        assert kept == "t" * length
+    else:
+        assert kept == "[1 characters of the traceback left out]\n" + "t" * MAX_TRACEBACK
+
+
+def test_a_traceback_that_cannot_be_formatted_leaves_the_error_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(exc: BaseException) -> list[str]:
+        raise RuntimeError("cannot format")
+
+    monkeypatch.setattr(traceback, "format_exception", broken)
+    assert failure(_raised()) == Failure("boom")
 
 
 def test_a_failed_attempt_with_attempts_left_retries_on_the_queues_curve() -> None:
