@@ -346,3 +346,10 @@ def test_a_jobs_own_visibility_timeout_keeps_every_other_stamp() -> None:
         2,
         timedelta(seconds=30),
     )
+
+
+def test_a_job_expiring_at_the_enqueue_instant_is_dead_on_arrival() -> None:
+    with pytest.raises(
+        InvalidOptions, match=r"^the job would be dead on arrival: it expires \(2030-01-01T12:00:00\+00:00\)"
+    ):
+        resolve_enqueue(EnqueueOpts(expires=NOW), "jobs", NOW)
