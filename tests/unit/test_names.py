@@ -132,3 +132,16 @@ def test_a_listed_queue_that_is_not_a_queue_or_an_outbox_is_refused_naming_which
     with pytest.raises((InvalidName, ReservedName), match=message):
         validate_listed_queue(listed)
     assert validate_listed_queue(outbox_queue("orders")) == outbox_queue("orders")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (7, r"^queue name must be a str, not int$"),
+        ("q" * (MAX_NAME_LENGTH + 1), rf"^queue name is {MAX_NAME_LENGTH + 1} characters long; the limit is 128$"),
+        ("tab\there", r"^queue name 'tab\\there' contains unprintable characters$"),
+    ],
+)
+def test_a_bad_name_is_refused_with_its_kind_and_what_is_wrong(name: object, message: str) -> None:
+    with pytest.raises(InvalidName, match=message):
+        validate_name(name, "queue")

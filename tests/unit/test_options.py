@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from alkstore import EnqueueOpts, InvalidOptions, ScheduleOpts
+from alkstore import EnqueueOpts, InvalidOptions, QueueDefaults, ScheduleOpts
 from alkstore._names import outbox_queue
 from alkstore._options import (
     MAX_DURATION,
@@ -20,6 +20,7 @@ from alkstore._options import (
     resolve_schedule,
     retry_delay,
 )
+from alkstore.engine import QueueConfig
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 OUTBOX = outbox_queue("orders")
@@ -353,3 +354,13 @@ def test_a_job_expiring_at_the_enqueue_instant_is_dead_on_arrival() -> None:
         InvalidOptions, match=r"^the job would be dead on arrival: it expires \(2030-01-01T12:00:00\+00:00\)"
     ):
         resolve_enqueue(EnqueueOpts(expires=NOW), "jobs", NOW)
+
+
+def test_a_stored_config_that_leaves_a_field_unset_keeps_the_derived_value_of_that_field() -> None:
+    stored = QueueConfig(visibility_timeout=timedelta(seconds=9), priority=4)
+    assert queue_defaults("jobs", stored) == QueueDefaults(
+        timedelta(seconds=9), 3, timedelta(seconds=5), timedelta(hours=1), priority=4
+    )
+    assert queue_defaults(OUTBOX, QueueConfig(max_attempts=8)) == QueueDefaults(
+        timedelta(seconds=60), 8, timedelta(seconds=5), timedelta(hours=1)
+    )

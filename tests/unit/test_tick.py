@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from alkstore._boundary import CATCH_UP_CAP
-from alkstore._tick import ROW_BYTES, plan_tick
+from alkstore._tick import ROW_BYTES, TickPlan, plan_tick
 from alkstore.engine import DueSchedule, TickBudget
 from tests.support import MIDNIGHT
 
@@ -138,3 +138,21 @@ def test_a_plan_result_carries_the_ids_and_the_soonest_boundary_and_refuses_a_sh
     assert result.more is False
     with pytest.raises(ValueError, match="zip"):
         plan.result([11], soonest)
+
+
+def test_a_byte_budget_spent_by_one_schedule_leaves_the_next_for_another_transaction() -> None:
+    room = 3 * (100 + ROW_BYTES)  # three fires of the first schedule, nothing of the second
+    plan = plan_tick([due("a", 3, size=100), due("b", 1, size=200)], {}, NOW, TickBudget(rows=100, bytes=room), {})
+    assert isinstance(plan, TickPlan)
+    assert [fire.schedule for fire in plan.fires] == ["a", "a", "a"]
+    assert [name for name, _, _ in plan.advanced] == ["a"]
+    assert plan.more is True
+
+
+def test_the_byte_budget_counts_down_across_schedules() -> None:
+    room = 2 * (10 + ROW_BYTES) + (20 + ROW_BYTES)  # a's two fires and one of b's
+    plan = plan_tick(
+        [due("a", 2, size=10), due("b", 2, size=20), due("c", 1, size=30)], {}, NOW, TickBudget(100, room), {}
+    )
+    assert Counter(fire.schedule for fire in plan.fires) == {"a": 2, "b": 1}
+    assert plan.more is True
