@@ -22,7 +22,7 @@ from alkstore import InvalidPayload, JsonCodec, ManualClock, StopToken, Store
 from alkstore.adapters.postgres import _migrate
 from alkstore.errors import LeadershipLost
 
-from .conftest import PATIENCE, T0, OpenStore, table
+from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 
 pytestmark = pytest.mark.postgres
 
@@ -329,3 +329,47 @@ def test_the_scheduler_lock_name_is_pinned(db: psycopg.Connection[Any], schema: 
     assert leader.owner == "old-leader"
     with pytest.raises(LeadershipLost, match="another runner holds the scheduler lease"):
         store.run_schedules(StopToken())
+
+
+def test_a_jobs_text_columns_are_utf8_and_read_back_into_every_field(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    row = db.execute(
+        sql.SQL(
+            "INSERT INTO {} (queue, payload, state, priority, run_at, max_attempts, enqueued_at, attempts,"
+            " last_error, last_traceback, task, trace, visibility_us)"
+            " VALUES ('text-columns', '1', 'pending', 0, now(), 3, now(), 1, %s, %s, 'send', 'tp-1', 30000000)"
+            " RETURNING id"
+        ).format(table(schema, "jobs")),
+        ["é failed".encode(), "Traceback …\nValueError: é\n".encode()],
+    ).fetchone()
+    assert row is not None
+    store = open_store()
+    record = engine_of(store).get_job(int(row[0]))
+    assert record is not None
+    assert (record.last_error, record.last_traceback, record.task, record.trace, record.visibility) == (
+        "é failed",
+        "Traceback …\nValueError: é\n",
+        "send",
+        "tp-1",
+        timedelta(seconds=30),
+    )
+
+
+def test_a_failed_attempts_traceback_is_stored_as_utf8_text(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    queue = open_store().queue("tracebacks")
+    queue.enqueue(1)
+    job = queue.claim("w")
+    assert job is not None
+    try:
+        raise ValueError("é")
+    except ValueError as exc:
+        job.retry(exc)
+    stored = db.execute(
+        sql.SQL("SELECT last_error, last_traceback FROM {} WHERE id = %s").format(table(schema, "jobs")), [job.id]
+    ).fetchone()
+    assert stored is not None
+    assert bytes(stored[0]) == "é".encode()
+    assert bytes(stored[1]).decode().rstrip().endswith("ValueError: é")
