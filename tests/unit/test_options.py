@@ -309,7 +309,7 @@ def test_a_base_over_a_derived_cap_or_under_a_derived_base_says_which_was_derive
     given: dict[str, int], message: str
 ) -> None:
     with pytest.raises(InvalidOptions, match=message):
-        check_queue_config("jobs", **given)  # type: ignore[arg-type]
+        check_queue_config("jobs", **given)
 
 
 def test_a_schedule_expiry_past_the_last_instant_is_refused_naming_expires() -> None:
