@@ -77,6 +77,7 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=20)
     parser.add_argument("--seed", type=int, default=25)
     parser.add_argument("--all", action="store_true")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds one mutant's tests may take")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
     every = list(mutants())
@@ -89,10 +90,19 @@ def main() -> int:
     templates = _templates()
     for ident, name, offset, _ in chosen:
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "sql_mutants"]
-        result = subprocess.run(
-            [*command, *args.pytest_args], env={**env, ENV: ident}, capture_output=True, text=True, check=False
-        )
-        verdict = "killed" if result.returncode == 1 else "survived" if result.returncode == 0 else "error"
+        try:
+            result = subprocess.run(
+                [*command, *args.pytest_args],
+                env={**env, ENV: ident},
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=args.timeout,
+            )
+        except subprocess.TimeoutExpired:
+            verdict = "timeout"  # a statement that never finishes: noticed, but not by an assertion
+        else:
+            verdict = "killed" if result.returncode == 1 else "survived" if result.returncode == 0 else "error"
         print(f"  {verdict:<8} {ident}", flush=True)
         if verdict != "killed":
             survivors.append(ident)
