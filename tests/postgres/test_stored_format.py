@@ -373,3 +373,19 @@ def test_a_failed_attempts_traceback_is_stored_as_utf8_text(
     assert stored is not None
     assert bytes(stored[0]) == "é".encode()
     assert bytes(stored[1]).decode().rstrip().endswith("ValueError: é")
+
+
+def test_a_job_due_at_once_is_stored_pending_and_one_ahead_delayed(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    """The claim reads 'pending' rows through its index; a due 'delayed' one costs a sweep first."""
+    queue = open_store(clock=ManualClock(T0)).queue("states")
+    ids = [queue.enqueue(n) for n in range(3)]
+    jobs = [queue.claim("w") for _ in ids]
+    assert all(job is not None for job in jobs)
+    first, second, third = (job for job in jobs if job is not None)
+    first.retry("again", delay=0)
+    second.retry("later", delay=60)
+    third.release()
+    query = sql.SQL("SELECT id, state FROM {} WHERE queue = 'states'").format(table(schema, "jobs"))
+    assert dict(db.execute(query).fetchall()) == {first.id: "pending", second.id: "delayed", third.id: "pending"}
