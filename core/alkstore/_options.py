@@ -37,6 +37,8 @@ __all__ = [
 _INT32_MAX = 2**31 - 1
 #: Longest delay, expiry or lease accepted: a hundred years keeps every instant representable.
 MAX_DURATION = timedelta(days=36500)
+#: The limit as messages state it: inclusive, for seconds and timedeltas alike.
+_AT_MOST = f"at most {MAX_DURATION.days:,} days ({MAX_DURATION.total_seconds():.0f} s)"
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -88,21 +90,24 @@ def retry_delay(defaults: QueueDefaults, attempt: int) -> timedelta:
 
 
 def as_duration(value: object, what: str, *, allow_zero: bool = True) -> timedelta:
-    """Seconds (int/float) or a ``timedelta`` as a validated, non-negative ``timedelta``."""
+    """Seconds (int/float) or a ``timedelta`` as a validated, non-negative ``timedelta``.
+
+    At most ``MAX_DURATION`` (36,500 days), inclusive, whether given as seconds or a ``timedelta``.
+    """
     if isinstance(value, timedelta):
         delta = value
     elif isinstance(value, int | float) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise InvalidOptions(f"{what} must be finite, not {value!r}")
         if abs(value) > MAX_DURATION.total_seconds():
-            raise InvalidOptions(f"{what} of {value!r} s exceeds the limit of {MAX_DURATION}")
+            raise InvalidOptions(f"{what} must be {_AT_MOST}, not {value!r} s")
         delta = timedelta(seconds=value)
     else:
         raise InvalidOptions(f"{what} must be seconds or a timedelta, not {type(value).__name__}")
     if delta < timedelta(0) or (not allow_zero and delta == timedelta(0)):
         raise InvalidOptions(f"{what} must be {'>= 0' if allow_zero else '> 0'}, not {value!r}")
     if delta > MAX_DURATION:
-        raise InvalidOptions(f"{what} of {delta} exceeds the limit of {MAX_DURATION}")
+        raise InvalidOptions(f"{what} must be {_AT_MOST}, not {delta}")
     return delta
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,9 +14,11 @@ from alkstore._codec import Codec
 from alkstore._lifecycle import (
     MAX_TRACEBACK,
     Decoded,
+    Failure,
     HandBack,
     Undecodable,
     check_poll_interval,
+    check_wait,
     claim_wait,
     decode_claimed,
     failure,
@@ -88,11 +91,12 @@ def test_a_raised_exception_keeps_its_traceback_ending_with_its_type_and_message
     try:
         raise KeyError("missing")
     except KeyError as exc:
-        kept = failure(exc)
+        kept, raised = failure(exc), exc
     assert kept.error == "'missing'"
     assert kept.traceback is not None
     assert kept.traceback.startswith("Traceback (most recent call last):")
     assert kept.traceback.rstrip().endswith("KeyError: 'missing'")
+    assert kept.traceback == "".join(traceback.format_exception(raised))
 
 
 def test_an_exception_whose_text_raises_is_named_by_its_type() -> None:
@@ -119,8 +123,35 @@ def test_a_very_long_traceback_keeps_its_end() -> None:
 
 @pytest.mark.parametrize("error", [123, None, b"bytes", ["x"]])
 def test_an_error_that_is_neither_text_nor_an_exception_is_refused(error: object) -> None:
-    with pytest.raises(InvalidArgument, match="error must be a str or an exception"):
+    with pytest.raises(InvalidArgument, match=rf"^error must be a str or an exception, not {type(error).__name__}$"):
         failure(error)
+
+
+def _raised() -> ValueError:
+    try:
+        raise ValueError("boom")
+    except ValueError as exc:
+        return exc
+
+
+@pytest.mark.parametrize("length", [MAX_TRACEBACK, MAX_TRACEBACK + 1])
+def test_a_traceback_of_the_longest_kept_length_is_kept_whole_and_a_longer_one_cut(
+    monkeypatch: pytest.MonkeyPatch, length: int
+) -> None:
+    monkeypatch.setattr(traceback, "format_exception", lambda exc: ["t" * length])
+    kept = failure(_raised()).traceback
+    if length == MAX_TRACEBACK:
+        assert kept == "t" * length
+    else:
+        assert kept == "[1 characters of the traceback left out]\n" + "t" * MAX_TRACEBACK
+
+
+def test_a_traceback_that_cannot_be_formatted_leaves_the_error_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(exc: BaseException) -> list[str]:
+        raise RuntimeError("cannot format")
+
+    monkeypatch.setattr(traceback, "format_exception", broken)
+    assert failure(_raised()) == Failure("boom")
 
 
 def test_a_failed_attempt_with_attempts_left_retries_on_the_queues_curve() -> None:
@@ -143,8 +174,22 @@ def test_the_last_attempt_buries_whatever_the_delay() -> None:
 @pytest.mark.parametrize("delay", [-1, float("nan"), "5", timedelta(days=-1)])
 def test_a_bad_delay_is_refused_even_on_the_last_attempt(delay: object) -> None:
     for attempts in (1, 3):
-        with pytest.raises(InvalidOptions, match="delay"):
+        with pytest.raises(InvalidOptions, match=r"^delay must be "):
             on_failure(record(attempts=attempts), failure("x"), DEFAULTS, delay, NOW)
+
+
+def test_a_buried_job_keeps_the_traceback_of_its_last_failure_and_a_retried_one_too() -> None:
+    failed = Failure("boom", "Traceback (most recent call last):\n  ...\nValueError: boom\n")
+    assert on_failure(record(attempts=3), failed, DEFAULTS, None, NOW) == Burial(7, 4, "boom", failed.traceback)
+    assert on_failure(record(attempts=1), failed, DEFAULTS, 0, NOW) == Retry(7, 4, "boom", NOW, failed.traceback)
+
+
+def test_a_retry_past_the_last_representable_instant_is_refused_naming_the_delay() -> None:
+    late = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+    with pytest.raises(
+        InvalidOptions, match=r"^a retry delay of 2 days, 0:00:00 from 9999-12-30T23:59:59\.999999\+00:00 is out"
+    ):
+        on_failure(record(attempts=1), failure("x"), DEFAULTS, timedelta(days=2), late)
 
 
 def test_a_heartbeat_extends_by_the_jobs_own_visibility_or_else_the_queues() -> None:
@@ -162,6 +207,13 @@ def test_a_waiting_claim_parks_for_the_rest_of_its_wait_at_most_one_poll_interva
 
 @pytest.mark.parametrize("interval", [0, -1, 0.0, float("nan"), float("inf"), "x", None, True])
 def test_a_poll_interval_must_be_a_positive_finite_number_of_seconds(interval: object) -> None:
-    with pytest.raises(InvalidOptions, match="poll_interval"):
+    with pytest.raises(InvalidOptions, match=r"^poll_interval must be "):
         check_poll_interval(interval)
     assert check_poll_interval(0.05) == 0.05
+
+
+@pytest.mark.parametrize(("wait", "says"), [(-1, ">= 0, not -1"), ("x", "seconds or a timedelta, not str")])
+def test_a_claim_wait_must_be_a_non_negative_duration_and_the_refusal_names_it(wait: object, says: str) -> None:
+    with pytest.raises(InvalidOptions, match=rf"^wait must be {says}$"):
+        check_wait(wait)
+    assert check_wait(0) == timedelta(0)

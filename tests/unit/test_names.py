@@ -11,6 +11,7 @@ from alkstore._names import (
     is_outbox_queue,
     outbox_queue,
     validate_label,
+    validate_listed_queue,
     validate_name,
 )
 
@@ -116,3 +117,31 @@ def test_an_outbox_backing_queue_is_reserved_and_recognised() -> None:
 @pytest.mark.parametrize("queue", ["orders", "outbox:orders", "__alkstore_scheduler", "__alkstore_outbox"])
 def test_other_queues_are_not_outbox_queues(queue: str) -> None:
     assert not is_outbox_queue(queue)
+
+
+@pytest.mark.parametrize(
+    ("listed", "message"),
+    [
+        ("", r"^queue name must not be empty$"),
+        (RESERVED_PREFIX + "x", r"^queue name '__alkstore_x' uses the reserved prefix '__alkstore_'$"),
+        (outbox_queue(" padded"), r"^outbox name ' padded' has leading or trailing whitespace$"),
+        (outbox_queue(""), r"^outbox name must not be empty$"),
+    ],
+)
+def test_a_listed_queue_that_is_not_a_queue_or_an_outbox_is_refused_naming_which(listed: str, message: str) -> None:
+    with pytest.raises((InvalidName, ReservedName), match=message):
+        validate_listed_queue(listed)
+    assert validate_listed_queue(outbox_queue("orders")) == outbox_queue("orders")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (7, r"^queue name must be a str, not int$"),
+        ("q" * (MAX_NAME_LENGTH + 1), rf"^queue name is {MAX_NAME_LENGTH + 1} characters long; the limit is 128$"),
+        ("tab\there", r"^queue name 'tab\\there' contains unprintable characters$"),
+    ],
+)
+def test_a_bad_name_is_refused_with_its_kind_and_what_is_wrong(name: object, message: str) -> None:
+    with pytest.raises(InvalidName, match=message):
+        validate_name(name, "queue")

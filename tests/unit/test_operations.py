@@ -86,13 +86,13 @@ def test_phases_are_named_by_their_values_and_pages_are_1_to_1000_jobs() -> None
     assert as_phase(JobPhase.DEAD) is JobPhase.DEAD
     with pytest.raises(InvalidOptions, match="ready, delayed, running, dead"):
         as_phase("pending")
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument, match=r"^phase must be an alkstore.JobPhase or a str, not NoneType$"):
         as_phase(None)
     assert check_page_size(1) == 1
     assert check_page_size(1000) == 1000
     for bad in (0, 1001, -1):
-        with pytest.raises(InvalidOptions):
+        with pytest.raises(InvalidOptions, match=rf"^limit must be between 1 and 1000, not {bad}$"):
             check_page_size(bad)
     for wrong in (1.0, True, "5", None):
-        with pytest.raises(InvalidArgument):
+        with pytest.raises(InvalidArgument, match=rf"^limit must be an int, not {type(wrong).__name__}$"):
             check_page_size(wrong)

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from alkstore import EnqueueOpts, InvalidOptions, ScheduleOpts
+from alkstore import EnqueueOpts, InvalidOptions, QueueDefaults, ScheduleOpts
 from alkstore._names import outbox_queue
 from alkstore._options import (
     MAX_DURATION,
     as_duration,
+    check_queue_config,
     queue_defaults,
     resolve_enqueue,
     resolve_schedule,
     retry_delay,
 )
+from alkstore.engine import QueueConfig
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 OUTBOX = outbox_queue("orders")
@@ -28,7 +31,7 @@ INT32_MAX = 2**31 - 1
 
 
 def test_delay_and_run_at_together_are_rejected() -> None:
-    with pytest.raises(InvalidOptions, match="not both"):
+    with pytest.raises(InvalidOptions, match=r"^give delay or run_at, not both$"):
         EnqueueOpts(delay=1, run_at=NOW)
 
 
@@ -37,7 +40,7 @@ def test_delay_and_run_at_together_are_rejected() -> None:
     [-1, -0.5, timedelta(seconds=-1), math.nan, math.inf, -math.inf, True, "5", [5], MAX_DURATION * 2, 1e300],
 )
 def test_a_bad_delay_is_rejected(delay: object) -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^delay "):
         EnqueueOpts(delay=delay)  # type: ignore[arg-type]
 
 
@@ -51,10 +54,18 @@ def test_a_delay_is_normalised_to_a_timedelta(delay: float, expected: timedelta)
 
 @pytest.mark.parametrize("priority", [True, False, 1.0, "1", INT32_MAX + 1, -INT32_MAX - 2])
 def test_a_priority_that_is_not_an_int32_is_rejected(priority: object) -> None:
-    with pytest.raises(InvalidOptions):
+    message = "^" + re.escape(_int_refusal("priority", priority, -INT32_MAX - 1, INT32_MAX)) + "$"
+    with pytest.raises(InvalidOptions, match=message):
         EnqueueOpts(priority=priority)  # type: ignore[arg-type]
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=message):
         ScheduleOpts(priority=priority)  # type: ignore[arg-type]
+
+
+def _int_refusal(what: str, value: object, low: int, high: int) -> str:
+    """The whole message refusing ``value`` for an int option ``what`` in ``[low, high]``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{what} must be between {low} and {high}, not {value}"
+    return f"{what} must be an int, not {type(value).__name__}"
 
 
 @pytest.mark.parametrize("priority", [INT32_MAX, -INT32_MAX - 1, 0, -5])
@@ -65,9 +76,10 @@ def test_a_priority_anywhere_in_the_int32_range_is_accepted(priority: int) -> No
 
 @pytest.mark.parametrize("max_attempts", [0, -1, True, 2.0, INT32_MAX + 1])
 def test_max_attempts_below_one_or_not_an_int_is_rejected(max_attempts: object) -> None:
-    with pytest.raises(InvalidOptions):
+    message = "^" + re.escape(_int_refusal("max_attempts", max_attempts, 1, INT32_MAX)) + "$"
+    with pytest.raises(InvalidOptions, match=message):
         EnqueueOpts(max_attempts=max_attempts)  # type: ignore[arg-type]
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=message):
         ScheduleOpts(max_attempts=max_attempts)  # type: ignore[arg-type]
 
 
@@ -78,14 +90,14 @@ def test_max_attempts_of_one_is_accepted() -> None:
 @pytest.mark.parametrize("field", ["run_at", "expires"])
 def test_naive_datetimes_are_rejected(field: str) -> None:
     naive: dict[str, Any] = {field: datetime(2030, 1, 1)}
-    with pytest.raises(InvalidOptions, match="naive"):
+    with pytest.raises(InvalidOptions, match=rf"^{field} must be timezone-aware, not naive \(2030-01-01T00:00:00\)$"):
         EnqueueOpts(**naive)
 
 
 def test_run_at_must_be_a_datetime() -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^run_at must be a timezone-aware datetime, not date$"):
         EnqueueOpts(run_at=NOW.date())  # type: ignore[arg-type]
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^run_at must be a timezone-aware datetime, not float$"):
         EnqueueOpts(run_at=1.0)  # type: ignore[arg-type]
 
 
@@ -102,14 +114,16 @@ def test_aware_instants_are_normalised_to_utc() -> None:
 
 @pytest.mark.parametrize("expires", [0, -1, timedelta(0), timedelta(seconds=-1), 1e-7, math.nan, "60"])
 def test_expires_must_be_positive(expires: object) -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^expires "):
         EnqueueOpts(expires=expires)  # type: ignore[arg-type]
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=r"^expires "):
         ScheduleOpts(expires=expires)  # type: ignore[arg-type]
 
 
 def test_a_schedule_expires_cannot_be_an_absolute_instant() -> None:
-    with pytest.raises(InvalidOptions, match="relative"):
+    with pytest.raises(
+        InvalidOptions, match=r"^a schedule's expires is relative to each fire \(seconds or timedelta\)$"
+    ):
         ScheduleOpts(expires=NOW)  # type: ignore[arg-type]
 
 
@@ -193,6 +207,29 @@ def test_a_schedule_fire_into_an_outbox_queue_derives_five_attempts() -> None:
 # -- durations and the retry curve ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "limit", [MAX_DURATION, MAX_DURATION.total_seconds(), int(MAX_DURATION.total_seconds())], ids=repr
+)
+def test_a_duration_of_exactly_the_limit_is_accepted_as_seconds_or_a_timedelta(limit: float | timedelta) -> None:
+    assert as_duration(limit, "delay") == timedelta(days=36_500)
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        MAX_DURATION + timedelta(microseconds=1),
+        MAX_DURATION.total_seconds() + 1e-6,
+        int(MAX_DURATION.total_seconds()) + 1,
+        -int(MAX_DURATION.total_seconds()) - 1,
+        -1e300,
+    ],
+    ids=repr,
+)
+def test_a_duration_past_the_limit_is_refused_with_the_limit_named(over: float | timedelta) -> None:
+    with pytest.raises(InvalidOptions, match=r"^delay must be at most 36,500 days \(3153600000 s\), not "):
+        as_duration(over, "delay")
+
+
 def test_durations_accept_seconds_and_timedeltas_up_to_a_hundred_years() -> None:
     assert as_duration(1.5, "x") == timedelta(seconds=1.5)
     assert as_duration(timedelta(minutes=2), "x") == timedelta(minutes=2)
@@ -227,5 +264,103 @@ def test_the_retry_curve_stays_at_the_cap_however_many_attempts_failed(attempt: 
 
 @pytest.mark.parametrize("attempt", [0, -1])
 def test_the_retry_curve_rejects_attempts_below_one(attempt: int) -> None:
-    with pytest.raises(InvalidOptions):
+    with pytest.raises(InvalidOptions, match=rf"^attempt must be >= 1, not {attempt}$"):
         retry_delay(queue_defaults("q"), attempt)
+
+
+# -- queue configuration: each refusal names its argument -------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["visibility_timeout", "backoff_base", "backoff_cap"])
+@pytest.mark.parametrize(("value", "says"), [(0, "must be > 0, not 0"), ("5", "must be seconds or a timedelta")])
+def test_a_bad_queue_config_duration_is_refused_naming_it(field: str, value: object, says: str) -> None:
+    with pytest.raises(InvalidOptions, match=rf"^{field} {says}"):
+        check_queue_config("jobs", **{field: value})
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_attempts", 0), ("priority", 2**31)])
+def test_a_bad_queue_config_int_is_refused_naming_it(field: str, value: int) -> None:
+    with pytest.raises(InvalidOptions, match=rf"^{field} must be between "):
+        check_queue_config("jobs", **{field: value})
+
+
+def test_a_retry_curve_may_be_flat_but_its_base_never_exceeds_its_cap() -> None:
+    flat = check_queue_config("jobs", backoff_base=10, backoff_cap=10)
+    assert flat.backoff_base == flat.backoff_cap == timedelta(seconds=10)
+    both = r"^backoff_base \(0:00:10\) must not exceed backoff_cap \(0:00:09\)$"
+    with pytest.raises(InvalidOptions, match=both):
+        check_queue_config("jobs", backoff_base=10, backoff_cap=9)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"backoff_cap": 1},
+            r"^backoff_base \(0:00:05\) must not exceed backoff_cap \(0:00:01\) \(a derived default\)$",
+        ),
+        (
+            {"backoff_base": 7200},
+            r"^backoff_base \(2:00:00\) must not exceed backoff_cap \(1:00:00\) \(a derived default\)$",
+        ),
+    ],
+)
+def test_a_base_over_a_derived_cap_or_under_a_derived_base_says_which_was_derived(
+    given: dict[str, int], message: str
+) -> None:
+    with pytest.raises(InvalidOptions, match=message):
+        check_queue_config("jobs", **given)
+
+
+def test_a_schedule_expiry_past_the_last_instant_is_refused_naming_expires() -> None:
+    late = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+    with pytest.raises(
+        InvalidOptions, match=r"^expires of 2 days, 0:00:00 from 9999-12-30T23:59:59\.999999\+00:00 is past"
+    ):
+        resolve_schedule(ScheduleOpts(expires=timedelta(days=2)), "jobs", late)
+
+
+@pytest.mark.parametrize("value", [0, -1, "60"])
+def test_a_jobs_own_visibility_timeout_must_be_a_positive_duration_and_the_refusal_names_it(value: object) -> None:
+    with pytest.raises(InvalidOptions, match=r"^visibility_timeout must be "):
+        EnqueueOpts(visibility_timeout=value)  # type: ignore[arg-type]
+    assert EnqueueOpts(visibility_timeout=30).visibility_timeout == timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("field", ["delay", "expires"])
+def test_a_relative_instant_past_the_last_representable_one_is_refused_naming_it(field: str) -> None:
+    late = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+    opts = EnqueueOpts(**{field: timedelta(days=2)})  # type: ignore[arg-type]
+    with pytest.raises(
+        InvalidOptions, match=rf"^{field} of 2 days, 0:00:00 from 9999-12-30T23:59:59\.999999\+00:00 is past"
+    ):
+        resolve_enqueue(opts, "jobs", late)
+
+
+def test_a_jobs_own_visibility_timeout_keeps_every_other_stamp() -> None:
+    opts = EnqueueOpts(delay=5, priority=7, max_attempts=2, expires=60, visibility_timeout=30)
+    stamps = resolve_enqueue(opts, "jobs", NOW)
+    assert (stamps.priority, stamps.run_at, stamps.expires_at, stamps.max_attempts, stamps.visibility) == (
+        7,
+        NOW + timedelta(seconds=5),
+        NOW + timedelta(seconds=60),
+        2,
+        timedelta(seconds=30),
+    )
+
+
+def test_a_job_expiring_at_the_enqueue_instant_is_dead_on_arrival() -> None:
+    with pytest.raises(
+        InvalidOptions, match=r"^the job would be dead on arrival: it expires \(2030-01-01T12:00:00\+00:00\)"
+    ):
+        resolve_enqueue(EnqueueOpts(expires=NOW), "jobs", NOW)
+
+
+def test_a_stored_config_that_leaves_a_field_unset_keeps_the_derived_value_of_that_field() -> None:
+    stored = QueueConfig(visibility_timeout=timedelta(seconds=9), priority=4)
+    assert queue_defaults("jobs", stored) == QueueDefaults(
+        timedelta(seconds=9), 3, timedelta(seconds=5), timedelta(hours=1), priority=4
+    )
+    assert queue_defaults(OUTBOX, QueueConfig(max_attempts=8)) == QueueDefaults(
+        timedelta(seconds=60), 8, timedelta(seconds=5), timedelta(hours=1)
+    )

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
-from alkstore._tick import ROW_BYTES, plan_tick
+import pytest
+
+from alkstore._boundary import CATCH_UP_CAP
+from alkstore._tick import ROW_BYTES, TickPlan, plan_tick
 from alkstore.engine import DueSchedule, TickBudget
 from tests.support import MIDNIGHT
 
@@ -87,3 +90,69 @@ def test_a_schedule_not_yet_due_is_left_out_and_costs_nothing() -> None:
     later = DueSchedule("later", 60, "q", None, None, None, NOW + SECOND, 10)
     plan = plan_tick([later], {}, NOW, ROOMY, {})
     assert (plan.fires, plan.advanced, plan.more) == ((), (), False)
+
+
+# -- the edges of one plan -------------------------------------------------------------------------
+
+
+def test_a_schedule_not_yet_due_is_passed_over_and_the_due_ones_after_it_are_planned() -> None:
+    ahead = DueSchedule("ahead", 1, "q", None, None, None, NOW + SECOND, 1)  # the cheapest: taken first
+    plan = plan_tick([ahead, due("b", 2, size=50)], {}, NOW, ROOMY, {})
+    assert [fire.schedule for fire in plan.fires] == ["b", "b"]
+    assert [name for name, _, _ in plan.advanced] == ["b"]
+
+
+def test_a_schedule_capped_earlier_in_the_tick_is_left_alone_and_the_next_one_is_planned() -> None:
+    plan = plan_tick([due("capped", 5, size=1), due("b", 1, size=50)], {}, NOW, ROOMY, {"capped": CATCH_UP_CAP})
+    assert [fire.schedule for fire in plan.fires] == ["b"]
+    assert [name for name, _, _ in plan.advanced] == ["b"], "neither fired nor skipped forward: it waits"
+    assert plan.skipped == ()
+    assert not plan.more
+
+
+def test_a_schedule_one_short_of_the_cap_fires_one_more_boundary_and_skips_the_rest() -> None:
+    plan = plan_tick([due("a", 5)], {}, NOW, ROOMY, {"a": CATCH_UP_CAP - 1})
+    assert len(plan.fires) == 1
+    assert plan.skipped == (("a", 4),)
+
+
+def test_the_last_row_of_the_budget_is_used() -> None:
+    plan = plan_tick([due("a", 2, size=1), due("b", 1, size=2)], {}, NOW, TickBudget(rows=3, bytes=2**40), {})
+    assert Counter(fire.schedule for fire in plan.fires) == {"a": 2, "b": 1}
+    assert not plan.more
+
+
+def test_a_budget_spent_exactly_leaves_the_next_schedule_for_another_transaction() -> None:
+    plan = plan_tick([due("a", 2, size=1), due("b", 1, size=2)], {}, NOW, TickBudget(rows=2, bytes=2**40), {})
+    assert [fire.schedule for fire in plan.fires] == ["a", "a"]
+    assert [name for name, _, _ in plan.advanced] == ["a"]
+    assert plan.more
+
+
+def test_a_plan_result_carries_the_ids_and_the_soonest_boundary_and_refuses_a_short_id_list() -> None:
+    plan = plan_tick([due("a", 2)], {}, NOW, ROOMY, {})
+    soonest = NOW + 7 * SECOND
+    result = plan.result([11, 12], soonest)
+    assert [(fire.schedule, fire.job_id) for fire in result.fires] == [("a", 11), ("a", 12)]
+    assert result.soonest == soonest
+    assert result.more is False
+    with pytest.raises(ValueError, match="zip"):
+        plan.result([11], soonest)
+
+
+def test_a_byte_budget_spent_by_one_schedule_leaves_the_next_for_another_transaction() -> None:
+    room = 3 * (100 + ROW_BYTES)  # three fires of the first schedule, nothing of the second
+    plan = plan_tick([due("a", 3, size=100), due("b", 1, size=200)], {}, NOW, TickBudget(rows=100, bytes=room), {})
+    assert isinstance(plan, TickPlan)
+    assert [fire.schedule for fire in plan.fires] == ["a", "a", "a"]
+    assert [name for name, _, _ in plan.advanced] == ["a"]
+    assert plan.more is True
+
+
+def test_the_byte_budget_counts_down_across_schedules() -> None:
+    room = 2 * (10 + ROW_BYTES) + (20 + ROW_BYTES)  # a's two fires and one of b's
+    plan = plan_tick(
+        [due("a", 2, size=10), due("b", 2, size=20), due("c", 1, size=30)], {}, NOW, TickBudget(100, room), {}
+    )
+    assert Counter(fire.schedule for fire in plan.fires) == {"a": 2, "b": 1}
+    assert plan.more is True

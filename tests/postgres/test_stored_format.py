@@ -1,0 +1,391 @@
+"""The stored format, pinned: what a live database depends on changes only with a migration.
+
+A database written by this version is read by the next one, so a rename here (a column, a
+function, the outbox's reserved prefix, the scheduler's lock name, the NOTIFY channel scheme,
+the payload bytes) silently orphans existing data unless a migration carries it over. Each test
+compares a freshly migrated schema, or what the engine writes and reads, with literals: a
+change fails here until a migration and a conscious update of these literals go with it
+(ADR 025). A new migration changes ``SCHEMA_VERSION`` and whatever it adds below.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from alkstore import InvalidPayload, JsonCodec, ManualClock, StopToken, Store
+from alkstore.adapters.postgres import _migrate
+from alkstore.errors import LeadershipLost
+
+from .conftest import PATIENCE, T0, OpenStore, engine_of, table
+
+pytestmark = pytest.mark.postgres
+
+#: The schema version this code writes, and the migrations that make it.
+SCHEMA_VERSION = 4
+MIGRATIONS = [
+    (1, "initial"),
+    (2, "job_checks_in_the_engine"),
+    (3, "batches_config_and_delayed_jobs"),
+    (4, "operations"),
+]
+
+_TS = "timestamp with time zone"
+_C = ' COLLATE "C"'
+#: Every table's columns in order: name, type, ``NOT NULL`` and a non-default collation.
+TABLES: dict[str, list[tuple[str, str]]] = {
+    "dead_jobs": [
+        ("id", "bigint NOT NULL"),
+        ("queue", "text NOT NULL" + _C),
+        ("payload", "bytea NOT NULL"),
+        ("priority", "integer NOT NULL"),
+        ("run_at", f"{_TS} NOT NULL"),
+        ("expires_at", _TS),
+        ("attempts", "integer NOT NULL"),
+        ("max_attempts", "integer NOT NULL"),
+        ("last_error", "bytea NOT NULL"),
+        ("schedule", "text" + _C),
+        ("boundary", _TS),
+        ("enqueued_at", f"{_TS} NOT NULL"),
+        ("lease", "bigint NOT NULL"),
+        ("died_at", f"{_TS} NOT NULL"),
+        ("visibility_us", "bigint"),
+        ("task", "text"),
+        ("last_traceback", "bytea"),
+        ("trace", "text"),
+    ],
+    "jobs": [
+        ("id", "bigint NOT NULL"),
+        ("queue", "text NOT NULL" + _C),
+        ("payload", "bytea NOT NULL"),
+        ("state", "text NOT NULL"),
+        ("priority", "integer NOT NULL"),
+        ("run_at", f"{_TS} NOT NULL"),
+        ("expires_at", _TS),
+        ("attempts", "integer NOT NULL"),
+        ("max_attempts", "integer NOT NULL"),
+        ("last_error", "bytea"),
+        ("schedule", "text" + _C),
+        ("boundary", _TS),
+        ("enqueued_at", f"{_TS} NOT NULL"),
+        ("worker_id", "text"),
+        ("lease_until", _TS),
+        ("lease", "bigint NOT NULL"),
+        ("visibility_us", "bigint"),
+        ("task", "text"),
+        ("last_traceback", "bytea"),
+        ("trace", "text"),
+    ],
+    "locks": [
+        ("name", "text NOT NULL" + _C),
+        ("owner", "text NOT NULL"),
+        ("token", "bigint NOT NULL"),
+        ("expires_at", f"{_TS} NOT NULL"),
+    ],
+    "queues": [
+        ("name", "text NOT NULL" + _C),
+        ("visibility_us", "bigint"),
+        ("max_attempts", "integer"),
+        ("backoff_base_us", "bigint"),
+        ("backoff_cap_us", "bigint"),
+        ("priority", "integer"),
+    ],
+    "schedules": [
+        ("name", "text NOT NULL" + _C),
+        ("spec", "text NOT NULL"),
+        ("interval_s", "integer NOT NULL"),
+        ("queue", "text NOT NULL" + _C),
+        ("payload", "bytea NOT NULL"),
+        ("priority", "integer"),
+        ("max_attempts", "integer"),
+        ("expires_us", "bigint"),
+        ("next_boundary", f"{_TS} NOT NULL"),
+        ("task", "text"),
+        ("last_boundary", _TS),
+    ],
+    "schema_version": [
+        ("version", "integer NOT NULL"),
+        ("name", "text NOT NULL"),
+        ("applied_at", f"{_TS} NOT NULL"),
+    ],
+    "workers": [
+        ("id", "text NOT NULL" + _C),
+        ("host", "text NOT NULL"),
+        ("pid", "integer NOT NULL"),
+        ("queues", "text[] NOT NULL"),
+        ("concurrency", "integer NOT NULL"),
+        ("started_at", f"{_TS} NOT NULL"),
+        ("seen_at", f"{_TS} NOT NULL"),
+        ("running", "bigint NOT NULL"),
+        ("processed", "bigint NOT NULL"),
+        ("failed", "bigint NOT NULL"),
+    ],
+}
+SEQUENCES = ["job_ids", "lock_tokens"]
+#: Every index, by name, as ``pg_indexes`` defines it (``{s}`` for the schema).
+INDEXES = {
+    "dead_jobs_pkey": "CREATE UNIQUE INDEX dead_jobs_pkey ON {s}.dead_jobs USING btree (id)",
+    "dead_jobs_queue": "CREATE INDEX dead_jobs_queue ON {s}.dead_jobs USING btree (queue, died_at)",
+    "jobs_claim": (
+        "CREATE INDEX jobs_claim ON {s}.jobs USING btree (queue, priority DESC, run_at, id)"
+        " WHERE (state = 'pending'::text)"
+    ),
+    "jobs_delayed": "CREATE INDEX jobs_delayed ON {s}.jobs USING btree (queue, run_at) WHERE (state = 'delayed'::text)",
+    "jobs_expiry": (
+        "CREATE INDEX jobs_expiry ON {s}.jobs USING btree (queue, expires_at)"
+        " WHERE ((state = ANY (ARRAY['pending'::text, 'delayed'::text])) AND (expires_at IS NOT NULL))"
+    ),
+    "jobs_lease": (
+        "CREATE INDEX jobs_lease ON {s}.jobs USING btree (queue, lease_until) WHERE (state = 'running'::text)"
+    ),
+    "jobs_pkey": "CREATE UNIQUE INDEX jobs_pkey ON {s}.jobs USING btree (id)",
+    "locks_pkey": "CREATE UNIQUE INDEX locks_pkey ON {s}.locks USING btree (name)",
+    "queues_pkey": "CREATE UNIQUE INDEX queues_pkey ON {s}.queues USING btree (name)",
+    "schedules_next_boundary": ("CREATE INDEX schedules_next_boundary ON {s}.schedules USING btree (next_boundary)"),
+    "schedules_pkey": "CREATE UNIQUE INDEX schedules_pkey ON {s}.schedules USING btree (name)",
+    "schema_version_pkey": "CREATE UNIQUE INDEX schema_version_pkey ON {s}.schema_version USING btree (version)",
+    "workers_pkey": "CREATE UNIQUE INDEX workers_pkey ON {s}.workers USING btree (id)",
+}
+#: Every function, by its versioned name and arguments, with its result type. Older versions stay:
+#: a process still running the previous release calls them until it is replaced.
+FUNCTIONS = {
+    f"bury_3(p_ids bigint[], p_fences bigint[], p_errors bytea[], p_tracebacks bytea[], p_now {_TS})": ("SETOF bigint"),
+    "channel(p_schema text, p_queue text)": "text",
+    (
+        f"claim(p_queue text, p_worker text, p_now {_TS}, p_lease_until {_TS},"
+        " p_lease_expired_error bytea, p_job_expired_error bytea)"
+    ): "SETOF {s}.jobs",
+    "listen(p_schema text, p_queue text)": "void",
+    "next_job_ids(p_count integer)": "SETOF bigint",
+    f"queue_counts_4(p_queue text, p_now {_TS}, p_cap bigint)": (
+        f"TABLE(ready bigint, delayed bigint, running bigint, dead bigint, oldest_ready {_TS})"
+    ),
+    "queues_4()": "SETOF text",
+    f"sweep(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
+    f"sweep_3(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
+    f"try_lock(p_name text, p_owner text, p_now {_TS}, p_expires_at {_TS})": "SETOF {s}.locks",
+}
+#: The reserved names a database holds rows under.
+OUTBOX_QUEUE = "__alkstore_outbox:{outbox}"
+SCHEDULER_LOCK = "__alkstore_scheduler"
+
+
+def channel(schema: str, queue: str) -> str:
+    """The NOTIFY channel scheme: ``alkstore_`` and 40 hex digits of sha256 of ``len(schema):schema:queue``."""
+    digest = hashlib.sha256(f"{len(schema)}:{schema}:{queue}".encode()).hexdigest()
+    return "alkstore_" + digest[:40]
+
+
+@pytest.fixture(scope="module")
+def schema(pg_dsn: str, pg_module_schema: str) -> str:
+    """The module's schema, freshly migrated (by opening and closing a store on it)."""
+    import alkstore
+
+    alkstore.open(pg_dsn, schema=pg_module_schema, migrate=True, max_size=1).close()
+    return pg_module_schema
+
+
+def _rows(db: psycopg.Connection[Any], query: str, schema: str) -> list[tuple[Any, ...]]:
+    return db.execute(query, {"schema": schema}).fetchall()
+
+
+def test_the_schema_version_is_pinned(db: psycopg.Connection[Any], schema: str) -> None:
+    assert _migrate.current_version() == SCHEMA_VERSION
+    assert [(migration.version, migration.name) for migration in _migrate.migrations()] == MIGRATIONS
+    stored = db.execute(
+        sql.SQL("SELECT version, name FROM {} ORDER BY version").format(table(schema, "schema_version"))
+    )
+    assert stored.fetchall() == MIGRATIONS
+
+
+def test_tables_and_columns_are_pinned(db: psycopg.Connection[Any], schema: str) -> None:
+    columns = _rows(
+        db,
+        "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, co.collname"
+        " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " LEFT JOIN pg_collation co ON co.oid = a.attcollation AND co.collname <> 'default'"
+        " WHERE n.nspname = %(schema)s AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped"
+        " ORDER BY c.relname, a.attnum",
+        schema,
+    )
+    found: dict[str, list[tuple[str, str]]] = {}
+    for relation, name, kind, not_null, collation in columns:
+        shown = kind + (" NOT NULL" if not_null else "") + (f' COLLATE "{collation}"' if collation else "")
+        found.setdefault(relation, []).append((name, shown))
+    assert found == TABLES
+    sequences = _rows(
+        db,
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %(schema)s AND c.relkind = 'S' ORDER BY 1",
+        schema,
+    )
+    assert [name for (name,) in sequences] == SEQUENCES
+
+
+def test_indexes_are_pinned(db: psycopg.Connection[Any], schema: str) -> None:
+    rows = _rows(db, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %(schema)s ORDER BY 1", schema)
+    assert {name: definition.replace(schema, "{s}") for name, definition in rows} == INDEXES
+
+
+def test_functions_are_pinned_by_their_versioned_names(db: psycopg.Connection[Any], schema: str) -> None:
+    rows = _rows(
+        db,
+        "SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',"
+        " pg_get_function_result(p.oid)"
+        " FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %(schema)s ORDER BY 1",
+        schema,
+    )
+    assert {name: result.replace(schema, "{s}") for name, result in rows} == FUNCTIONS
+
+
+def test_the_notify_channel_scheme_is_pinned_by_a_notify_observed(
+    pg_dsn: str, db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    queue = "pinned: the channel of any queue name, ünïcode too"
+    expected = channel(schema, queue)
+    assert db.execute(
+        sql.SQL("SELECT {}.channel(%s, %s)").format(sql.Identifier(schema)), [schema, queue]
+    ).fetchone() == (expected,)
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(expected)))
+        open_store().queue(queue).enqueue({"n": 1})
+        heard = [note.channel for note in listener.notifies(timeout=PATIENCE, stop_after=1)]
+    assert heard == [expected]
+
+
+def test_the_payload_encoding_is_pinned(db: psycopg.Connection[Any], schema: str, open_store: OpenStore) -> None:
+    queue = open_store().queue("payload-bytes")
+    stored = {
+        queue.enqueue(
+            {"text": "é ☃", "list": [1, 2.5, None, True]}
+        ): b'{"text":"\xc3\xa9 \xe2\x98\x83","list":[1,2.5,null,true]}',
+        queue.enqueue(b"\x00raw\xff"): b"\x00\x00raw\xff",
+        queue.enqueue("plain"): b'"plain"',
+    }
+    query = sql.SQL("SELECT id, payload FROM {} WHERE queue = %s").format(table(schema, "jobs"))
+    assert {job_id: bytes(payload) for job_id, payload in db.execute(query, ["payload-bytes"])} == stored
+
+
+def _insert_job(db: psycopg.Connection[Any], schema: str, queue: str, payload: bytes) -> int:
+    """A ready job written the way an earlier release wrote it: literal SQL, the stored format only."""
+    row = db.execute(
+        sql.SQL(
+            "INSERT INTO {} (queue, payload, state, priority, run_at, max_attempts, enqueued_at)"
+            " VALUES (%s, %s, 'pending', 0, now() - interval '1 second', 3, now() - interval '1 second') RETURNING id"
+        ).format(table(schema, "jobs")),
+        [queue, payload],
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_jobs_stored_in_the_old_format_decode(db: psycopg.Connection[Any], schema: str, open_store: OpenStore) -> None:
+    written = {
+        _insert_job(db, schema, "old-format", b'{"n":1,"s":"\xc3\xa9"}'): {"n": 1, "s": "é"},
+        _insert_job(db, schema, "old-format", b"\x00\x01\x02"): b"\x01\x02",
+        _insert_job(db, schema, "old-format", b"[]"): [],
+    }
+    queue = open_store().queue("old-format")
+    claimed = {}
+    for _ in written:
+        job = queue.claim("reader")
+        assert job is not None
+        claimed[job.id] = job.payload
+        job.ack()
+    assert claimed == written
+    with pytest.raises(InvalidPayload, match="not valid JSON"):
+        JsonCodec().decode(b"\xff")
+
+
+def test_the_outbox_prefix_is_pinned(db: psycopg.Connection[Any], schema: str, open_store: OpenStore) -> None:
+    outbox = open_store().outbox("orders")
+    outbox.enqueue({"sent": 1})
+    query = sql.SQL("SELECT queue FROM {} WHERE queue LIKE %s").format(table(schema, "jobs"))
+    assert [queue for (queue,) in db.execute(query, ["%orders"])] == [OUTBOX_QUEUE.format(outbox="orders")]
+    # A message an earlier release stored is delivered by this one.
+    _insert_job(db, schema, OUTBOX_QUEUE.format(outbox="legacy"), b'{"sent":2}')
+    delivered: list[Any] = []
+    assert open_store().outbox("legacy").run_once("courier", lambda payload, job: delivered.append(payload))
+    assert delivered == [{"sent": 2}]
+
+
+def test_the_scheduler_lock_name_is_pinned(db: psycopg.Connection[Any], schema: str, open_store: OpenStore) -> None:
+    clock = ManualClock(T0)
+    store: Store = open_store(clock=clock)
+    db.execute(
+        sql.SQL("INSERT INTO {} (name, owner, token, expires_at) VALUES (%s, 'old-leader', 1, %s)").format(
+            table(schema, "locks")
+        ),
+        [SCHEDULER_LOCK, T0 + timedelta(minutes=1)],
+    )
+    leader = store.leader()
+    assert leader is not None
+    assert leader.owner == "old-leader"
+    with pytest.raises(LeadershipLost, match="another runner holds the scheduler lease"):
+        store.run_schedules(StopToken())
+
+
+def test_a_jobs_text_columns_are_utf8_and_read_back_into_every_field(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    row = db.execute(
+        sql.SQL(
+            "INSERT INTO {} (queue, payload, state, priority, run_at, max_attempts, enqueued_at, attempts,"
+            " last_error, last_traceback, task, trace, visibility_us)"
+            " VALUES ('text-columns', '1', 'pending', 0, now(), 3, now(), 1, %s, %s, 'send', 'tp-1', 30000000)"
+            " RETURNING id"
+        ).format(table(schema, "jobs")),
+        ["é failed".encode(), "Traceback …\nValueError: é\n".encode()],
+    ).fetchone()
+    assert row is not None
+    store = open_store()
+    record = engine_of(store).get_job(int(row[0]))
+    assert record is not None
+    assert (record.last_error, record.last_traceback, record.task, record.trace, record.visibility) == (
+        "é failed",
+        "Traceback …\nValueError: é\n",
+        "send",
+        "tp-1",
+        timedelta(seconds=30),
+    )
+
+
+def test_a_failed_attempts_traceback_is_stored_as_utf8_text(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    queue = open_store().queue("tracebacks")
+    queue.enqueue(1)
+    job = queue.claim("w")
+    assert job is not None
+    try:
+        raise ValueError("é")
+    except ValueError as exc:
+        job.retry(exc)
+    stored = db.execute(
+        sql.SQL("SELECT last_error, last_traceback FROM {} WHERE id = %s").format(table(schema, "jobs")), [job.id]
+    ).fetchone()
+    assert stored is not None
+    assert bytes(stored[0]) == "é".encode()
+    assert bytes(stored[1]).decode().rstrip().endswith("ValueError: é")
+
+
+def test_a_job_due_at_once_is_stored_pending_and_one_ahead_delayed(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    """The claim reads 'pending' rows through its index; a due 'delayed' one costs a sweep first."""
+    queue = open_store(clock=ManualClock(T0)).queue("states")
+    ids = [queue.enqueue(n) for n in range(3)]
+    jobs = [queue.claim("w") for _ in ids]
+    assert all(job is not None for job in jobs)
+    first, second, third = (job for job in jobs if job is not None)
+    first.retry("again", delay=0)
+    second.retry("later", delay=60)
+    third.release()
+    query = sql.SQL("SELECT id, state FROM {} WHERE queue = 'states'").format(table(schema, "jobs"))
+    assert dict(db.execute(query).fetchall()) == {first.id: "pending", second.id: "delayed", third.id: "pending"}
