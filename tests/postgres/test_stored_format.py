@@ -27,12 +27,21 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
     (3, "batches_config_and_delayed_jobs"),
     (4, "operations"),
+    (5, "bounded_tables"),
+]
+#: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
+JOBS_RELOPTIONS = [
+    "autovacuum_vacuum_threshold=5000",
+    "autovacuum_vacuum_scale_factor=0",
+    "autovacuum_vacuum_insert_threshold=5000",
+    "autovacuum_vacuum_insert_scale_factor=0",
+    "autovacuum_vacuum_cost_delay=0",
 ]
 
 _TS = "timestamp with time zone"
@@ -226,6 +235,14 @@ def test_tables_and_columns_are_pinned(db: psycopg.Connection[Any], schema: str)
         schema,
     )
     assert [name for (name,) in sequences] == SEQUENCES
+
+
+def test_the_jobs_tables_storage_parameters_are_pinned(db: psycopg.Connection[Any], schema: str) -> None:
+    query = (
+        "SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %(schema)s AND c.relkind = 'r' AND c.reloptions IS NOT NULL ORDER BY c.relname"
+    )
+    assert _rows(db, query, schema) == [("jobs", JOBS_RELOPTIONS)]
 
 
 def test_indexes_are_pinned(db: psycopg.Connection[Any], schema: str) -> None:
