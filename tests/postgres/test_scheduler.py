@@ -76,12 +76,17 @@ def two_hosts(open_store: OpenStore, pg_schema: str, clock: ManualClock) -> tupl
     return open_store(pg_schema, clock=clock), open_store(pg_schema, clock=clock)
 
 
+def on_ticks(store: Store, **every: str) -> None:
+    """Schedule each name ``@every`` its interval on the queue ``ticks``."""
+    for name, interval in every.items():
+        store.schedule(name, f"@every {interval}", "ticks")
+
+
 def test_a_rogue_ticker_blocked_behind_the_first_fires_nothing_twice(
     two_hosts: tuple[Store, Store], pg_schema: str, clock: ManualClock, db: psycopg.Connection[Any]
 ) -> None:
     first, rogue = two_hosts
-    first.schedule("alpha", "@every 10s", "ticks")
-    first.schedule("beta", "@every 15s", "ticks")
+    on_ticks(first, alpha="10s", beta="15s")
     clock.advance(35)
     expected = {("alpha", T0 + timedelta(seconds=s)) for s in (10, 20, 30)}
     expected |= {("beta", T0 + timedelta(seconds=s)) for s in (15, 30)}
@@ -106,8 +111,7 @@ def test_two_tickers_racing_over_a_band_of_boundaries_fire_each_exactly_once(
     two_hosts: tuple[Store, Store], pg_schema: str, clock: ManualClock, db: psycopg.Connection[Any]
 ) -> None:
     one, other = two_hosts
-    one.schedule("pulse", "@every 1s", "ticks")
-    one.schedule("beat", "@every 2s", "ticks")
+    on_ticks(one, pulse="1s", beat="2s")
     fired: list[tuple[str, Any]] = []
     for _ in range(15):
         clock.advance(3)
