@@ -834,10 +834,17 @@ C = TypeVar("C")
 
 
 def bench_arguments(
-    description: str, full: C, quick: C, argv: Sequence[str] | None = None
+    description: str,
+    full: C,
+    quick: C,
+    argv: Sequence[str] | None = None,
+    extend: Callable[[argparse.ArgumentParser], object] | None = None,
 ) -> tuple[argparse.Namespace, C]:
-    """The ``--dsn``, ``--quick`` and ``--repeats`` every throughput benchmark takes, and its sizes."""
+    """The ``--dsn``, ``--quick`` and ``--repeats`` every throughput benchmark takes (and what ``extend``
+    adds), and its sizes."""
     parser = argparse.ArgumentParser(description=description)
+    if extend is not None:
+        extend(parser)
     parser.add_argument("--dsn", default=DEFAULT_DSN, help=f"PostgreSQL URL (default {DEFAULT_DSN})")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small sizes, one repeat")
     parser.add_argument("--repeats", type=int, help="runs of the whole set (default 3; --quick 1)")

@@ -52,7 +52,8 @@ QUICK = Config(block=300, blocks=2, wakes=5, repeats=1)
 class WorkerSubject:
     """``alkstore.Worker`` over a store of its own, running a no-op task."""
 
-    def __init__(self, dsn: str, schema: str, threads: int) -> None:
+    def __init__(self, dsn: str, schema: str, threads: int, prefetch: int = 0) -> None:
+        self.prefetch = prefetch
         self.store = alkstore.open(dsn, schema=schema, migrate=True, min_size=threads + 2, max_size=threads + 3)
         # A connection of the benchmark's own, to see when the table is empty (every ack is in).
         self.watch = psycopg.connect(dsn, autocommit=True)
@@ -86,7 +87,9 @@ class WorkerSubject:
         self.done, self.target = 0, count
         self.all_done.clear()
         stop = alkstore.StopToken()
-        worker = alkstore.Worker(self.store, self.tasks, concurrency=self.threads, poll_interval=0.05)
+        worker = alkstore.Worker(
+            self.store, self.tasks, concurrency=self.threads, prefetch=self.prefetch, poll_interval=0.05
+        )
         thread = threading.Thread(target=worker.run, args=(stop,))
         started = time.perf_counter()
         thread.start()
@@ -185,7 +188,14 @@ def wake_run(floor: Floor, worker: WorkerSubject, samples: int) -> dict[str, flo
 
 
 def main() -> int:
-    args, config = bench_arguments(__doc__.split("\n")[0], Config(), QUICK)
+    args, config = bench_arguments(
+        __doc__.split("\n")[0],
+        Config(),
+        QUICK,
+        extend=lambda parser: parser.add_argument(
+            "--prefetch", type=int, default=0, help="the worker's prefetch (default 0: off, as Worker's)"
+        ),
+    )
     admin = psycopg.connect(args.dsn, autocommit=True)
     floor_schema, worker_schema = bench_schemas("worker")
     floor = Floor(args.dsn, floor_schema, admin)
@@ -195,7 +205,7 @@ def main() -> int:
         wakes: list[dict[str, float]] = []
         for repeat in range(config.repeats):
             for threads in config.threads:
-                worker = WorkerSubject(args.dsn, f"{worker_schema}_{threads}", threads)
+                worker = WorkerSubject(args.dsn, f"{worker_schema}_{threads}", threads, args.prefetch)
                 try:
                     rates = drain_run(floor, batched, worker, config)
                     results[threads].append(rates)
