@@ -28,6 +28,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from _bench import load_average
 from queue_throughput import QUEUE, BatchedFloor, Floor, bench_arguments, bench_schemas, encode, payload
 
 import alkstore
@@ -121,7 +122,7 @@ def main() -> int:
             store.queue(QUEUE).enqueue_many([payload(n) for n in range(PER_CALL)])
         runs: list[dict[str, dict[str, float]]] = []
         for repeat in range(config.repeats):
-            print(f"load {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)
+            print(f"load {load_average().split()[:3]}", flush=True)
             rates = one_run(floor, store, admin, schema, config)
             runs.append(rates)
             print(

@@ -46,12 +46,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+from _bench import DEFAULT_DSN
 from psycopg import sql
 
 import alkstore
 from alkstore import Fire, ManualClock, StopToken, Store
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 SCHEDULER_LOCK = "__alkstore_scheduler"
 #: How long the leader keeps leading once every big schedule fires live.
 LIVE_S = 4.0

@@ -43,13 +43,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from _bench import DEFAULT_DSN, load_average
 from psycopg import sql
 
 import alkstore
 from alkstore import _maintenance
 from alkstore.engine import Held
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 QUEUE = "churn"
 WORKER = "bench"
 #: A short lease, so acked jobs' lease ends pass within the run (the probe then reads them).
@@ -313,8 +313,7 @@ def report(arms: list[Arm], admin: psycopg.Connection[Any], jobs: int, depth: in
                 f"live {s['live']:,}, dead {s['dead']:,}, vacuums {s['vacuums']}, autovacuums {s['autovacuums']}"
             )
         print(f"  claim+ack after one VACUUM: {arm.after_vacuum:.2f}x; / before = {arm.after_vacuum / arm.before:.2f}")
-    with open("/proc/loadavg") as loadavg:
-        print(f"\n/proc/loadavg at the end: {loadavg.read().strip()}")
+    print(f"\n/proc/loadavg at the end: {load_average()}")
 
 
 def main() -> int:
@@ -328,8 +327,7 @@ def main() -> int:
     arms = [arm for arm in args.arms.split(",") if arm]
     if not set(arms) <= {"none", "alkstore"}:
         parser.error(f"unknown arm in {args.arms!r}")
-    with open("/proc/loadavg") as loadavg:
-        print(f"/proc/loadavg at the start: {loadavg.read().strip()}")
+    print(f"/proc/loadavg at the start: {load_average()}")
     with psycopg.connect(args.dsn, autocommit=True) as admin:
         results = [run_arm(name, args.dsn, args.jobs, args.depth, admin) for name in arms]
         report(results, admin, args.jobs, args.depth)

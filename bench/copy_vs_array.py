@@ -27,13 +27,12 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import psycopg
+from _bench import DEFAULT_DSN, load_average
 from psycopg import sql
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 PER_CALL = 100
 
 
@@ -47,7 +46,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    print(f"/proc/loadavg at the start: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"/proc/loadavg at the start: {load_average()}")
     schema = f"bench_copy_{uuid.uuid4().hex[:8]}"
     conn: psycopg.Connection[Any] = psycopg.connect(args.dsn, autocommit=True)
     table = sql.Identifier(schema, "jobs")
@@ -116,7 +115,7 @@ def main() -> int:
         print(
             f"  {name:<14} {statistics.median(runs):>9,.0f}/s   {statistics.median(runs) / base:.2f}x the array insert"
         )
-    print(f"/proc/loadavg at the end: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"/proc/loadavg at the end: {load_average()}")
     return 0
 
 

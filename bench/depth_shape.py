@@ -24,15 +24,14 @@ import argparse
 import statistics
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
+from _bench import DEFAULT_DSN, load_average
 from psycopg import sql
 
 import alkstore
 from alkstore import EnqueueOpts
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 QUEUE = "depth"
 LOAD_CHUNK = 5000
 
@@ -59,7 +58,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--block", type=int, default=1000)
     args = parser.parse_args()
-    print(f"/proc/loadavg at the start: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+    print(f"/proc/loadavg at the start: {load_average()}", flush=True)
     tag = uuid.uuid4().hex[:8]
     names = ["shallow", "deep", "shaped", "same priority"]
     schemas = {name: f"bench_depth_{name.replace(' ', '_')}_{tag}" for name in names}
@@ -108,7 +107,7 @@ def main() -> int:
         print(f"  {name:<14} {statistics.median(runs):>7,.0f}/s")
     print(f"  deep / shallow          {ratio('deep', 'shallow'):.2f}x (target >= 0.80x)")
     print(f"  shaped / same priority  {ratio('shaped', 'same priority'):.2f}x (target >= 0.80x)")
-    print(f"/proc/loadavg at the end: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"/proc/loadavg at the end: {load_average()}")
     return 0
 
 

@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+from _bench import DEFAULT_DSN
 from psycopg import sql
 
 import alkstore
@@ -34,7 +35,6 @@ from alkstore import JobPhase, Store
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.engine import Burial, ClaimRequest, NewJob
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 BATCH = 10_000
 LEASE = timedelta(minutes=30)
 

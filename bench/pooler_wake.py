@@ -44,6 +44,7 @@ from queue import Queue
 from typing import Any
 
 import psycopg
+from _bench import DEFAULT_DSN
 
 import alkstore
 from alkstore import Store
@@ -52,7 +53,6 @@ from alkstore.adapters.postgres.testing import drop_schema
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for its PgBouncer launcher
 from tests.postgres._pgbouncer import PgBouncer
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 #: How long a sample waits before enqueuing, so the worker is parked (not re-claiming).
 SETTLE_S = 0.1
 #: Rounds taken before the timed ones.

@@ -44,11 +44,11 @@ from importlib import metadata
 from typing import Any, Protocol, TypeVar
 
 import psycopg
+from _bench import DEFAULT_DSN
 from psycopg import sql
 
 import alkstore
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 QUEUE = "bench"
 #: Worker threads (and connections) of the widest drain.
 MAX_THREADS = 4

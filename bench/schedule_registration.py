@@ -21,15 +21,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 import psycopg
+from _bench import DEFAULT_DSN, load_average
 from psycopg import sql
 
 import alkstore
 from alkstore import ScheduleEntry
-
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def entries(count: int) -> list[ScheduleEntry]:
@@ -71,7 +69,7 @@ def main() -> int:
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    print(f"/proc/loadavg at the start: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"/proc/loadavg at the start: {load_average()}")
     figures: dict[str, list[tuple[float, float]]] = {"schedule_many": [], "schedule, one each": []}
     with psycopg.connect(args.dsn, autocommit=True) as admin:
         for round_ in range(args.rounds):
@@ -89,7 +87,7 @@ def main() -> int:
         print(f"  {name:<20} new {new:8.2f} s   again {again:8.2f} s")
     one, many = medians["schedule, one each"], medians["schedule_many"]
     print(f"  schedule_many is {one[0] / many[0]:.1f}x faster (new), {one[1] / many[1]:.1f}x (again); target >= 10x")
-    print(f"/proc/loadavg at the end: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"/proc/loadavg at the end: {load_average()}")
     return 0
 
 

@@ -33,10 +33,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psycopg
+from _bench import DEFAULT_DSN, load_average
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -49,7 +49,6 @@ import alkstore
 from alkstore import Job, StopToken, Store, Worker
 from alkstore.adapters.otel import Telemetry
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 SUBJECTS = ("off", "metrics", "on")
 
 
@@ -142,7 +141,7 @@ def main() -> int:
     seconds: dict[str, dict[str, list[float]]] = {op: {s: [] for s in SUBJECTS} for op in OPERATIONS}
     cpu: dict[str, dict[str, list[float]]] = {op: {s: [] for s in SUBJECTS} for op in OPERATIONS}
     try:
-        print(f"load before: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+        print(f"load before: {load_average()}", flush=True)
         for store in stores.values():  # warm-up: prepared statements, cached queue configs, the SDK's instruments
             for operation in OPERATIONS.values():
                 operation(store, 50)
@@ -157,8 +156,8 @@ def main() -> int:
                     seconds[name][subject].append(wall)
                     cpu[name][subject].append(used)
             if (index + 1) % 10 == 0:
-                print(f"round {index + 1}/{rounds}: load {Path('/proc/loadavg').read_text().strip()}", flush=True)
-        print(f"load after: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+                print(f"round {index + 1}/{rounds}: load {load_average()}", flush=True)
+        print(f"load after: {load_average()}", flush=True)
         tracer_provider.force_flush()
         print(
             f"{rounds} rounds of {block} operations per store; spans exported in the last round: "
