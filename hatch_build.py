@@ -5,19 +5,42 @@
   matters, because ``core/alkstore`` is the package and ``adapters/alkstore`` only its other half.
 * Every wheel names its one top-level package in ``top_level.txt``, as setuptools-built ones do,
   for the tools that read it (``importlib.metadata.packages_distributions`` among them).
+* The sync runtime is generated from its async source (ADR 026, ``.ci/async_to_sync.py``): a
+  wheel gets the twins made afresh from the sources it is built from (never committed, so never
+  stale), and an editable install writes them into the tree, where the tools look.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import tempfile
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 #: Sorts after hatchling's ``_alkstore.pth``; site.py reads .pth files in name order.
 ADAPTERS_PTH = "alkstore_adapters.pth"
+#: Where a source tree's path lands in the wheel: both halves join in one ``alkstore`` (ADR 013).
+_WHEEL_ROOTS = {"core/alkstore": "alkstore", "adapters/alkstore": "alkstore"}
+
+
+def _generator(root: Path) -> ModuleType:
+    """``.ci/async_to_sync.py`` of the tree being built, loaded by path (it is no package)."""
+    spec = importlib.util.spec_from_file_location("alkstore_async_to_sync", root / ".ci" / "async_to_sync.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _in_wheel(relative: str) -> str:
+    for tree, package in _WHEEL_ROOTS.items():
+        if relative.startswith(tree + "/"):
+            return package + relative[len(tree) :]
+    raise ValueError(f"{relative} is in neither half of the package")
 
 
 class LayoutHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -27,6 +50,16 @@ class LayoutHook(BuildHookInterface):  # type: ignore[type-arg]
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         self._scratch = Path(tempfile.mkdtemp(prefix="alkstore-build-"))
+        root = Path(self.root)
+        generator = _generator(root)
+        if version == "editable":
+            generator.write(root)  # into the tree: the editable install imports it from there
+        else:
+            generated = self._scratch / "generated"
+            generator.write(root, generated)
+            for target in generator.render(root):
+                relative = target.relative_to(root).as_posix()
+                build_data["force_include"][str(generated / relative)] = _in_wheel(relative)
         top_level = self._scratch / "top_level.txt"
         top_level.write_text("alkstore\n", encoding="utf-8")
         dist_info = f"{self.metadata.core.name}-{self.metadata.version}.dist-info"

@@ -1,27 +1,37 @@
 """alkstore: durable job queues, leases, recurring schedules and a transactional outbox.
 
 One API over two engines, chosen by URL: ``alkstore.open("memory://")`` (embedded, for
-tests and demos) or ``alkstore.open("postgresql://…")`` (production).
+tests and demos) or ``alkstore.open("postgresql://…")`` (production), in two runtimes written once:
+``alkstore.open`` gives the sync ``Store``, ``await alkstore.open_async`` the ``AsyncStore``.
 """
 
 from __future__ import annotations
 
-import re
 from importlib import metadata
 from pkgutil import extend_path
-from typing import Any
 
 from ._boundary import CATCH_UP_CAP
 from ._codec import Codec, JsonCodec
+from ._locks import Lock
+from ._locks_async import AsyncLock
 from ._names import RESERVED_PREFIX
-from ._operations import CancelOutcome, JobPage, Leader, QueueStats, WorkerInfo
+from ._operations import STATS_CAP
 from ._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
+from ._outbox import Delivery, Outbox
+from ._outbox_async import AsyncDelivery, AsyncOutbox
+from ._port import Fire, JobPhase, JobState
+from ._queue import Job, Queue
+from ._queue_async import AsyncJob, AsyncQueue
+from ._records import CancelOutcome, JobInfo, JobPage, Leader, QueueStats, Schedule, ScheduleEntry, WorkerInfo
 from ._spec import Every, parse_spec
-from ._store import Delivery, Job, JobInfo, Lock, Outbox, Queue, Schedule, ScheduleEntry, Store, check_store_options
+from ._store import Store, open
+from ._store_async import AsyncStore, open_async
 from ._tasks import Periodic, Task, Tasks, current_job
 from ._time import Clock, ManualClock, StopToken, SystemClock
-from ._worker import Handler, Worker, WorkerStats
-from .engine import Fire, JobPhase, JobState
+from ._upkeep import DEFAULT_DEAD_RETENTION
+from ._worker import Handler, Worker
+from ._worker_async import AsyncHandler, AsyncWorker
+from ._worker_parts import WorkerStats
 from .errors import (
     AlkstoreError,
     DatabaseError,
@@ -47,8 +57,18 @@ __path__ = extend_path(__path__, __name__)
 
 __all__ = [
     "CATCH_UP_CAP",
+    "DEFAULT_DEAD_RETENTION",
     "RESERVED_PREFIX",
+    "STATS_CAP",
     "AlkstoreError",
+    "AsyncDelivery",
+    "AsyncHandler",
+    "AsyncJob",
+    "AsyncLock",
+    "AsyncOutbox",
+    "AsyncQueue",
+    "AsyncStore",
+    "AsyncWorker",
     "CancelOutcome",
     "Clock",
     "Codec",
@@ -98,12 +118,9 @@ __all__ = [
     "WorkerStats",
     "current_job",
     "open",
+    "open_async",
     "parse_spec",
 ]
-
-ENGINE_ENTRY_POINTS = "alkstore.engines"
-#: A libpq connection string: ``key=value`` pairs separated by white space.
-_CONNINFO = re.compile(r"\s*[A-Za-z_]+\s*=")
 
 try:
     __version__ = metadata.version("alkstore")
@@ -111,53 +128,16 @@ except metadata.PackageNotFoundError:  # pragma: no cover - running from an unin
     __version__ = "0+unknown"
 
 
-def open(  # noqa: A001
-    url: str,
-    *,
-    clock: Clock | None = None,
-    codec: Codec | None = None,
-    telemetry: Telemetry | None = None,
-    **options: Any,
-) -> Store:
-    """Open a store on ``url``: ``memory://`` or ``postgresql://…`` (also ``postgres://…``).
-
-    ``clock`` stamps every job and lease (default: the engine's, which every host sharing the
-    storage agrees on: the database server's clock on Postgres); ``codec`` (default: JSON,
-    bytes kept as bytes) encodes payloads; ``telemetry`` receives the store's events (ADR 024:
-    ``alkstore.adapters.otel.Telemetry`` reports them to OpenTelemetry); other keyword
-    ``options`` go to the engine (Postgres: ``schema``, ``min_size``, ``max_size``,
-    ``migrate``, …). The engine is found by URL scheme among the ``alkstore.engines`` entry
-    points, so core imports no adapter.
-    """
-    if isinstance(url, str) and "://" not in url and _CONNINFO.match(url):
-        scheme = "postgresql"  # a libpq key=value connection string (host=… dbname=…) is PostgreSQL's
-    elif not isinstance(url, str) or "://" not in url:
-        raise InvalidOptions(
-            f"expected a URL such as 'memory://' or 'postgresql://…', or a libpq 'key=value …' string, not {url!r}"
-        )
-    else:
-        # A SQLAlchemy-style scheme names its driver after a "+" (postgresql+psycopg): the engine is
-        # the dialect's, and checks the driver itself.
-        scheme = url.split("://", 1)[0].lower().partition("+")[0]
-    check_store_options(clock, codec, telemetry)  # before the engine opens anything
-    found = metadata.entry_points(group=ENGINE_ENTRY_POINTS, name=scheme)
-    if not found:
-        known = sorted(ep.name for ep in metadata.entry_points(group=ENGINE_ENTRY_POINTS))
-        raise InvalidOptions(f"no alkstore engine for scheme {scheme!r} (installed: {', '.join(known) or 'none'})")
-    factory = next(iter(found)).load()
-    return Store(factory(url, **options), clock=clock, codec=codec, telemetry=telemetry)
-
-
 for _public in (
+    AsyncJob,
+    AsyncLock,
+    AsyncOutbox,
+    AsyncQueue,
+    AsyncStore,
+    AsyncWorker,
     CancelOutcome,
     Clock,
-    Periodic,
-    Task,
-    Tasks,
-    Worker,
-    WorkerStats,
     Codec,
-    Delivery,
     EnqueueOpts,
     Every,
     Fire,
@@ -171,15 +151,21 @@ for _public in (
     Lock,
     ManualClock,
     Outbox,
+    Periodic,
     Queue,
     QueueDefaults,
     QueueSettings,
     QueueStats,
     Schedule,
+    ScheduleEntry,
     ScheduleOpts,
     StopToken,
     Store,
     SystemClock,
+    Task,
+    Tasks,
+    Worker,
+    WorkerStats,
 ):
     _public.__module__ = __name__
 del _public

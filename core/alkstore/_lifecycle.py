@@ -1,7 +1,7 @@
 """The job lifecycle's decisions, as pure functions: given the record and now, what to do.
 
 Every runtime that claims and finishes jobs — the facades (``Queue.claim``, ``Job.retry``,
-``Outbox.run_once``), the worker, a later asyncio twin — asks these and carries out the
+``Outbox.run_once``) and the worker, sync and async alike — asks these and carries out the
 answer through the engine port; none states a rule of its own.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from ._codec import Codec
 from ._options import QueueDefaults, as_duration, retry_delay
-from .engine import Burial, JobRecord, Retry
+from ._port import Burial, JobRecord, Retry
 from .errors import InvalidArgument, InvalidOptions, InvalidPayload
 
 #: The longest traceback kept on a job, in characters; a longer one keeps its end (where the error is).
@@ -22,6 +22,7 @@ MAX_TRACEBACK = 16_384
 
 __all__ = [
     "MAX_TRACEBACK",
+    "Backoff",
     "Decoded",
     "Failure",
     "HandBack",
@@ -160,3 +161,28 @@ def check_poll_interval(value: object) -> float:
 def check_wait(value: object) -> timedelta:
     """A claim's ``wait``: a non-negative duration (``InvalidOptions`` otherwise)."""
     return as_duration(value, "wait")
+
+
+# -- riding out an outage ---------------------------------------------------------------------
+
+
+class Backoff:
+    """How long a loop waits between tries through an outage: 0.1 s doubling to 10 s, from the start
+    again after a success. Every loop that rides out ``DatabaseUnavailable`` waits by this one curve."""
+
+    __slots__ = ("_next",)
+
+    FIRST = 0.1
+    LAST = 10.0
+
+    def __init__(self) -> None:
+        self._next = self.FIRST
+
+    def next(self) -> float:
+        """The wait before the next try (seconds), doubling the one after it."""
+        pause, self._next = self._next, min(self._next * 2, self.LAST)
+        return pause
+
+    def reset(self) -> None:
+        """A try succeeded: the next outage starts from the shortest wait."""
+        self._next = self.FIRST

@@ -1,25 +1,20 @@
-"""Inspection and actions for operators (ADR 020): the public records, and the rules behind them.
+"""Inspection and actions for operators (ADR 020): the rules behind the stores' inspection methods.
 
-This module owns what ``Store``'s inspection methods share: the lag formula, each listing's
-sort key, and the opaque cursor that carries a key from one page to the next. The records are
-snapshots; reading them never writes anything, so the per-job paths pay nothing for them.
+This module owns what both runtimes' inspection methods share: the lag formula, the limits of
+counts, pages and batches, and the opaque cursor that carries a listing's key (``_orders.key_of``)
+from one page to the next. Reading never writes anything, so the per-job paths pay nothing for it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import enum
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
-from .engine import JobKey, JobPhase, JobRecord, QueueCounts, WorkerRecord
+from ._port import JobKey, JobPhase, QueueCounts
+from ._records import QueueStats
 from .errors import InvalidArgument, InvalidOptions
-
-if TYPE_CHECKING:
-    from ._store import JobInfo
 
 __all__ = [
     "BATCH",
@@ -27,15 +22,9 @@ __all__ = [
     "MAX_CAP",
     "MAX_PAGE",
     "STATS_CAP",
-    "CancelOutcome",
-    "JobPage",
-    "Leader",
-    "QueueStats",
-    "WorkerInfo",
     "as_phase",
     "check_cap",
     "check_page_size",
-    "key_of",
     "lag",
     "read_cursor",
     "stats_of",
@@ -57,54 +46,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _MAX_ID = 2**63 - 1
 _INT32 = 2**31
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    """One queue at one instant: its jobs by phase, and ``lag``, how long its oldest ready job has waited.
-
-    A pending job is ``ready`` once its ``run_at`` has come, ``delayed`` before; ``lag`` is
-    zero when nothing is ready. Counts stop at ``cap`` (a count equal to it means at least
-    that many; ``None``: every count is exact); ``lag`` is exact either way.
-    """
-
-    queue: str
-    ready: int
-    delayed: int
-    running: int
-    dead: int
-    lag: timedelta
-    cap: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class JobPage:
-    """A page of a job listing; pass ``cursor`` to ``Store.jobs`` for the next (``None``: this was the last)."""
-
-    jobs: tuple[JobInfo, ...]
-    cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Leader:
-    """The scheduler's current leader: the owner token of the runner holding the lease, and its end."""
-
-    owner: str
-    lease_until: datetime
-
-
-#: A worker process as it last reported itself (see ``Store.workers``): the port's record, which
-#: holds only plain values, handed out as it is.
-WorkerInfo = WorkerRecord
-
-
-class CancelOutcome(enum.StrEnum):
-    """What ``Store.cancel`` did: cancelled the pending job, or found it running, dead or missing."""
-
-    CANCELLED = "cancelled"
-    RUNNING = "running"
-    DEAD = "dead"
-    MISSING = "missing"
 
 
 def lag(oldest_ready: datetime | None, now: datetime) -> timedelta:
@@ -152,17 +93,6 @@ def check_page_size(limit: object) -> int:
     if not 1 <= limit <= MAX_PAGE:
         raise InvalidOptions(f"limit must be between 1 and {MAX_PAGE}, not {limit}")
     return limit
-
-
-def key_of(record: JobRecord, phase: JobPhase) -> JobKey:
-    """The sort key of ``record`` in a listing of ``phase`` (see ``Engine.list_jobs``)."""
-    if phase is JobPhase.READY:
-        return JobKey(record.id, record.priority, record.run_at)
-    if phase is JobPhase.DELAYED:
-        return JobKey(record.id, at=record.run_at)
-    if phase is JobPhase.DEAD:
-        return JobKey(record.id, at=record.died_at)
-    return JobKey(record.id)
 
 
 def write_cursor(queue: str, phase: JobPhase, key: JobKey) -> str:

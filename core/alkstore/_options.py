@@ -16,7 +16,7 @@ from typing import Protocol, TypedDict, TypeVar
 
 from ._names import is_outbox_queue
 from ._time import as_utc
-from .engine import QueueConfig
+from ._port import QueueConfig
 from .errors import InvalidOptions
 
 __all__ = [

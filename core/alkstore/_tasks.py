@@ -9,7 +9,7 @@ serving it starts.
 
 from __future__ import annotations
 
-import threading
+import contextvars
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,32 +20,41 @@ from ._options import EnqueueOpts, ScheduleOpts, as_duration
 from ._spec import parse_spec
 from .errors import InvalidArgument, InvalidOptions
 
-if TYPE_CHECKING:
-    from ._store import Job, Store
+from ._kernel import kernel_of
+from ._kernel_async import kernel_of as async_kernel_of
 
-__all__ = ["Periodic", "Task", "Tasks", "current_job"]
+if TYPE_CHECKING:
+    from ._queue import Job
+    from ._queue_async import AsyncJob
+    from ._store import Store
+    from ._store_async import AsyncStore
+
+__all__ = ["Periodic", "Task", "Tasks", "current_job", "set_current"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_current = threading.local()
+_current: contextvars.ContextVar[Any] = contextvars.ContextVar("alkstore_current_job", default=None)
 
 
-def current_job() -> Job:
-    """The job the calling worker thread is running (``InvalidArgument`` outside a job).
+def current_job() -> Any:
+    """The job the calling run is for (``InvalidArgument`` outside a job run by a worker).
 
-    A task that runs long can look at ``current_job().stop``: it is cancelled when the job's
-    lease was lost, its timeout passed, or the worker is stopping at once; the task should then
-    return (or raise) soon, since its outcome will no longer count.
+    A ``Job`` under the sync ``Worker``, an ``AsyncJob`` under ``AsyncWorker`` (in an ``async def``
+    task and in a plain one it runs on a thread alike). A task that runs long can look at
+    ``current_job().stop``: it is cancelled when the job's lease was lost, its timeout passed, or
+    the worker is stopping at once; the task should then return (or raise) soon, since its
+    outcome will no longer count.
     """
-    job: Job | None = getattr(_current, "job", None)
+    job = _current.get()
     if job is None:
         raise InvalidArgument("current_job() is called outside a job run by a worker")
     return job
 
 
-def _set_current(job: Job | None) -> None:
-    _current.job = job
+def set_current(job: Job | AsyncJob | None) -> None:
+    """Make ``job`` what ``current_job()`` answers in the calling thread or task (the worker's)."""
+    _current.set(job)
 
 
 @dataclass(frozen=True)
@@ -64,22 +73,47 @@ class Task(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<alkstore.Task {self.name!r} on {self.queue!r}>"
 
+    # The sync runtime's enqueues, then the async runtime's (``a``-prefixed): each builds the payloads
+    # here and hands them to the store's kernel, which does what a store's enqueue does.
+
     def enqueue(self, store: Store, /, *args: P.args, **kwargs: P.kwargs) -> int:
         """Enqueue a run of this task with these keyword arguments, in a transaction of its own."""
-        return store._enqueue(self.queue, (_payload(self, args, kwargs),), self.opts, task=self.name)[0]
+        return kernel_of(store).enqueue(self.queue, (_payload(self, args, kwargs),), self.opts, task=self.name)[0]
 
     def enqueue_tx(self, store: Store, tx: Any, /, *args: P.args, **kwargs: P.kwargs) -> int:
         """Enqueue a run of this task inside the caller's transaction ``tx``."""
-        payload = _payload(self, args, kwargs)
-        return store._enqueue(self.queue, (payload,), self.opts, tx, in_caller_tx=True, task=self.name)[0]
+        payloads = (_payload(self, args, kwargs),)
+        return kernel_of(store).enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, task=self.name)[0]
 
     def enqueue_many(self, store: Store, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
         """Enqueue one run per mapping of keyword arguments, in one transaction of their own; the ids in order."""
-        return store._enqueue(self.queue, _payloads(self, calls), self.opts, task=self.name)
+        return kernel_of(store).enqueue(self.queue, _payloads(self, calls), self.opts, task=self.name)
 
     def enqueue_many_tx(self, store: Store, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
         """``enqueue_many`` inside the caller's transaction ``tx``."""
-        return store._enqueue(self.queue, _payloads(self, calls), self.opts, tx, in_caller_tx=True, task=self.name)
+        payloads = _payloads(self, calls)
+        return kernel_of(store).enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, task=self.name)
+
+    async def aenqueue(self, store: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> int:
+        """``enqueue`` on an ``AsyncStore``."""
+        payloads = (_payload(self, args, kwargs),)
+        return (await async_kernel_of(store).enqueue(self.queue, payloads, self.opts, task=self.name))[0]
+
+    async def aenqueue_tx(self, store: AsyncStore, tx: Any, /, *args: P.args, **kwargs: P.kwargs) -> int:
+        """``enqueue_tx`` on an ``AsyncStore``, inside the caller's async transaction ``tx``."""
+        payloads = (_payload(self, args, kwargs),)
+        kernel = async_kernel_of(store)
+        return (await kernel.enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, task=self.name))[0]
+
+    async def aenqueue_many(self, store: AsyncStore, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+        """``enqueue_many`` on an ``AsyncStore``."""
+        return await async_kernel_of(store).enqueue(self.queue, _payloads(self, calls), self.opts, task=self.name)
+
+    async def aenqueue_many_tx(self, store: AsyncStore, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+        """``enqueue_many_tx`` on an ``AsyncStore``."""
+        kernel = async_kernel_of(store)
+        payloads = _payloads(self, calls)
+        return await kernel.enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, task=self.name)
 
     def with_options(self, opts: EnqueueOpts) -> Task[P, R]:
         """The same task enqueued with other options (a delay, a priority, …) for this once."""

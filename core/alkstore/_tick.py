@@ -18,7 +18,7 @@ from datetime import datetime
 
 from ._boundary import CATCH_UP_CAP, catch_up
 from ._options import resolve_schedule
-from .engine import DueSchedule, Fire, PlannedFire, QueueConfig, TickBudget, TickResult
+from ._port import DueSchedule, Fire, PlannedFire, QueueConfig, TickBudget, TickResult
 
 __all__ = ["DEFAULT_BUDGET", "ROW_BYTES", "TickPlan", "plan_key", "plan_tick"]
 

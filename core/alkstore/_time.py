@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -9,7 +10,16 @@ from datetime import UTC, datetime, timedelta
 
 from .errors import InvalidOptions
 
-__all__ = ["Clock", "ManualClock", "StopToken", "SystemClock", "as_utc", "wall_sleep"]
+__all__ = [
+    "Clock",
+    "ManualClock",
+    "StopToken",
+    "SystemClock",
+    "WallClock",
+    "as_utc",
+    "wall_sleep",
+    "wall_sleep_async",
+]
 
 
 def as_utc(value: object, what: str, error: type[Exception] = InvalidOptions) -> datetime:
@@ -30,16 +40,29 @@ def as_utc(value: object, what: str, error: type[Exception] = InvalidOptions) ->
 
 
 class StopToken:
-    """A thread-safe, one-way stop signal handed to long-running loops."""
+    """A thread-safe, one-way stop signal handed to long-running loops, threads and tasks alike.
 
-    __slots__ = ("_event",)
+    ``cancel()`` may be called from any thread (a signal handler's too); ``wait`` blocks a thread,
+    ``wait_async`` a task, and both return as soon as it is cancelled.
+    """
+
+    __slots__ = ("_event", "_lock", "_waiters")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def cancel(self) -> None:
         """Ask every loop holding this token to stop at its next check."""
         self._event.set()
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            try:
+                loop.call_soon_threadsafe(_resolve, future)
+            except RuntimeError:  # that loop is closed: nothing waits there any more
+                pass
 
     def is_cancelled(self) -> bool:
         """Whether ``cancel()`` was called."""
@@ -49,8 +72,43 @@ class StopToken:
         """Block (wall time) until cancelled or ``timeout`` seconds passed; return ``is_cancelled()``."""
         return self._event.wait(timeout)
 
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """``wait`` for a task: until cancelled or ``timeout`` wall seconds passed; return ``is_cancelled()``."""
+        if self._event.is_set():
+            return True
+        if timeout is not None and timeout <= 0:
+            return False
+        future = self._future()
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self._forget(future)
+        return self._event.is_set()
+
+    def _future(self) -> asyncio.Future[None]:
+        """A future of the running loop resolved when this token is cancelled (at once if it is)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._event.is_set():
+                future.set_result(None)
+            else:
+                self._waiters.append((loop, future))
+        return future
+
+    def _forget(self, future: asyncio.Future[None]) -> None:
+        with self._lock:
+            self._waiters = [waiter for waiter in self._waiters if waiter[1] is not future]
+
     def __repr__(self) -> str:
         return f"<alkstore.StopToken cancelled={self.is_cancelled()}>"
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class Clock(ABC):
@@ -64,6 +122,11 @@ class Clock(ABC):
     def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
         """Wait ``seconds`` of this clock's time; return early once ``stop`` is cancelled."""
 
+    async def sleep_async(self, seconds: float, stop: StopToken | None = None) -> None:
+        """``sleep`` for a task. This default runs ``sleep`` on a thread; clocks that can wait on a
+        loop (all of alkstore's) override it."""
+        await asyncio.to_thread(self.sleep, seconds, stop)
+
 
 def wall_sleep(seconds: float, stop: StopToken | None = None) -> None:
     """Wait ``seconds`` of wall time, or until ``stop`` is cancelled: how real clocks sleep."""
@@ -75,14 +138,31 @@ def wall_sleep(seconds: float, stop: StopToken | None = None) -> None:
         stop.wait(seconds)
 
 
-class SystemClock(Clock):
+async def wall_sleep_async(seconds: float, stop: StopToken | None = None) -> None:
+    """``wall_sleep`` for a task."""
+    if seconds <= 0:
+        return
+    if stop is None:
+        await asyncio.sleep(seconds)
+    else:
+        await stop.wait_async(seconds)
+
+
+class WallClock(Clock):
+    """A clock that sleeps in wall time (monotonic), whatever its ``now()`` reads: the real clocks' base."""
+
+    def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
+        wall_sleep(seconds, stop)
+
+    async def sleep_async(self, seconds: float, stop: StopToken | None = None) -> None:
+        await wall_sleep_async(seconds, stop)
+
+
+class SystemClock(WallClock):
     """The wall clock of this host (UTC)."""
 
     def now(self) -> datetime:
         return datetime.now(UTC)
-
-    def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
-        wall_sleep(seconds, stop)
 
     def __repr__(self) -> str:
         return "<alkstore.SystemClock>"
@@ -93,9 +173,9 @@ class ManualClock(Clock):
 
     Instants must be timezone-aware and steps forward and finite; anything else raises
     ``InvalidOptions`` (a ``ValueError``), and the clock stays where it was. ``sleep`` blocks
-    the calling thread until another thread moves the clock past the sleeper's deadline (or
-    its stop token is cancelled); ``wait_for_sleepers`` lets a test step a sleeping runner in
-    lockstep.
+    the calling thread (``sleep_async`` the calling task) until the clock is moved past the
+    sleeper's deadline (or its stop token is cancelled); ``wait_for_sleepers`` lets a test step
+    a sleeping runner in lockstep, whichever runtime it sleeps in.
     """
 
     _STOP_POLL_S = 0.005
@@ -104,6 +184,8 @@ class ManualClock(Clock):
         self._now = as_utc(start, "start")
         self._cond = threading.Condition()
         self._deadlines: list[datetime] = []
+        #: Tasks asleep on this clock: their deadline, and the future that wakes them on their loop.
+        self._sleepers: list[tuple[datetime, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def now(self) -> datetime:
         with self._cond:
@@ -113,7 +195,7 @@ class ManualClock(Clock):
         """Jump to ``instant`` (forwards or backwards) and wake sleepers that are due."""
         with self._cond:
             self._now = as_utc(instant, "instant")
-            self._cond.notify_all()
+            self._wake()
 
     def advance(self, seconds: float | timedelta) -> datetime:
         """Move forward by ``seconds`` and wake sleepers that are due; return the new instant."""
@@ -123,8 +205,20 @@ class ManualClock(Clock):
                 self._now += step
             except OverflowError:
                 raise InvalidOptions(f"advancing {self._now.isoformat()} by {step} passes the last instant") from None
-            self._cond.notify_all()
+            self._wake()
             return self._now
+
+    def _wake(self) -> None:
+        """Wake the threads (to look again) and the tasks whose deadline has come (under the lock)."""
+        self._cond.notify_all()
+        due = [sleeper for sleeper in self._sleepers if sleeper[0] <= self._now]
+        if due:
+            self._sleepers = [sleeper for sleeper in self._sleepers if sleeper[0] > self._now]
+        for _, loop, future in due:
+            try:
+                loop.call_soon_threadsafe(_resolve, future)
+            except RuntimeError:  # its loop closed
+                pass
 
     def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
         with self._cond:
@@ -136,6 +230,29 @@ class ManualClock(Clock):
                     self._cond.wait(self._STOP_POLL_S if stop is not None else None)
             finally:
                 self._deadlines.remove(deadline)
+                self._cond.notify_all()
+
+    async def sleep_async(self, seconds: float, stop: StopToken | None = None) -> None:
+        """``sleep`` for a task: until the clock is moved past the deadline, or ``stop`` is cancelled."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        with self._cond:
+            deadline = self._now + timedelta(seconds=max(seconds, 0.0))
+            if self._now >= deadline:
+                return
+            self._deadlines.append(deadline)
+            self._sleepers.append((deadline, loop, woken))
+            self._cond.notify_all()
+        stopped = stop._future() if stop is not None else None
+        try:
+            waits: set[asyncio.Future[None]] = {woken} if stopped is None else {woken, stopped}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if stop is not None and stopped is not None:
+                stop._forget(stopped)
+            with self._cond:
+                self._deadlines.remove(deadline)
+                self._sleepers = [sleeper for sleeper in self._sleepers if sleeper[2] is not woken]
                 self._cond.notify_all()
 
     def parked(self) -> int:

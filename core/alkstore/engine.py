@@ -1,43 +1,70 @@
-"""The engine port: what every storage adapter implements, and the records it exchanges.
+"""The engine author's kit: the port, its records, and the rules an engine calls (ADR 027).
 
-``Engine`` is deliberately narrow and "dumb": it stores and atomically transitions rows.
-Everything that is a rule (name validation, option resolution, retry curves, the decision
-to bury an exhausted job, boundary arithmetic, the leader loop) lives once in core and is
-handed to the engine as concrete values. Each method's docstring is the contract both the
-memory and the Postgres adapters obey; ``contract_tests/`` holds them to it.
-
-The port is shaped for batches (ADR 014): a claim takes a limit and returns a list, the fenced
-finishing calls take several ``(job, fence)`` pairs and return the ones whose fence was stale
-(the others take effect; a stale pair changes nothing), and enqueue takes a sequence of jobs.
-Records carry normalised values only: ints, strs, bytes, UTC ``datetime`` and ``timedelta``;
-no option class of the public API crosses the port.
-
-Instants are timezone-aware UTC ``datetime`` values with microsecond resolution. Every
-method may raise ``DatabaseError`` (``DatabaseUnavailable`` when a retry may succeed), raised
-``from`` the driver error, where storage fails.
+An adapter that stores alkstore's data implements ``AsyncEngine`` (the async runtime's port) or
+``Engine`` (the sync runtime's), and imports from core only this module, ``alkstore.errors`` and
+``alkstore.testing`` (linted: ``tests/test_layout.py``). What is here is everything an engine
+needs: the records it takes and returns, the clock and stop-token ports, the rules it must apply
+where the data is (``registration_boundary``, ``plan_tick``, ``soonest``, the listing and claim
+orders), the error texts of the sweeps, and what an engine written once for both runtimes uses
+(``ASYNC``, ``aspawn``/``spawn``, ADR 026). The port's methods' docstrings are the contract;
+``contract_tests/`` holds every engine to it, through ``alkstore.testing``.
 """
 
 from __future__ import annotations
 
-import enum
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
-
-from ._time import Clock, StopToken
+from ._acompat import ASYNC, AHelper, Helper, aspawn, spawn
+from ._boundary import registration_boundary, soonest
+from ._engine import Engine, Waiter
+from ._engine_async import AsyncEngine, AsyncWaiter
+from ._names import RESERVED_PREFIX
+from ._orders import after_key, claim_order, listing_order, phase_at
+from ._port import (
+    JOB_EXPIRED_ERROR,
+    LEASE_EXPIRED_ERROR,
+    Burial,
+    ClaimRequest,
+    DueSchedule,
+    Fire,
+    Heartbeat,
+    Held,
+    JobKey,
+    JobPhase,
+    JobQuery,
+    JobRecord,
+    JobState,
+    LockRecord,
+    NewJob,
+    NewSchedule,
+    PlannedFire,
+    QueueConfig,
+    QueueCounts,
+    Retry,
+    ScheduleRecord,
+    TableStats,
+    TickBudget,
+    TickResult,
+    WorkerRecord,
+)
+from ._tick import TickPlan, plan_tick
+from ._time import Clock, StopToken, SystemClock, WallClock, wall_sleep, wall_sleep_async
+from ._urls import redact
 
 __all__ = [
+    "ASYNC",
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
+    "RESERVED_PREFIX",
+    "AHelper",
+    "AsyncEngine",
+    "AsyncWaiter",
     "Burial",
     "ClaimRequest",
+    "Clock",
     "DueSchedule",
     "Engine",
     "Fire",
     "Heartbeat",
+    "Helper",
     "Held",
     "JobKey",
     "JobPhase",
@@ -52,638 +79,25 @@ __all__ = [
     "QueueCounts",
     "Retry",
     "ScheduleRecord",
+    "StopToken",
+    "SystemClock",
     "TableStats",
     "TickBudget",
+    "TickPlan",
     "TickResult",
     "Waiter",
+    "WallClock",
     "WorkerRecord",
+    "after_key",
+    "aspawn",
+    "claim_order",
+    "listing_order",
+    "phase_at",
+    "plan_tick",
+    "redact",
+    "registration_boundary",
+    "soonest",
+    "spawn",
+    "wall_sleep",
+    "wall_sleep_async",
 ]
-
-#: ``last_error`` of a job buried because its lease lapsed on its last allowed attempt.
-LEASE_EXPIRED_ERROR = "lease expired on the last attempt"
-#: ``last_error`` of a pending job buried because its ``expires_at`` passed (never claimed, or its lease lapsed).
-JOB_EXPIRED_ERROR = "expired before it could run"
-
-
-class JobState(enum.StrEnum):
-    """Where a stored job is. A job that was acked is deleted ("done and gone")."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    DEAD = "dead"
-
-
-# -- jobs ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class NewJob:
-    """A job to insert, with its stamps resolved by core.
-
-    ``visibility`` is the job's own lease length (``None``: the queue's, at each claim);
-    ``task`` names the task it is for (the task layer), ``trace`` the trace context of its
-    enqueue (telemetry); both are carried, never interpreted, by the engine.
-    """
-
-    queue: str
-    payload: bytes
-    priority: int
-    run_at: datetime
-    expires_at: datetime | None
-    max_attempts: int
-    visibility: timedelta | None = None
-    task: str | None = None
-    trace: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    """A stored job (live or dead), exactly as the engine holds it.
-
-    ``attempts`` counts claims against ``max_attempts`` (``requeue_dead`` resets it, and a
-    ``release`` gives one back); ``fence`` grows by one with every claim of this job and is
-    never reset, so a stale holder can never match a later claim. ``worker_id`` and
-    ``lease_until`` are set only while running (they survive a lapse until the next claim's
-    sweep); ``died_at`` only once dead. ``schedule``/``boundary`` name the fire that made it.
-    """
-
-    id: int
-    queue: str
-    payload: bytes
-    state: JobState
-    priority: int
-    run_at: datetime
-    expires_at: datetime | None
-    attempts: int
-    max_attempts: int
-    last_error: str | None
-    schedule: str | None
-    boundary: datetime | None
-    enqueued_at: datetime
-    worker_id: str | None
-    lease_until: datetime | None
-    died_at: datetime | None
-    fence: int
-    visibility: timedelta | None = None
-    task: str | None = None
-    last_traceback: str | None = None
-    trace: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimRequest:
-    """A claim of up to ``limit`` jobs of ``queue`` for ``worker_id`` at ``now``.
-
-    Each claimed job is leased for its own ``visibility`` if it has one, else for ``lease``.
-    """
-
-    queue: str
-    worker_id: str
-    now: datetime
-    lease: timedelta
-    limit: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A claimed job as its holder knows it: the id and the fence it was claimed under."""
-
-    job_id: int
-    fence: int
-
-
-@dataclass(frozen=True, slots=True)
-class Retry(Held):
-    """Make a held job pending again at ``run_at``, keeping ``error`` (and its traceback) as its last."""
-
-    error: str
-    run_at: datetime
-    traceback: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Burial(Held):
-    """Make a held job dead with ``error`` (and its traceback) as its last."""
-
-    error: str
-    traceback: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat(Held):
-    """Move a held job's lease end to ``lease_until``."""
-
-    lease_until: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class QueueConfig:
-    """What a user stored for a queue; ``None`` fields fall back to the queue's derived defaults."""
-
-    visibility_timeout: timedelta | None = None
-    max_attempts: int | None = None
-    backoff_base: timedelta | None = None
-    backoff_cap: timedelta | None = None
-    priority: int | None = None
-
-
-# -- locks -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LockRecord:
-    """A held lock: ``token`` is unique to this acquisition and increases with every new one."""
-
-    name: str
-    owner: str
-    token: int
-    expires_at: datetime
-
-
-# -- schedules ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class NewSchedule:
-    """A schedule to register: spec and interval already parsed, payload encoded, stamps normalised."""
-
-    name: str
-    spec: str
-    interval_s: int
-    queue: str
-    payload: bytes
-    priority: int | None = None
-    max_attempts: int | None = None
-    expires: timedelta | None = None
-    task: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleRecord(NewSchedule):
-    """A stored schedule: what was registered, its next boundary, and the last boundary it fired
-    (``None`` before its first)."""
-
-    next_boundary: datetime = field(kw_only=True)
-    last_boundary: datetime | None = field(default=None, kw_only=True)
-
-
-@dataclass(frozen=True, slots=True)
-class DueSchedule:
-    """What a tick reads of a due schedule: everything but its payload, whose size it plans with."""
-
-    name: str
-    interval_s: int
-    queue: str
-    priority: int | None
-    max_attempts: int | None
-    expires: timedelta | None
-    next_boundary: datetime
-    payload_size: int
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedFire:
-    """One boundary a tick fires: a job on the schedule's queue, with the schedule's payload and task.
-
-    The engine copies the payload and task from the stored schedule (they never pass through
-    the tick's client); core has resolved the stamps.
-    """
-
-    schedule: str
-    boundary: datetime
-    queue: str
-    priority: int
-    run_at: datetime
-    expires_at: datetime | None
-    max_attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class TickBudget:
-    """The most one tick transaction may write: ``rows`` fires and ``bytes`` of their payloads."""
-
-    rows: int
-    bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class Fire:
-    """One boundary fired by a tick: the job it enqueued."""
-
-    schedule: str
-    boundary: datetime
-    queue: str
-    job_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class TickResult:
-    """One tick transaction's outcome.
-
-    ``fires`` are ordered by ``(boundary, schedule)``; ``skipped`` counts, per schedule, the
-    boundaries skipped forward past the catch-up cap; ``soonest`` is the earliest next
-    boundary after the transaction; ``more`` says the budget cut the tick short, so another
-    transaction of the same tick has more to fire.
-    """
-
-    fires: tuple[Fire, ...]
-    skipped: tuple[tuple[str, int], ...]
-    soonest: datetime | None
-    more: bool = False
-
-
-class Waiter(ABC):
-    """A parked listener for enqueues on one queue (see ``Engine.waiter``)."""
-
-    @abstractmethod
-    def wait(self, timeout: float, stop: StopToken | None = None) -> None:
-        """Block at most ``timeout`` wall-clock seconds, returning early when a job may be available.
-
-        Also returns soon (well within a second) once ``stop`` is cancelled, and at once when
-        the engine closes. A spurious return is allowed (the caller re-claims); a missed
-        signal must cost no more than the timeout.
-        """
-
-
-class Engine(ABC):
-    """Storage and atomic transitions for queues, jobs, locks and schedules."""
-
-    # -- lifecycle -----------------------------------------------------------------
-
-    @abstractmethod
-    def migrate(self) -> None:
-        """Bring storage up to the current schema; idempotent and safe from concurrent processes."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release every resource (connections, threads) and wake every parked waiter. Idempotent."""
-
-    @abstractmethod
-    def default_clock(self) -> Clock:
-        """The time source a store on this engine uses unless it is given one.
-
-        It must be the same instant for every process sharing the storage (Postgres: the
-        database server's clock, ADR 015); the memory engine lives in one process and uses
-        the system clock.
-        """
-
-    # -- queue configuration --------------------------------------------------------
-
-    @abstractmethod
-    def configure_queue(self, queue: str, config: QueueConfig) -> None:
-        """Store ``config`` for ``queue``, replacing what was stored; an all-``None`` config removes it."""
-
-    @abstractmethod
-    def queue_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
-        """The config stored for ``queue``, or ``None`` if there is none.
-
-        With ``tx`` (what ``caller_transaction`` returned) it is read in the caller's transaction,
-        so an enqueue inside one never needs a second connection.
-        """
-
-    # -- jobs ----------------------------------------------------------------------
-
-    @abstractmethod
-    def enqueue(self, jobs: Sequence[NewJob], now: datetime, tx: Any = None) -> list[int]:
-        """Insert ``jobs`` as ``PENDING`` with 0 attempts, ``enqueued_at=now``; return their ids in order.
-
-        Ids are positive and increase with every insert, in the order given. Without ``tx`` the
-        jobs commit together in a transaction of their own, or none does. With ``tx`` they are
-        written in the caller's transaction: visible to claims and ``get_job`` only once it
-        commits, gone if it rolls back. ``tx`` must be this engine's kind of transaction and
-        still open (Postgres: a ``psycopg.Connection`` inside a transaction, or a SQLAlchemy
-        ``Connection``/``Session`` on one; memory: what ``transaction()`` yields), else
-        ``InvalidTransaction`` and nothing is written. Waiters on each job's queue are woken
-        (at commit, with ``tx``).
-        """
-
-    @abstractmethod
-    def caller_transaction(self, tx: Any) -> Any:
-        """The caller's transaction ``tx`` as ``enqueue`` takes it; ``InvalidTransaction`` if it cannot be one.
-
-        It can be one when it is this engine's kind and still open (see ``enqueue``); ``None`` is
-        not. May begin a transaction the caller's object manages (a SQLAlchemy ``Connection``),
-        so that its commit is the one that publishes; does no other I/O.
-        """
-
-    @abstractmethod
-    def transaction(self) -> AbstractContextManager[Any]:
-        """A transaction object for ``enqueue(…, tx=…)``: commits on normal exit, rolls back on error."""
-
-    @abstractmethod
-    def claim(self, request: ClaimRequest) -> list[JobRecord]:
-        """Lease up to ``request.limit`` claimable jobs of ``request.queue`` to ``request.worker_id``.
-
-        First, in this order, sweep the queue at ``now``: a ``RUNNING`` job whose
-        ``lease_until <= now`` becomes ``DEAD`` with ``LEASE_EXPIRED_ERROR`` if ``attempts >=
-        max_attempts``, else ``PENDING`` again (worker and lease end cleared); then a
-        ``PENDING`` job whose ``expires_at <= now`` becomes ``DEAD`` with ``JOB_EXPIRED_ERROR``.
-        Then take the ``PENDING`` jobs with ``run_at <= now`` that sort first by priority
-        descending, ``run_at``, id; set each ``RUNNING``, add one to ``attempts`` and to
-        ``fence``, record the worker and ``lease_until = now + (job.visibility or
-        request.lease)``, and return them in that order (empty when nothing is claimable).
-        Concurrent claims never return the same job twice (Postgres: ``FOR UPDATE SKIP LOCKED``).
-        """
-
-    @abstractmethod
-    def ack_and_claim(self, acks: Sequence[Held], request: ClaimRequest) -> tuple[list[Held], list[JobRecord]]:
-        """``ack(acks)``, then ``claim(request)``: what a worker does when it finishes jobs and takes the
-        next ones, in one round trip where the engine can (ADR 022).
-
-        Returns the stale acks and the claimed jobs. The acks take effect whether or not the claim
-        finds anything; a claimed job is never one of ``acks``.
-        """
-
-    @abstractmethod
-    def waiter(self, *queues: str) -> AbstractContextManager[Waiter]:
-        """Listen for enqueues on each of ``queues`` while the context is open (see ``Waiter``).
-
-        A job made claimable on any of them ends a wait. Raises ``StoreClosed`` on a closed engine.
-        """
-
-    @abstractmethod
-    def ack(self, held: Sequence[Held]) -> list[Held]:
-        """Delete each job that is ``RUNNING`` under its fence; return the pairs that were not (stale).
-
-        A stale pair changes nothing; the others take effect whatever the stale ones are.
-        """
-
-    @abstractmethod
-    def retry(self, retries: Sequence[Retry], now: datetime) -> list[Held]:
-        """Fenced like ``ack``: make each job ``PENDING`` at its ``run_at`` with its error and traceback.
-
-        Worker and lease end are cleared; ``attempts`` and ``fence`` are kept. ``now`` is the
-        instant of the retry (a job whose ``run_at`` is still ahead of it is delayed). Waiters on
-        the jobs' queues are woken. Returns the stale pairs.
-        """
-
-    @abstractmethod
-    def bury(self, burials: Sequence[Burial], now: datetime) -> list[Held]:
-        """Fenced like ``ack``: make each job ``DEAD`` with its error and traceback, ``died_at=now``.
-
-        A dead job keeps its id, queue, payload, stamps, attempts, fence, task and schedule
-        fire. Returns the stale pairs.
-        """
-
-    @abstractmethod
-    def release(self, held: Sequence[Held], now: datetime) -> list[Held]:
-        """Fenced like ``ack``: hand each job back unfinished, as if this claim never took an attempt.
-
-        The job becomes ``PENDING`` with ``attempts`` one less, ``run_at`` unchanged (so it is
-        claimable at once if it was), worker and lease end cleared, its last error kept; the
-        fence is kept, so the releasing holder's later calls are stale. Waiters are woken.
-        Returns the stale pairs.
-        """
-
-    @abstractmethod
-    def heartbeat(self, beats: Sequence[Heartbeat]) -> list[Held]:
-        """Fenced like ``ack``: move each job's ``lease_until``. Returns the stale pairs."""
-
-    @abstractmethod
-    def get_job(self, job_id: int) -> JobRecord | None:
-        """The job (pending, running or dead), or ``None`` if acked or never stored."""
-
-    @abstractmethod
-    def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
-        """Bring the ``DEAD`` jobs among ``job_ids`` back as ``PENDING`` at ``run_at=now`` with 0 attempts.
-
-        Each keeps its id, queue, payload, priority, ``max_attempts``, fence, task, schedule fire
-        and ``last_error``; ``expires_at`` (requeueing is a decision to run it) and ``died_at``
-        are cleared. Returns the ids requeued, ascending (ids that were not dead are left out).
-        Wakes waiters on their queues.
-        """
-
-    # -- locks ---------------------------------------------------------------------
-
-    @abstractmethod
-    def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> LockRecord | None:
-        """Take the lock ``name`` for ``owner`` until ``expires_at``, or ``None`` if another owner holds it.
-
-        A lock whose ``expires_at <= now`` is free: taking it issues a new, larger token.
-        The same owner taking a lock it still holds extends it and keeps the token.
-        ``name`` is not validated here (core does it; the engine's own names are reserved).
-        """
-
-    @abstractmethod
-    def renew_lock(self, lock: LockRecord, now: datetime, expires_at: datetime) -> LockRecord:
-        """Extend a lock still held under ``lock.token`` and unexpired at ``now``; else ``LeaseLost``."""
-
-    @abstractmethod
-    def release_lock(self, lock: LockRecord) -> bool:
-        """Free the lock if it is still stored under ``lock.token``; ``False`` if it was not."""
-
-    # -- schedules -----------------------------------------------------------------
-
-    @abstractmethod
-    def register_schedules(self, schedules: Sequence[NewSchedule], now: datetime) -> list[ScheduleRecord]:
-        """Insert or update each schedule atomically (all or none) and return them as stored, in order.
-
-        Each next boundary is ``registration_boundary(stored (interval, boundary) or None,
-        interval_s, now)``, decided under a lock on the existing row, so an unchanged interval
-        keeps its phase and backlog and a changed one restarts at ``now + I``; the last fired
-        boundary is kept. Names must be distinct.
-        """
-
-    @abstractmethod
-    def unschedule(self, name: str) -> bool:
-        """Delete the schedule ``name``; ``False`` if there was none. Jobs it fired stay."""
-
-    @abstractmethod
-    def schedules(self) -> list[ScheduleRecord]:
-        """Every stored schedule, ordered by name."""
-
-    @abstractmethod
-    def tick(self, now: datetime, budget: TickBudget, fired: dict[str, int]) -> TickResult:
-        """Fire elapsed boundaries at ``now`` in one atomic step, within ``budget``.
-
-        Lock the schedules with ``next_boundary <= now`` in ``DueSchedule`` plan order (payload
-        size, next boundary, name; a concurrent tick waits and then sees them advanced) and
-        let ``plan_tick(due, configs, now, budget, fired)`` decide, where ``configs`` are the
-        stored configs of their queues and ``fired`` counts this tick's earlier fires per
-        schedule. Insert its fires in order (ids increasing) with each schedule's stored
-        payload and task, store its new boundaries (and each fired schedule's last boundary),
-        and return its fires with their ids, its skips, the new soonest boundary and whether
-        it left more to fire. The inserts, the advances and the read of ``soonest`` commit
-        together or not at all. Waiters on every fired queue are woken.
-        """
-
-    @abstractmethod
-    def soonest_boundary(self) -> datetime | None:
-        """The earliest ``next_boundary`` of all schedules, or ``None`` when there are none."""
-
-    # -- inspection and actions ----------------------------------------------------
-    # What an operator reads and does (ADR 020). Reads never write, so the per-job paths
-    # (enqueue, claim, ack) pay nothing for them: no trigger, no counter row.
-
-    @abstractmethod
-    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[QueueCounts]:
-        """Count each queue's jobs at ``now``, one ``QueueCounts`` per queue, ordered by name.
-
-        A ``PENDING`` job is ready when its ``run_at <= now`` and delayed otherwise, whatever
-        the engine stores it as; ``running`` counts every ``RUNNING`` job (a lapsed lease too,
-        until a claim sweeps it) and ``dead`` every ``DEAD`` one; ``oldest_ready`` is the
-        earliest ``run_at`` of the ready jobs (``None`` when none is), exact whatever the cap.
-        With ``cap``, each count stops there (``cap`` then means "at least that many"), so the
-        cost is bounded by the cap per queue and phase, not by the table; without, counts are
-        exact. Without ``queue``, every queue holding a job, live or dead, appears; with it,
-        that queue alone (zeros when it holds none). One snapshot, read without writing anything.
-        """
-
-    @abstractmethod
-    def list_jobs(self, query: JobQuery) -> list[JobRecord]:
-        """Up to ``query.limit`` jobs of ``query.queue`` in ``query.phase`` at ``query.now``, in its order.
-
-        The phases and their orders (each total, so pages never overlap):
-        ``READY`` (pending, ``run_at <= now``): priority descending, ``run_at``, id (the claim
-        order); ``DELAYED`` (pending, ``run_at > now``): ``run_at``, id; ``RUNNING``: id;
-        ``DEAD``: ``died_at`` descending, id descending (the newest death first). With
-        ``query.after`` (a ``JobKey``), only the jobs that sort strictly after that key are
-        listed. Records are as ``get_job`` returns them.
-        """
-
-    @abstractmethod
-    def read_lock(self, name: str) -> LockRecord | None:
-        """The lock ``name`` as stored (held, or lapsed but not yet taken or released), or ``None``.
-
-        Callers compare its ``expires_at`` with their now; nothing is written.
-        """
-
-    @abstractmethod
-    def cancel(self, job_ids: Sequence[int]) -> list[int]:
-        """Delete the ``PENDING`` jobs (ready or delayed) among ``job_ids``; return their ids, ascending.
-
-        Fenced by state: a ``RUNNING`` job is never cancelled (a claim and a cancel of one job
-        never both succeed), and dead or missing ids are left out.
-        """
-
-    @abstractmethod
-    def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
-        """Delete up to ``limit`` ``DEAD`` jobs of ``queue`` with ``died_at <= died_before``, oldest first.
-
-        Returns how many were deleted (fewer than ``limit``: none is left to purge).
-        """
-
-    @abstractmethod
-    def record_worker(self, worker: WorkerRecord) -> None:
-        """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat)."""
-
-    @abstractmethod
-    def remove_worker(self, worker_id: str) -> bool:
-        """Delete the worker ``worker_id`` (a clean stop); ``False`` if none was stored."""
-
-    @abstractmethod
-    def workers(self, since: datetime) -> list[WorkerRecord]:
-        """The workers whose ``seen_at >= since``, ordered by id."""
-
-    @abstractmethod
-    def forget_workers(self, seen_before: datetime) -> int:
-        """Delete the workers whose ``seen_at < seen_before`` (stopped without saying so); return how many."""
-
-    # -- storage upkeep (ADR 023) ------------------------------------------------------
-    # What a worker's maintenance reads and does so that churn leaves the tables flat: core
-    # decides from ``table_stats`` which tables are due (``_maintenance.vacuum_due``).
-
-    @abstractmethod
-    def table_stats(self) -> list[TableStats]:
-        """The engine's tables that keep dead rows until they are reclaimed, ordered by name.
-
-        Counts are the storage's own estimates (Postgres: its statistics, a second or so
-        behind). An engine that never keeps a dead row (memory) returns none.
-        """
-
-    @abstractmethod
-    def vacuum(self, tables: Sequence[str]) -> list[str]:
-        """Reclaim the dead rows (and dead index entries) of ``tables``, names as ``table_stats`` gives them.
-
-        Each table is vacuumed on its own, outside any transaction, never waiting: one that
-        another vacuum is working on, or that this engine's role may not vacuum (see
-        ``TableStats.vacuumable``), is skipped. Returns the tables vacuumed, in order; the memory
-        engine has nothing to reclaim and returns none.
-        """
-
-
-# -- inspection and actions: records -----------------------------------------------------------
-
-
-class JobPhase(enum.StrEnum):
-    """Where a stored job stands for an operator: a pending job is ready (due) or delayed (not yet)."""
-
-    READY = "ready"
-    DELAYED = "delayed"
-    RUNNING = "running"
-    DEAD = "dead"
-
-
-@dataclass(frozen=True, slots=True)
-class QueueCounts:
-    """One queue's jobs by phase at one instant, and the ``run_at`` of its oldest ready job."""
-
-    queue: str
-    ready: int
-    delayed: int
-    running: int
-    dead: int
-    oldest_ready: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class JobKey:
-    """Where a listing resumes: the sort key of the last job of the previous page.
-
-    ``id`` always; ``priority`` and ``at`` (its ``run_at``) for ``READY``; ``at`` (``run_at``)
-    for ``DELAYED``; ``at`` (``died_at``) for ``DEAD``; the id alone for ``RUNNING``.
-    """
-
-    id: int
-    priority: int = 0
-    at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JobQuery:
-    """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``."""
-
-    queue: str
-    phase: JobPhase
-    now: datetime
-    limit: int
-    after: JobKey | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerRecord:
-    """A worker process as it last reported itself.
-
-    ``id`` is its worker id (a label, as claims take it); ``queues`` the queues it serves;
-    ``concurrency`` how many jobs it runs at once; ``running`` how many it ran when it
-    reported; ``processed`` and ``failed`` its totals since ``started_at``; ``seen_at`` the
-    instant of the report.
-    """
-
-    id: str
-    host: str
-    pid: int
-    queues: tuple[str, ...]
-    concurrency: int
-    started_at: datetime
-    seen_at: datetime
-    running: int = 0
-    processed: int = 0
-    failed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class TableStats:
-    """One of the engine's tables as its storage last counted it: estimated live and dead rows.
-
-    ``autovacuum`` says whether the server reclaims its dead rows on its own (Postgres: the
-    server's ``autovacuum`` is on and the table does not opt out); ``vacuumable`` whether this
-    engine's role may reclaim them itself with ``vacuum`` (PostgreSQL 15: only the table's owner,
-    the database's owner or a superuser may).
-    """
-
-    table: str
-    live_rows: int
-    dead_rows: int
-    autovacuum: bool
-    vacuumable: bool

@@ -1,6 +1,6 @@
 """The telemetry port: what a store and its workers report as jobs move (ADR 024).
 
-A ``Store`` opened with ``telemetry=`` calls one method of it per event: an enqueue (one call
+A store (either runtime) opened with ``telemetry=`` calls one method of it per event: an enqueue (one call
 per batch), a claim, an ack, a retry, a burial, a scheduler fire, and each run of a job by a
 ``Worker`` or delivery of an outbox message. This base class does nothing; an adapter
 (``alkstore.adapters.otel``) overrides what it reports. A store opened without telemetry makes
@@ -14,35 +14,47 @@ happens, can point back at the enqueue that made it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ._port import Fire, JobRecord
 from ._time import Clock
-from .engine import Fire, JobRecord
 
 if TYPE_CHECKING:
     from ._store import Store
+    from ._store_async import AsyncStore
 
-__all__ = ["Telemetry"]
+__all__ = ["RunReport", "Telemetry"]
 
-#: What ``Telemetry.enqueue`` returns when it carries no trace context (reusable: it holds no state).
+
+class RunReport:
+    """What a run tells its telemetry beyond raising: that it could not run at all, and why."""
+
+    __slots__ = ()
+
+    def refused(self, reason: str) -> None:
+        """The run did not start its work (an unknown task, say): ``reason`` is its failure."""
+
+
+#: What ``Telemetry.enqueue`` and ``Telemetry.run`` return when they record nothing (reusable: no state).
 _NO_TRACE: AbstractContextManager[str | None] = nullcontext(None)
+_NO_RUN: AbstractContextManager[RunReport] = nullcontext(RunReport())
 
 
 class Telemetry:
     """Receives a store's events; every method here does nothing, and a subclass overrides what it reports.
 
-    Methods are called from any thread that uses the store (a worker's threads, the scheduler's),
-    so an implementation must be thread-safe; they should not raise (an error would surface in
-    the call that reported).
+    Methods are called from any thread or task that uses the store (a worker's threads, the
+    scheduler's, an event loop's tasks), so an implementation must be thread-safe and must not
+    block; they should not raise (an error would surface in the call that reported).
     """
 
-    def opened(self, store: Store) -> None:
+    def opened(self, store: Store | AsyncStore) -> None:
         """``store`` was opened with this telemetry (it may read the store at collection time, e.g. queue depths)."""
 
-    def closed(self, store: Store) -> None:
+    def closed(self, store: Store | AsyncStore) -> None:
         """``store`` was closed: read it no more."""
 
     def enqueue(self, queue: str, task: str | None, count: int) -> AbstractContextManager[str | None]:
@@ -69,12 +81,13 @@ class Telemetry:
     def fired(self, fires: Sequence[Fire]) -> None:
         """A scheduler tick fired ``fires`` (each enqueued one job)."""
 
-    def run(self, job: JobRecord, clock: Clock, call: Callable[[], str | None]) -> str | None:
-        """One run of ``job`` by a worker (or a delivery by an outbox courier): call ``call`` and return what
-        it returns, raising what it raises.
+    def run(self, job: JobRecord, clock: Clock) -> AbstractContextManager[RunReport]:
+        """Around one run of ``job`` by a worker (or a delivery by an outbox courier), in either runtime.
 
-        ``call`` returns ``None`` when the run succeeded and the reason it could not run
-        otherwise (an unknown task, say); an exception is the run's failure. ``clock`` is the
-        store's, so a run's duration is measured in the time its stamps are.
+        The context exits with the run's exception when it raised (the run's failure), and the
+        run calls ``RunReport.refused`` on what it yields when it could not start (an unknown
+        task, say). ``clock`` is the store's, so a run's duration is measured in the time its
+        stamps are. An async run stays inside the context across its awaits: an implementation
+        keeps its state in the context it yields (or in context variables), not per thread.
         """
-        return call()
+        return _NO_RUN

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import alkstore
-from alkstore import Clock, Codec, Store
-from alkstore.testing import Opener, ScratchEngine
+from alkstore.testing import Scratch, ScratchEngine, ScratchStore
 
 __all__ = ["SCRATCH"]
 
 
-def _open(clock: Clock, codec: Codec | None) -> tuple[Store, Callable[[], None]]:
-    store = alkstore.open("memory://", clock=clock, codec=codec)
-    return store, store.close
-
-
-def _provision() -> Opener | str:
-    return _open
+def _provision() -> Scratch | str:
+    return lambda: ScratchStore("memory://")
 
 
 SCRATCH = ScratchEngine("memory", "memory", _provision)

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from alkstore._urls import redact
+from alkstore.engine import redact
 from alkstore.errors import InvalidOptions
 
 __all__ = ["SCHEMES", "EngineOptions", "parse_options"]

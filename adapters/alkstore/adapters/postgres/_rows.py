@@ -16,8 +16,8 @@ from typing import Any
 from psycopg.rows import BaseRowFactory, kwargs_row
 
 from alkstore import engine as port
-from alkstore._boundary import registration_boundary
-from alkstore._tick import TickPlan
+from alkstore.engine import registration_boundary
+from alkstore.engine import TickPlan
 
 __all__ = [
     "CLAIM_ROW",

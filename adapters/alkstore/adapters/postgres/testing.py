@@ -12,15 +12,12 @@ import atexit
 import os
 import threading
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-import alkstore
-from alkstore import Clock, Codec, Store
-from alkstore.testing import Opener, ScratchEngine
+from alkstore.testing import Scratch, ScratchEngine, ScratchStore
 
 __all__ = ["LOCAL_DSN", "SCRATCH", "drop_schema", "find_server", "unique_schema"]
 
@@ -80,28 +77,16 @@ def drop_schema(dsn: str, schema: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def _provision() -> Opener | str:
+def _provision() -> Scratch | str:
     dsn, reason = find_server()
     if dsn is None:
         return reason
 
-    def open_scratch(clock: Clock, codec: Codec | None) -> tuple[Store, Callable[[], None]]:
+    def scratch() -> ScratchStore:
         schema = unique_schema("ct")
-        try:
-            store = alkstore.open(dsn, schema=schema, migrate=True, clock=clock, codec=codec, max_size=MAX_SIZE)
-        except BaseException:
-            drop_schema(dsn, schema)
-            raise
+        return ScratchStore(dsn, {"schema": schema, "migrate": True, "max_size": MAX_SIZE}, lambda: drop_schema(dsn, schema))
 
-        def dispose() -> None:
-            try:
-                store.close()
-            finally:
-                drop_schema(dsn, schema)
-
-        return store, dispose
-
-    return open_scratch
+    return scratch
 
 
 SCRATCH = ScratchEngine("postgres", "postgresql", _provision, marks=("postgres",))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -20,22 +20,20 @@ import psycopg
 from psycopg.rows import BaseRowFactory, scalar_row
 
 from alkstore import engine as port
-from alkstore._tick import plan_tick
-from alkstore._time import Clock
-from alkstore._urls import redact
+from alkstore.engine import Clock, StopToken, claim_order, plan_tick, redact
 from alkstore.errors import LeaseLost
 
-from . import _migrate, _rows
-from ._clock import DatabaseClock
-from ._connections import Connections
+from . import _migrate_async, _rows
+from ._clock_async import AsyncDatabaseClock
+from ._connections_async import AsyncConnections
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._sql import UPKEEP_TABLES, Statements
 from ._sql import vacuum as vacuum_statement
-from ._transactions import caller_connection
-from ._waiting import Listening
+from ._transactions_async import caller_connection
+from ._waiting_async import AsyncListening
 
-__all__ = ["PostgresEngine", "open_engine"]
+__all__ = ["AsyncPostgresEngine", "open_engine"]
 
 log = logging.getLogger("alkstore.postgres")
 
@@ -47,9 +45,11 @@ _JOB_EXPIRED_ERROR = port.JOB_EXPIRED_ERROR.encode()
 _SCALAR: BaseRowFactory[Any] = scalar_row
 
 
-def open_engine(url: str, **options: Any) -> PostgresEngine:
-    """Entry point for ``postgresql://``, ``postgres://`` and ``postgresql+psycopg://`` URLs (``PostgresEngine``)."""
-    return PostgresEngine(url, **options)
+async def open_engine(url: str, **options: Any) -> AsyncPostgresEngine:
+    """Entry point for ``postgresql://``, ``postgres://`` and ``postgresql+psycopg://`` URLs: an engine, started."""
+    engine = AsyncPostgresEngine(url, **options)
+    await engine.start()
+    return engine
 
 
 #: Jobs per statement of a batch enqueue: one array insert each (a few MB of parameters at most);
@@ -57,7 +57,7 @@ def open_engine(url: str, **options: Any) -> PostgresEngine:
 _ENQUEUE_CHUNK = 5000
 
 
-class PostgresEngine(port.Engine):
+class AsyncPostgresEngine(port.AsyncEngine):
     """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
 
     Options: ``schema`` (default ``"alkstore"``, any name up to 63 bytes, always quoted),
@@ -70,7 +70,7 @@ class PostgresEngine(port.Engine):
     listening pool's bound, default ``max_size``) and ``grant`` (roles that migrating makes
     application roles of the schema, ADR 019). A store holds at most ``max_size +
     listen_max_size`` connections at once (``max_connections``): its open checks the schema on
-    one more, closed before the pools open.
+    one more, closed before the pools open. ``open_engine`` constructs one and ``start``s it.
     """
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -80,28 +80,33 @@ class PostgresEngine(port.Engine):
         self._sql = Statements.for_schema(self._schema)
         self._closed = False
         self._channels: dict[str, str] = {}
-        self._closing = threading.Event()  # set by close(): parked waits return at once
+        self._closing = StopToken()  # cancelled by close(): parked waits return at once
         self._parked_lock = threading.Lock()
         self._parked: Counter[str] = Counter()  # queues with a parked claim in this engine
+        self._clock = AsyncDatabaseClock(self._server_time)
+        self._clock_conn: psycopg.AsyncConnection[Any] | None = None
+        self._connections = AsyncConnections(opts, self._sql)
+        self._listening = AsyncListening(
+            self._connections.listen_pool, self._sql, self._schema, self._closing, self._notify_queues
+        )
 
-        # A direct connection first, so a wrong URL or an old schema fails now with the real cause.
+    async def start(self) -> None:
+        """Check (or migrate) the schema and measure the clock on a direct connection, then open the pools.
+
+        The direct connection comes first, so a wrong URL or an old schema fails now with the real cause.
+        """
+        opts = self._options
         try:
-            with psycopg.connect(opts.url, **opts.connect_kwargs) as conn:
+            async with await psycopg.AsyncConnection.connect(opts.url, **opts.connect_kwargs) as conn:
                 if opts.migrate:
-                    _migrate.apply(conn, self._sql, self._schema, opts.grant)
-                _migrate.check(conn, self._sql, self._schema, opts.url)
-                self._clock = DatabaseClock(self._server_time)
-                self._clock_conn: psycopg.Connection[Any] | None = conn
-                self._clock.measure()
+                    await _migrate_async.apply(conn, self._sql, self._schema, opts.grant)
+                await _migrate_async.check(conn, self._sql, self._schema, opts.url)
+                self._clock_conn = conn
+                await self._clock.measure()
                 self._clock_conn = None
         except psycopg.Error as exc:
             raise_translated(exc)
-
-        self._connections = Connections(opts, self._sql)
-        self._connections.open()
-        self._listening = Listening(
-            self._connections.listen_pool, self._sql, self._schema, self._closing, self._notify_queues
-        )
+        await self._connections.open()
         self._clock.start()
 
     def __repr__(self) -> str:
@@ -143,25 +148,25 @@ class PostgresEngine(port.Engine):
 
     # -- connections -------------------------------------------------------------------
 
-    def _server_time(self) -> datetime:
+    async def _server_time(self) -> datetime:
         """The database server's clock, one round trip (the default clock's sample)."""
         conn = self._clock_conn
         try:
             if conn is not None:
-                row = conn.execute(self._sql.server_time, {}).fetchone()
+                row = await (await conn.execute(self._sql.server_time, {})).fetchone()
                 assert row is not None
                 return _rows.utc(row[0])
-            value = self._connections.one(self._sql.server_time, {}, _SCALAR)
+            value = await self._connections.one(self._sql.server_time, {}, _SCALAR)
         except psycopg.Error as exc:
             raise_translated(exc)
         assert isinstance(value, datetime)
         return _rows.utc(value)
 
-    def _notify_queues(self, queues: Sequence[str]) -> None:
+    async def _notify_queues(self, queues: Sequence[str]) -> None:
         """Send a NOTIFY to each queue's channel from a connection of the main pool."""
-        self._connections.all(self._sql.notify_queues, {"schema": self._schema, "queues": list(queues)}, _SCALAR)
+        await self._connections.all(self._sql.notify_queues, {"schema": self._schema, "queues": list(queues)}, _SCALAR)
 
-    def _channel(self, conn: psycopg.Connection[Any], queue: str) -> str:
+    async def _channel(self, conn: psycopg.AsyncConnection[Any], queue: str) -> str:
         """The NOTIFY channel of ``queue``: asked of the schema's ``channel()`` once, then remembered.
 
         The SQL function stays the one owner of the formula; enqueues pass the name as a
@@ -169,7 +174,7 @@ class PostgresEngine(port.Engine):
         """
         channel = self._channels.get(queue)
         if channel is None:
-            row = conn.execute(self._sql.channel, {"schema": self._schema, "queue": queue}).fetchone()
+            row = await (await conn.execute(self._sql.channel, {"schema": self._schema, "queue": queue})).fetchone()
             assert row is not None
             channel = str(row[0])
             if len(self._channels) >= _CHANNEL_CACHE_SIZE:
@@ -179,29 +184,29 @@ class PostgresEngine(port.Engine):
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def migrate(self) -> None:
-        with self._connections.connection() as conn:
-            applied = _migrate.apply(conn, self._sql, self._schema, self._options.grant)
+    async def migrate(self) -> None:
+        async with self._connections.connection() as conn:
+            applied = await _migrate_async.apply(conn, self._sql, self._schema, self._options.grant)
         if applied:
             log.info("migrated schema %r to version %s", self._schema, applied[-1])
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Close both pools; parked claims are woken first, so they return promptly."""
         if self._closed:
             return
         self._closed = True
-        self._closing.set()
+        self._closing.cancel()
         self._clock.stop()
         with self._parked_lock:
             parked = sorted(self._parked)
         if parked:
-            # A claim parked in conn.notifies() on another thread wakes only through its socket.
+            # A claim parked in conn.notifies() elsewhere wakes only through its socket.
             try:
-                with self._connections.pool.connection(timeout=1.0) as conn:
-                    conn.execute(self._sql.notify_queues, {"schema": self._schema, "queues": parked})
+                async with self._connections.pool.connection(timeout=1.0) as conn:
+                    await conn.execute(self._sql.notify_queues, {"schema": self._schema, "queues": parked})
             except psycopg.Error as exc:
                 log.warning("could not wake the claims parked on %s at close: %s", parked, exc)
-        self._connections.close()
+        await self._connections.close()
 
     def default_clock(self) -> Clock:
         """The database server's clock (ADR 015), shared by every host on this database."""
@@ -209,70 +214,73 @@ class PostgresEngine(port.Engine):
 
     # -- queue configuration ------------------------------------------------------------
 
-    def configure_queue(self, queue: str, config: port.QueueConfig) -> None:
+    async def configure_queue(self, queue: str, config: port.QueueConfig) -> None:
         if config == port.QueueConfig():
-            self._connections.one(self._sql.unconfigure_queue, {"queue": queue}, _SCALAR)
+            await self._connections.one(self._sql.unconfigure_queue, {"queue": queue}, _SCALAR)
         else:
-            self._connections.one(self._sql.configure_queue, _rows.config_params(queue, config), _SCALAR)
+            await self._connections.one(self._sql.configure_queue, _rows.config_params(queue, config), _SCALAR)
 
-    def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
+    async def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
         if tx is None:
-            return self._connections.one(self._sql.queue_config, {"queue": queue}, _rows.QUEUE_CONFIG)
+            return await self._connections.one(self._sql.queue_config, {"queue": queue}, _rows.QUEUE_CONFIG)
         try:
-            with caller_connection(tx).cursor(row_factory=_rows.QUEUE_CONFIG) as cursor:
-                return cursor.execute(self._sql.queue_config, {"queue": queue}).fetchone()
+            async with (await caller_connection(tx)).cursor(row_factory=_rows.QUEUE_CONFIG) as cursor:
+                return await (await cursor.execute(self._sql.queue_config, {"queue": queue})).fetchone()
         except psycopg.Error as exc:
             raise_translated(exc)
 
     # -- jobs ----------------------------------------------------------------------------
 
-    def caller_transaction(self, tx: Any) -> psycopg.Connection[Any]:
-        return caller_connection(tx)
+    async def caller_transaction(self, tx: Any) -> psycopg.AsyncConnection[Any]:
+        return await caller_connection(tx)
 
-    def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
+    async def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
         if tx is not None:
-            conn = caller_connection(tx)
+            conn = await caller_connection(tx)
             try:
-                return self._insert(conn, jobs, now)
+                return await self._insert(conn, jobs, now)
             except psycopg.Error as exc:
                 raise_translated(exc)
         if len(jobs) == 1:
             job = jobs[0]
             channel = self._channels.get(job.queue)
             if channel is None:
-                with self._connections.connection() as conn:
-                    channel = self._channel(conn, job.queue)
-            job_id = self._connections.one(self._sql.enqueue_one, _rows.job_params(job, now, channel), _SCALAR)
+                async with self._connections.connection() as conn:
+                    channel = await self._channel(conn, job.queue)
+            job_id = await self._connections.one(self._sql.enqueue_one, _rows.job_params(job, now, channel), _SCALAR)
             assert job_id is not None
             return [int(job_id)]
-        with self._connections.connection() as conn:
+        async with self._connections.connection() as conn:
             if len(jobs) <= _ENQUEUE_CHUNK:
-                return self._insert(conn, jobs, now)
-            with conn.transaction():  # several statements: all of them or none
-                return self._insert(conn, jobs, now)
+                return await self._insert(conn, jobs, now)
+            async with conn.transaction():  # several statements: all of them or none
+                return await self._insert(conn, jobs, now)
 
-    def _insert(self, conn: psycopg.Connection[Any], jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
+    async def _insert(
+        self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[port.NewJob], now: datetime
+    ) -> list[int]:
         """Insert ``jobs`` on ``conn`` (in its transaction, if it has one), ``_ENQUEUE_CHUNK`` per statement."""
         ids: list[int] = []
-        with conn.cursor(row_factory=scalar_row) as cursor:
+        async with conn.cursor(row_factory=scalar_row) as cursor:
             if len(jobs) == 1:
                 job = jobs[0]
-                cursor.execute(self._sql.enqueue_one, _rows.job_params(job, now, self._channel(conn, job.queue)))
-                return [int(value) for value in cursor.fetchall() if value is not None]
-            alike = self._channel(conn, jobs[0].queue) if _rows.alike(jobs) else None
+                channel = await self._channel(conn, job.queue)
+                await cursor.execute(self._sql.enqueue_one, _rows.job_params(job, now, channel))
+                return [int(value) for value in await cursor.fetchall() if value is not None]
+            alike = await self._channel(conn, jobs[0].queue) if _rows.alike(jobs) else None
             for start in range(0, len(jobs), _ENQUEUE_CHUNK):
                 chunk = jobs[start : start + _ENQUEUE_CHUNK]
                 if alike is not None:
-                    cursor.execute(self._sql.enqueue_alike, _rows.alike_params(chunk, now, alike))
+                    await cursor.execute(self._sql.enqueue_alike, _rows.alike_params(chunk, now, alike))
                 else:
-                    cursor.execute(self._sql.enqueue_many, _rows.jobs_params(chunk, now, self._schema))
-                ids.extend(sorted(int(value) for value in cursor.fetchall() if value is not None))
+                    await cursor.execute(self._sql.enqueue_many, _rows.jobs_params(chunk, now, self._schema))
+                ids.extend(sorted(int(value) for value in await cursor.fetchall() if value is not None))
         return ids
 
-    @contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A pooled connection inside a transaction: commits on normal exit, rolls back on error.
 
         The caller's own psycopg errors pass through untouched; a failure to begin or commit
@@ -280,7 +288,7 @@ class PostgresEngine(port.Engine):
         """
         in_body = False
         try:
-            with self._connections.pool.connection() as conn, conn.transaction():
+            async with self._connections.pool.connection() as conn, conn.transaction():
                 in_body = True
                 yield conn
                 in_body = False
@@ -289,10 +297,10 @@ class PostgresEngine(port.Engine):
                 raise
             raise_translated(exc)
 
-    def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
-        return self.ack_and_claim((), request)[1]
+    async def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
+        return (await self.ack_and_claim((), request))[1]
 
-    def ack_and_claim(
+    async def ack_and_claim(
         self, acks: Sequence[port.Held], request: port.ClaimRequest
     ) -> tuple[list[port.Held], list[port.JobRecord]]:
         params: dict[str, Any] = {
@@ -308,24 +316,26 @@ class PostgresEngine(port.Engine):
         stale: list[port.Held] = []
         if acks:
             params.update(_rows.fenced_params(acks))
-            rows: list[Any] = self._connections.all(self._sql.ack_and_claim, params, _rows.CLAIM_ROW, binary=True)
+            rows: list[Any] = await self._connections.all(
+                self._sql.ack_and_claim, params, _rows.CLAIM_ROW, binary=True
+            )
             stale = _stale(acks, [row for row in rows if isinstance(row, int)])
             rows = [row for row in rows if not isinstance(row, int)]
         else:
-            rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
+            rows = await self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         if None in rows:  # the statement swept instead of claiming: claim again, without the probe
             params["probe"] = False
-            rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
+            rows = await self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         claimed = [row for row in rows if row is not None]
-        claimed.sort(key=lambda job: (-job.priority, job.run_at, job.id))
+        claimed.sort(key=claim_order)
         return stale, claimed
 
-    @contextmanager
-    def waiter(self, *queues: str) -> Iterator[port.Waiter]:
+    @asynccontextmanager
+    async def waiter(self, *queues: str) -> AsyncIterator[port.AsyncWaiter]:
         with self._parked_lock:
             self._parked.update(queues)
         try:
-            with self._listening.waiter(queues) as waiter:
+            async with self._listening.waiter(queues) as waiter:
                 yield waiter
         finally:
             with self._parked_lock:
@@ -334,14 +344,14 @@ class PostgresEngine(port.Engine):
                     if not self._parked[queue]:
                         del self._parked[queue]
 
-    def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
+    async def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if len(held) == 1:
             pair = held[0]
-            done = self._connections.one(self._sql.ack_one, {"id": pair.job_id, "fence": pair.fence}, _SCALAR)
+            done = await self._connections.one(self._sql.ack_one, {"id": pair.job_id, "fence": pair.fence}, _SCALAR)
             return [] if done is not None else [pair]
-        return _stale(held, self._connections.all(self._sql.ack_many, _rows.fenced_params(held), _SCALAR))
+        return _stale(held, await self._connections.all(self._sql.ack_many, _rows.fenced_params(held), _SCALAR))
 
-    def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
+    async def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         params = {
             **_rows.fenced_params(retries),
             "run_ats": [item.run_at for item in retries],
@@ -349,53 +359,53 @@ class PostgresEngine(port.Engine):
             "now": now,
             "schema": self._schema,
         }
-        return _stale(retries, self._connections.all(self._sql.retry, params, _SCALAR))
+        return _stale(retries, await self._connections.all(self._sql.retry, params, _SCALAR))
 
-    def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
+    async def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
         params = {**_rows.fenced_params(burials), **_rows.failure_params(burials), "now": now}
-        return _stale(burials, self._connections.all(self._sql.bury, params, _SCALAR))
+        return _stale(burials, await self._connections.all(self._sql.bury, params, _SCALAR))
 
-    def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
+    async def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
         params = {**_rows.fenced_params(held), "now": now, "schema": self._schema}
-        return _stale(held, self._connections.all(self._sql.release, params, _SCALAR))
+        return _stale(held, await self._connections.all(self._sql.release, params, _SCALAR))
 
-    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
+    async def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
         params = {**_rows.fenced_params(beats), "lease_untils": [beat.lease_until for beat in beats]}
-        return _stale(beats, self._connections.all(self._sql.heartbeat, params, _SCALAR))
+        return _stale(beats, await self._connections.all(self._sql.heartbeat, params, _SCALAR))
 
-    def get_job(self, job_id: int) -> port.JobRecord | None:
-        return self._connections.one(self._sql.get_job, {"id": job_id}, _rows.JOB, binary=True)
+    async def get_job(self, job_id: int) -> port.JobRecord | None:
+        return await self._connections.one(self._sql.get_job, {"id": job_id}, _rows.JOB, binary=True)
 
-    def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
+    async def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         params = {"ids": list(job_ids), "now": now, "schema": self._schema}
-        rows = self._connections.all(self._sql.requeue_dead, params, _SCALAR)
+        rows = await self._connections.all(self._sql.requeue_dead, params, _SCALAR)
         return sorted(int(value) for value in rows if value is not None)
 
     # -- locks ---------------------------------------------------------------------------
 
-    def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> port.LockRecord | None:
+    async def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> port.LockRecord | None:
         params = {"name": name, "owner": owner, "now": now, "expires_at": expires_at}
-        return self._connections.one(self._sql.try_lock, params, _rows.LOCK)
+        return await self._connections.one(self._sql.try_lock, params, _rows.LOCK)
 
-    def renew_lock(self, lock: port.LockRecord, now: datetime, expires_at: datetime) -> port.LockRecord:
+    async def renew_lock(self, lock: port.LockRecord, now: datetime, expires_at: datetime) -> port.LockRecord:
         params = {"name": lock.name, "token": lock.token, "now": now, "expires_at": expires_at}
-        renewed = self._connections.one(self._sql.renew_lock, params, _rows.LOCK)
+        renewed = await self._connections.one(self._sql.renew_lock, params, _rows.LOCK)
         if renewed is None:
             raise LeaseLost(f"lock {lock.name!r} is no longer held by {lock.owner!r}")
         return renewed
 
-    def release_lock(self, lock: port.LockRecord) -> bool:
+    async def release_lock(self, lock: port.LockRecord) -> bool:
         params = {"name": lock.name, "token": lock.token}
-        return self._connections.one(self._sql.release_lock, params, _SCALAR) is not None
+        return await self._connections.one(self._sql.release_lock, params, _SCALAR) is not None
 
     # -- schedules -----------------------------------------------------------------------
 
-    def register_schedules(self, schedules: Sequence[port.NewSchedule], now: datetime) -> list[port.ScheduleRecord]:
+    async def register_schedules(self, schedules: Sequence[port.NewSchedule], now: datetime) -> list[port.ScheduleRecord]:
         stored: dict[str, port.ScheduleRecord] = {}
         pending = {schedule.name: schedule for schedule in schedules}
-        with self._connections.transaction() as conn:
+        async with self._connections.transaction() as conn:
             while pending:
-                locked = conn.execute(self._sql.lock_schedules, {"names": sorted(pending)}).fetchall()
+                locked = await (await conn.execute(self._sql.lock_schedules, {"names": sorted(pending)})).fetchall()
                 existing = {name: (int(interval_s), _rows.utc(boundary)) for name, interval_s, boundary in locked}
                 updates = [pending[name] for name in sorted(existing)]
                 inserts = [schedule for name, schedule in sorted(pending.items()) if name not in existing]
@@ -403,100 +413,101 @@ class PostgresEngine(port.Engine):
                     if not batch:
                         continue
                     params = _rows.schedule_params(batch, existing, now)
-                    with conn.cursor(row_factory=_rows.SCHEDULE) as cursor:
-                        for record in cursor.execute(statement, params).fetchall():
+                    async with conn.cursor(row_factory=_rows.SCHEDULE) as cursor:
+                        for record in await (await cursor.execute(statement, params)).fetchall():
                             stored[record.name] = record
                             del pending[record.name]
                 # What is left was inserted by a concurrent registration: lock its rows and decide again.
         return [stored[schedule.name] for schedule in schedules]
 
-    def unschedule(self, name: str) -> bool:
-        return self._connections.one(self._sql.unschedule, {"name": name}, _SCALAR) is not None
+    async def unschedule(self, name: str) -> bool:
+        return await self._connections.one(self._sql.unschedule, {"name": name}, _SCALAR) is not None
 
-    def schedules(self) -> list[port.ScheduleRecord]:
-        return self._connections.all(self._sql.schedules, {}, _rows.SCHEDULE)
+    async def schedules(self) -> list[port.ScheduleRecord]:
+        return await self._connections.all(self._sql.schedules, {}, _rows.SCHEDULE)
 
-    def tick(self, now: datetime, budget: port.TickBudget, fired: dict[str, int]) -> port.TickResult:
-        with self._connections.transaction() as conn:
-            with conn.cursor(row_factory=_rows.DUE_SCHEDULE) as cursor:
-                due = cursor.execute(self._sql.due_schedules, {"now": now, "limit": budget.rows + 1}).fetchall()
+    async def tick(self, now: datetime, budget: port.TickBudget, fired: dict[str, int]) -> port.TickResult:
+        async with self._connections.transaction() as conn:
+            async with conn.cursor(row_factory=_rows.DUE_SCHEDULE) as cursor:
+                await cursor.execute(self._sql.due_schedules, {"now": now, "limit": budget.rows + 1})
+                due = await cursor.fetchall()
             configs: dict[str, port.QueueConfig | None] = dict.fromkeys({schedule.queue for schedule in due})
             if due:
-                with conn.cursor(row_factory=_rows.NAMED_QUEUE_CONFIG) as cursor:
-                    cursor.execute(self._sql.queue_configs, {"queues": sorted(configs)})
-                    configs.update(cursor.fetchall())
+                async with conn.cursor(row_factory=_rows.NAMED_QUEUE_CONFIG) as cursor:
+                    await cursor.execute(self._sql.queue_configs, {"queues": sorted(configs)})
+                    configs.update(await cursor.fetchall())
             plan = plan_tick(due, configs, now, budget, fired)
             ids: list[int] = []
             if plan.fires:
-                rows = conn.execute(self._sql.next_job_ids, {"count": len(plan.fires)}).fetchall()
+                rows = await (await conn.execute(self._sql.next_job_ids, {"count": len(plan.fires)})).fetchall()
                 ids = sorted(int(row[0]) for row in rows)
-                conn.execute(self._sql.insert_fires, _rows.fire_params(ids, plan, now))
+                await conn.execute(self._sql.insert_fires, _rows.fire_params(ids, plan, now))
             if plan.advanced:
                 names, boundaries, lasts = zip(*plan.advanced, strict=True)
                 params = {"names": list(names), "boundaries": list(boundaries), "lasts": list(lasts)}
-                conn.execute(self._sql.advance_schedules, params)
+                await conn.execute(self._sql.advance_schedules, params)
             if plan.fires:
                 queues = sorted({fire.queue for fire in plan.fires})
-                conn.execute(self._sql.notify_queues, {"schema": self._schema, "queues": queues})
-            row = conn.execute(self._sql.soonest_boundary, {}).fetchone()
+                await conn.execute(self._sql.notify_queues, {"schema": self._schema, "queues": queues})
+            row = await (await conn.execute(self._sql.soonest_boundary, {})).fetchone()
         soonest = None if row is None or row[0] is None else _rows.utc(row[0])
         return plan.result(ids, soonest)
 
-    def soonest_boundary(self) -> datetime | None:
-        value = self._connections.one(self._sql.soonest_boundary, {}, _SCALAR)
+    async def soonest_boundary(self) -> datetime | None:
+        value = await self._connections.one(self._sql.soonest_boundary, {}, _SCALAR)
         return None if value is None else _rows.utc(value)
 
     # -- inspection and actions (ADR 020) --------------------------------------------------
 
-    def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
+    async def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
         if queue is None:
-            return self._connections.all(self._sql.queue_counts, {"now": now, "cap": cap}, _rows.QUEUE_COUNTS)
+            return await self._connections.all(self._sql.queue_counts, {"now": now, "cap": cap}, _rows.QUEUE_COUNTS)
         params = {"now": now, "queue": queue, "cap": cap}
-        return self._connections.all(self._sql.queue_counts_one, params, _rows.QUEUE_COUNTS)
+        return await self._connections.all(self._sql.queue_counts_one, params, _rows.QUEUE_COUNTS)
 
-    def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:
+    async def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:
         statement = {
             port.JobPhase.READY: self._sql.list_ready,
             port.JobPhase.DELAYED: self._sql.list_delayed,
             port.JobPhase.RUNNING: self._sql.list_running,
             port.JobPhase.DEAD: self._sql.list_dead,
         }[query.phase]
-        return self._connections.all(statement, _rows.listing_params(query), _rows.JOB, binary=True)
+        return await self._connections.all(statement, _rows.listing_params(query), _rows.JOB, binary=True)
 
-    def read_lock(self, name: str) -> port.LockRecord | None:
-        return self._connections.one(self._sql.read_lock, {"name": name}, _rows.LOCK)
+    async def read_lock(self, name: str) -> port.LockRecord | None:
+        return await self._connections.one(self._sql.read_lock, {"name": name}, _rows.LOCK)
 
-    def cancel(self, job_ids: Sequence[int]) -> list[int]:
-        rows = self._connections.all(self._sql.cancel, {"ids": list(job_ids)}, _SCALAR)
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        rows = await self._connections.all(self._sql.cancel, {"ids": list(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
 
-    def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
+    async def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
         params = {"queue": queue, "before": died_before, "limit": limit}
-        return int(self._connections.one(self._sql.purge_dead, params, _SCALAR) or 0)
+        return int(await self._connections.one(self._sql.purge_dead, params, _SCALAR) or 0)
 
-    def record_worker(self, worker: port.WorkerRecord) -> None:
-        self._connections.one(self._sql.record_worker, _rows.worker_params(worker), _SCALAR)
+    async def record_worker(self, worker: port.WorkerRecord) -> None:
+        await self._connections.one(self._sql.record_worker, _rows.worker_params(worker), _SCALAR)
 
-    def remove_worker(self, worker_id: str) -> bool:
-        return self._connections.one(self._sql.remove_worker, {"id": worker_id}, _SCALAR) is not None
+    async def remove_worker(self, worker_id: str) -> bool:
+        return await self._connections.one(self._sql.remove_worker, {"id": worker_id}, _SCALAR) is not None
 
-    def workers(self, since: datetime) -> list[port.WorkerRecord]:
-        return self._connections.all(self._sql.workers, {"since": since}, _rows.WORKER)
+    async def workers(self, since: datetime) -> list[port.WorkerRecord]:
+        return await self._connections.all(self._sql.workers, {"since": since}, _rows.WORKER)
 
-    def forget_workers(self, seen_before: datetime) -> int:
-        return int(self._connections.one(self._sql.forget_workers, {"before": seen_before}, _SCALAR) or 0)
+    async def forget_workers(self, seen_before: datetime) -> int:
+        return int(await self._connections.one(self._sql.forget_workers, {"before": seen_before}, _SCALAR) or 0)
 
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 
-    def table_stats(self) -> list[port.TableStats]:
+    async def table_stats(self) -> list[port.TableStats]:
         params = {"schema": self.schema, "tables": list(UPKEEP_TABLES)}
-        return self._connections.all(self._sql.table_stats, params, _rows.TABLE_STATS)
+        return await self._connections.all(self._sql.table_stats, params, _rows.TABLE_STATS)
 
-    def vacuum(self, tables: Sequence[str]) -> list[str]:
+    async def vacuum(self, tables: Sequence[str]) -> list[str]:
         """Each table by its own ``VACUUM`` on a pooled (autocommit) connection; one PostgreSQL skips with a
         warning (locked by another vacuum, or not this role's to vacuum) is left out."""
         done = []
-        with self._connections.connection() as conn:
+        async with self._connections.connection() as conn:
             skipped: list[str] = []
 
             def notice(diagnostic: psycopg.errors.Diagnostic) -> None:
@@ -507,7 +518,7 @@ class PostgresEngine(port.Engine):
             try:
                 for table in tables:
                     skipped.clear()
-                    conn.execute(vacuum_statement(self.schema, table), {})
+                    await conn.execute(vacuum_statement(self.schema, table), {})
                     if skipped:
                         log.info("VACUUM of %s.%s skipped: %s", self.schema, table, "; ".join(skipped))
                     else:

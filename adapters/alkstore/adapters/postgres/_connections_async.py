@@ -2,12 +2,12 @@
 
 Every call takes one connection of the main pool (psycopg_pool) in autocommit mode, runs its
 statement(s) and gives it back; psycopg errors raised meanwhile are translated there, once.
-Claims parked in a wait hold a connection of the listening pool (``_waiting``), which may point
-elsewhere (a direct or session-pooled server when the main URL goes through a transaction
-pooler). The listening pool is this module's own, without a worker thread (ADR 019): a parked
+Claims parked in a wait hold a connection of the listening pool (``_waiting_async``), which may
+point elsewhere (a direct or session-pooled server when the main URL goes through a transaction
+pooler). The listening pool is this module's own, without a worker of its own (ADR 019): a parked
 claim opens a connection itself, and gives up on it, and polls, if it is not serving within
-``OPEN_S``; so no thread ever waits behind another's stuck connection, and ``close()`` waits
-for nothing.
+``OPEN_S``; so no claim ever waits behind another's stuck connection, and ``close()`` waits for
+nothing.
 
 A store holds at most ``max_size + listen_max_size`` connections at once.
 """
@@ -19,23 +19,34 @@ import math
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg.pq import ExecStatus
 from psycopg.pq.abc import PGconn
-from psycopg.rows import BaseRowFactory, RowFactory, tuple_row
-from psycopg_pool import ConnectionPool
+from psycopg.rows import BaseRowFactory, tuple_row
+from psycopg_pool import AsyncConnectionPool
 
+from alkstore.engine import ASYNC
 from alkstore.errors import StoreClosed
 
 from ._errors import raise_translated
 from ._options import EngineOptions
 from ._sql import Statements
 
-__all__ = ["OPEN_S", "Connections", "ListeningConnection", "ListeningPool", "PooledConnection", "check_connection"]
+if ASYNC:
+    import asyncio
+
+__all__ = [
+    "OPEN_S",
+    "AsyncConnections",
+    "AsyncListeningConnection",
+    "AsyncListeningPool",
+    "AsyncPooledConnection",
+    "check_connection",
+]
 
 log = logging.getLogger("alkstore.postgres")
 
@@ -49,34 +60,34 @@ OPEN_S = 2.0
 _LISTEN_MAX_IDLE_S = 60.0
 
 
-class PooledConnection(psycopg.Connection[tuple[Any, ...]]):
+class AsyncPooledConnection(psycopg.AsyncConnection[tuple[Any, ...]]):
     """A connection of the engine's main pool, keeping a cursor per row shape for the engine's statements.
 
-    ``Connection.execute`` builds a cursor (and its adaptation context) for every statement;
-    the hot calls reuse one instead. The pool lends the connection to one thread at a time,
-    so its cursors are never shared, and they go with it.
+    ``execute`` builds a cursor (and its adaptation context) for every statement; the hot calls
+    reuse one instead. The pool lends the connection to one caller at a time, so its cursors
+    are never shared, and they go with it.
     """
 
-    def __init__(self, pgconn: PGconn, row_factory: RowFactory[tuple[Any, ...]] = tuple_row) -> None:
+    def __init__(self, pgconn: PGconn, row_factory: Any = tuple_row) -> None:
         super().__init__(pgconn, row_factory)
-        self._kept: dict[object, psycopg.Cursor[Any]] = {}
+        self._kept: dict[object, psycopg.AsyncCursor[Any]] = {}
 
-    def run(
+    async def run(
         self,
         statement: str,
         params: Mapping[str, Any],
         row: BaseRowFactory[_R],
         *,
         binary: bool = False,
-    ) -> psycopg.Cursor[_R]:
+    ) -> psycopg.AsyncCursor[_R]:
         """Execute ``statement`` on the kept cursor for ``row`` (text or binary results) and return it."""
         cursor = self._kept.get(row)
         if cursor is None or cursor.closed:
-            cursor = self._kept[row] = self.cursor(row_factory=row)
-        return cursor.execute(statement, params, binary=binary)
+            cursor = self._kept[row] = self.cursor(row_factory=row)  # type: ignore[call-overload]
+        return await cursor.execute(statement, params, binary=binary)
 
 
-def check_connection(conn: psycopg.Connection[Any]) -> None:
+async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
     """The pools' check: a round trip only if the idle connection's socket has something to say.
 
     An idle connection the server dropped (terminated backend, restart) has a readable socket
@@ -90,18 +101,18 @@ def check_connection(conn: psycopg.Connection[Any]) -> None:
         poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
         if not poller.poll(0):
             return
-    ConnectionPool.check_connection(conn)
+    await AsyncConnectionPool.check_connection(conn)
 
 
-class Connections:
+class AsyncConnections:
     """The main pool and the listening pool of one engine, and how calls borrow from them."""
 
     def __init__(self, options: EngineOptions, sql: Statements) -> None:
         self._sql = sql
         kwargs = options.connect_kwargs
-        self.pool: ConnectionPool[PooledConnection] = ConnectionPool(
+        self.pool: AsyncConnectionPool[AsyncPooledConnection] = AsyncConnectionPool(
             options.url,
-            connection_class=PooledConnection,
+            connection_class=AsyncPooledConnection,
             kwargs=kwargs,
             min_size=options.min_size,
             max_size=options.max_size,
@@ -112,90 +123,90 @@ class Connections:
             name=f"alkstore:{options.schema}",
             num_workers=2,
         )
-        self.listen_pool = ListeningPool(
+        self.listen_pool = AsyncListeningPool(
             options.listen_url,
             {**kwargs, "connect_timeout": math.ceil(OPEN_S)},
             options.listen_max_size,
             sql.use_utc.encode(),
         )
 
-    def open(self) -> None:
-        self.pool.open(wait=False)
+    async def open(self) -> None:
+        await self.pool.open(wait=False)
 
-    def close(self) -> None:
-        self.listen_pool.close()
-        self.pool.close()
+    async def close(self) -> None:
+        await self.listen_pool.close()
+        await self.pool.close()
 
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(self._sql.use_utc, {})
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(self._sql.use_utc, {})
 
-    @contextmanager
-    def connection(self) -> Iterator[PooledConnection]:
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncPooledConnection]:
         """A pooled autocommit connection; psycopg errors inside become alkstore errors.
 
         ``getconn``/``putconn`` rather than ``pool.connection()``, whose exit also runs the
         connection's own ``with`` exit: a commit that autocommit makes a no-op, but not a free one.
         """
-        conn = self._getconn()
+        conn = await self._getconn()
         try:
             yield conn
         except psycopg.Error as exc:
             raise_translated(exc)
         finally:
-            self.pool.putconn(conn)
+            await self.pool.putconn(conn)
 
-    def _getconn(self) -> PooledConnection:
+    async def _getconn(self) -> AsyncPooledConnection:
         try:
-            return self.pool.getconn()
+            return await self.pool.getconn()
         except psycopg.Error as exc:
             raise_translated(exc)
 
-    @contextmanager
-    def transaction(self) -> Iterator[PooledConnection]:
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncPooledConnection]:
         """A pooled connection inside a transaction of the engine's own (commit on exit, rollback on error)."""
-        with self.connection() as conn:
+        async with self.connection() as conn:
             try:
-                with conn.transaction():
+                async with conn.transaction():
                     yield conn
             except psycopg.Error as exc:
                 raise_translated(exc)
 
-    def one(
+    async def one(
         self, statement: str, params: Mapping[str, Any], row: BaseRowFactory[_R], *, binary: bool = False
     ) -> _R | None:
         """Run one statement on a pooled connection; its first row, or ``None``."""
-        return self._run(statement, params, row, binary, psycopg.Cursor.fetchone)  # type: ignore[no-any-return]
+        return await self._run(statement, params, row, binary, psycopg.AsyncCursor.fetchone)  # type: ignore[no-any-return]
 
-    def all(
+    async def all(
         self, statement: str, params: Mapping[str, Any], row: BaseRowFactory[_R], *, binary: bool = False
     ) -> list[_R]:
         """Run one statement on a pooled connection; all its rows."""
-        return self._run(statement, params, row, binary, psycopg.Cursor.fetchall)  # type: ignore[no-any-return]
+        return await self._run(statement, params, row, binary, psycopg.AsyncCursor.fetchall)  # type: ignore[no-any-return]
 
-    def _run(
+    async def _run(
         self,
         statement: str,
         params: Mapping[str, Any],
         row: BaseRowFactory[Any],
         binary: bool,
-        fetch: Callable[[psycopg.Cursor[Any]], Any],
+        fetch: Callable[[psycopg.AsyncCursor[Any]], Any],
     ) -> Any:
         """The hot calls' form of ``connection()``: the same checkout and translation, inline."""
-        conn = self._getconn()
+        conn = await self._getconn()
         try:
-            return fetch(conn.run(statement, params, row, binary=binary))
+            return await fetch(await conn.run(statement, params, row, binary=binary))
         except psycopg.Error as exc:
             raise_translated(exc)
         finally:
-            self.pool.putconn(conn)
+            await self.pool.putconn(conn)
 
 
-class ListeningConnection(psycopg.Connection[tuple[Any, ...]]):
+class AsyncListeningConnection(psycopg.AsyncConnection[tuple[Any, ...]]):
     """A connection of the listening pool."""
 
 
-class ListeningPool:
-    """At most ``max_size`` listening connections, opened, lent and taken back on the waiting threads.
+class AsyncListeningPool:
+    """At most ``max_size`` listening connections, opened, lent and taken back by the claims that park.
 
     ``getconn`` lends an idle connection (most recently returned first), or opens a new one if
     fewer than ``max_size`` exist: it must connect and answer ``first_query`` within ``OPEN_S``,
@@ -209,12 +220,12 @@ class ListeningPool:
         self._max_size = max_size
         self._first_query = first_query
         self._lock = threading.Lock()
-        self._idle: list[tuple[ListeningConnection, float]] = []  # with the instant each came back
+        self._idle: list[tuple[AsyncListeningConnection, float]] = []  # with the instant each came back
         self._size = 0  # idle, lent, and being opened
         self._closed = False
         self._warned = False
 
-    def getconn(self) -> ListeningConnection | None:
+    async def getconn(self) -> AsyncListeningConnection | None:
         """A connection that is serving, or ``None`` if all are lent or a new one did not serve in time."""
         while True:
             with self._lock:
@@ -225,33 +236,36 @@ class ListeningPool:
                 opening = conn is None and self._size < self._max_size
                 if opening:
                     self._size += 1
-            _close_all(stale)
+            await _close_all(stale)
             if conn is None:
-                return self._open() if opening else None
+                return await self._open() if opening else None
             try:
-                check_connection(conn)
+                await check_connection(conn)
             except psycopg.Error:
-                self.putconn(_closed(conn))  # dropped; look again
+                await conn.close()
+                await self.putconn(conn)  # dropped; look again
                 continue
             return conn
 
-    def _open(self) -> ListeningConnection | None:
+    async def _open(self) -> AsyncListeningConnection | None:
         deadline = time.monotonic() + OPEN_S
         try:
-            conn = ListeningConnection.connect(self._url, **self._kwargs)
+            conn = await AsyncListeningConnection.connect(self._url, **self._kwargs)
         except BaseException:
             with self._lock:
                 self._size -= 1
             raise
         try:
-            serving = _round_trip(conn.pgconn, self._first_query, deadline)
+            serving = await _round_trip(conn, self._first_query, deadline)
         except psycopg.Error:
             serving = False
         except BaseException:
-            self.putconn(_closed(conn))
+            await conn.close()
+            await self.putconn(conn)
             raise
         if not serving:
-            self.putconn(_closed(conn))
+            await conn.close()
+            await self.putconn(conn)
             self._unserved()
             return None
         return conn
@@ -266,7 +280,7 @@ class ListeningPool:
             OPEN_S,
         )
 
-    def putconn(self, conn: ListeningConnection) -> None:
+    async def putconn(self, conn: AsyncListeningConnection) -> None:
         """Take ``conn`` back: kept for the next claim if it is open and the pool is, else closed and dropped."""
         with self._lock:
             keep = not conn.closed and not self._closed
@@ -275,9 +289,9 @@ class ListeningPool:
             else:
                 self._size -= 1
         if not keep:
-            conn.close()
+            await conn.close()
 
-    def _take_stale(self, now: float) -> list[ListeningConnection]:
+    def _take_stale(self, now: float) -> list[AsyncListeningConnection]:
         """Remove (under the lock) the idle connections kept longer than ``_LISTEN_MAX_IDLE_S``."""
         stale = [conn for conn, since in self._idle if now - since > _LISTEN_MAX_IDLE_S]
         if stale:
@@ -285,13 +299,13 @@ class ListeningPool:
             self._size -= len(stale)
         return stale
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Close the idle connections; those lent out are closed as they come back."""
         with self._lock:
             self._closed = True
             idle, self._idle = [conn for conn, _ in self._idle], []
             self._size -= len(idle)
-        _close_all(idle)
+        await _close_all(idle)
 
     def get_stats(self) -> dict[str, int]:
         """``pool_size`` (connections open or opening) and ``pool_available`` (idle), as psycopg_pool names them."""
@@ -299,40 +313,49 @@ class ListeningPool:
             return {"pool_size": self._size, "pool_available": len(self._idle), "pool_max": self._max_size}
 
 
-def _closed(conn: ListeningConnection) -> ListeningConnection:
-    conn.close()
-    return conn
-
-
-def _close_all(conns: list[ListeningConnection]) -> None:
+async def _close_all(conns: list[AsyncListeningConnection]) -> None:
     for conn in conns:
-        conn.close()
+        await conn.close()
 
 
-def _round_trip(pgconn: PGconn, query: bytes, deadline: float) -> bool:
-    """Run ``query`` (no parameters, no rows) on an idle connection, waiting for its socket no later than
-    ``deadline``; whether it completed in time. libpq's own calls: a wait that runs out leaves the
-    connection to be closed by its caller, never a thread stuck in the driver."""
-    pgconn.send_query(query)
-    while pgconn.flush():
-        if not _ready(pgconn.socket, deadline, write=True):
+async def _round_trip(conn: psycopg.AsyncConnection[Any], query: bytes, deadline: float) -> bool:
+    """Run ``query`` (no parameters, no rows) on a new connection, no later than ``deadline``; whether it
+    completed in time. A wait that runs out leaves the connection to be closed by its caller."""
+    if ASYNC:
+        left = deadline - time.monotonic()
+        if left <= 0:
             return False
-    while True:
-        pgconn.consume_input()
-        if not pgconn.is_busy():
-            break
-        if not _ready(pgconn.socket, deadline, write=False):
+        try:
+            await asyncio.wait_for(conn.execute(query), left)
+        except TimeoutError:
             return False
-    succeeded = True
-    while (result := pgconn.get_result()) is not None:
-        succeeded = succeeded and result.status == ExecStatus.COMMAND_OK
-    return succeeded
+        return True
+    return _libpq_round_trip(conn.pgconn, query, deadline)
 
 
-def _ready(sock: int, deadline: float, *, write: bool) -> bool:
-    """Whether ``sock`` becomes readable (or writable) before ``deadline``."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        return False
-    readable, writable, _ = select.select([] if write else [sock], [sock] if write else [], [], left)
-    return bool(readable or writable)
+if not ASYNC:
+
+    def _libpq_round_trip(pgconn: PGconn, query: bytes, deadline: float) -> bool:
+        """``_round_trip`` through libpq's own calls: never a thread stuck in the driver."""
+        pgconn.send_query(query)
+        while pgconn.flush():
+            if not _ready(pgconn.socket, deadline, write=True):
+                return False
+        while True:
+            pgconn.consume_input()
+            if not pgconn.is_busy():
+                break
+            if not _ready(pgconn.socket, deadline, write=False):
+                return False
+        succeeded = True
+        while (result := pgconn.get_result()) is not None:
+            succeeded = succeeded and result.status == ExecStatus.COMMAND_OK
+        return succeeded
+
+    def _ready(sock: int, deadline: float, *, write: bool) -> bool:
+        """Whether ``sock`` becomes readable (or writable) before ``deadline``."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        readable, writable, _ = select.select([] if write else [sock], [sock] if write else [], [], left)
+        return bool(readable or writable)

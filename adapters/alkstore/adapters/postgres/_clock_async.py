@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from alkstore._time import Clock, StopToken, wall_sleep
+from alkstore.engine import AHelper, aspawn
+from alkstore.engine import StopToken, WallClock
 from alkstore.errors import AlkstoreError
 
-__all__ = ["RESYNC_EVERY", "DatabaseClock"]
+__all__ = ["RESYNC_EVERY", "AsyncDatabaseClock"]
 
 log = logging.getLogger("alkstore.postgres")
 
@@ -33,31 +34,31 @@ SAMPLES = 3
 _SMOOTHED = timedelta(seconds=1)
 
 
-class DatabaseClock(Clock):
+class AsyncDatabaseClock(WallClock):
     """``now()`` from the database server's clock, offset-corrected against the local monotonic clock.
 
-    ``read_server`` returns the server's current time (one round trip). ``sleep`` waits in wall
-    (monotonic) time, as the system clock does.
+    ``read_server`` returns the server's current time (one round trip). It sleeps in wall
+    (monotonic) time, as the system clock does. ``measure`` must have run once before ``now``.
     """
 
-    def __init__(self, read_server: Callable[[], datetime]) -> None:
+    def __init__(self, read_server: Callable[[], Awaitable[datetime]]) -> None:
         self._read_server = read_server
         self._anchor: tuple[datetime, float] | None = None  # (server instant, local monotonic at it)
         self._last: datetime | None = None
         self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stopped = StopToken()
+        self._resyncing: AHelper | None = None
         self.round_trip = 0.0  # of the kept sample, in seconds: the anchor is within half of it
 
     def __repr__(self) -> str:
         return "<alkstore.adapters.postgres.DatabaseClock>"
 
-    def measure(self) -> None:
+    async def measure(self) -> None:
         """Sample the server's clock (``SAMPLES`` round trips) and anchor to the best sample."""
         best: tuple[float, datetime, float] | None = None
         for _ in range(SAMPLES):
             before = time.monotonic()
-            server = self._read_server()
+            server = await self._read_server()
             after = time.monotonic()
             sample = (after - before, server, (before + after) / 2)
             if best is None or sample[0] < best[0]:
@@ -68,26 +69,24 @@ class DatabaseClock(Clock):
             self._anchor = (server, local)
 
     def start(self) -> None:
-        """Measure again every ``RESYNC_EVERY`` seconds on a daemon thread, until ``stop()``."""
-        self._thread = threading.Thread(target=self._resync, name="alkstore-db-clock", daemon=True)
-        self._thread.start()
+        """Measure again every ``RESYNC_EVERY`` seconds in the background (a task; in the sync twin a
+        daemon thread), until ``stop()``."""
+        self._resyncing = aspawn(self._resync, name="alkstore-db-clock")
 
     def stop(self) -> None:
-        self._stopped.set()
+        self._stopped.cancel()
 
-    def _resync(self) -> None:
-        while not self._stopped.wait(RESYNC_EVERY):
+    async def _resync(self) -> None:
+        while not await self._stopped.wait_async(RESYNC_EVERY):
             try:
-                self.measure()
+                await self.measure()
             except AlkstoreError as exc:  # an outage: carry on from the local monotonic clock
                 log.debug("could not measure the database clock (%s); keeping the last offset", exc)
 
     def now(self) -> datetime:
         anchor = self._anchor
         if anchor is None:
-            self.measure()
-            anchor = self._anchor
-            assert anchor is not None
+            raise AlkstoreError("the database clock was read before its first measurement")
         server, local = anchor
         estimate = server + timedelta(seconds=time.monotonic() - local)
         # Lock-free: two threads racing here can only leave the larger of two nearby instants or
@@ -97,6 +96,3 @@ class DatabaseClock(Clock):
             return last
         self._last = estimate
         return estimate
-
-    def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
-        wall_sleep(seconds, stop)

@@ -22,21 +22,19 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing, asynccontextmanager
 
 import psycopg
 
-from alkstore._names import RESERVED_PREFIX
-from alkstore._time import StopToken
-from alkstore.engine import Waiter
+from alkstore.engine import RESERVED_PREFIX, AHelper, AsyncWaiter, StopToken, aspawn
 from alkstore.errors import AlkstoreError
 
-from ._connections import ListeningConnection, ListeningPool
+from ._connections_async import AsyncListeningConnection, AsyncListeningPool
 from ._errors import raise_translated
 from ._sql import Statements
 
-__all__ = ["PROBE_S", "Listening"]
+__all__ = ["PROBE_S", "AsyncListening"]
 
 log = logging.getLogger("alkstore.postgres")
 
@@ -46,19 +44,19 @@ _STOP_SLICE_S = 0.05
 #: a direct connection delivers one in about a millisecond, so this only ever waits out a pooler.
 PROBE_S = 5.0
 
-Connection = ListeningConnection
+Connection = AsyncListeningConnection
 
 
-class Listening:
+class AsyncListening:
     """Lends listening connections to parked claims, takes them back clean, and finds out whether they hear."""
 
     def __init__(
         self,
-        pool: ListeningPool,
+        pool: AsyncListeningPool,
         sql: Statements,
         schema: str,
-        closing: threading.Event,
-        notify: Callable[[Sequence[str]], object],
+        closing: StopToken,
+        notify: Callable[[Sequence[str]], Awaitable[object]],
     ) -> None:
         self._pool = pool
         self._sql = sql
@@ -68,46 +66,47 @@ class Listening:
         self._lock = threading.Lock()
         self._works: bool | None = None
         self._probing = False
+        self._finisher: AHelper | None = None  # what waits out a probe its claim returned before
 
     @property
     def works(self) -> bool | None:
         """Whether a probe NOTIFY reached a listening connection; ``None`` until one probe settled."""
         return self._works
 
-    @contextmanager
-    def waiter(self, queues: tuple[str, ...]) -> Iterator[Waiter]:
+    @asynccontextmanager
+    async def waiter(self, queues: tuple[str, ...]) -> AsyncIterator[AsyncWaiter]:
         """A waiter for ``queues``: listening if the pool lends a connection, else polling."""
         if self._works is False:
-            yield _PollingWaiter(self._closing)
+            yield _AsyncPollingWaiter(self._closing)
             return
         try:
-            conn = self._pool.getconn()
+            conn = await self._pool.getconn()
         except psycopg.Error as exc:
             log.debug("could not open a listening connection for %s (%s); the wait polls", list(queues), exc)
             conn = None
         if conn is None:
-            yield _PollingWaiter(self._closing)
+            yield _AsyncPollingWaiter(self._closing)
             return
         probe: _Probe | None = None
         try:
             try:
                 for queue in queues:
-                    conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
-                probe = self._probe(conn)
+                    await conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
+                probe = await self._probe(conn)
             except psycopg.Error as exc:
                 raise_translated(exc)  # the connection goes back (or is dropped) below
-            yield _ListeningWaiter(conn, ", ".join(queues), self._closing, probe)
+            yield _AsyncListeningWaiter(conn, ", ".join(queues), self._closing, probe)
         finally:
             if probe is not None and not probe.settled:
-                self._finish_probe(conn, probe)
+                await self._finish_probe(conn, probe)
             else:
-                self._give_back(conn)
+                await self._give_back(conn)
 
-    def _finish_probe(self, conn: Connection, probe: _Probe) -> None:
+    async def _finish_probe(self, conn: Connection, probe: _Probe) -> None:
         """Settle a probe the wait ended before, from what reached ``conn`` meanwhile; or, if it is not due
-        yet, wait out the rest on a thread of its own, which then gives ``conn`` back (the claim returns now)."""
+        yet, wait out the rest in the background, which then gives ``conn`` back (the claim returns now)."""
         try:
-            arrived = any(notify.channel == probe.channel for notify in conn.notifies(timeout=0))
+            arrived = any([notify.channel == probe.channel async for notify in conn.notifies(timeout=0)])
         except psycopg.Error:
             arrived = False
         if arrived:
@@ -117,31 +116,29 @@ class Listening:
         elif time.monotonic() >= probe.deadline:
             probe.settle(False)
         else:
-            finisher = threading.Thread(target=self._await_probe, args=(conn, probe), name="alkstore-listen-probe")
-            finisher.daemon = True
-            finisher.start()
+            self._finisher = aspawn(self._await_probe, conn, probe, name="alkstore-listen-probe")
             return
-        self._give_back(conn)
+        await self._give_back(conn)
 
-    def _await_probe(self, conn: Connection, probe: _Probe) -> None:
+    async def _await_probe(self, conn: Connection, probe: _Probe) -> None:
         try:
             while not probe.settled:
                 left = probe.deadline - time.monotonic()
-                if self._closing.is_set():
+                if self._closing.is_cancelled():
                     probe.give_up()
                 elif left <= 0:
                     probe.settle(False)
                 else:
-                    for notify in conn.notifies(timeout=min(left, _STOP_SLICE_S), stop_after=1):
+                    async for notify in conn.notifies(timeout=min(left, _STOP_SLICE_S), stop_after=1):
                         if notify.channel == probe.channel:
                             probe.settle(True)
         except psycopg.Error as exc:
             log.debug("the listening probe's connection failed (%s); a later parked claim tries again", exc)
             probe.give_up()
         finally:
-            self._give_back(conn)
+            await self._give_back(conn)
 
-    def _probe(self, conn: Connection) -> _Probe | None:
+    async def _probe(self, conn: Connection) -> _Probe | None:
         """Listen on a probe channel on ``conn`` and notify it from elsewhere, unless a probe settled or runs."""
         with self._lock:
             if self._works is not None or self._probing:
@@ -149,10 +146,10 @@ class Listening:
             self._probing = True
         queue = f"{RESERVED_PREFIX}listen-probe:{uuid.uuid4().hex}"
         try:
-            row = conn.execute(self._sql.channel, {"schema": self._schema, "queue": queue}).fetchone()
+            row = await (await conn.execute(self._sql.channel, {"schema": self._schema, "queue": queue})).fetchone()
             assert row is not None
-            conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
-            self._notify([queue])
+            await conn.execute(self._sql.listen, {"schema": self._schema, "queue": queue})
+            await self._notify([queue])
         except AlkstoreError as exc:  # the main pool's NOTIFY failed: no verdict this time
             log.debug("could not send the listening probe (%s); a later parked claim tries again", exc)
             self._settle(None)
@@ -176,22 +173,22 @@ class Listening:
                 self._schema,
             )
 
-    def _give_back(self, conn: Connection) -> None:
+    async def _give_back(self, conn: Connection) -> None:
         if not conn.closed:  # a listener that died stays closed; the pool drops it
             try:
-                conn.execute(self._sql.unlisten, {})
-                for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
+                await conn.execute(self._sql.unlisten, {})
+                async for _ in conn.notifies(timeout=0):  # drop what arrived for the last holder
                     pass
             except psycopg.Error as exc:
                 log.debug("dropping a listening connection that failed to UNLISTEN: %s", exc)
-                conn.close()
-        self._pool.putconn(conn)
+                await conn.close()
+        await self._pool.putconn(conn)
 
 
 class _Probe:
     """A NOTIFY on a channel of its own that one listening connection waits for until ``deadline``."""
 
-    def __init__(self, listening: Listening, channel: str, deadline: float) -> None:
+    def __init__(self, listening: AsyncListening, channel: str, deadline: float) -> None:
         self.channel = channel
         self.deadline = deadline
         self._listening = listening
@@ -209,10 +206,10 @@ class _Probe:
             self._listening._settle(None)
 
 
-class _ListeningWaiter(Waiter):
+class _AsyncListeningWaiter(AsyncWaiter):
     """Parks on a connection that LISTENs on the queue's channel (and perhaps a probe's)."""
 
-    def __init__(self, conn: Connection, queue: str, closing: threading.Event, probe: _Probe | None) -> None:
+    def __init__(self, conn: Connection, queue: str, closing: StopToken, probe: _Probe | None) -> None:
         self._conn: Connection | None = conn
         self._queue = queue
         self._closing = closing
@@ -221,10 +218,10 @@ class _ListeningWaiter(Waiter):
     def __repr__(self) -> str:
         return f"<alkstore.adapters.postgres waiter queue={self._queue!r}>"
 
-    def wait(self, timeout: float, stop: StopToken | None = None) -> None:
-        _sliced(timeout, self._closing, stop, self._listen)
+    async def wait(self, timeout: float, stop: StopToken | None = None) -> None:
+        await _sliced(timeout, self._closing, stop, self._listen)
 
-    def _listen(self, step: float) -> bool:
+    async def _listen(self, step: float) -> bool:
         """Wait ``step`` seconds for a notification of the queue; whether one came."""
         end = time.monotonic() + step
         while self._conn is not None:
@@ -234,7 +231,7 @@ class _ListeningWaiter(Waiter):
                 # Due: but a busy holder may not have waited since the probe was sent, so what
                 # arrived meanwhile is still unread on the connection. Read it before judging.
                 try:
-                    arrived = [notify.channel for notify in self._conn.notifies(timeout=0)]
+                    arrived = [notify.channel async for notify in self._conn.notifies(timeout=0)]
                 except psycopg.Error as exc:
                     log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
                     self._conn = None
@@ -248,40 +245,44 @@ class _ListeningWaiter(Waiter):
             if left <= 0:
                 return False
             try:
-                for notify in self._conn.notifies(timeout=left, stop_after=1):
-                    if self._probe is None or notify.channel != self._probe.channel:
-                        return True
-                    self._probe.settle(True)  # the probe (perhaps late): no job, wait on
+                # Closed on the way out: the generator holds the connection's lock while it is open.
+                async with aclosing(self._conn.notifies(timeout=left, stop_after=1)) as notifies:
+                    async for notify in notifies:
+                        if self._probe is None or notify.channel != self._probe.channel:
+                            return True
+                        self._probe.settle(True)  # the probe (perhaps late): no job, wait on
             except psycopg.Error as exc:
                 # The row is the truth: a dead listener only turns the rest of the wait into polling.
                 log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
                 self._conn = None
-        self._closing.wait(max(0.0, end - time.monotonic()))
+        await self._closing.wait_async(max(0.0, end - time.monotonic()))
         return False
 
 
-class _PollingWaiter(Waiter):
+class _AsyncPollingWaiter(AsyncWaiter):
     """Used when no listening connection is free: each wait sleeps its whole timeout (or until close or stop)."""
 
-    def __init__(self, closing: threading.Event) -> None:
+    def __init__(self, closing: StopToken) -> None:
         self._closing = closing
 
     def __repr__(self) -> str:
         return "<alkstore.adapters.postgres polling waiter>"
 
-    def wait(self, timeout: float, stop: StopToken | None = None) -> None:
-        _sliced(timeout, self._closing, stop, self._sleep)
+    async def wait(self, timeout: float, stop: StopToken | None = None) -> None:
+        await _sliced(timeout, self._closing, stop, self._sleep)
 
-    def _sleep(self, step: float) -> bool:
-        self._closing.wait(step)
+    async def _sleep(self, step: float) -> bool:
+        await self._closing.wait_async(step)
         return False
 
 
-def _sliced(timeout: float, closing: threading.Event, stop: StopToken | None, step: Callable[[float], bool]) -> None:
+async def _sliced(
+    timeout: float, closing: StopToken, stop: StopToken | None, step: Callable[[float], Awaitable[bool]]
+) -> None:
     """Run ``step(seconds)`` until it says a job may be ready, ``timeout`` passes, the engine closes
     or ``stop`` is cancelled; with a stop token, in slices short enough to notice it soon."""
     end = time.monotonic() + timeout
-    while not closing.is_set() and not (stop is not None and stop.is_cancelled()):
+    while not closing.is_cancelled() and not (stop is not None and stop.is_cancelled()):
         left = end - time.monotonic()
-        if left <= 0 or step(left if stop is None else min(left, _STOP_SLICE_S)):
+        if left <= 0 or await step(left if stop is None else min(left, _STOP_SLICE_S)):
             return

@@ -1,4 +1,4 @@
-"""The scheduler's loops, written once over the ``Engine`` and ``Clock`` ports (ADR 006, 018).
+"""The scheduler's loops, written once over the engine port and the ``Clock`` (ADR 006, 018, 026).
 
 Leadership is the engine's own lock ``__alkstore_scheduler`` under an owner token unique to
 this runner instance. The lease (10 s) is renewed at the top of every iteration, which alone
@@ -8,61 +8,40 @@ Correctness never rests on the sleep: every tick locks what it fires.
 
 Through an outage (``DatabaseUnavailable``) the leader keeps trying while its lease could
 still be valid, and raises ``LeadershipLost`` once it cannot be; ``serve_schedules`` — the
-standby loop every long-running process uses — then stands by and asks again.
+standby loop every long-running process uses — then stands by and asks again. The timing and
+the standby rule are ``_leader``'s.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import secrets
-import socket
-import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 
+from ._acompat import acall
 from ._boundary import CATCH_UP_CAP
+from ._engine_async import AsyncEngine
+from ._leader import LEASE_TTL, RENEW_EVERY, RETRY_EVERY, SLEEP_SLICE, after_leading, owner_token
 from ._names import SCHEDULER_LOCK
+from ._port import Fire, LockRecord, TickBudget, TickResult
 from ._tick import DEFAULT_BUDGET
 from ._time import Clock, StopToken
-from .engine import Engine, Fire, LockRecord, TickBudget, TickResult
 from .errors import AlkstoreError, DatabaseUnavailable, LeadershipLost, LeaseLost
 
-__all__ = [
-    "LEASE_TTL",
-    "RENEW_EVERY",
-    "RETRY_EVERY",
-    "SLEEP_SLICE",
-    "StandBy",
-    "after_leading",
-    "owner_token",
-    "run_schedules",
-    "serve_schedules",
-    "tick_all",
-]
+__all__ = ["run_schedules", "serve_schedules", "tick_all"]
 
 log = logging.getLogger("alkstore.scheduler")
 
-LEASE_TTL = timedelta(seconds=10)
-RENEW_EVERY = timedelta(seconds=2)
-SLEEP_SLICE = timedelta(seconds=1)
-#: How long a standby waits before asking for leadership again (wall seconds), and a leader
-#: before retrying through an outage (seconds of the store's clock, which its lease is measured in).
-RETRY_EVERY = timedelta(seconds=1)
+#: What a runner calls for each fire: a plain function, or (in the async runtime) one returning an awaitable.
+OnFire = Callable[[Fire], object]
 
 
-def owner_token() -> str:
-    """An owner token unique to one runner instance: host, pid, nanoseconds and randomness."""
-    return f"{socket.gethostname()[:48]}:{os.getpid()}:{time.time_ns()}:{secrets.token_hex(4)}"
-
-
-def tick_all(
-    engine: Engine,
+async def tick_all(
+    engine: AsyncEngine,
     now: datetime,
     budget: TickBudget = DEFAULT_BUDGET,
-    each: Callable[[TickResult], None] | None = None,
+    each: Callable[[TickResult], Awaitable[None]] | None = None,
     clock: Clock | None = None,
 ) -> TickResult:
     """One tick from ``now``, in as many bounded transactions as it takes (ADR 017).
@@ -79,12 +58,12 @@ def tick_all(
     fires: list[Fire] = []
     skipped: list[tuple[str, int]] = []
     while True:
-        result = engine.tick(now, budget, dict(fired))
+        result = await engine.tick(now, budget, dict(fired))
         fires.extend(result.fires)
         skipped.extend(result.skipped)
         fired.update(fire.schedule for fire in result.fires)
         if each is not None:
-            each(result)
+            await each(result)
         if not result.more:
             return TickResult(tuple(fires), tuple(skipped), result.soonest)
         if clock is not None:
@@ -94,7 +73,7 @@ def tick_all(
 class _Leadership:
     """The leader's lease: renewed on a cadence, lost for good once a renewal is refused or too late."""
 
-    def __init__(self, engine: Engine, clock: Clock, stop: StopToken, lock: LockRecord) -> None:
+    def __init__(self, engine: AsyncEngine, clock: Clock, stop: StopToken, lock: LockRecord) -> None:
         self.engine = engine
         self.clock = clock
         self.stop = stop
@@ -102,7 +81,7 @@ class _Leadership:
         self.held = True
         self.renewed_at = clock.now()
 
-    def renew(self) -> None:
+    async def renew(self) -> None:
         """Renew now; through an outage retry while the lease may still be valid, then give it up.
 
         Raises ``LeadershipLost`` when the lease was taken over or could not be renewed in time.
@@ -110,7 +89,7 @@ class _Leadership:
         while True:
             now = self.clock.now()
             try:
-                self.lock = self.engine.renew_lock(self.lock, now, now + LEASE_TTL)
+                self.lock = await self.engine.renew_lock(self.lock, now, now + LEASE_TTL)
             except LeaseLost as exc:
                 self.held = False
                 raise LeadershipLost(f"scheduler lease of {self.lock.owner} was lost") from exc
@@ -121,50 +100,45 @@ class _Leadership:
                         f"scheduler lease of {self.lock.owner} could not be renewed before it lapsed: {exc}"
                     ) from exc
                 log.warning("could not renew the scheduler lease (%s); retrying while it holds", exc)
-                self.clock.sleep(RETRY_EVERY.total_seconds(), self.stop)
+                await self.clock.sleep_async(RETRY_EVERY.total_seconds(), self.stop)
                 if self.stop.is_cancelled():
                     return
                 continue
             self.renewed_at = now
             return
 
-    def renew_if_due(self, _: object = None) -> None:
+    async def renew_if_due(self) -> None:
         if self.clock.now() - self.renewed_at >= RENEW_EVERY:
-            self.renew()
+            await self.renew()
 
-    def release(self) -> None:
+    async def release(self) -> None:
         if not self.held:
             return
         try:
-            self.engine.release_lock(self.lock)
+            await self.engine.release_lock(self.lock)
         except AlkstoreError as exc:
             log.warning("could not release the scheduler lease: %s", exc)
         else:
             log.info("scheduler leadership released by %s", self.lock.owner)
 
 
-def run_schedules(
-    engine: Engine,
-    clock: Clock,
-    stop: StopToken,
-    on_fire: Callable[[Fire], None] | None = None,
-) -> None:
+async def run_schedules(engine: AsyncEngine, clock: Clock, stop: StopToken, on_fire: OnFire | None = None) -> None:
     """Lead the scheduler until ``stop`` is cancelled, then release the lease and return.
 
     Raises ``LeadershipLost`` at once if another runner holds the lease (no tick happens),
     and before any further tick once the lease could not be renewed (refused, or an outage
     outlasted it). A transient failure of a tick is retried under a renewed lease. ``on_fire``
-    runs on this thread between renewals: keep it short (well under the 10 s lease).
+    runs in the loop between renewals: keep it short (well under the 10 s lease).
     """
     owner = owner_token()
     now = clock.now()
-    lock = engine.try_lock(SCHEDULER_LOCK, owner, now, now + LEASE_TTL)
+    lock = await engine.try_lock(SCHEDULER_LOCK, owner, now, now + LEASE_TTL)
     if lock is None:
         raise LeadershipLost("another runner holds the scheduler lease")
     log.info("scheduler leadership acquired by %s", owner)
     leadership = _Leadership(engine, clock, stop, lock)
 
-    def each(result: TickResult) -> None:
+    async def each(result: TickResult) -> None:
         for name, count in result.skipped:
             log.warning(
                 "schedule %r was more than %d boundaries behind: fired the oldest %d, skipped the %d newer ones"
@@ -177,25 +151,25 @@ def run_schedules(
         for fire in result.fires:
             log.info("fired %r boundary %s as job %s on %r", fire.schedule, fire.boundary, fire.job_id, fire.queue)
             if on_fire is not None:
-                on_fire(fire)
+                await acall(on_fire, fire)
         if result.more:  # a long tick: keep the lease, and stop between its transactions if asked
-            leadership.renew_if_due()
+            await leadership.renew_if_due()
             if stop.is_cancelled():
                 raise _Stopped
 
     try:
         while not stop.is_cancelled():
-            leadership.renew()
+            await leadership.renew()
             if stop.is_cancelled():
                 break
             ticked_at = clock.now()
             try:
-                result = tick_all(engine, ticked_at, DEFAULT_BUDGET, each, clock)
+                result = await tick_all(engine, ticked_at, DEFAULT_BUDGET, each, clock)
             except _Stopped:
                 break
             except DatabaseUnavailable as exc:
                 log.warning("scheduler tick failed (%s); retrying under a renewed lease", exc)
-                clock.sleep(RETRY_EVERY.total_seconds(), stop)
+                await clock.sleep_async(RETRY_EVERY.total_seconds(), stop)
                 continue
             deadline = result.soonest
             if deadline is not None and deadline <= ticked_at:
@@ -203,16 +177,16 @@ def run_schedules(
                 # fault. Wait a slice rather than spin on the database.
                 log.warning("the soonest boundary %s is not after the tick at %s", deadline, ticked_at)
                 deadline = ticked_at + SLEEP_SLICE
-            _sleep_until(leadership, deadline)
+            await _sleep_until(leadership, deadline)
     finally:
-        leadership.release()
+        await leadership.release()
 
 
 class _Stopped(Exception):
     """Raised between the transactions of a tick when the runner was asked to stop."""
 
 
-def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> None:
+async def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> None:
     """Sleep in slices until ``deadline`` (re-read each slice), renewing the lease on the way.
 
     A failed renewal here ends the sleep early and is left to the loop top to judge.
@@ -223,15 +197,15 @@ def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> None:
         if deadline is not None and now >= deadline:
             break
         step = SLEEP_SLICE if deadline is None else min(SLEEP_SLICE, deadline - now)
-        clock.sleep(step.total_seconds(), stop)
+        await clock.sleep_async(step.total_seconds(), stop)
         if stop.is_cancelled():
             break
         now = clock.now()
         try:
             if now - leadership.renewed_at >= RENEW_EVERY:
-                leadership.lock = engine.renew_lock(leadership.lock, now, now + LEASE_TTL)
+                leadership.lock = await engine.renew_lock(leadership.lock, now, now + LEASE_TTL)
                 leadership.renewed_at = now
-            soonest = engine.soonest_boundary()
+            soonest = await engine.soonest_boundary()
         except AlkstoreError as exc:
             log.warning("scheduler lease renewal failed mid-sleep: %s", exc)
             break
@@ -239,40 +213,11 @@ def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> None:
             deadline = soonest
 
 
-# -- standing by ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StandBy:
-    """Ask for leadership again after ``wait``; ``warn`` when leadership was lost rather than refused."""
-
-    wait: timedelta
-    reason: str
-    warn: bool
-
-
-def after_leading(error: BaseException | None) -> StandBy | None:
-    """What a long-running process does when ``run_schedules`` ends: stand by, or stop (``None``).
-
-    Refused or lost leadership, and an outage (``DatabaseUnavailable``), mean standing by and
-    asking again; a clean return means the process was asked to stop. Any other error is not
-    this loop's to handle and is raised by the caller.
-    """
-    if error is None:
-        return None
-    if isinstance(error, LeadershipLost):
-        lost = isinstance(error.__cause__, LeaseLost | DatabaseUnavailable)
-        return StandBy(RETRY_EVERY, str(error), warn=lost)
-    if isinstance(error, DatabaseUnavailable):
-        return StandBy(RETRY_EVERY, f"database unavailable: {error}", warn=True)
-    raise error
-
-
-def serve_schedules(
-    engine: Engine,
+async def serve_schedules(
+    engine: AsyncEngine,
     clock: Clock,
     stop: StopToken,
-    on_fire: Callable[[Fire], None] | None = None,
+    on_fire: OnFire | None = None,
     logger: logging.Logger = log,
 ) -> None:
     """Lead the scheduler when possible and stand by otherwise, until ``stop`` is cancelled.
@@ -286,7 +231,7 @@ def serve_schedules(
     standing_by = False
     while not stop.is_cancelled():
         try:
-            run_schedules(engine, clock, stop, on_fire)
+            await run_schedules(engine, clock, stop, on_fire)
         except (LeadershipLost, DatabaseUnavailable) as exc:
             action = after_leading(exc)
         else:
@@ -299,4 +244,4 @@ def serve_schedules(
         elif not standing_by:
             logger.info("%s; standing by, asking again every %g s", action.reason, action.wait.total_seconds())
             standing_by = True
-        stop.wait(action.wait.total_seconds())  # a cadence in wall time, whatever the store's clock does
+        await stop.wait_async(action.wait.total_seconds())  # a cadence in wall time, whatever the store's clock does

@@ -1,38 +1,34 @@
-"""The in-memory engine: every table a dict, every index a lazily-cleaned heap, one lock."""
+"""The in-memory engine's state and every transition of it: every table a dict, every index a
+lazily-cleaned heap, one lock. Both runtimes' memory engines (``_engine_async`` and its sync twin)
+are thin layers over one ``MemoryTables``; only how a parked claim waits differs between them
+(``wait_signal`` for a thread, ``wait_signal_async`` for a task).
+
+Over 500 lines: it is the whole in-memory database (jobs, locks, schedules, workers, listings),
+kept in one class so that every transition happens under its one lock.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
 from alkstore import engine as port
-from alkstore._boundary import registration_boundary, soonest
-from alkstore._tick import plan_tick
-from alkstore._time import Clock, StopToken, SystemClock
-from alkstore.errors import InvalidOptions, InvalidTransaction, LeaseLost, StoreClosed
+from alkstore.engine import StopToken, after_key, listing_order, phase_at, plan_tick, registration_boundary, soonest
+from alkstore.errors import InvalidTransaction, LeaseLost, StoreClosed
 
-__all__ = ["MemoryEngine", "MemoryTransaction", "open_engine"]
+__all__ = ["MemoryTables", "MemoryTransaction"]
 
 #: Any of the port's fenced items: each names a job and the fence it was claimed under.
 _Fenced = TypeVar("_Fenced", bound=port.Held)
 #: How often (wall seconds) a parked claim looks at its stop token.
 _STOP_POLL_S = 0.05
-
-
-def open_engine(url: str, **options: Any) -> MemoryEngine:
-    """Entry point for ``memory://``: each call is a new, empty, private store."""
-    if url.rstrip("/").lower() != "memory:":
-        raise InvalidOptions(f"the memory engine takes the URL 'memory://' only, not {url!r}")
-    if options:
-        raise InvalidOptions(f"the memory engine takes no options, not {', '.join(sorted(options))}")
-    return MemoryEngine()
 
 
 def _new_row(job_id: int, job: port.NewJob, now: datetime) -> port.JobRecord:
@@ -81,10 +77,10 @@ class _QueueIndex:
 class MemoryTransaction:
     """The memory engine's transaction: enqueues are buffered and published atomically at commit."""
 
-    __slots__ = ("_engine", "_pending", "_state")
+    __slots__ = ("_pending", "_state", "_tables")
 
-    def __init__(self, engine: MemoryEngine) -> None:
-        self._engine = engine
+    def __init__(self, tables: MemoryTables) -> None:
+        self._tables = tables
         self._pending: list[port.JobRecord] = []
         self._state = "open"
 
@@ -92,34 +88,12 @@ class MemoryTransaction:
         return f"<alkstore.adapters.memory.MemoryTransaction {self._state}, {len(self._pending)} enqueued>"
 
 
-class _MemoryWaiter(port.Waiter):
-    def __init__(self, engine: MemoryEngine, queues: tuple[str, ...]) -> None:
-        self._engine = engine
-        self._indexes = [engine._index(queue) for queue in queues]
-        self._seen = self._signals()
+class MemoryTables:
+    """All state of one memory store, guarded by one lock; each method is one atomic transition or read.
 
-    def _signals(self) -> int:
-        return sum(index.signals for index in self._indexes)
-
-    def wait(self, timeout: float, stop: StopToken | None = None) -> None:
-        engine = self._engine
-        with engine._cond:
-            if stop is None:
-                if self._signals() == self._seen and not engine._closed:
-                    engine._cond.wait(timeout)
-            else:
-                # A stop token has no way to notify this condition: look at it every slice.
-                end = time.monotonic() + timeout
-                while self._signals() == self._seen and not engine._closed and not stop.is_cancelled():
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        break
-                    engine._cond.wait(min(left, _STOP_POLL_S))
-            self._seen = self._signals()
-
-
-class MemoryEngine(port.Engine):
-    """All state in this process, guarded by one lock; see ``alkstore.engine.Engine`` for the contract."""
+    The engines call these for their port methods (see ``alkstore.engine.AsyncEngine`` for the
+    contract each follows).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -136,22 +110,80 @@ class MemoryEngine(port.Engine):
         self._workers: dict[str, port.WorkerRecord] = {}
         self._closed = False
 
+        #: Tasks parked in ``wait_signal_async``: each woken (on its own loop) by a signal of its queues.
+        self._listeners: list[_Listener] = []
+
     def __repr__(self) -> str:
-        return f"<alkstore.adapters.memory.MemoryEngine jobs={len(self._jobs)} dead={len(self._dead)}>"
+        return f"<alkstore.adapters.memory.MemoryTables jobs={len(self._jobs)} dead={len(self._dead)}>"
 
-    # -- lifecycle -----------------------------------------------------------------
+    # -- lifecycle and waiting -------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Nothing to migrate in memory."""
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
+        """Refuse everything from now on, and wake every parked wait."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            listener.wake()
 
-    def default_clock(self) -> Clock:
-        """The system clock: a memory store lives in one process, so there is no other host to agree with."""
-        return SystemClock()
+    def check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("this store is closed")
+
+    def signals(self, queues: Sequence[str]) -> int:
+        """How many times jobs were made claimable on ``queues`` so far (a waiter's baseline)."""
+        with self._cond:
+            return sum(self._index(queue).signals for queue in queues)
+
+    def wait_signal(self, queues: Sequence[str], seen: int, timeout: float, stop: StopToken | None) -> int:
+        """Block until ``queues`` were signalled past ``seen``, ``timeout`` wall seconds passed, the
+        tables closed or ``stop`` was cancelled; the signal count then."""
+        with self._cond:
+            if stop is None:
+                if self._signals(queues) == seen and not self._closed:
+                    self._cond.wait(timeout)
+            else:
+                # A stop token has no way to notify this condition: look at it every slice.
+                end = time.monotonic() + timeout
+                while self._signals(queues) == seen and not self._closed and not stop.is_cancelled():
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(min(left, _STOP_POLL_S))
+            return self._signals(queues)
+
+    async def wait_signal_async(
+        self, queues: Sequence[str], seen: int, timeout: float, stop: StopToken | None
+    ) -> int:
+        """``wait_signal`` for a task of a running loop."""
+        loop = asyncio.get_running_loop()
+        listener = _Listener(frozenset(queues), loop, loop.create_future())
+        with self._cond:
+            if self._signals(queues) != seen or self._closed:
+                return self._signals(queues)
+            self._listeners.append(listener)
+        waits: set[asyncio.Future[Any]] = {listener.future}
+        stopped = None
+        if stop is not None:
+            stopped = asyncio.ensure_future(stop.wait_async(timeout))
+            waits.add(stopped)
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if stopped is not None and not stopped.done():
+                stopped.cancel()
+            with self._cond:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+        return self.signals(queues)
+
+    def _signals(self, queues: Sequence[str]) -> int:
+        return sum(self._index(queue).signals for queue in queues)
 
     # -- internals -----------------------------------------------------------------
 
@@ -170,8 +202,15 @@ class MemoryEngine(port.Engine):
             heapq.heappush(index.expiry, (row.expires_at, next(self._serials), row))
 
     def _signal(self, queue: str) -> None:
+        """Jobs became claimable on ``queue`` (called under the lock): wake the threads and tasks waiting on it."""
         self._index(queue).signals += 1
         self._cond.notify_all()
+        if self._listeners:
+            woken = [listener for listener in self._listeners if queue in listener.queues]
+            if woken:
+                self._listeners = [listener for listener in self._listeners if queue not in listener.queues]
+                for listener in woken:
+                    listener.wake()
 
     def _live(self, row: port.JobRecord) -> bool:
         return self._jobs.get(row.id) is row
@@ -210,7 +249,7 @@ class MemoryEngine(port.Engine):
     # -- jobs ----------------------------------------------------------------------
 
     def caller_transaction(self, tx: Any) -> MemoryTransaction:
-        if not isinstance(tx, MemoryTransaction) or tx._engine is not self:
+        if not isinstance(tx, MemoryTransaction) or tx._tables is not self:
             raise InvalidTransaction(f"expected a transaction from this store's transaction(), not {type(tx).__name__}")
         if tx._state != "open":
             raise InvalidTransaction(f"the transaction is already {tx._state}; nothing was enqueued")
@@ -227,23 +266,24 @@ class MemoryEngine(port.Engine):
                 self._signal(queue)
             return ids
 
-    @contextmanager
-    def transaction(self) -> Iterator[MemoryTransaction]:
-        if self._closed:
-            raise StoreClosed("this store is closed")
-        tx = MemoryTransaction(self)
-        try:
-            yield tx
-        except BaseException:
-            tx._state = "rolled back"
-            tx._pending.clear()
-            raise
+    def begin(self) -> MemoryTransaction:
+        """A new transaction of these tables (``StoreClosed`` once closed)."""
+        self.check_open()
+        return MemoryTransaction(self)
+
+    def commit(self, tx: MemoryTransaction) -> None:
+        """Publish what ``tx`` enqueued, at once and all together."""
         with self._cond:
             tx._state = "committed"
             for row in tx._pending:
                 self._make_pending(row)
             for queue in {row.queue for row in tx._pending}:
                 self._signal(queue)
+
+    def rollback(self, tx: MemoryTransaction) -> None:
+        """Forget what ``tx`` enqueued."""
+        tx._state = "rolled back"
+        tx._pending.clear()
 
     def _enqueue_tx(self, tx: MemoryTransaction, jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
         with self._cond:
@@ -304,14 +344,6 @@ class MemoryEngine(port.Engine):
             _, _, row = heapq.heappop(index.expiry)
             if self._live(row):
                 self._to_dead(row, port.JOB_EXPIRED_ERROR, None, now)
-
-    @contextmanager
-    def waiter(self, *queues: str) -> Iterator[port.Waiter]:
-        with self._cond:
-            if self._closed:
-                raise StoreClosed("this store is closed")
-            waiter = _MemoryWaiter(self, queues)
-        yield waiter
 
     def _each_held(
         self, items: Sequence[_Fenced], change: Callable[[port.JobRecord, _Fenced], None]
@@ -514,10 +546,10 @@ class MemoryEngine(port.Engine):
         phase, now, after = query.phase, query.now, query.after
         with self._cond:
             source = self._dead.values() if phase is port.JobPhase.DEAD else self._jobs.values()
-            rows = [row for row in source if row.queue == query.queue and _phase(row, now) is phase]
-        rows.sort(key=_listing_key(phase), reverse=phase is port.JobPhase.DEAD)
+            rows = [row for row in source if row.queue == query.queue and phase_at(row, now) is phase]
+        rows.sort(key=listing_order(phase))
         if after is not None:
-            rows = [row for row in rows if _after(row, after, phase)]
+            rows = [row for row in rows if after_key(row, after, phase)]
         return rows[: query.limit]
 
     def read_lock(self, name: str) -> port.LockRecord | None:
@@ -573,30 +605,23 @@ class MemoryEngine(port.Engine):
         return []
 
 
-def _phase(row: port.JobRecord, now: datetime) -> port.JobPhase:
-    """Where a stored job stands at ``now`` (see ``Engine.queue_counts``)."""
-    if row.state is port.JobState.PENDING:
-        return port.JobPhase.READY if row.run_at <= now else port.JobPhase.DELAYED
-    return port.JobPhase(row.state.value)
+class _Listener:
+    """A task parked on some queues: the future that wakes it, resolved on its own loop."""
+
+    __slots__ = ("future", "loop", "queues")
+
+    def __init__(self, queues: frozenset[str], loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+        self.queues = queues
+        self.loop = loop
+        self.future = future
+
+    def wake(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(_resolve, self.future)
+        except RuntimeError:  # its loop is closed: nothing waits there any more
+            pass
 
 
-def _listing_key(phase: port.JobPhase) -> Callable[[port.JobRecord], tuple[Any, ...]]:
-    """The sort key of a listing of ``phase`` (dead jobs sort by it descending)."""
-    if phase is port.JobPhase.READY:
-        return lambda row: (-row.priority, row.run_at, row.id)
-    if phase is port.JobPhase.DELAYED:
-        return lambda row: (row.run_at, row.id)
-    if phase is port.JobPhase.DEAD:
-        return lambda row: (row.died_at, row.id)
-    return lambda row: (row.id,)
-
-
-def _after(row: port.JobRecord, key: port.JobKey, phase: port.JobPhase) -> bool:
-    """Whether ``row`` sorts strictly after ``key`` in a listing of ``phase``."""
-    if phase is port.JobPhase.READY:
-        return (-row.priority, row.run_at, row.id) > (-key.priority, key.at, key.id)
-    if phase is port.JobPhase.DELAYED:
-        return (row.run_at, row.id) > (key.at, key.id)
-    if phase is port.JobPhase.DEAD:
-        return (row.died_at, row.id) < (key.at, key.id)
-    return row.id > key.id
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

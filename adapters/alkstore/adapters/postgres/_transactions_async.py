@@ -1,0 +1,96 @@
+"""The caller's transaction: what ``enqueue(…, tx=…)`` accepts, and what it refuses (ADR 019).
+
+Accepted by the async runtime: a ``psycopg.AsyncConnection`` inside a transaction or about to
+begin one (not in autocommit), and a SQLAlchemy ``AsyncSession`` (or ``async_scoped_session``)
+or ``AsyncConnection`` on the psycopg dialect; by the sync runtime, the same in their sync kinds:
+``psycopg.Connection``, a SQLAlchemy ``Session``, ``scoped_session`` or ``Connection``. A
+SQLAlchemy transaction is begun first if it has not been (so that its commit is the one that
+publishes the job). SQLAlchemy is recognised by its classes' module and name, never imported here.
+
+Refused with ``InvalidTransaction``, before anything is written: anything else, a closed
+connection, and an autocommit connection outside a transaction, where the job would commit on
+its own, at once, instead of with the caller's data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from alkstore.engine import ASYNC
+from alkstore.errors import InvalidTransaction
+
+__all__ = ["caller_connection"]
+
+if ASYNC:
+    _EXPECTED = "the caller's psycopg.AsyncConnection (or a SQLAlchemy AsyncConnection or AsyncSession on psycopg)"
+else:
+    _EXPECTED = "the caller's psycopg.Connection (or a SQLAlchemy Connection or Session on psycopg)"
+
+
+async def caller_connection(tx: Any) -> psycopg.AsyncConnection[Any]:
+    """The psycopg connection to write on for ``tx``, checked to be in (or about to begin) a transaction."""
+    conn = await _psycopg_connection(tx)
+    if conn.closed:
+        raise InvalidTransaction("the caller's connection is closed; nothing was enqueued")
+    if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+        raise InvalidTransaction(
+            "the connection is in autocommit mode outside a transaction, so the job would commit on its own "
+            "rather than with your data; open one (with conn.transaction(): …) or use store.transaction()"
+        )
+    return conn
+
+
+async def _psycopg_connection(tx: Any) -> psycopg.AsyncConnection[Any]:
+    if isinstance(tx, psycopg.AsyncConnection):
+        return tx
+    module = type(tx).__module__
+    if module.startswith("sqlalchemy."):
+        return await _from_sqlalchemy(tx)
+    raise InvalidTransaction(f"expected {_EXPECTED}, not {type(tx).__name__}")
+
+
+async def _from_sqlalchemy(tx: Any) -> psycopg.AsyncConnection[Any]:
+    """The driver connection of a SQLAlchemy session or connection, its transaction begun."""
+    kind = type(tx).__name__
+    if ASYNC:
+        if _is_a(tx, "sqlalchemy.ext.asyncio.scoping", "async_scoped_session"):
+            tx = tx()  # the scope's AsyncSession
+        if _is_a(tx, "sqlalchemy.ext.asyncio.session", "AsyncSession"):
+            connection = await tx.connection()  # begins the session's transaction if it has none
+        elif _is_a(tx, "sqlalchemy.ext.asyncio.engine", "AsyncConnection"):
+            connection = tx
+            if connection.closed:
+                raise InvalidTransaction("the caller's SQLAlchemy AsyncConnection is closed; nothing was enqueued")
+            if not connection.in_transaction():
+                await connection.begin()
+        else:
+            raise InvalidTransaction(f"expected {_EXPECTED}, not the SQLAlchemy {kind}")
+        driver = (await connection.get_raw_connection()).driver_connection
+    else:
+        if _is_a(tx, "sqlalchemy.orm.scoping", "scoped_session"):
+            tx = tx()  # the thread's (or scope's) Session
+        if _is_a(tx, "sqlalchemy.orm.session", "Session"):
+            connection = tx.connection()  # begins the session's transaction if it has none
+        elif _is_a(tx, "sqlalchemy.engine.base", "Connection"):
+            connection = tx
+            if connection.closed:
+                raise InvalidTransaction("the caller's SQLAlchemy Connection is closed; nothing was enqueued")
+            if not connection.in_transaction():
+                connection.begin()
+        else:
+            raise InvalidTransaction(f"expected {_EXPECTED}, not the SQLAlchemy {kind}")
+        driver = connection.connection.driver_connection
+    if not isinstance(driver, psycopg.AsyncConnection):
+        raise InvalidTransaction(
+            f"the SQLAlchemy {kind} is not on the psycopg driver (postgresql+psycopg://), "
+            f"but on {type(driver).__name__}"
+        )
+    return driver
+
+
+def _is_a(value: object, module: str, name: str) -> bool:
+    """Whether ``value`` is an instance of the class ``module.name`` (or a subclass), without importing it."""
+    return any(cls.__module__ == module and cls.__name__ == name for cls in type(value).__mro__)

@@ -1,0 +1,221 @@
+"""The internal layer of a runtime: what its store, handles, tasks, worker and maintenance share (ADR 028).
+
+A store is a thin facade over one ``AsyncKernel``: the engine, the clock every stamp is read
+from, the payload codec, the telemetry, and the queues' stored configuration as last read. The
+other parts of the runtime (``AsyncQueue``, ``AsyncJob``, ``Task.aenqueue``, ``AsyncWorker``,
+maintenance) reach it through ``kernel_of(store)`` and call only the methods below, never a
+store's private attributes. Rules stay in core's pure modules (``_options``, ``_lifecycle``);
+the kernel carries out their answers through the engine port.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ._acompat import AThreads
+from ._args import check_opts
+from ._codec import Codec
+from ._engine_async import AsyncEngine
+from ._lifecycle import Decoded, Undecodable, decode_claimed
+from ._options import EnqueueOpts, QueueDefaults, queue_defaults, resolve_enqueue
+from ._port import Burial, ClaimRequest, Held, JobRecord, NewSchedule, QueueConfig, ScheduleRecord
+from ._queue_async import AsyncJob
+from ._records import fields_of, new_jobs
+from ._time import Clock
+from .errors import InvalidArgument, InvalidPayload, StoreClosed
+from .telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from ._store_async import AsyncStore
+
+__all__ = ["CONFIG_TTL", "AsyncKernel", "kernel_of"]
+
+log = logging.getLogger("alkstore")
+
+#: How long a store trusts what it read of a queue's stored config, in seconds of its clock (ADR 016).
+CONFIG_TTL = timedelta(seconds=2)
+#: The store class of this runtime, as errors name it.
+_STORE = "AsyncStore"
+#: The options of an enqueue given none (frozen, so one instance serves every call).
+_DEFAULT_ENQUEUE = EnqueueOpts()
+
+
+def kernel_of(store: AsyncStore) -> AsyncKernel:
+    """The kernel behind ``store``: the one door from the rest of the runtime into a store.
+
+    ``InvalidArgument`` for anything but a store of this runtime (a sync ``Store`` handed to an
+    async call, or the other way round, included).
+    """
+    kernel = getattr(store, "_kernel", None)
+    if not isinstance(kernel, AsyncKernel):
+        raise InvalidArgument(f"expected an alkstore.{_STORE}, not {type(store).__name__}")
+    return kernel
+
+
+class AsyncKernel:
+    """One store's engine, clock, codec, telemetry and queue configs, and the calls its parts share."""
+
+    __slots__ = ("_closed", "_configs", "calls", "clock", "codec", "engine", "telemetry")
+
+    def __init__(self, engine: AsyncEngine, clock: Clock, codec: Codec, telemetry: Telemetry | None) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.codec = codec
+        #: ``None``: no event is reported, at the cost of one check each (ADR 024).
+        self.telemetry = telemetry
+        #: How the runtime calls the caller's code (an outbox delivery): see ``_acompat.AThreads``.
+        self.calls = AThreads(0)
+        self._closed = False
+        self._configs: dict[str, tuple[datetime, QueueConfig | None, QueueDefaults]] = {}
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def live(self) -> AsyncEngine:
+        """The engine, or ``StoreClosed`` once the store is closed."""
+        if self._closed:
+            raise StoreClosed("this store is closed")
+        return self.engine
+
+    def close(self) -> bool:
+        """Mark the store closed; whether it was open (the caller then closes the engine)."""
+        was_open, self._closed = not self._closed, True
+        if was_open:
+            self.calls.close()
+        return was_open
+
+    # -- queue configuration ----------------------------------------------------------
+
+    async def config(self, queue: str, tx: Any = None) -> tuple[QueueConfig | None, QueueDefaults]:
+        """The queue's stored config and the defaults it makes, as read at most ``CONFIG_TTL`` of the
+        clock ago. ``tx`` (the caller's transaction, as the engine took it) is where to read it, if
+        it must be read."""
+        now = self.clock.now()
+        cached = self._configs.get(queue)
+        if cached is None or now >= cached[0]:
+            config = await self.live().queue_config(queue, tx)
+            cached = self._configs[queue] = (now + CONFIG_TTL, config, queue_defaults(queue, config))
+        return cached[1], cached[2]
+
+    async def defaults(self, queue: str) -> QueueDefaults:
+        """What ``queue`` uses when a call does not say (its derived defaults under its stored config)."""
+        return (await self.config(queue))[1]
+
+    async def configure(self, queue: str, config: QueueConfig) -> QueueDefaults:
+        """Store ``config`` for ``queue`` (all ``None``: remove it) and return the defaults it makes.
+
+        This store sees it at once; others within ``CONFIG_TTL`` of their clocks (ADR 016).
+        """
+        await self.live().configure_queue(queue, config)
+        stored = None if config == QueueConfig() else config
+        defaults = queue_defaults(queue, stored)
+        self._configs[queue] = (self.clock.now() + CONFIG_TTL, stored, defaults)
+        return defaults
+
+    # -- jobs ------------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        opts: EnqueueOpts | None,
+        tx: Any = None,
+        *,
+        in_caller_tx: bool = False,
+        task: str | None = None,
+    ) -> list[int]:
+        """Enqueue one job per payload, in a transaction of the engine's own or (``in_caller_tx``) in ``tx``.
+
+        Every check that needs no I/O runs before any; ``task`` names the task the jobs are for.
+        """
+        opts = _DEFAULT_ENQUEUE if opts is None else check_opts(opts, EnqueueOpts)
+        data = [self.codec.encode(payload) for payload in payloads]
+        now = self.clock.now()
+        stamps = resolve_enqueue(opts, queue, now)
+        engine = self.live()
+        if in_caller_tx:
+            tx = await engine.caller_transaction(tx)
+        stored = (await self.config(queue, tx))[0]
+        if stored is not None:
+            stamps = resolve_enqueue(opts, queue, now, stored)
+        telemetry = self.telemetry
+        if telemetry is None:
+            return await engine.enqueue(new_jobs(queue, data, stamps, task, None), now, tx)
+        with telemetry.enqueue(queue, task, len(data)) as trace:
+            return await engine.enqueue(new_jobs(queue, data, stamps, task, trace), now, tx)
+
+    async def claim(
+        self, queue: str, worker_id: str, limit: int, acks: Sequence[Held] = ()
+    ) -> tuple[list[Held], list[AsyncJob]]:
+        """Ack ``acks`` and claim up to ``limit`` jobs of ``queue`` in one engine call; the stale acks and the jobs.
+
+        Decode-or-bury is core's (``decode_claimed``): an undecodable job is buried and another
+        looked for, one that failed to decode for another reason is handed back and its error
+        raised once nothing else was claimed.
+        """
+        engine = self.live()
+        lease = (await self.defaults(queue)).visibility_timeout
+        stale: list[Held] = []
+        while True:
+            now = self.clock.now()
+            request = ClaimRequest(queue, worker_id, now, lease, limit)
+            if acks:
+                stale, records = await engine.ack_and_claim(acks, request)
+                acks = ()
+            else:
+                records = await engine.claim(request)
+            if self.telemetry is not None and records:
+                self.telemetry.claimed(records, now)
+            jobs: list[AsyncJob] = []
+            handed_back: list[BaseException] = []
+            for record in records:
+                outcome = decode_claimed(record, self.codec)
+                if isinstance(outcome, Decoded):
+                    jobs.append(AsyncJob(*fields_of(record, outcome.payload), _kernel=self, _record=record))
+                elif isinstance(outcome, Undecodable):
+                    log.error("burying job %s of %r: %s", record.id, queue, outcome.error)
+                    lost = await engine.bury((Burial(record.id, record.fence, outcome.error),), now)
+                    if self.telemetry is not None and not lost:
+                        self.telemetry.buried((record,))
+                else:
+                    log.warning("handing job %s of %r back: decoding failed: %r", record.id, queue, outcome.cause)
+                    await engine.release((Held(record.id, record.fence),), now)
+                    handed_back.append(outcome.cause)
+            if jobs or not records:
+                return stale, jobs
+            if handed_back:
+                raise handed_back[0]
+            # Every job claimed was undecodable and is buried now: look for another.
+
+    @staticmethod
+    def record_of(job: AsyncJob) -> JobRecord:
+        """The port's record of a claimed job, as it was claimed (its fence included)."""
+        return job._record
+
+    @staticmethod
+    def held_of(job: AsyncJob) -> Held:
+        """A claimed job as the port's fenced calls take it: its id and the fence of its claim."""
+        return Held(job.id, job._record.fence)
+
+    def owns(self, job: AsyncJob) -> bool:
+        """Whether ``job`` was claimed through this kernel (a store's jobs are only its own)."""
+        return job._kernel is self
+
+    def decode_lenient(self, data: bytes) -> Any:
+        """A stored payload decoded for a reader; bytes that are not the codec's are shown as they are."""
+        try:
+            return self.codec.decode(data)
+        except InvalidPayload:
+            return bytes(data)
+
+    # -- schedules -------------------------------------------------------------------
+
+    async def register(self, schedules: Sequence[NewSchedule]) -> list[ScheduleRecord]:
+        """Register (or update) checked schedules, all or none, at the clock's now; as stored, in order."""
+        return await self.live().register_schedules(schedules, self.clock.now())

@@ -1,0 +1,204 @@
+"""The public records: snapshots both runtimes hand out (jobs, schedules, queue stats, pages, leaders).
+
+They depend on the port's records only, so every module of either runtime (and the telemetry
+port) can import them without importing a runtime. Each is a frozen value: reading one never
+touches storage.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from operator import attrgetter
+from typing import Any
+
+from ._args import check_opts
+from ._codec import Codec
+from ._names import validate_name
+from ._options import JobStamps, ScheduleOpts
+from ._port import JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, WorkerRecord
+from ._spec import parse_spec
+
+__all__ = [
+    "CancelOutcome",
+    "JobInfo",
+    "JobPage",
+    "Leader",
+    "QueueStats",
+    "Schedule",
+    "ScheduleEntry",
+    "WorkerInfo",
+    "fields_of",
+    "info_of",
+    "new_jobs",
+    "new_schedule",
+    "schedule_of",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A snapshot of a stored job, as ``get_job`` returns it (payload decoded).
+
+    ``task`` names the task the job is for (``None`` for a plain job); ``last_traceback`` is the
+    traceback of the failure that left ``last_error``, when that was an exception.
+    """
+
+    id: int
+    queue: str
+    payload: Any
+    state: JobState
+    priority: int
+    run_at: datetime
+    expires_at: datetime | None
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    schedule: str | None
+    boundary: datetime | None
+    enqueued_at: datetime
+    worker_id: str | None
+    lease_until: datetime | None
+    died_at: datetime | None
+    task: str | None = None
+    last_traceback: str | None = None
+
+
+#: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload
+#: (which is decoded instead): a getter of each run gives them in ``JobInfo``'s order.
+_NAMES = [f.name for f in fields(JobInfo)]
+_BEFORE_PAYLOAD = attrgetter(*_NAMES[: _NAMES.index("payload")])
+_AFTER_PAYLOAD = attrgetter(*_NAMES[_NAMES.index("payload") + 1 :])
+
+
+def fields_of(record: JobRecord, payload: Any) -> tuple[Any, ...]:
+    """A ``JobInfo``'s fields, in its order, from ``record`` (by name) and the decoded ``payload``."""
+    return (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record))
+
+
+def info_of(record: JobRecord, payload: Any) -> JobInfo:
+    """The public snapshot of ``record``, its payload decoded as ``payload``."""
+    return JobInfo(*fields_of(record, payload))
+
+
+def new_jobs(queue: str, data: list[bytes], stamps: JobStamps, task: str | None, trace: str | None) -> list[NewJob]:
+    """The jobs of one enqueue: one per encoded payload, all stamped alike, each carrying ``trace``."""
+    return [
+        NewJob(
+            queue,
+            payload,
+            stamps.priority,
+            stamps.run_at,
+            stamps.expires_at,
+            stamps.max_attempts,
+            stamps.visibility,
+            task,
+            trace,
+        )
+        for payload in data
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A registered schedule, as stored: ``next_boundary`` is the next instant it fires."""
+
+    name: str
+    spec: str
+    interval: timedelta
+    queue: str
+    payload: Any
+    opts: ScheduleOpts
+    next_boundary: datetime
+    last_boundary: datetime | None = None  # the last boundary fired (None before the first)
+
+
+def schedule_of(record: ScheduleRecord, payload: Any) -> Schedule:
+    """The public snapshot of a stored schedule, its payload decoded as ``payload``."""
+    return Schedule(
+        name=record.name,
+        spec=record.spec,
+        interval=timedelta(seconds=record.interval_s),
+        queue=record.queue,
+        payload=payload,
+        opts=ScheduleOpts(priority=record.priority, max_attempts=record.max_attempts, expires=record.expires),
+        next_boundary=record.next_boundary,
+        last_boundary=record.last_boundary,
+    )
+
+
+def new_schedule(
+    codec: Codec, name: str, spec: str, queue: str, payload: Any, opts: ScheduleOpts | None, task: str | None = None
+) -> NewSchedule:
+    """A schedule to register, every argument checked (before any I/O); its fires for ``task``, if given."""
+    validate_name(name, "schedule")
+    every = parse_spec(spec)
+    validate_name(queue, "queue")
+    opts = check_opts(opts, ScheduleOpts)
+    data = codec.encode(payload)
+    expires = opts.expires if isinstance(opts.expires, timedelta) else None
+    return NewSchedule(name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires, task)
+
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleEntry:
+    """One schedule of a bulk registration (``schedule_many``): ``schedule``'s arguments."""
+
+    name: str
+    spec: str
+    queue: str
+    payload: Any = None
+    opts: ScheduleOpts | None = None
+
+
+# -- inspection (ADR 020) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue at one instant: its jobs by phase, and ``lag``, how long its oldest ready job has waited.
+
+    A pending job is ``ready`` once its ``run_at`` has come, ``delayed`` before; ``lag`` is
+    zero when nothing is ready. Counts stop at ``cap`` (a count equal to it means at least
+    that many; ``None``: every count is exact); ``lag`` is exact either way.
+    """
+
+    queue: str
+    ready: int
+    delayed: int
+    running: int
+    dead: int
+    lag: timedelta
+    cap: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """A page of a job listing; pass ``cursor`` to ``jobs`` for the next (``None``: this was the last)."""
+
+    jobs: tuple[JobInfo, ...]
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """The scheduler's current leader: the owner token of the runner holding the lease, and its end."""
+
+    owner: str
+    lease_until: datetime
+
+
+#: A worker process as it last reported itself (see ``workers``): the port's record, which holds
+#: only plain values, handed out as it is.
+WorkerInfo = WorkerRecord
+
+
+class CancelOutcome(enum.StrEnum):
+    """What ``cancel`` did: cancelled the pending job, or found it running, dead or missing."""
+
+    CANCELLED = "cancelled"
+    RUNNING = "running"
+    DEAD = "dead"
+    MISSING = "missing"

@@ -1,0 +1,61 @@
+"""The rules of a worker's storage upkeep (ADR 023): when a table is due for a vacuum, how long dead jobs stay.
+
+Every claimed and acked job leaves dead rows, and dead entries where the claim starts reading its
+index; only a vacuum reclaims them. A server whose autovacuum is off, or behind, lets them pile
+up until every claim, and every idle poll, walks them. So a worker checks the storage's counts
+every ``VACUUM_CHECK_EVERY`` seconds and vacuums the tables ``vacuum_due`` names (the rule is
+here, once); a role that may not vacuum them is told once, at warning, and never asked again.
+Dead jobs are kept ``dead_retention`` and then purged a bounded batch at a time. The duty itself
+(``_maintenance_async`` and its sync twin) carries these out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from ._port import TableStats
+
+__all__ = [
+    "BEHIND_DEAD_ROWS",
+    "DEFAULT_DEAD_RETENTION",
+    "HELD_BACK_PAUSE",
+    "PRUNE_BATCHES",
+    "PRUNE_EVERY",
+    "VACUUM_CHECK_EVERY",
+    "VACUUM_DEAD_FRACTION",
+    "VACUUM_DEAD_ROWS",
+    "vacuum_due",
+]
+
+#: How long a dead job is kept before a worker (or ``alkstore prune``) purges it, by default.
+DEFAULT_DEAD_RETENTION = timedelta(days=7)
+#: How often (wall seconds) a worker looks at its storage's dead rows.
+VACUUM_CHECK_EVERY = 5.0
+#: How often (wall seconds) a worker prunes its queues' dead jobs past their retention.
+PRUNE_EVERY = 60.0
+#: Batches of ``BATCH`` jobs one prune pass deletes per queue at most (the rest waits for the next).
+PRUNE_BATCHES = 10
+#: A table the server's autovacuum does not cover is due for a vacuum once it holds this many dead
+#: rows, plus this fraction of its live ones (the shape of autovacuum's own trigger, so a deep queue
+#: is not vacuumed for a trickle of churn): a thousand claimed jobs' worth, a few milliseconds of
+#: vacuum on a flat table.
+VACUUM_DEAD_ROWS = 2_000
+VACUUM_DEAD_FRACTION = 0.1
+#: Where autovacuum covers the table, a worker steps in only once it is this far behind: ten times
+#: the jobs table's own autovacuum trigger (migration 5), which autovacuum meets between its naps.
+BEHIND_DEAD_ROWS = 50_000
+#: How long (wall seconds) a table a vacuum could not bring below the threshold is left alone: its
+#: dead rows are younger than the oldest open transaction, and vacuuming again would find the same.
+HELD_BACK_PAUSE = 60.0
+
+
+def vacuum_due(stats: Sequence[TableStats]) -> list[TableStats]:
+    """The tables whose dead rows call for a worker's vacuum now: soon where the server's autovacuum
+    does not cover them, and only once it has fallen far behind where it does."""
+    return [
+        table
+        for table in stats
+        if table.dead_rows
+        >= (BEHIND_DEAD_ROWS if table.autovacuum else VACUUM_DEAD_ROWS) + VACUUM_DEAD_FRACTION * table.live_rows
+    ]

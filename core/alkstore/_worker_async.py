@@ -1,0 +1,731 @@
+"""The worker: runs tasks (or plain per-queue handlers) for the jobs of its queues (ADR 021, 029).
+
+A worker holds ``concurrency`` run slots (in the async runtime, tasks of its event loop; in the
+sync twin, threads) and claims only for free ones, so it never holds a lease it cannot work on;
+idle, it parks on one waiter over all its queues. An ``async def`` task or handler is awaited in
+its slot; a plain one runs on a thread (in the sync twin: the slot's own), so one that blocks
+stalls nothing else. While jobs run, one liveness loop extends the leases of every running job
+(a third of the way into each lease) and gives up the runs past their task's timeout: an async
+run is cancelled, a plain one is left to return and its outcome discarded by its fence. The
+rules are core's: a failed run is retried on the queue's curve or buried (``on_failure``
+through ``retry``), an undecodable payload is buried by the claim, a lease end is
+``lease_until``. The loop only decides how to wait.
+
+Stopping: ``stop`` ends claiming; running jobs get ``grace`` seconds to finish; what still runs
+then is handed back (``release``: another worker takes it at once, without spending an
+attempt). ``abort`` skips the grace. A handed-back, timed-out or lost job's later outcome is
+discarded by its fence, so nothing is acked twice and nothing is lost.
+
+The parts without I/O (options, stats, the run record, the ack buffer) are ``_worker_parts``';
+this module is the run table, the claim loop, the runs, liveness and reporting.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ._acompat import ASYNC, ACondition, AQueue, AThreads, AHelper, agather, asleep, aspawn
+from ._engine_async import AsyncWaiter
+from ._kernel_async import AsyncKernel, kernel_of
+from ._lifecycle import Backoff, failure, lease_until
+from ._maintenance_async import AsyncMaintenance
+from ._port import Heartbeat, Held, WorkerRecord
+from ._queue_async import AsyncJob
+from ._records import new_schedule
+from ._store_async import AsyncStore
+from ._tasks import Tasks, set_current
+from ._time import StopToken
+from ._upkeep import DEFAULT_DEAD_RETENTION
+from ._worker_parts import (
+    DEFAULT_ACK_DELAY,
+    DEFAULT_GRACE,
+    DEFAULT_POLL_INTERVAL,
+    FORGET_AFTER,
+    HEARTBEAT_TICK,
+    REPORT_EVERY,
+    SUMMARY_EVERY,
+    AckBuffer,
+    Run,
+    Tally,
+    WorkerOptions,
+    WorkerStats,
+    describe,
+)
+from .errors import AlkstoreError, DatabaseUnavailable, InvalidArgument, LeaseLost
+
+if ASYNC:
+    import asyncio
+
+__all__ = ["AsyncHandler", "AsyncWorker"]
+
+if ASYNC:
+    #: Whether this runtime's worker may run ``async def`` tasks and handlers (on its loop).
+    _RUNS_ASYNC_CODE = True
+else:
+    _RUNS_ASYNC_CODE = False
+
+log = logging.getLogger("alkstore.worker")
+
+#: A plain handler of a queue's jobs: called with the decoded payload and the job; raising fails the run.
+#: In the async runtime an ``async def`` handler is awaited on the loop and a plain one runs on a thread.
+AsyncHandler = Callable[[Any, AsyncJob], object]
+
+
+class _Runs:
+    """The run table: the jobs a worker holds (running, or waiting for a slot), and waits on it."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.cond = ACondition()
+        self.by_id: dict[int, Run] = {}
+
+    def live(self) -> list[Run]:
+        """The runs not given up (read without the condition: the list is a snapshot)."""
+        return [run for run in list(self.by_id.values()) if not run.abandoned]
+
+    def running(self) -> int:
+        return sum(1 for run in self.live() if run.running)
+
+    async def free(self, stop: StopToken, abort: StopToken) -> int:
+        """Wait for at least one free slot (or a stop); how many are free."""
+        async with self.cond:
+            while not stop.is_cancelled() and not abort.is_cancelled():
+                free = self.slots - len(self.live())
+                if free > 0:
+                    return free
+                await self.cond.wait(0.2)
+        return 0
+
+    async def start(self, job: AsyncJob) -> Run | None:
+        """Mark the run of ``job`` running in a slot; ``None`` (and it is forgotten) if it was given up meanwhile."""
+        async with self.cond:
+            run = self.by_id.get(job.id)
+            if run is None or run.abandoned:
+                if run is not None:
+                    del self.by_id[job.id]
+                    self.cond.notify_all()
+                return None
+            run.running = True
+            return run
+
+    async def add(self, run: Run) -> None:
+        async with self.cond:
+            self.by_id[run.job.id] = run
+
+    async def finished(self, run: Run) -> None:
+        """Forget a run that ended, and wake whoever waits for a slot."""
+        async with self.cond:
+            if self.by_id.get(run.job.id) is run:
+                del self.by_id[run.job.id]
+            self.cond.notify_all()
+
+    async def abandon(self, run: Run) -> bool:
+        """Give ``run`` up (its outcome will not count); whether it was still live."""
+        async with self.cond:
+            if run.abandoned:
+                return False
+            run.abandoned = True
+            self.cond.notify_all()
+            return True
+
+    async def abandon_waiting(self) -> list[Run]:
+        """Give up the runs still waiting for a slot; those runs."""
+        async with self.cond:
+            waiting = [run for run in self.by_id.values() if not run.running and not run.abandoned]
+            for run in waiting:
+                run.abandoned = True
+            return waiting
+
+    async def drain(self, grace: float, abort: StopToken) -> list[Run]:
+        """Wait up to ``grace`` wall seconds (or until ``abort``) for the live runs to end; give up the rest."""
+        deadline = time.monotonic() + grace
+        async with self.cond:
+            while not abort.is_cancelled():
+                left = deadline - time.monotonic()
+                if not self.live() or left <= 0:
+                    break
+                await self.cond.wait(min(left, 0.1))
+            remaining = self.live()
+            for run in remaining:
+                run.abandoned = True
+            return remaining
+
+
+class AsyncWorker:
+    """Runs the jobs of its queues: tasks from a ``Tasks`` registry, or plain handlers per queue.
+
+    ``queues`` defaults to every queue of ``tasks`` and ``handlers``. ``concurrency`` jobs run at
+    once; ``grace`` is how long a stopping worker waits for running jobs; with ``schedules`` the
+    worker also runs the scheduler (leading, or standing by). Periodic tasks of its queues
+    register their schedules when the worker starts. A successful run's ack is written with the
+    worker's next claim, at most ``ack_delay`` later (``0``: at once, by the run itself).
+    ``prefetch`` jobs may be claimed beyond the free slots, to wait for one (default 0: claim only
+    for free slots); their leases are extended while they wait, and a stopping worker hands them
+    back at once (ADR 022). Dead jobs of its queues are kept ``dead_retention`` (default 7 days;
+    ``None``: forever) and then pruned; a worker also vacuums the storage when its dead rows pile
+    up (ADR 023). The async worker awaits ``async def`` tasks on its loop and runs plain ones on
+    threads; the sync ``Worker`` runs plain ones only, each slot a thread (ADR 029).
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore,
+        tasks: Tasks | None = None,
+        *,
+        handlers: Mapping[str, AsyncHandler] | None = None,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 1,
+        grace: float | timedelta = DEFAULT_GRACE,
+        schedules: bool = False,
+        worker_id: str | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        ack_delay: float | timedelta = DEFAULT_ACK_DELAY,
+        prefetch: int = 0,
+        dead_retention: float | timedelta | None = DEFAULT_DEAD_RETENTION,
+    ) -> None:
+        if not isinstance(store, AsyncStore):
+            raise InvalidArgument(f"store must be an alkstore.{AsyncStore.__name__}, not {type(store).__name__}")
+        self._options = options = WorkerOptions.check(
+            tasks,
+            handlers=handlers,
+            queues=queues,
+            concurrency=concurrency,
+            grace=grace,
+            schedules=schedules,
+            worker_id=worker_id,
+            poll_interval=poll_interval,
+            ack_delay=ack_delay,
+            prefetch=prefetch,
+            dead_retention=dead_retention,
+            allow_async=_RUNS_ASYNC_CODE,
+        )
+        self._store = store
+        self._kernel: AsyncKernel = kernel_of(store)
+        self.worker_id = options.worker_id
+        self._tally = Tally()
+        self.stats: WorkerStats = self._tally.stats
+        self._maintenance = AsyncMaintenance(
+            self._kernel, options.queues, dead_retention=options.dead_retention, label=self.worker_id
+        )
+        self._runs = _Runs(options.slots)
+        self._acks = AckBuffer()
+        self._inbox: AQueue[AsyncJob | None] = AQueue()
+        self._calls = AThreads(options.concurrency)
+        self._slots: list[AHelper] = []
+        self._stopping = StopToken()  # the internal stop of the helper loops
+        self._started_at: datetime | None = None
+        self._reported_at: datetime | None = None
+        self._forgot_at: datetime | None = None
+
+    def __repr__(self) -> str:
+        queues = list(self._options.queues)
+        return f"<alkstore.{type(self).__name__} {self.worker_id!r} queues={queues} concurrency={self._options.concurrency}>"
+
+    @property
+    def queues(self) -> list[str]:
+        """The queues this worker claims from, in the order it looks at them."""
+        return list(self._options.queues)
+
+    # -- running ----------------------------------------------------------------------
+
+    async def run(self, stop: StopToken, *, abort: StopToken | None = None) -> WorkerStats:
+        """Work until ``stop`` is cancelled, then stop gracefully (``abort``: at once); return the stats."""
+        if not isinstance(stop, StopToken) or (abort is not None and not isinstance(abort, StopToken)):
+            raise InvalidArgument("stop and abort must be alkstore.StopTokens")
+        abort = abort if abort is not None else StopToken()
+        options = self._options
+        await self._register_periodic()
+        log.info(
+            "worker %s serving %s with %d %s",
+            self.worker_id,
+            ", ".join(repr(name) for name in options.queues),
+            options.concurrency,
+            _slot_word(options.concurrency),
+        )
+        self._started_at = self._kernel.clock.now()
+        await self._report()
+        for _ in range(options.concurrency):
+            self._start_slot()
+        scheduler_stop = StopToken()
+        helpers = [
+            aspawn(self._live, name=f"alkstore-heartbeat-{self.worker_id}"),
+            aspawn(self._maintenance.run, self._stopping, name=f"alkstore-maintenance-{self.worker_id}"),
+        ]
+        if options.schedules:
+            helpers.append(aspawn(self._lead, scheduler_stop, name=f"alkstore-scheduler-{self.worker_id}"))
+        try:
+            await self._claim_loop(stop, abort)
+        finally:
+            await self._drain(abort)
+            await self._flush_acks()  # what finished within the grace
+            self._stopping.cancel()
+            scheduler_stop.cancel()
+            for _ in self._slots:
+                self._inbox.put(None)
+            await agather(*helpers)
+            self._calls.close()
+            await self._unreport()
+        stats = self.stats
+        log.info(
+            "worker %s stopped: %d processed (%d ok, %d retried, %d dead), %d timed out, %d lost, %d handed back",
+            self.worker_id,
+            stats.processed,
+            stats.succeeded,
+            stats.retried,
+            stats.buried,
+            stats.timed_out,
+            stats.lost,
+            stats.released,
+        )
+        return stats
+
+    async def _register_periodic(self) -> None:
+        codec = self._kernel.codec
+        schedules = [
+            new_schedule(codec, task.name, periodic.spec, task.queue, dict(periodic.kwargs), periodic.opts, task.name)
+            for periodic in self._options.tasks.periodic_tasks
+            if (task := periodic.task).queue in self._options.queues
+        ]
+        if schedules:
+            await self._kernel.register(schedules)
+
+    async def _lead(self, stop: StopToken) -> None:
+        try:
+            await self._store.run_schedules(stop, standby=True)
+        except AlkstoreError as exc:  # permanent: stopping the whole worker would lose running jobs' grace
+            log.error("the scheduler of worker %s stopped: %s", self.worker_id, exc)
+
+    async def _claim_loop(self, stop: StopToken, abort: StopToken) -> None:
+        kernel = self._kernel
+        queues = self._options.queues
+        backoff = Backoff()
+        start = 0
+        summary_at = time.monotonic() + SUMMARY_EVERY
+        async with kernel.live().waiter(*queues) as waiter:
+            while not stop.is_cancelled() and not abort.is_cancelled():
+                free = await self._runs.free(stop, abort)
+                if not free:
+                    break
+                acks = self._acks.take()
+                try:
+                    claimed = 0
+                    for offset in range(len(queues)):
+                        queue = queues[(start + offset) % len(queues)]
+                        held = [kernel.held_of(job) for job, _ in acks]
+                        stale, jobs = await kernel.claim(queue, self.worker_id, free - claimed, held)
+                        self._acked(acks, stale)
+                        acks = []
+                        for job in jobs:
+                            await self._dispatch(job)
+                        claimed += len(jobs)
+                        if claimed >= free:
+                            break
+                    start = (start + 1) % len(queues)
+                    backoff.reset()
+                except DatabaseUnavailable as exc:
+                    self._acks.put_back(acks)  # fenced: written again later, or found done
+                    pause = backoff.next()
+                    log.warning("worker %s: database unavailable (%s); again in %.1f s", self.worker_id, exc, pause)
+                    await stop.wait_async(pause)
+                    continue
+                except (RecursionError, MemoryError) as exc:  # a job handed back by the claim (see _lifecycle)
+                    log.error("worker %s: a claimed job could not be decoded (%r); handed back", self.worker_id, exc)
+                    await stop.wait_async(backoff.next())
+                    continue
+                if time.monotonic() >= summary_at:
+                    self._summary()
+                    summary_at = time.monotonic() + SUMMARY_EVERY
+                if not claimed:
+                    await self._idle(waiter, stop)
+            await self._flush_acks()
+
+    async def _idle(self, waiter: AsyncWaiter, stop: StopToken) -> None:
+        """Nothing was claimed: park until an enqueue (or, with acks to write or runs going, ``ack_delay``)."""
+        options = self._options
+        busy = bool(self._acks) or bool(self._runs.live())
+        await waiter.wait(options.ack_delay if busy and options.ack_delay else options.poll_interval, stop)
+
+    async def _dispatch(self, job: AsyncJob) -> None:
+        task = self._options.tasks.get(job.task) if job.task is not None else None
+        now = self._kernel.clock.now()
+        await self._runs.add(Run(job, now, now, None if task is None else task.timeout))
+        self._inbox.put(job)
+
+    def _start_slot(self) -> None:
+        self._slots.append(aspawn(self._serve, name=f"alkstore-worker-{self.worker_id}-{len(self._slots) + 1}"))
+
+    # -- acks ---------------------------------------------------------------------------
+
+    async def _flush_acks(self) -> None:
+        """Write the acks still waiting (a stopping worker's), riding out a short outage."""
+        acks = self._acks.take()
+        if not acks:
+            return
+        kernel = self._kernel
+        held = [kernel.held_of(job) for job, _ in acks]
+        stale: list[Held] = []
+
+        async def ack() -> None:
+            stale.extend(await kernel.live().ack(held))
+
+        try:
+            await self._with_retries(ack)
+        except DatabaseUnavailable as exc:
+            log.error(
+                "worker %s: %d acks could not be written (%s); those jobs run again", self.worker_id, len(held), exc
+            )
+            return
+        self._acked(acks, stale)
+
+    def _acked(self, acks: list[tuple[AsyncJob, float]], stale: list[Held]) -> None:
+        """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
+        lost = {pair.job_id for pair in stale}
+        self._tally.add(succeeded=len(acks) - len(lost), lost=len(lost))
+        kernel = self._kernel
+        if kernel.telemetry is not None and acks:
+            kernel.telemetry.acked([kernel.record_of(job) for job, _ in acks if job.id not in lost])
+        logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
+        for job, elapsed_ms in acks:
+            if job.id in lost:
+                log.warning("job %s (%s): its lease was lost before its ack; outcome discarded", job.id, describe(job))
+            elif logged:
+                log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
+
+    # -- one job ------------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        while (job := await self._inbox.get()) is not None:
+            run = await self._runs.start(job)
+            if run is None:
+                continue  # handed back (or lost) before it started
+            run.started_at = self._kernel.clock.now()  # its run (and its timeout) starts now
+            run.started = time.monotonic()
+            await self._execute(run)
+            await self._runs.finished(run)
+            if self._retires(run):
+                return
+
+    def _retires(self, run: Run) -> bool:
+        """Whether the slot that ran ``run`` ends now: a thread whose run was given up has been replaced
+        (see ``_end``), so it retires; an async slot keeps serving."""
+        if ASYNC:
+            return False
+        return run.abandoned
+
+    async def _attempt(self, run: Run) -> BaseException | str | None:
+        """Call the job's code: its failure (the exception, or why it could not run), ``None`` on success.
+
+        While the call runs, ``run.task`` names the task running it, for ``_end`` to cancel; a
+        cancellation that ``_end`` asked for ends here.
+        """
+        job: AsyncJob = run.job
+        kernel = self._kernel
+        set_current(job)
+        if ASYNC:
+            run.task = asyncio.current_task()
+        try:
+            if kernel.telemetry is None:
+                return await self._call(job)
+            with kernel.telemetry.run(kernel.record_of(job), kernel.clock) as report:
+                reason = await self._call(job)
+                if reason is not None:
+                    report.refused(reason)
+                return reason
+        except Exception as exc:
+            return exc
+        except BaseException:
+            if not run.abandoned:
+                raise  # not the worker's own: it is being cancelled itself, or the process is ending
+            if ASYNC:
+                _uncancel()
+            return None
+        finally:
+            run.task = None
+            set_current(None)
+
+    async def _execute(self, run: Run) -> None:
+        job: AsyncJob = run.job
+        error = await self._attempt(run)
+        elapsed_ms = (time.monotonic() - run.started) * 1000
+        if run.abandoned:
+            log.warning(
+                "job %s (%s) finished after it was given up, in %.1f ms; its outcome is discarded",
+                job.id,
+                describe(job),
+                elapsed_ms,
+            )
+            return
+        try:
+            if error is None and self._options.ack_delay:
+                self._acks.push(job, elapsed_ms)  # the claim loop writes it with its next claim
+                return
+            if error is None:
+                await self._with_retries(job.ack)
+                self._tally.add(succeeded=1)
+                log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
+                return
+            failed = error
+
+            async def retry() -> None:
+                await job.retry(failed)
+
+            await self._with_retries(retry)
+            buried = job.attempts >= job.max_attempts
+            self._tally.add(**({"buried": 1} if buried else {"retried": 1}))
+            log.info(
+                "job %s (%s) failed in %.1f ms: %s; %s",
+                job.id,
+                describe(job),
+                elapsed_ms,
+                f"{type(error).__name__}: {failure(error).error}" if isinstance(error, BaseException) else error,
+                "dead, no attempts left" if buried else "to be retried",
+            )
+        except LeaseLost:
+            self._tally.add(lost=1)
+            log.warning(
+                "job %s (%s): its lease was lost before it finished; its outcome is discarded", job.id, describe(job)
+            )
+        except DatabaseUnavailable as exc:
+            log.error(
+                "job %s (%s): could not record its outcome (%s); it will be run again once its lease lapses",
+                job.id,
+                describe(job),
+                exc,
+            )
+
+    async def _call(self, job: AsyncJob) -> str | None:
+        """Run the job's task (or its queue's handler); the reason it cannot be run, if it cannot."""
+        options = self._options
+        handler = options.handlers.get(job.queue)
+        task = options.tasks.get(job.task) if job.task is not None else None
+        if task is None and handler is not None:
+            await self._calls.call(handler, job.payload, job)
+            return None
+        if job.task is None:
+            return f"queue {job.queue!r} has no handler here, and the job names no task"
+        if task is None:
+            known = ", ".join(sorted(t.name for t in options.tasks)) or "none"
+            return f"unknown task {job.task!r} (this worker knows: {known})"
+        if not isinstance(job.payload, dict):
+            return f"the payload of a task run must be its keyword arguments, not {type(job.payload).__name__}"
+        await self._calls.call(task.func, **job.payload)
+        return None
+
+    async def _with_retries(self, call: Callable[[], Awaitable[None]]) -> None:
+        """Record an outcome, riding out a short outage (fenced calls are safe to repeat)."""
+        backoff = Backoff()
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                await call()
+                return
+            except DatabaseUnavailable:
+                pause = backoff.next()
+                if time.monotonic() + pause > deadline or self._stopping.is_cancelled():
+                    raise
+                await asleep(pause)
+
+    # -- liveness: heartbeats and timeouts ----------------------------------------------
+
+    async def _live(self) -> None:
+        clock = self._kernel.clock
+        while not self._stopping.is_cancelled():
+            await clock.sleep_async(HEARTBEAT_TICK, self._stopping)
+            if self._stopping.is_cancelled():
+                return
+            try:
+                await self._heartbeat_and_time_out()
+            except DatabaseUnavailable as exc:
+                log.warning("worker %s: heartbeats failed (%s); trying again", self.worker_id, exc)
+            except Exception:
+                log.exception("worker %s: the heartbeat loop hit an error; it carries on", self.worker_id)
+            reported = self._reported_at
+            if reported is None or clock.now() - reported >= timedelta(seconds=REPORT_EVERY):
+                await self._report()
+
+    async def _heartbeat_and_time_out(self) -> None:
+        kernel = self._kernel
+        now = kernel.clock.now()
+        runs = self._runs.live()
+        timed_out = [
+            run for run in runs if run.running and run.timeout is not None and now - run.started_at >= run.timeout
+        ]
+        for run in timed_out:
+            assert run.timeout is not None
+            await self._give_up(run, f"timed out after {run.timeout.total_seconds():g} s")
+        due = []
+        for run in runs:
+            if run in timed_out:
+                continue
+            record = kernel.record_of(run.job)
+            defaults = await kernel.defaults(run.job.queue)
+            visibility = record.visibility or defaults.visibility_timeout
+            if now - run.beat_at >= visibility / 3:
+                due.append((run, lease_until(record, defaults, now)))
+        if not due:
+            return
+        beats = [Heartbeat(run.job.id, kernel.record_of(run.job).fence, until) for run, until in due]
+        stale = {held.job_id for held in await kernel.live().heartbeat(beats)}
+        for run, until in due:
+            if run.job.id in stale:
+                await self._lost(run)
+            else:
+                run.beat_at = now
+                object.__setattr__(run.job, "lease_until", until)
+
+    async def _give_up(self, run: Run, reason: str) -> None:
+        """A run that outlived its timeout: end it, retry its job now, and keep its slot serving."""
+        job: AsyncJob = run.job
+        if not await self._runs.abandon(run):
+            return
+        job.stop.cancel()
+        self._tally.add(timed_out=1)
+        log.warning("job %s (%s) %s; it is given up and retried", job.id, describe(job), reason)
+        self._end(run)
+        try:
+            await job.retry(reason)
+        except LeaseLost:
+            self._tally.add(lost=1)
+        except DatabaseUnavailable as exc:
+            log.error("job %s: could not give it up (%s); it runs again once its lease lapses", job.id, exc)
+
+    async def _lost(self, run: Run) -> None:
+        """A heartbeat found the lease taken over: tell the run, discard its outcome."""
+        if not await self._runs.abandon(run):
+            return
+        run.job.stop.cancel()
+        self._tally.add(lost=1)
+        log.warning(
+            "job %s (%s): its lease was lost (taken over by another claim); the run is cancelled and its outcome "
+            "will not count",
+            run.job.id,
+            describe(run.job),
+        )
+        self._end(run)
+
+    def _end(self, run: Run) -> None:
+        """End a given-up run early where the runtime can: an async run is cancelled at its next await;
+        a thread cannot be, so a running one gets a replacement slot and retires when it returns."""
+        if not run.running:
+            return
+        if ASYNC:
+            if run.task is not None:
+                run.task.cancel()
+        else:
+            self._start_slot()
+
+    # -- reporting itself (workers(), alkstore status) ------------------------------------
+
+    async def _report(self) -> None:
+        """Store what this worker is and has done, for operators; now and then forget workers long gone.
+
+        Best effort: a failure is logged and the next report tries again; it never stops the worker.
+        """
+        kernel = self._kernel
+        now = kernel.clock.now()
+        options = self._options
+        stats = self.stats
+        record = WorkerRecord(
+            self.worker_id,
+            socket.gethostname(),
+            os.getpid(),
+            options.queues,
+            options.concurrency,
+            self._started_at or now,
+            now,
+            self._runs.running(),
+            stats.processed + stats.timed_out,
+            stats.retried + stats.buried + stats.timed_out,
+        )
+        try:
+            engine = kernel.live()
+            await engine.record_worker(record)
+            self._reported_at = now
+            if self._forgot_at is None or now - self._forgot_at >= FORGET_AFTER / 60:
+                await engine.forget_workers(now - FORGET_AFTER)
+                self._forgot_at = now
+        except DatabaseUnavailable as exc:
+            log.warning("worker %s: could not report itself (%s); trying again later", self.worker_id, exc)
+        except AlkstoreError as exc:
+            log.error("worker %s: could not report itself: %s", self.worker_id, exc)
+
+    async def _unreport(self) -> None:
+        """A clean stop: this worker is no longer one of ``workers()``."""
+        try:
+            await self._kernel.live().remove_worker(self.worker_id)
+        except AlkstoreError as exc:
+            log.warning("worker %s: could not remove its report (%s); it is forgotten later", self.worker_id, exc)
+
+    def _summary(self) -> None:
+        stats = self.stats
+        log.info(
+            "worker %s: %d processed (%d ok, %d retried, %d dead), %d running",
+            self.worker_id,
+            stats.processed,
+            stats.succeeded,
+            stats.retried,
+            stats.buried,
+            self._runs.running(),
+        )
+
+    # -- stopping -----------------------------------------------------------------------
+
+    async def _drain(self, abort: StopToken) -> None:
+        """Hand back the jobs waiting for a slot at once; give running jobs the grace, then hand back the rest."""
+        await self._hand_back(await self._runs.abandon_waiting(), "waiting")
+        remaining = await self._runs.drain(self._options.grace, abort)
+        if ASYNC:
+            for run in remaining:
+                self._end(run)
+        await self._hand_back(remaining, "running")
+
+    async def _hand_back(self, runs: list[Run], what: str) -> None:
+        """Release the jobs of ``runs`` (``what`` they were doing: running, waiting) for another worker."""
+        if not runs:
+            return
+        for run in runs:
+            run.job.stop.cancel()
+        kernel = self._kernel
+        held = [kernel.held_of(run.job) for run in runs]
+        try:
+            stale = {pair.job_id for pair in await kernel.live().release(held, kernel.clock.now())}
+        except AlkstoreError as exc:
+            log.error(
+                "worker %s could not hand back %d %s jobs (%s); they run again once their leases lapse",
+                self.worker_id,
+                len(held),
+                what,
+                exc,
+            )
+            return
+        released = len(held) - len(stale)
+        self._tally.add(released=released)
+        log.info(
+            "worker %s handed back %d %s job%s (%s) for another worker to take at once",
+            self.worker_id,
+            released,
+            what,
+            "" if released == 1 else "s",
+            ", ".join(str(run.job.id) for run in runs if run.job.id not in stale),
+        )
+
+
+def _slot_word(count: int) -> str:
+    if ASYNC:
+        return "slot" if count == 1 else "slots"
+    return "thread" if count == 1 else "threads"
+
+
+if ASYNC:
+
+    def _uncancel() -> None:
+        """Take back the cancellation the worker asked of the current task (it keeps serving)."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()

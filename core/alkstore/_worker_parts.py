@@ -1,0 +1,242 @@
+"""The worker's parts that do no I/O, shared by both runtimes' workers (ADR 021, 029).
+
+``WorkerOptions`` checks a worker's options once; ``WorkerStats`` and ``Tally`` count what it
+did; a ``Run`` is one claimed job as the worker tracks it; ``AckBuffer`` holds finished runs
+whose ack rides on the next claim (ADR 022). The worker (``_worker_async`` and its sync twin)
+composes these with its run table, liveness and reporting.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from ._acompat import is_async
+from ._names import validate_label, validate_name
+from ._options import as_duration
+from ._tasks import Tasks
+from .errors import InvalidArgument, InvalidOptions
+
+__all__ = [
+    "DEFAULT_ACK_DELAY",
+    "DEFAULT_GRACE",
+    "DEFAULT_POLL_INTERVAL",
+    "FORGET_AFTER",
+    "HEARTBEAT_TICK",
+    "MAX_CONCURRENCY",
+    "REPORT_EVERY",
+    "SUMMARY_EVERY",
+    "AckBuffer",
+    "Run",
+    "Tally",
+    "WorkerOptions",
+    "WorkerStats",
+    "describe",
+    "new_worker_id",
+]
+
+#: How often (seconds of the store's clock) the liveness loop looks at the running jobs.
+HEARTBEAT_TICK = 1.0
+#: How long (wall seconds) an idle worker parks before it looks again without being woken.
+DEFAULT_POLL_INTERVAL = 1.0
+#: The longest a successful run's ack waits before it is written (wall seconds, ADR 022): acks ride
+#: on the worker's next claim, which follows at once while there is work; this bounds the wait
+#: when there is none. A crash loses at most this much of acks: those jobs run again.
+DEFAULT_ACK_DELAY = 0.02
+#: How often (seconds of the store's clock) a worker reports itself for ``workers()`` (ADR 020).
+REPORT_EVERY = 5.0
+#: A worker that has not reported for this long stopped without saying so; a reporting worker forgets it.
+FORGET_AFTER = timedelta(hours=1)
+#: Default grace a stopping worker gives running jobs (wall seconds).
+DEFAULT_GRACE = 30.0
+#: How often (wall seconds) a running worker logs its summary.
+SUMMARY_EVERY = 60.0
+MAX_CONCURRENCY = 1000
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did: runs finished by outcome, and jobs it gave up or handed back."""
+
+    succeeded: int = 0
+    retried: int = 0
+    buried: int = 0
+    timed_out: int = 0
+    lost: int = 0
+    released: int = 0
+
+    @property
+    def processed(self) -> int:
+        """Runs that reached an outcome: succeeded, retried or buried."""
+        return self.succeeded + self.retried + self.buried
+
+
+class Tally:
+    """A worker's ``WorkerStats``, added to from any of its threads or tasks."""
+
+    __slots__ = ("_lock", "stats")
+
+    def __init__(self) -> None:
+        self.stats = WorkerStats()
+        self._lock = threading.Lock()
+
+    def add(self, **increments: int) -> None:
+        with self._lock:
+            for name, value in increments.items():
+                setattr(self.stats, name, getattr(self.stats, name) + value)
+
+
+@dataclass(eq=False)
+class Run:
+    """One claimed job: waiting for a slot (prefetched) or running in one; when its lease was last extended.
+
+    ``task`` is the asyncio task running it (the async runtime cancels it to end the run early).
+    """
+
+    job: Any
+    started_at: datetime  # when it was claimed, then when it started running
+    beat_at: datetime
+    timeout: timedelta | None
+    started: float = field(default_factory=time.monotonic)
+    running: bool = False  # taken by a slot (else it waits in the inbox)
+    abandoned: bool = False  # given up (timeout, lost lease, handed back): its outcome no longer counts
+    task: Any = None
+
+
+class AckBuffer:
+    """Finished runs whose ack is still to be written, with their run time in ms (ADR 022)."""
+
+    __slots__ = ("_acks", "_lock")
+
+    def __init__(self) -> None:
+        self._acks: list[tuple[Any, float]] = []
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._acks)
+
+    def push(self, job: Any, elapsed_ms: float) -> None:
+        with self._lock:
+            self._acks.append((job, elapsed_ms))
+
+    def take(self) -> list[tuple[Any, float]]:
+        """Every ack waiting, in the order the runs finished; the buffer is empty after."""
+        with self._lock:
+            acks, self._acks = self._acks, []
+        return acks
+
+    def put_back(self, acks: list[tuple[Any, float]]) -> None:
+        """Acks that could not be written (an outage): first in line for the next claim."""
+        with self._lock:
+            self._acks[:0] = acks
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """A worker's options, checked: what each means is said on ``Worker``."""
+
+    tasks: Tasks
+    handlers: Mapping[str, Any]
+    queues: tuple[str, ...]
+    concurrency: int
+    prefetch: int
+    grace: float
+    poll_interval: float
+    ack_delay: float
+    schedules: bool
+    worker_id: str
+    dead_retention: timedelta | None
+
+    @property
+    def slots(self) -> int:
+        """Jobs held at once: running, or waiting for a slot (prefetched)."""
+        return self.concurrency + self.prefetch
+
+    @classmethod
+    def check(
+        cls,
+        tasks: object,
+        *,
+        handlers: object,
+        queues: object,
+        concurrency: object,
+        grace: object,
+        schedules: object,
+        worker_id: object,
+        poll_interval: object,
+        ack_delay: object,
+        prefetch: object,
+        dead_retention: object,
+        allow_async: bool,
+    ) -> WorkerOptions:
+        """The options checked, before the worker does anything; ``allow_async``: ``async def`` code may run."""
+        if tasks is not None and not isinstance(tasks, Tasks):
+            raise InvalidArgument(f"tasks must be an alkstore.Tasks, not {type(tasks).__name__}")
+        registry = tasks if tasks is not None else Tasks()
+        checked: dict[str, Any] = {}
+        if handlers is not None and not isinstance(handlers, Mapping):
+            raise InvalidArgument(f"handlers must be a mapping of queue names to handlers, not {type(handlers).__name__}")
+        for name, handler in (handlers or {}).items():
+            validate_name(name, "queue")
+            if not callable(handler):
+                raise InvalidArgument(f"the handler of queue {name!r} is not callable")
+            if not allow_async and is_async(handler):
+                raise InvalidOptions(f"the handler of queue {name!r} is async: run it with alkstore.AsyncWorker")
+            checked[name] = handler
+        if not allow_async:
+            for task in registry:
+                if is_async(task.func):
+                    raise InvalidOptions(
+                        f"task {task.name!r} is an async def: run it with alkstore.AsyncWorker (alkstore worker does)"
+                    )
+        if queues is None:
+            names: Sequence[Any] = sorted(set(registry.queues) | set(checked))
+        elif isinstance(queues, str) or not isinstance(queues, Sequence):
+            raise InvalidArgument("queues must be a sequence of queue names, not one str")
+        else:
+            names = queues
+        served = tuple(validate_name(name, "queue") for name in dict.fromkeys(names))
+        if not served:
+            raise InvalidOptions("a worker needs at least one queue: register a task or give a handler")
+        _check_count(concurrency, "concurrency", 1)
+        _check_count(prefetch, "prefetch", 0)
+        if not isinstance(schedules, bool):
+            raise InvalidOptions(f"schedules must be a bool, not {type(schedules).__name__}")
+        return cls(
+            tasks=registry,
+            handlers=checked,
+            queues=served,
+            concurrency=concurrency,  # type: ignore[arg-type]
+            prefetch=prefetch,  # type: ignore[arg-type]
+            grace=as_duration(grace, "grace").total_seconds(),
+            poll_interval=as_duration(poll_interval, "poll_interval", allow_zero=False).total_seconds(),
+            ack_delay=as_duration(ack_delay, "ack_delay").total_seconds(),
+            schedules=schedules,
+            worker_id=validate_label(worker_id, "worker id") if worker_id is not None else new_worker_id(),
+            dead_retention=None if dead_retention is None else as_duration(dead_retention, "dead_retention"),
+        )
+
+
+def _check_count(value: object, what: str, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidOptions(f"{what} must be an int, not {type(value).__name__}")
+    if not low <= value <= MAX_CONCURRENCY:
+        raise InvalidOptions(f"{what} must be between {low} and {MAX_CONCURRENCY}, not {value}")
+
+
+def describe(job: Any) -> str:
+    """How a log line names a job: its task (or queue), queue and attempt."""
+    task = f"task {job.task}, " if job.task is not None else ""
+    return f"{task}queue {job.queue!r}, attempt {job.attempts}/{job.max_attempts}"
+
+
+def new_worker_id() -> str:
+    """A worker id unique to this process and run: host, pid and randomness."""
+    return f"{socket.gethostname()[:48]}:{os.getpid()}:{secrets.token_hex(3)}"
