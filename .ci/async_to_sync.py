@@ -10,9 +10,10 @@ one source of a behaviour; its sync twin (the same name without ``_async``) is m
   ``open_async`` → ``open`` (any ``_async`` suffix, module names too), and the few in ``RENAMES``
   (``asleep`` → ``sleep``, ``__aenter__`` → ``__enter__``, …); docstrings and comments follow for
   the names the async sources themselves define;
-* ``if ASYNC:`` keeps its ``else:`` side only (``if not ASYNC:`` its own body), for the few places
-  where the two runtimes must differ (``ASYNC`` is ``alkstore._acompat.ASYNC``: always true where
-  the source runs, so the source type-checks both sides).
+* ``if ASYNC:`` keeps its ``else:`` side only (``if not ASYNC:`` its own body), and ``a if ASYNC
+  else b`` becomes ``b``, for the few places where the two runtimes must differ (``ASYNC`` is
+  ``alkstore._acompat.ASYNC``: always true where the source runs, so the source type-checks both
+  sides).
 
 The twins are build products, never committed (``.gitignore``): the wheel's build hook writes them
 (``hatch_build.py``), an editable install writes them into the tree, and so does this script when
@@ -108,7 +109,11 @@ def _flag(node: ast.stmt) -> bool | None:
     """``True`` for ``if ASYNC:``, ``False`` for ``if not ASYNC:``, ``None`` for any other statement."""
     if not isinstance(node, ast.If):
         return None
-    test = node.test
+    return _flag_test(node.test)
+
+
+def _flag_test(test: ast.expr) -> bool | None:
+    """``True`` for the test ``ASYNC``, ``False`` for ``not ASYNC``, ``None`` for any other."""
     if isinstance(test, ast.Name) and test.id == "ASYNC":
         return True
     if (
@@ -200,7 +205,7 @@ def _matching_brackets(tokens: list[tokenize.TokenInfo]) -> dict[int, tuple[toke
 
 def _transform_tokens(text: str, names: set[str], where: str) -> str:
     starts = _offsets(text)
-    tokens = [tok for tok in tokenize.generate_tokens(io.StringIO(text).readline)]
+    tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     significant = [tok for tok in tokens if tok.type not in (tokenize.NL, tokenize.COMMENT)]
     following = {id(tok): significant[i + 1] for i, tok in enumerate(significant[:-1])}
     edits: list[tuple[int, int, str]] = []
@@ -217,9 +222,9 @@ def _transform_tokens(text: str, names: set[str], where: str) -> str:
             edits.append((at(closer.start), at(closer.end), ""))
         elif tok.type == tokenize.NAME:
             nxt = following.get(id(tok))
-            if tok.string == "async" and nxt is not None and nxt.string in ("def", "with", "for"):
-                edits.append((at(tok.start), at(nxt.start), ""))
-            elif tok.string == "await" and nxt is not None:
+            if (tok.string == "async" and nxt is not None and nxt.string in ("def", "with", "for")) or (
+                tok.string == "await" and nxt is not None
+            ):
                 edits.append((at(tok.start), at(nxt.start), ""))
             elif tok.string == "ASYNC":
                 raise SyntaxError(f"{where}:{tok.start[0]}: ASYNC used outside 'if ASYNC:' / 'if not ASYNC:'")
@@ -237,6 +242,27 @@ def _transform_tokens(text: str, names: set[str], where: str) -> str:
     return out
 
 
+def _keep_sync_values(text: str, where: str) -> str:
+    """``text`` with every ``a if ASYNC else b`` replaced by ``b`` (and ``a if not ASYNC else b`` by ``a``)."""
+    tree = ast.parse(text)
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.IfExp) and _flag_test(node.test) is not None]
+    if not found:
+        return text
+    starts = _offsets(text)
+    edits = []
+    for node in found:
+        kept = node.orelse if _flag_test(node.test) else node.body
+        segment = ast.get_source_segment(text, kept)
+        if segment is None:
+            raise SyntaxError(f"{where}:{node.lineno}: cannot read the sync side of an ASYNC expression")
+        start = starts[node.lineno - 1] + node.col_offset
+        end = starts[(node.end_lineno or node.lineno) - 1] + (node.end_col_offset or 0)
+        edits.append((start, end, f"({segment})"))
+    for start, end, replacement in sorted(edits, reverse=True):
+        text = text[:start] + replacement + text[end:]
+    return _keep_sync_values(text, where)
+
+
 def _drop_flag_imports(text: str) -> str:
     """``text`` without ``ASYNC`` in its ``from … import`` statements (a statement left empty goes)."""
     lines = text.splitlines(keepends=True)
@@ -250,7 +276,9 @@ def _drop_flag_imports(text: str) -> str:
         indent = lines[node.lineno - 1][: len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())]
         replacement = []
         if kept:
-            listed = ", ".join(alias.name if alias.asname is None else f"{alias.name} as {alias.asname}" for alias in kept)
+            listed = ", ".join(
+                alias.name if alias.asname is None else f"{alias.name} as {alias.asname}" for alias in kept
+            )
             replacement = [f"{indent}from {'.' * node.level}{node.module or ''} import {listed}\n"]
         lines[node.lineno - 1 : node.end_lineno] = replacement
     return "".join(lines)
@@ -260,6 +288,7 @@ def generate(source_text: str, source_label: str, names: set[str] | None = None)
     """The sync twin of one async source's text (``source_label`` names it in the header and errors)."""
     names = set() if names is None else names
     text = _keep_sync_side(source_text, source_label)
+    text = _keep_sync_values(text, source_label)
     text = _drop_flag_imports(text)
     text = _transform_tokens(text, names, source_label)
     out = _HEADER.format(source=source_label) + text

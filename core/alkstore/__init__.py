@@ -24,7 +24,7 @@ from ._queue import Job, Queue
 from ._queue_async import AsyncJob, AsyncQueue
 from ._records import CancelOutcome, JobInfo, JobPage, Leader, QueueStats, Schedule, ScheduleEntry, WorkerInfo
 from ._spec import Every, parse_spec
-from ._store import Store, open
+from ._store import Store, open  # noqa: A004
 from ._store_async import AsyncStore, open_async
 from ._tasks import Periodic, Task, Tasks, current_job
 from ._time import Clock, ManualClock, StopToken, SystemClock
@@ -48,7 +48,6 @@ from .errors import (
     SchemaOutOfDate,
     StoreClosed,
 )
-from .telemetry import Telemetry
 
 # A source checkout has two halves of the package, core/alkstore and adapters/alkstore (ADR 013);
 # in the wheel they are one directory and this finds nothing more. (Editors look for this line

@@ -10,6 +10,7 @@ the twin. Nothing here is public.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -22,13 +23,13 @@ from typing import Any, Generic, TypeAlias, TypeVar
 __all__ = [
     "ASYNC",
     "ACondition",
+    "AHelper",
     "AQueue",
     "AThreads",
-    "AHelper",
     "Condition",
+    "Helper",
     "Queue",
     "Threads",
-    "Helper",
     "acall",
     "agather",
     "asleep",
@@ -115,10 +116,8 @@ class ACondition:
 
     async def wait(self, timeout: float | None = None) -> None:
         """Wait (holding the condition) until notified or ``timeout`` seconds passed."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._cond.wait(), timeout)
-        except TimeoutError:
-            pass
 
     def notify_all(self) -> None:
         self._cond.notify_all()
@@ -248,10 +247,8 @@ class _Call:
             outcome: tuple[Any, BaseException | None] = (self.context.run(self.func, *self.args), None)
         except BaseException as exc:  # handed to the awaiting task, which decides
             outcome = (None, exc)
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody awaits the outcome
             self.loop.call_soon_threadsafe(_settle, self.future, outcome)
-        except RuntimeError:  # the loop closed meanwhile: nobody awaits the outcome
-            pass
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
@@ -266,7 +263,9 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | Non
 
 def is_async(func: object) -> bool:
     """Whether calling ``func`` makes a coroutine to await (an ``async def`` function or callable)."""
-    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(type(func), "__call__", None))
+    return inspect.iscoroutinefunction(func) or (
+        callable(func) and not inspect.isroutine(func) and inspect.iscoroutinefunction(type(func).__call__)
+    )
 
 
 def call(func: Callable[..., object], /, *args: Any) -> None:

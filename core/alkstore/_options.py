@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from typing import Protocol, TypedDict, TypeVar
 
 from ._names import is_outbox_queue
-from ._time import as_utc
 from ._port import QueueConfig
+from ._time import as_utc
 from .errors import InvalidOptions
 
 __all__ = [

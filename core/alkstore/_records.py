@@ -141,7 +141,6 @@ def new_schedule(
     return NewSchedule(name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires, task)
 
 
-
 @dataclass(frozen=True, slots=True)
 class ScheduleEntry:
     """One schedule of a bulk registration (``schedule_many``): ``schedule``'s arguments."""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
 
 from .errors import InvalidSpec
 
@@ -22,6 +25,9 @@ class Every:
 
     count: int
     unit: str
+
+    #: Seconds per unit of the grammar.
+    UNIT_SECONDS: ClassVar[Mapping[str, int]] = MappingProxyType(UNIT_SECONDS)
 
     @property
     def seconds(self) -> int:

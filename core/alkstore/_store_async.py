@@ -60,10 +60,8 @@ from .telemetry import Telemetry
 
 __all__ = ["AsyncStore", "open_async"]
 
-if ASYNC:
-    ENGINE_ENTRY_POINTS = "alkstore.async_engines"
-else:
-    ENGINE_ENTRY_POINTS = "alkstore.engines"
+#: Where the engines of this runtime are found, by URL scheme.
+ENGINE_ENTRY_POINTS = "alkstore.async_engines" if ASYNC else "alkstore.engines"
 
 #: A libpq connection string: ``key=value`` pairs separated by white space.
 _CONNINFO = re.compile(r"\s*[A-Za-z_]+\s*=")

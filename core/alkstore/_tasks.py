@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from ._kernel import kernel_of
+from ._kernel_async import kernel_of as async_kernel_of
 from ._names import validate_label, validate_name
 from ._options import EnqueueOpts, ScheduleOpts, as_duration
 from ._spec import parse_spec
 from .errors import InvalidArgument, InvalidOptions
-
-from ._kernel import kernel_of
-from ._kernel_async import kernel_of as async_kernel_of
 
 if TYPE_CHECKING:
     from ._queue import Job

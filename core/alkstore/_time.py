@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -59,10 +60,8 @@ class StopToken:
         with self._lock:
             waiters, self._waiters = self._waiters, []
         for loop, future in waiters:
-            try:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nothing waits there any more
                 loop.call_soon_threadsafe(_resolve, future)
-            except RuntimeError:  # that loop is closed: nothing waits there any more
-                pass
 
     def is_cancelled(self) -> bool:
         """Whether ``cancel()`` was called."""
@@ -215,10 +214,8 @@ class ManualClock(Clock):
         if due:
             self._sleepers = [sleeper for sleeper in self._sleepers if sleeper[0] > self._now]
         for _, loop, future in due:
-            try:
+            with contextlib.suppress(RuntimeError):  # its loop closed
                 loop.call_soon_threadsafe(_resolve, future)
-            except RuntimeError:  # its loop closed
-                pass
 
     def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
         with self._cond:

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._acompat import ASYNC, ACondition, AQueue, AThreads, AHelper, agather, asleep, aspawn
+from ._acompat import ASYNC, ACondition, AHelper, AQueue, AThreads, agather, asleep, aspawn
 from ._engine_async import AsyncWaiter
 from ._kernel_async import AsyncKernel, kernel_of
 from ._lifecycle import Backoff, failure, lease_until
@@ -64,11 +64,8 @@ if ASYNC:
 
 __all__ = ["AsyncHandler", "AsyncWorker"]
 
-if ASYNC:
-    #: Whether this runtime's worker may run ``async def`` tasks and handlers (on its loop).
-    _RUNS_ASYNC_CODE = True
-else:
-    _RUNS_ASYNC_CODE = False
+#: This runtime, as the worker's options name it (only the async one may run ``async def`` code).
+_RUNTIME = "async" if ASYNC else "sync"
 
 log = logging.getLogger("alkstore.worker")
 
@@ -203,7 +200,7 @@ class AsyncWorker:
             ack_delay=ack_delay,
             prefetch=prefetch,
             dead_retention=dead_retention,
-            allow_async=_RUNS_ASYNC_CODE,
+            runtime=_RUNTIME,
         )
         self._store = store
         self._kernel: AsyncKernel = kernel_of(store)
@@ -224,8 +221,11 @@ class AsyncWorker:
         self._forgot_at: datetime | None = None
 
     def __repr__(self) -> str:
-        queues = list(self._options.queues)
-        return f"<alkstore.{type(self).__name__} {self.worker_id!r} queues={queues} concurrency={self._options.concurrency}>"
+        options = self._options
+        return (
+            f"<alkstore.{type(self).__name__} {self.worker_id!r} queues={list(options.queues)}"
+            f" concurrency={options.concurrency}>"
+        )
 
     @property
     def queues(self) -> list[str]:

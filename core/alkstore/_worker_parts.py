@@ -174,23 +174,27 @@ class WorkerOptions:
         ack_delay: object,
         prefetch: object,
         dead_retention: object,
-        allow_async: bool,
+        runtime: str,
     ) -> WorkerOptions:
-        """The options checked, before the worker does anything; ``allow_async``: ``async def`` code may run."""
+        """The options checked before the worker does anything; ``runtime`` is the worker's, ``"async"`` or
+        ``"sync"`` (only the async one runs ``async def`` tasks and handlers)."""
+        coroutines = runtime == "async"
         if tasks is not None and not isinstance(tasks, Tasks):
             raise InvalidArgument(f"tasks must be an alkstore.Tasks, not {type(tasks).__name__}")
         registry = tasks if tasks is not None else Tasks()
         checked: dict[str, Any] = {}
         if handlers is not None and not isinstance(handlers, Mapping):
-            raise InvalidArgument(f"handlers must be a mapping of queue names to handlers, not {type(handlers).__name__}")
+            raise InvalidArgument(
+                f"handlers must be a mapping of queue names to handlers, not {type(handlers).__name__}"
+            )
         for name, handler in (handlers or {}).items():
             validate_name(name, "queue")
             if not callable(handler):
                 raise InvalidArgument(f"the handler of queue {name!r} is not callable")
-            if not allow_async and is_async(handler):
+            if not coroutines and is_async(handler):
                 raise InvalidOptions(f"the handler of queue {name!r} is async: run it with alkstore.AsyncWorker")
             checked[name] = handler
-        if not allow_async:
+        if not coroutines:
             for task in registry:
                 if is_async(task.func):
                     raise InvalidOptions(

@@ -16,7 +16,7 @@ from importlib import metadata
 from typing import Any
 
 from ._codec import Codec
-from ._store import Store, open
+from ._store import Store, open  # noqa: A004
 from ._store_async import AsyncStore, open_async
 from ._time import Clock
 

@@ -67,7 +67,7 @@ def test_a_standby_logs_once_and_takes_over_when_the_leader_stops(
     wait_for_record(caplog, lambda r: bool(ACQUIRED.search(r.getMessage())))
     standby = Runner(store)
     try:
-        wait_for_record(caplog, lambda r: r.name == "alkstore.cli" and "standing by" in r.getMessage())
+        wait_for_record(caplog, lambda r: r.name == "alkstore.scheduler" and "standing by" in r.getMessage())
         time.sleep(2.5)  # the standby asks again every second; it must not log every refusal
         standing_by = [r for r in caplog.records if "standing by" in r.getMessage()]
         assert len(standing_by) == 1
@@ -97,7 +97,7 @@ def test_a_leader_that_loses_its_lease_logs_a_warning_stands_by_and_leads_again(
             wait_for_record(caplog, lambda r: bool(ACQUIRED.search(r.getMessage())))
             clock.wait_for_sleepers(1)
             clock.advance(11)  # past the 10 s lease, with no renewal in between: the lease lapses
-            lost = wait_for_record(caplog, lambda r: r.name == "alkstore.cli" and "standing by" in r.getMessage())
+            lost = wait_for_record(caplog, lambda r: r.name == "alkstore.scheduler" and "standing by" in r.getMessage())
             assert lost.levelno == logging.WARNING
             assert "was lost" in lost.getMessage()
             wait_for_record(caplog, lambda r: len(acquisitions(caplog)) == 2)

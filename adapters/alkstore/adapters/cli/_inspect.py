@@ -22,9 +22,12 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from alkstore import (
+    DEFAULT_DEAD_RETENTION,
+    STATS_CAP,
     CancelOutcome,
     DatabaseError,
     DatabaseUnavailable,
+    Every,
     JobInfo,
     JobPhase,
     Leader,
@@ -35,9 +38,6 @@ from alkstore import (
     Store,
     WorkerInfo,
 )
-from alkstore._maintenance import DEFAULT_DEAD_RETENTION
-from alkstore._operations import STATS_CAP
-from alkstore._spec import UNIT_SECONDS
 
 from . import _operate
 from ._signals import Interrupts
@@ -79,7 +79,7 @@ def parse_duration(text: str, *, allow_zero: bool = True, limit: float = _MAX_DU
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         raise argparse.ArgumentTypeError(f"not a duration (seconds, or a number and s, m, h or d): {text!r}")
-    seconds = float(match.group(1)) * UNIT_SECONDS.get(match.group(2) or "s", 1)
+    seconds = float(match.group(1)) * Every.UNIT_SECONDS.get(match.group(2) or "s", 1)
     if not math.isfinite(seconds) or seconds > limit or (seconds == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise argparse.ArgumentTypeError(f"the duration must be {bound} and at most {limit:g} s, not {text!r}")
@@ -147,7 +147,7 @@ def _span(delta: timedelta) -> str:
 def _duration_text(seconds: float) -> str:
     """A duration as given on the command line: ``7d``, ``12h``, ``15m`` when whole, else seconds."""
     for unit in ("d", "h", "m"):
-        size = UNIT_SECONDS[unit]
+        size = Every.UNIT_SECONDS[unit]
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"

@@ -11,8 +11,7 @@ from typing import Any
 
 import alkstore
 from alkstore import Fire, Store
-from alkstore._runner import serve_schedules
-from alkstore._urls import redact
+from alkstore.engine import redact
 from alkstore.errors import SchemaOutOfDate
 
 from ._signals import Interrupts
@@ -116,7 +115,7 @@ def _supervise(store: Store, url: str, schema: str | None) -> int:
 def _lead(store: Store, stop: alkstore.StopToken, failures: list[BaseException]) -> None:
     """Lead the scheduler, or stand by and ask again every second (core's standby loop)."""
     try:
-        serve_schedules(store.engine, store.clock, stop, logger=log)
+        store.run_schedules(stop, standby=True)
     except BaseException as exc:
         failures.append(exc)
         stop.cancel()

@@ -10,6 +10,7 @@ kept in one class so that every transition happens under its one lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import threading
@@ -157,9 +158,7 @@ class MemoryTables:
                     self._cond.wait(min(left, _STOP_POLL_S))
             return self._signals(queues)
 
-    async def wait_signal_async(
-        self, queues: Sequence[str], seen: int, timeout: float, stop: StopToken | None
-    ) -> int:
+    async def wait_signal_async(self, queues: Sequence[str], seen: int, timeout: float, stop: StopToken | None) -> int:
         """``wait_signal`` for a task of a running loop."""
         loop = asyncio.get_running_loop()
         listener = _Listener(frozenset(queues), loop, loop.create_future())
@@ -616,10 +615,8 @@ class _Listener:
         self.future = future
 
     def wake(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # its loop is closed: nothing waits there any more
             self.loop.call_soon_threadsafe(_resolve, self.future)
-        except RuntimeError:  # its loop is closed: nothing waits there any more
-            pass
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TracerProvider
 
 import alkstore
-from alkstore import AlkstoreError, Clock, QueueStats
+from alkstore import AlkstoreError, AsyncStore, Clock, QueueStats, Store
 from alkstore import telemetry as port
 from alkstore.engine import Fire, JobRecord
-
-if TYPE_CHECKING:
-    from alkstore import Store
-
 
 log = logging.getLogger("alkstore.otel")
 
@@ -86,7 +83,8 @@ class Telemetry(port.Telemetry):
             "How long a worker's run of a job took",
             explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
-        self._stores: list[Store] = []
+        #: Every open store, with the loop an async store runs on (its counts are read there).
+        self._stores: list[tuple[Store | AsyncStore, asyncio.AbstractEventLoop | None]] = []
         self._lock = threading.Lock()
         self._snapshot: list[QueueStats] | None = None  # the depth gauge's read, for the lag gauge after it
         self._seen: dict[str, None] = {}  # every queue a read has shown: one emptied since reads as zeros
@@ -112,13 +110,19 @@ class Telemetry(port.Telemetry):
 
     # -- the store's events --------------------------------------------------------------
 
-    def opened(self, store: Store) -> None:
+    def opened(self, store: Store | AsyncStore) -> None:
+        loop = None
+        if isinstance(store, AsyncStore):
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # made outside a loop: its depths cannot be read from another thread
+                return
         with self._lock:
-            self._stores.append(store)
+            self._stores.append((store, loop))
 
-    def closed(self, store: Store) -> None:
+    def closed(self, store: Store | AsyncStore) -> None:
         with self._lock:
-            self._stores = [each for each in self._stores if each is not store]
+            self._stores = [each for each in self._stores if each[0] is not store]
 
     def enqueue(self, queue: str, task: str | None, count: int) -> _Enqueue:
         return _Enqueue(self, queue, task, count)
@@ -142,27 +146,8 @@ class Telemetry(port.Telemetry):
         for fire in fires:
             self._fired.add((fire.queue, fire.schedule), 1)
 
-    def run(self, job: JobRecord, clock: Clock, call: Callable[[], str | None]) -> str | None:
-        span = self._tracer.start_span(
-            f"process {job.queue}",
-            kind=SpanKind.CONSUMER,
-            links=_links(job.trace),
-            attributes=_run_attributes(job),
-        )
-        started = clock.now()
-        outcome = "error"
-        try:
-            with trace.use_span(span, end_on_exit=False, record_exception=True, set_status_on_exception=True):
-                reason = call()
-            if reason is not None:
-                span.set_status(Status(StatusCode.ERROR, reason))
-            else:
-                outcome = "ok"
-            return reason
-        finally:
-            seconds = max((clock.now() - started).total_seconds(), 0.0)
-            self._run_duration.record(seconds, self._of(job.queue, job.task, outcome))
-            span.end()
+    def run(self, job: JobRecord, clock: Clock) -> _Run:
+        return _Run(self, job, clock)
 
     # -- gauges, at collection time --------------------------------------------------------
 
@@ -175,9 +160,9 @@ class Telemetry(port.Telemetry):
         with self._lock:
             stores = list(self._stores)
         stats: list[QueueStats] = []
-        for store in stores:
+        for store, loop in stores:
             try:
-                stats.extend(store.queue_stats())
+                stats.extend(_queue_stats(store, loop))
             except AlkstoreError as exc:  # closed meanwhile, an outage: nothing to report this time
                 log.warning("queue depths could not be read: %s", exc)
                 return []
@@ -204,6 +189,81 @@ class Telemetry(port.Telemetry):
             stats, self._snapshot = self._snapshot, None
         for each in stats if stats is not None else self._read_stats():
             yield Observation(each.lag.total_seconds(), {"queue": each.queue})
+
+
+def _queue_stats(store: Store | AsyncStore, loop: asyncio.AbstractEventLoop | None) -> list[QueueStats]:
+    """``store``'s queue counts, read from the collecting thread: an async store's on its own loop."""
+    if isinstance(store, Store):
+        return store.queue_stats()
+    assert loop is not None
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:  # collected on the store's own loop: waiting for it there would never end
+        raise AlkstoreError("the depths of an async store are read from another thread than its loop's")
+    try:
+        return asyncio.run_coroutine_threadsafe(store.queue_stats(), loop).result(_DEPTH_READ_S)
+    except TimeoutError:
+        raise AlkstoreError(f"the async store's loop did not answer within {_DEPTH_READ_S} s") from None
+    except RuntimeError as exc:  # its loop is closed
+        raise AlkstoreError(str(exc)) from exc
+
+
+#: How long (wall seconds) a collection waits for an async store's loop to read its counts.
+_DEPTH_READ_S = 5.0
+
+
+class _Run(port.RunReport):
+    """One run's span and duration: opened as the run starts, ended (with its outcome) as it ends.
+
+    The span is the current one while the run's code runs, also across its awaits (the context
+    is the task's).
+    """
+
+    __slots__ = ("_clock", "_job", "_reason", "_span", "_started", "_telemetry", "_use")
+
+    def __init__(self, telemetry: Telemetry, job: JobRecord, clock: Clock) -> None:
+        self._telemetry = telemetry
+        self._job = job
+        self._clock = clock
+        self._reason: str | None = None
+        self._span: Any = None
+        self._use: Any = None
+        self._started = clock.now()
+
+    def __enter__(self) -> _Run:
+        job = self._job
+        self._span = self._telemetry._tracer.start_span(
+            f"process {job.queue}",
+            kind=SpanKind.CONSUMER,
+            links=_links(job.trace),
+            attributes=_run_attributes(job),
+        )
+        self._started = self._clock.now()
+        self._use = trace.use_span(self._span, end_on_exit=False, record_exception=True, set_status_on_exception=True)
+        self._use.__enter__()
+        return self
+
+    def refused(self, reason: str) -> None:
+        self._reason = reason
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        span = self._span
+        try:
+            self._use.__exit__(exc_type, exc, tb)
+        finally:
+            failed = exc is not None or self._reason is not None
+            if exc is None and self._reason is not None:
+                span.set_status(Status(StatusCode.ERROR, self._reason))
+            seconds = max((self._clock.now() - self._started).total_seconds(), 0.0)
+            job = self._job
+            self._telemetry._run_duration.record(
+                seconds, self._telemetry._of(job.queue, job.task, "error" if failed else "ok")
+            )
+            span.end()
 
 
 class _Enqueue:

@@ -17,8 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from alkstore.engine import AHelper, aspawn
-from alkstore.engine import StopToken, WallClock
+from alkstore.engine import AHelper, StopToken, WallClock, aspawn
 from alkstore.errors import AlkstoreError
 
 __all__ = ["RESYNC_EVERY", "AsyncDatabaseClock"]

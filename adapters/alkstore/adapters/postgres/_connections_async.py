@@ -83,7 +83,7 @@ class AsyncPooledConnection(psycopg.AsyncConnection[tuple[Any, ...]]):
         """Execute ``statement`` on the kept cursor for ``row`` (text or binary results) and return it."""
         cursor = self._kept.get(row)
         if cursor is None or cursor.closed:
-            cursor = self._kept[row] = self.cursor(row_factory=row)  # type: ignore[call-overload]
+            cursor = self._kept[row] = self.cursor(row_factory=row)
         return await cursor.execute(statement, params, binary=binary)
 
 

@@ -316,9 +316,7 @@ class AsyncPostgresEngine(port.AsyncEngine):
         stale: list[port.Held] = []
         if acks:
             params.update(_rows.fenced_params(acks))
-            rows: list[Any] = await self._connections.all(
-                self._sql.ack_and_claim, params, _rows.CLAIM_ROW, binary=True
-            )
+            rows: list[Any] = await self._connections.all(self._sql.ack_and_claim, params, _rows.CLAIM_ROW, binary=True)
             stale = _stale(acks, [row for row in rows if isinstance(row, int)])
             rows = [row for row in rows if not isinstance(row, int)]
         else:
@@ -400,7 +398,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
 
     # -- schedules -----------------------------------------------------------------------
 
-    async def register_schedules(self, schedules: Sequence[port.NewSchedule], now: datetime) -> list[port.ScheduleRecord]:
+    async def register_schedules(
+        self, schedules: Sequence[port.NewSchedule], now: datetime
+    ) -> list[port.ScheduleRecord]:
         stored: dict[str, port.ScheduleRecord] = {}
         pending = {schedule.name: schedule for schedule in schedules}
         async with self._connections.transaction() as conn:
@@ -459,7 +459,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
 
     # -- inspection and actions (ADR 020) --------------------------------------------------
 
-    async def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
+    async def queue_counts(
+        self, now: datetime, queue: str | None = None, cap: int | None = None
+    ) -> list[port.QueueCounts]:
         if queue is None:
             return await self._connections.all(self._sql.queue_counts, {"now": now, "cap": cap}, _rows.QUEUE_COUNTS)
         params = {"now": now, "queue": queue, "cap": cap}

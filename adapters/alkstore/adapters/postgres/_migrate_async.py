@@ -28,7 +28,9 @@ async def stored_version(conn: psycopg.AsyncConnection[Any], statements: Stateme
     return 0 if row is None else int(row[0])
 
 
-async def apply(conn: psycopg.AsyncConnection[Any], statements: Statements, schema: str, grant: Sequence[str] = ()) -> list[int]:
+async def apply(
+    conn: psycopg.AsyncConnection[Any], statements: Statements, schema: str, grant: Sequence[str] = ()
+) -> list[int]:
     """Bring ``schema`` to the current version; return the versions applied (none if up to date).
 
     An up-to-date schema is only read, so a role without DDL rights may call this: the
@@ -67,9 +69,7 @@ async def _application_roles(conn: psycopg.AsyncConnection[Any], statements: Sta
     return [str(row[0]) for row in await cursor.fetchall()]
 
 
-async def _grant(
-    conn: psycopg.AsyncConnection[Any], statements: Statements, schema: str, roles: Iterable[str]
-) -> None:
+async def _grant(conn: psycopg.AsyncConnection[Any], statements: Statements, schema: str, roles: Iterable[str]) -> None:
     """Grant each of ``roles`` what an application role needs on everything ``schema`` holds now."""
     tables = [str(row[0]) for row in await (await conn.execute(statements.data_tables, {"schema": schema})).fetchall()]
     for role in roles:

@@ -16,8 +16,7 @@ from typing import Any
 from psycopg.rows import BaseRowFactory, kwargs_row
 
 from alkstore import engine as port
-from alkstore.engine import registration_boundary
-from alkstore.engine import TickPlan
+from alkstore.engine import TickPlan, registration_boundary
 
 __all__ = [
     "CLAIM_ROW",

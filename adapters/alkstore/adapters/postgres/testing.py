@@ -84,7 +84,9 @@ def _provision() -> Scratch | str:
 
     def scratch() -> ScratchStore:
         schema = unique_schema("ct")
-        return ScratchStore(dsn, {"schema": schema, "migrate": True, "max_size": MAX_SIZE}, lambda: drop_schema(dsn, schema))
+        return ScratchStore(
+            dsn, {"schema": schema, "migrate": True, "max_size": MAX_SIZE}, lambda: drop_schema(dsn, schema)
+        )
 
     return scratch
 
