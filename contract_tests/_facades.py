@@ -9,6 +9,7 @@ method without a contract test fails the suite.
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ import alkstore
 
 __all__ = ["DESELECTED", "EXERCISED", "FACADES", "public_members", "recording"]
 
-#: The facades whose whole public surface the suite must exercise.
+#: The facades whose whole public surface the suite must exercise, in both runtimes.
 FACADES: tuple[type, ...] = (
     alkstore.Store,
     alkstore.Queue,
@@ -26,6 +27,11 @@ FACADES: tuple[type, ...] = (
     alkstore.JobInfo,
     alkstore.Lock,
     alkstore.Outbox,
+    alkstore.AsyncStore,
+    alkstore.AsyncQueue,
+    alkstore.AsyncJob,
+    alkstore.AsyncLock,
+    alkstore.AsyncOutbox,
     alkstore.Schedule,
     alkstore.QueueStats,
     alkstore.JobPage,
@@ -33,7 +39,7 @@ FACADES: tuple[type, ...] = (
     alkstore.WorkerInfo,
 )
 #: Protocol methods that are part of a facade's public surface when it defines them.
-_PROTOCOL = ("__enter__", "__exit__")
+_PROTOCOL = ("__enter__", "__exit__", "__aenter__", "__aexit__")
 
 #: ``"Class.member"`` for every public member touched on an instance of a facade so far.
 EXERCISED: set[str] = set()
@@ -74,6 +80,15 @@ class _RecordedField:
 
 
 def _wrap_function(function: Callable[..., Any], name: str) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(function):
+
+        @functools.wraps(function)
+        async def recorded_async(self: object, *args: Any, **kwargs: Any) -> Any:
+            _note(self, name)
+            return await function(self, *args, **kwargs)
+
+        return recorded_async
+
     @functools.wraps(function)
     def recorded(self: object, *args: Any, **kwargs: Any) -> Any:
         _note(self, name)

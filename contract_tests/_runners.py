@@ -6,14 +6,29 @@ to park again; nothing here waits on wall time for a boundary.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import threading
 from datetime import datetime
-from typing import Self
+from typing import Any, Self
 
 from alkstore import Fire, LeadershipLost, ManualClock, StopToken, Store
 from tests.support import PATIENCE, wait_until
 
-__all__ = ["PROGRESS_TIMEOUT", "HoldingClock", "Runner", "Standby", "cancelled", "step", "stop_all", "wait_until"]
+from ._runtimes import portal
+
+__all__ = [
+    "ON_BEHALF",
+    "PROGRESS_TIMEOUT",
+    "HoldingClock",
+    "Runner",
+    "Standby",
+    "cancelled",
+    "helper",
+    "step",
+    "stop_all",
+    "wait_until",
+]
 
 #: How long (wall seconds) a test waits for a thread to make progress on a loaded machine.
 PROGRESS_TIMEOUT = PATIENCE
@@ -33,26 +48,32 @@ def step(clock: ManualClock, sleepers: int, seconds: float = 1) -> datetime:
     return now
 
 
-class HoldingClock(ManualClock):
-    """A ``ManualClock`` that can keep chosen threads asleep past their deadline until released.
+#: The thread a call of the async runtime runs for (the portal copies it into the task it runs).
+ON_BEHALF: contextvars.ContextVar[threading.Thread | None] = contextvars.ContextVar("on_behalf", default=None)
 
-    Lets a test move time while a runner is frozen mid-sleep, the way a paused process is.
+
+class HoldingClock(ManualClock):
+    """A ``ManualClock`` that can keep chosen sleepers asleep past their deadline until released.
+
+    Lets a test move time while a runner is frozen mid-sleep, the way a paused process is. A
+    sleeper is a thread (the sync runtime's), or a task of the async runtime: one ``helper``
+    found, or any that runs for a held thread (``ON_BEHALF``).
     """
 
     def __init__(self, start: datetime) -> None:
         super().__init__(start)
         self._gate = threading.Condition()
-        self._held: set[threading.Thread] = set()
+        self._held: set[object] = set()
 
-    def hold(self, thread: threading.Thread) -> None:
-        """From now on, ``thread`` does not return from ``sleep`` until ``release``."""
+    def hold(self, sleeper: object) -> None:
+        """From now on, ``sleeper`` does not return from its sleep until ``release``."""
         with self._gate:
-            self._held.add(thread)
+            self._held.add(sleeper)
 
-    def release(self, thread: threading.Thread) -> None:
-        """Let ``thread`` wake from its sleep again."""
+    def release(self, sleeper: object) -> None:
+        """Let ``sleeper`` wake from its sleep again."""
         with self._gate:
-            self._held.discard(thread)
+            self._held.discard(sleeper)
             self._gate.notify_all()
 
     def sleep(self, seconds: float, stop: StopToken | None = None) -> None:
@@ -61,6 +82,27 @@ class HoldingClock(ManualClock):
         with self._gate:
             while me in self._held and not (stop is not None and stop.is_cancelled()):
                 self._gate.wait(0.01)
+
+    async def sleep_async(self, seconds: float, stop: StopToken | None = None) -> None:
+        await super().sleep_async(seconds, stop)
+        task, thread = asyncio.current_task(), ON_BEHALF.get()
+        while (task in self._held or thread in self._held) and not (stop is not None and stop.is_cancelled()):
+            await asyncio.sleep(0.01)
+
+
+def helper(prefix: str) -> object:
+    """The one worker helper whose name starts with ``prefix``: a thread of the sync runtime, a task of the async one."""
+    threads = [thread for thread in threading.enumerate() if thread.name.startswith(prefix)]
+    if threads:
+        (found,) = threads
+        return found
+    loop = portal().loop
+
+    def tasks() -> list[asyncio.Task[Any]]:
+        return [task for task in asyncio.all_tasks(loop) if task.get_name().startswith(prefix)]
+
+    (task,) = portal().call(tasks)
+    return task
 
 
 class Runner:
@@ -79,6 +121,7 @@ class Runner:
         return self
 
     def _main(self) -> None:
+        ON_BEHALF.set(self.thread)
         try:
             self._run()
         except BaseException as exc:

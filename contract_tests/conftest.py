@@ -1,10 +1,12 @@
-"""The contract suite's fixtures: one ``engine`` parameter over every engine, fresh stores, manual clocks.
+"""The contract suite's fixtures: one ``engine`` parameter over every engine × runtime, fresh stores,
+manual clocks.
 
 ``engine`` is an ``EngineTarget`` for each engine registered under the ``alkstore.testing``
-entry points (memory and postgres today; a third joins by registering); ``store`` is a fresh
-store on it driven by ``clock`` (a ``ManualClock`` at ``T0``). An engine that cannot be tested
-here (no server) is skipped loudly, and fails the run instead under ``CI=true``; so does one
-whose ``alkstore.engines`` entry point does not load.
+entry points (memory and postgres today; a third joins by registering) in each runtime (sync,
+and async seen through ``_runtimes.Blocking``); ``store`` is a fresh store on it driven by
+``clock`` (a ``ManualClock`` at ``T0``). An engine that cannot be tested here (no server) is
+skipped loudly, and fails the run instead under ``CI=true``; so does one whose engine entry
+points do not load.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from alkstore import ManualClock, Store
+from alkstore import ManualClock
 
-from ._engines import ENGINES, T0, EngineTarget, entry_point_problem, under_ci
+from ._engines import ENGINES, RUNTIMES, T0, EngineTarget, entry_point_problem, under_ci
 from ._facades import DESELECTED, recording
 from ._profiles import MACHINE_EXAMPLES
 
@@ -28,7 +30,9 @@ _HERE = Path(__file__).parent
 FACADE_CHECK = "test_every_public_facade_member_is_exercised_by_the_suite"
 
 _ENGINE_PARAMS = [
-    pytest.param(name, marks=[getattr(pytest.mark, mark) for mark in engine.marks]) for name, engine in ENGINES.items()
+    pytest.param((name, runtime), marks=[getattr(pytest.mark, mark) for mark in engine.marks], id=f"{name}-{runtime}")
+    for name, engine in ENGINES.items()
+    for runtime in RUNTIMES
 ]
 
 
@@ -45,17 +49,19 @@ def _root_conftest() -> ModuleType | None:
     return sys.modules.get("conftest")
 
 
-_TARGETS: dict[str, EngineTarget | str] = {}
+_TARGETS: dict[tuple[str, str], EngineTarget | str] = {}
 
 
-def open_target(name: str) -> EngineTarget:
-    """The ``EngineTarget`` for ``name``, or a skip (a failure under CI) saying why it is unavailable."""
-    if name not in _TARGETS:
+def open_target(name: str, runtime: str = "sync") -> EngineTarget:
+    """The ``EngineTarget`` for ``name`` in ``runtime``, or a skip (a failure under CI) saying why it is unavailable."""
+    if (name, runtime) not in _TARGETS:
         engine = ENGINES[name]
         problem = entry_point_problem(engine.scheme)
         provisioned = problem if problem is not None else engine.provision()
-        _TARGETS[name] = provisioned if isinstance(provisioned, str) else EngineTarget(name, engine.scheme, provisioned)
-    target = _TARGETS[name]
+        _TARGETS[(name, runtime)] = (
+            provisioned if isinstance(provisioned, str) else EngineTarget(name, engine.scheme, provisioned, runtime)
+        )
+    target = _TARGETS[(name, runtime)]
     if isinstance(target, str):
         _unavailable(target)
         raise AssertionError("unreachable")  # pragma: no cover - _unavailable skips or fails
@@ -64,19 +70,21 @@ def open_target(name: str) -> EngineTarget:
 
 @pytest.fixture(scope="session", params=_ENGINE_PARAMS)
 def engine(request: pytest.FixtureRequest) -> EngineTarget:
-    """Each engine in turn; a test using it (or ``store``) runs once per engine."""
-    return open_target(request.param)
+    """Each engine in each runtime in turn; a test using it (or ``store``) runs once per pair."""
+    name, runtime = request.param
+    return open_target(name, runtime)
 
 
 @pytest.fixture(scope="session")
 def all_engines() -> tuple[list[EngineTarget], list[str]]:
-    """Every engine available in this run, and the reasons the others are not."""
+    """Every engine × runtime available in this run, and the reasons the others are not."""
     targets, missing = [], []
     for name in ENGINES:
-        try:
-            targets.append(open_target(name))
-        except pytest.skip.Exception as exc:
-            missing.append(f"{name}: {exc}")
+        for runtime in RUNTIMES:
+            try:
+                targets.append(open_target(name, runtime))
+            except pytest.skip.Exception as exc:
+                missing.append(f"{name}-{runtime}: {exc}")
     return targets, missing
 
 
@@ -87,7 +95,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def store(engine: EngineTarget, clock: ManualClock) -> Iterator[Store]:
+def store(engine: EngineTarget, clock: ManualClock) -> Iterator[Any]:
     """A fresh, private store on ``engine`` driven by ``clock``."""
     with engine.store(clock) as opened:
         yield opened

@@ -21,6 +21,7 @@ from alkstore import (
     Store,
     Tasks,
 )
+from contract_tests._runtimes import task_call
 from tests.support import must_get
 
 
@@ -123,9 +124,9 @@ def test_a_batch_larger_than_one_statement_is_stored_whole_and_in_order(store: S
 def test_a_task_enqueues_many_runs_by_keyword(store: Store) -> None:
     tasks = Tasks()
     send = tasks.task("send", queue="mail", priority=2)(lambda to: None)
-    ids = send.enqueue_many(store, [{"to": "ada"}, {"to": "bob"}])
+    ids = task_call(send.enqueue_many, store, [{"to": "ada"}, {"to": "bob"}])
     with store.transaction() as tx:
-        ids += send.enqueue_many_tx(store, tx, [{"to": "eve"}])
+        ids += task_call(send.enqueue_many_tx, store, tx, [{"to": "eve"}])
     infos = [store.get_job(job_id) for job_id in ids]
     assert [(info.task, info.priority, info.payload) for info in infos if info] == [
         ("send", 2, {"to": "ada"}),
@@ -134,5 +135,5 @@ def test_a_task_enqueues_many_runs_by_keyword(store: Store) -> None:
     ]
     for bad in ([("to", "x")], [{1: "x"}], {"to": "x"}, "to"):
         with pytest.raises(InvalidArgument, match="keyword"):
-            send.enqueue_many(store, bad)  # type: ignore[arg-type]
+            task_call(send.enqueue_many, store, bad)  # type: ignore[arg-type]
     assert len(drained(store, "mail")) == 3

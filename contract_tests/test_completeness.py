@@ -11,26 +11,30 @@ from pathlib import Path
 import pytest
 
 from alkstore import ManualClock
-from alkstore.engine import Engine
+from alkstore.engine import AsyncEngine, Engine
 
 from ._engines import ENGINE_GROUP, T0, EngineTarget, entry_point_problem, under_ci
 from ._facades import DESELECTED, EXERCISED, FACADES, public_members
+from ._runtimes import target_of
 
 _SCHEMES = sorted({entry.name for entry in metadata.entry_points(group=ENGINE_GROUP)})
+#: Each runtime's entry point group and the port its engines implement.
+_PORTS: dict[str, tuple[str, type]] = {"sync": (ENGINE_GROUP, Engine), "async": ("alkstore.async_engines", AsyncEngine)}
 
 
-def adapter_classes(scheme: str) -> set[type[Engine]]:
-    """The ``Engine`` classes behind an entry point: its factory's return type and its module's engines."""
-    factory = next(iter(metadata.entry_points(group=ENGINE_GROUP, name=scheme))).load()
-    found: set[type[Engine]] = set()
+def adapter_classes(scheme: str, runtime: str = "sync") -> set[type]:
+    """The engine classes behind an entry point of ``runtime``: its factory's return type and its module's engines."""
+    group, port = _PORTS[runtime]
+    factory = next(iter(metadata.entry_points(group=group, name=scheme))).load()
+    found: set[type] = set()
     returned = typing.get_type_hints(factory).get("return")
-    if isinstance(returned, type) and issubclass(returned, Engine):
+    if isinstance(returned, type) and issubclass(returned, port):
         found.add(returned)
     module = sys.modules[factory.__module__]
     found.update(
         value
         for value in vars(module).values()
-        if isinstance(value, type) and issubclass(value, Engine) and value is not Engine
+        if isinstance(value, type) and issubclass(value, port) and value is not port
     )
     return found
 
@@ -39,29 +43,32 @@ def test_the_memory_and_postgres_engines_are_registered_under_their_url_schemes(
     assert {"memory", "postgres", "postgresql"} <= set(_SCHEMES)
 
 
+@pytest.mark.parametrize("runtime", sorted(_PORTS))
 @pytest.mark.parametrize("scheme", _SCHEMES)
-def test_every_adapter_implements_every_method_of_the_engine_port(scheme: str) -> None:
+def test_every_adapter_implements_every_method_of_the_engine_port(scheme: str, runtime: str) -> None:
     problem = entry_point_problem(scheme)
     if problem is not None:
         if under_ci():
             pytest.fail(problem)
         pytest.skip(problem)
-    classes = adapter_classes(scheme)
-    assert classes, f"the {scheme!r} entry point leads to no Engine subclass"
+    port = _PORTS[runtime][1]
+    classes = adapter_classes(scheme, runtime)
+    assert classes, f"the {scheme!r} entry point leads to no {port.__name__} subclass"
     for cls in classes:
         assert not inspect.isabstract(cls), f"{cls.__qualname__} leaves {sorted(cls.__abstractmethods__)} abstract"
-        for name in sorted(Engine.__abstractmethods__):
+        for name in sorted(port.__abstractmethods__):
             implementation = getattr(cls, name)
-            assert implementation is not getattr(Engine, name), f"{cls.__qualname__}.{name} is the port's own"
+            assert implementation is not getattr(port, name), f"{cls.__qualname__}.{name} is the port's own"
             assert not getattr(implementation, "__isabstractmethod__", False), f"{cls.__qualname__}.{name}"
-            port = inspect.signature(getattr(Engine, name))
+            wanted = inspect.signature(getattr(port, name))
             mine = inspect.signature(implementation)
-            assert len(mine.parameters) == len(port.parameters), f"{cls.__qualname__}.{name}{mine} vs {port}"
+            assert len(mine.parameters) == len(wanted.parameters), f"{cls.__qualname__}.{name}{mine} vs {wanted}"
+            assert inspect.iscoroutinefunction(implementation) == inspect.iscoroutinefunction(getattr(port, name))
 
 
 def test_a_store_runs_on_the_engine_its_entry_point_names(engine: EngineTarget) -> None:
     with engine.store(ManualClock(T0)) as store:
-        assert type(store.engine) in adapter_classes(engine.scheme)
+        assert type(target_of(store.engine)) in adapter_classes(engine.scheme, engine.runtime)
 
 
 def test_every_public_facade_member_is_exercised_by_the_suite(request: pytest.FixtureRequest) -> None:

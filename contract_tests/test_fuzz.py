@@ -47,6 +47,7 @@ from ._checks import committed
 from ._engines import T0, EngineTarget
 from ._profiles import sized
 from ._runners import cancelled
+from ._runtimes import store_of
 
 #: What a refused call may raise: input errors, nothing else (``InvalidTransaction`` is an ``InvalidArgument``).
 INPUT_ERRORS = (InvalidName, ReservedName, InvalidSpec, InvalidPayload, InvalidOptions, InvalidArgument)
@@ -359,7 +360,7 @@ CALLS: dict[str, Call] = {
     ),
     "Queue.claim_many": Call(st.tuples(NAMES, WORKERS, INTS), lambda f, a: f.store.queue(a[0]).claim_many(*a[1:])),
     "Queue.configure": Call(st.tuples(NAMES, CONFIGS), lambda f, a: f.store.queue(a[0]).configure(**a[1])),
-    "Queue.defaults": Call(st.tuples(NAMES), lambda f, a: f.store.queue(a[0]).defaults),
+    "Queue.defaults": Call(st.tuples(NAMES), lambda f, a: f.store.queue(a[0]).defaults()),
     # Outbox
     "Outbox.enqueue": Call(
         st.tuples(NAMES, PAYLOADS, mixed(ENQUEUE_OPTS)), lambda f, a: f.store.outbox(a[0]).enqueue(*a[1:])
@@ -397,7 +398,7 @@ CALLS: dict[str, Call] = {
     "JsonCodec.decode": Call(st.tuples(mixed(st.binary(max_size=12))), lambda f, a: JsonCodec().decode(*a)),
     "Store": Call(
         st.tuples(mixed(st.just("the engine")), mixed(st.none()), mixed(st.none())),
-        lambda f, a: Store(f.store.engine if a[0] == "the engine" else a[0], clock=a[1], codec=a[2]),
+        lambda f, a: store_of(f.store.engine if a[0] == "the engine" else a[0], clock=a[1], codec=a[2]),
     ),
     "open": Call(
         st.tuples(

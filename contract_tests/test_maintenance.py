@@ -7,17 +7,19 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore import InvalidOptions, ManualClock, StopToken, Store, Worker, _maintenance
-from alkstore._maintenance import Maintenance
+from alkstore import InvalidOptions, ManualClock, StopToken, Store, _maintenance, _maintenance_async
 from tests.support import PATIENCE, wait_until
 
+from ._runtimes import maintenance_of, worker_of
 from .test_operations import kill
 
 WEEK = timedelta(days=7)
 
 
-def duty(store: Store, *queues: str, retention: timedelta | None = WEEK) -> Maintenance:
-    return Maintenance(store, queues or ("jobs",), dead_retention=retention, label="w1")
+def duty(store: Store, *queues: str, retention: timedelta | None = WEEK) -> _maintenance.Maintenance:
+    """A worker's storage duty over ``store``'s queues (in the store's runtime)."""
+    duty: _maintenance.Maintenance = maintenance_of(store, queues or ("jobs",), dead_retention=retention, label="w1")
+    return duty
 
 
 def test_dead_jobs_are_kept_for_the_retention_then_pruned_on_the_duty_s_queues_alone(
@@ -51,8 +53,9 @@ def test_a_retention_of_none_keeps_dead_jobs_forever(store: Store, clock: Manual
 def test_one_prune_pass_deletes_a_bounded_number_and_leaves_the_rest_for_the_next(
     store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_maintenance, "BATCH", 2)
-    monkeypatch.setattr(_maintenance, "PRUNE_BATCHES", 2)
+    for runtime in (_maintenance, _maintenance_async):
+        monkeypatch.setattr(runtime, "BATCH", 2)
+        monkeypatch.setattr(runtime, "PRUNE_BATCHES", 2)
     dead = [kill(store) for _ in range(5)]
     clock.advance(WEEK)
     assert duty(store).prune() == 4
@@ -78,7 +81,7 @@ def test_a_worker_prunes_its_queues_dead_jobs_past_its_retention(store: Store, c
     recent = kill(store)
     clock.advance(timedelta(days=1))
     stop = StopToken()
-    worker = Worker(store, handlers={"jobs": lambda payload, job: None}, dead_retention=timedelta(days=3))
+    worker = worker_of(store, handlers={"jobs": lambda payload, job: None}, dead_retention=timedelta(days=3))
     thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
     thread.start()
     try:
@@ -94,4 +97,4 @@ def test_a_worker_prunes_its_queues_dead_jobs_past_its_retention(store: Store, c
 @pytest.mark.parametrize("bad", [-1, "7d", float("inf"), True])
 def test_a_bad_dead_retention_is_refused_before_the_worker_runs(store: Store, bad: object) -> None:
     with pytest.raises(InvalidOptions, match="dead_retention"):
-        Worker(store, handlers={"jobs": lambda payload, job: None}, dead_retention=bad)  # type: ignore[arg-type]
+        worker_of(store, handlers={"jobs": lambda payload, job: None}, dead_retention=bad)  # type: ignore[arg-type]

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from alkstore import EnqueueOpts, InvalidOptions, Job, JobState, ManualClock, QueueDefaults, ScheduleOpts, Store
-from alkstore._store import CONFIG_TTL
+from alkstore._kernel import CONFIG_TTL
 from tests.support import must_get
 
+from ._runtimes import store_of
 from .test_validation import not_refused
 
 SECOND = timedelta(seconds=1)
@@ -28,7 +29,7 @@ CONFIGURED = QueueDefaults(30 * SECOND, 7, 2 * SECOND, 60 * SECOND, 4)
 
 def other_process(store: Store, clock: ManualClock) -> Store:
     """Another store on the same storage, with a cache of its own (not closed: it shares the engine)."""
-    return Store(store.engine, clock=clock)
+    return store_of(store.engine, clock=clock)
 
 
 def configure_all(store: Store, queue: str = "jobs") -> QueueDefaults:
@@ -45,30 +46,30 @@ def claimed(store: Store, queue: str = "jobs", worker: str = "w1") -> Job:
 
 def test_configure_returns_the_effective_defaults_and_replaces_what_was_stored(store: Store) -> None:
     queue = store.queue("jobs")
-    assert queue.defaults == PLAIN
+    assert queue.defaults() == PLAIN
     assert configure_all(store) == CONFIGURED
-    assert queue.defaults == CONFIGURED
+    assert queue.defaults() == CONFIGURED
     # A later call replaces the whole config: what it leaves out is derived again.
     partial = queue.configure(max_attempts=9)
     assert partial == QueueDefaults(300 * SECOND, 9, 5 * SECOND, timedelta(hours=1), 0)
-    assert queue.defaults == partial
+    assert queue.defaults() == partial
     assert queue.configure() == PLAIN
-    assert queue.defaults == PLAIN
-    assert store.queue("other").defaults == PLAIN  # one queue's config is its own
+    assert queue.defaults() == PLAIN
+    assert store.queue("other").defaults() == PLAIN  # one queue's config is its own
 
 
 def test_every_store_on_the_storage_sees_a_configuration_within_the_config_ttl(
     store: Store, clock: ManualClock
 ) -> None:
     other = other_process(store, clock)
-    assert other.queue("jobs").defaults == PLAIN  # read, and cached
+    assert other.queue("jobs").defaults() == PLAIN  # read, and cached
     configure_all(store)
-    assert other_process(store, clock).queue("jobs").defaults == CONFIGURED  # a new process reads it at once
+    assert other_process(store, clock).queue("jobs").defaults() == CONFIGURED  # a new process reads it at once
     clock.advance(CONFIG_TTL)
-    assert other.queue("jobs").defaults == CONFIGURED
+    assert other.queue("jobs").defaults() == CONFIGURED
     store.queue("jobs").configure()
     clock.advance(CONFIG_TTL)
-    assert other.queue("jobs").defaults == PLAIN
+    assert other.queue("jobs").defaults() == PLAIN
 
 
 def test_enqueues_on_any_store_stamp_attempts_and_priority_from_the_configuration(
@@ -134,7 +135,7 @@ def test_retries_follow_the_configured_curve_and_attempts(store: Store, clock: M
 
 def test_the_schedulers_fires_resolve_over_the_configuration_as_they_are_made(store: Store, clock: ManualClock) -> None:
     other = other_process(store, clock)
-    assert other.queue("reports").defaults == PLAIN  # cached, stale once configured below
+    assert other.queue("reports").defaults() == PLAIN  # cached, stale once configured below
     store.schedule("plain", "@every 1m", "reports", "p")
     store.schedule("stamped", "@every 1m", "reports", "s", ScheduleOpts(priority=8, max_attempts=2))
     configure_all(store, "reports")
@@ -172,7 +173,7 @@ def test_an_outboxs_backing_queue_keeps_60_5_5_until_configured(store: Store, cl
     assert other_process(store, clock).outbox("mail").configure() == OUTBOX
     configured = outbox.configure(visibility_timeout=10, max_attempts=2, backoff_base=1)
     assert configured == QueueDefaults(10 * SECOND, 2, SECOND, timedelta(hours=1), 0)
-    assert store.queue("mail").defaults == PLAIN  # a plain queue of the same name is another queue
+    assert store.queue("mail").defaults() == PLAIN  # a plain queue of the same name is another queue
     message_id = outbox.enqueue("hello")
     info = must_get(store, message_id)
     assert info.max_attempts == 2
@@ -217,7 +218,7 @@ def test_a_bad_configuration_is_refused_and_what_was_stored_stays(store: Store, 
     assert not_refused(InvalidOptions, BAD_CONFIGS, lambda case: queue.configure(**BAD_CONFIGS[case])) == []
     assert not_refused(InvalidOptions, BAD_CONFIGS, lambda case: outbox.configure(**BAD_CONFIGS[case])) == []
     fresh = other_process(store, clock)
-    assert fresh.queue("jobs").defaults == CONFIGURED
+    assert fresh.queue("jobs").defaults() == CONFIGURED
     assert fresh.outbox("mail").configure() == OUTBOX
 
 

@@ -33,7 +33,7 @@ def claim(store: Store, queue: str = "jobs", worker: str = "w1") -> Job:
 
 
 def test_a_plain_queue_derives_300_s_leases_3_attempts_and_a_5_s_backoff(store: Store) -> None:
-    defaults = store.queue("jobs").defaults
+    defaults = store.queue("jobs").defaults()
     assert defaults.visibility_timeout == VISIBILITY
     assert defaults.max_attempts == 3
     assert defaults.backoff_base == timedelta(seconds=5)

@@ -30,6 +30,7 @@ from tests.support import PATIENCE, wait_until
 
 from ._engines import EngineTarget
 from ._runners import Runner
+from ._runtimes import store_of, task_call, worker_of
 
 Attributes = frozenset[tuple[str, Any]]
 
@@ -100,7 +101,7 @@ def telemetry() -> Iterator[Otel]:
 @pytest.fixture
 def instrumented(engine: EngineTarget, clock: ManualClock, telemetry: Otel) -> Iterator[Store]:
     """A store on ``engine`` reporting to ``telemetry`` (closed, and its storage dropped, after)."""
-    with engine.store(clock) as plain, Store(plain.engine, clock=clock, telemetry=telemetry.telemetry) as store:
+    with engine.store(clock) as plain, store_of(plain.engine, clock=clock, telemetry=telemetry.telemetry) as store:
         yield store
 
 
@@ -114,7 +115,7 @@ def test_counters_count_each_event_per_queue_and_task(instrumented: Store, clock
     emails = store.queue("a")
     emails.enqueue(1)
     emails.enqueue(2, EnqueueOpts(max_attempts=1))
-    report.enqueue(store, day=1)
+    task_call(report.enqueue, store, day=1)
     store.queue("b").enqueue_many([1, 2, 3])
     store.outbox("hooks").enqueue("ping")
 
@@ -149,7 +150,7 @@ def test_a_stale_ack_counts_nothing(instrumented: Store, clock: ManualClock, tel
     queue.enqueue(1)
     lapsed = queue.claim("slow")
     assert lapsed is not None
-    clock.advance(queue.defaults.visibility_timeout)
+    clock.advance(queue.defaults().visibility_timeout)
     taken = queue.claim("fast")
     assert taken is not None
     assert instrumented.ack_many([lapsed]) == [lapsed]
@@ -255,7 +256,7 @@ def test_each_run_is_a_consumer_span_linked_to_the_enqueue_span_its_job_carries(
         if payload == "fail":
             raise ValueError("no such customer")
 
-    worker = Worker(instrumented, handlers={"a": handler}, poll_interval=0.02, ack_delay=ack_delay)
+    worker = worker_of(instrumented, handlers={"a": handler}, poll_interval=0.02, ack_delay=ack_delay)
     work(worker, lambda stats: stats.succeeded + stats.buried == 2)
 
     (request,) = telemetry.spans("request")
@@ -301,13 +302,13 @@ def test_a_batch_enqueue_carries_its_trace_to_every_job_it_writes(instrumented: 
     def count(n: int) -> None:
         ran.append(n)
 
-    ids = count.enqueue_many(instrumented, [{"n": n} for n in range(3)])
+    ids = task_call(count.enqueue_many, instrumented, [{"n": n} for n in range(3)])
 
     (send,) = telemetry.spans("send a")
     assert send.attributes is not None
     assert send.attributes["messaging.batch.message_count"] == 3
     assert send.attributes["alkstore.task"] == "count"
-    work(Worker(instrumented, tasks, poll_interval=0.02), lambda stats: stats.succeeded == 3)
+    work(worker_of(instrumented, tasks, poll_interval=0.02), lambda stats: stats.succeeded == 3)
     assert sorted(ran) == [0, 1, 2]
     runs = telemetry.spans("process a")
     assert sorted(int(str(span.attributes["messaging.message.id"])) for span in runs if span.attributes) == ids
@@ -325,7 +326,7 @@ def test_a_run_that_cannot_start_is_an_error_span_with_its_reason(instrumented: 
     @tasks.task("other", queue="a")
     def other(**_: Any) -> None: ...
 
-    work(Worker(instrumented, tasks, poll_interval=0.02), lambda stats: stats.buried == 1)
+    work(worker_of(instrumented, tasks, poll_interval=0.02), lambda stats: stats.buried == 1)
     (run,) = telemetry.spans("process a")
     assert run.status.status_code is StatusCode.ERROR
     assert run.status.description is not None

@@ -31,7 +31,8 @@ from alkstore import (
 from tests.support import PATIENCE, must_claim, must_get
 
 from ._engines import T0
-from ._runners import HoldingClock, step, wait_until
+from ._runners import HoldingClock, helper, step, wait_until
+from ._runtimes import task_call, worker_of
 
 POLL = 0.02
 
@@ -98,8 +99,8 @@ def one_gated_run(
     """A worker (``worker`` options) running one ``Gate`` job of queue ``work`` (``task`` options), once started."""
     tasks, gate = Tasks(), Gate()
     gated = tasks.task("gated", queue="work", **(task or {}))(gate)
-    job_id = gated.enqueue(store)
-    running = started(Worker(store, tasks, poll_interval=POLL, **worker))
+    job_id = task_call(gated.enqueue, store)
+    running = started(worker_of(store, tasks, poll_interval=POLL, **worker))
     wait_until(lambda: gate.entered == 1, "the run to start")
     return gate, job_id, running
 
@@ -134,7 +135,7 @@ def gated_jobs(store: Store, count: int) -> tuple[Tasks, Gate, list[int]]:
     """Tasks with one ``Gate`` task on queue ``work``, and the ids of ``count`` jobs enqueued for it."""
     tasks, gate = Tasks(), Gate()
     block = tasks.task("block", queue="work")(gate)
-    return tasks, gate, [block.enqueue(store, n=n) for n in range(count)]
+    return tasks, gate, [task_call(block.enqueue, store, n=n) for n in range(count)]
 
 
 def states(store: Store, ids: list[int]) -> list[JobState | None]:
@@ -145,7 +146,7 @@ def test_a_worker_runs_at_most_its_concurrency_and_never_claims_beyond_its_free_
     store: Store, started: Callable[[Worker], Running]
 ) -> None:
     tasks, gate, ids = gated_jobs(store, 7)
-    running = started(Worker(store, tasks, concurrency=3, poll_interval=POLL))
+    running = started(worker_of(store, tasks, concurrency=3, poll_interval=POLL))
     wait_until(lambda: gate.entered == 3, "three runs to start")
     assert states(store, ids).count(JobState.RUNNING) == 3, "it holds leases only for the jobs it runs"
     assert all(info is not None and info.attempts == 0 for info in map(store.get_job, ids[3:]))
@@ -164,8 +165,8 @@ def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
     def bounce(to: str) -> None:
         raise ValueError(f"no mailbox {to!r}")
 
-    job_id = bounce.enqueue(store, to="ada")
-    running = started(Worker(store, tasks, poll_interval=POLL))
+    job_id = task_call(bounce.enqueue, store, to="ada")
+    running = started(worker_of(store, tasks, poll_interval=POLL))
     wait_until(is_at(store, job_id, JobState.PENDING, 1), "a first failure")
     info = must_get(store, job_id)
     assert info.last_error == "no mailbox 'ada'"
@@ -223,7 +224,7 @@ def test_a_lost_lease_is_surfaced_to_the_run_and_its_outcome_discarded(
     with engine.store(clock) as store:
         gate, job_id, running = one_gated_run(store, started, {"visibility_timeout": 30})
         clock.wait_for_sleepers(1, timeout=PATIENCE)
-        (beater,) = [thread for thread in threading.enumerate() if thread.name.startswith("alkstore-heartbeat-")]
+        beater = helper("alkstore-heartbeat-")
         clock.hold(beater)  # the worker is paused, as a stopped process is
         clock.advance(31)
         rival = store.queue("work").claim("rival")  # the lapsed lease is claimed again
@@ -268,9 +269,9 @@ def test_a_job_for_an_unknown_task_fails_on_the_job_and_the_worker_carries_on(
     done: list[int] = []
     known = tasks.task("known", queue="work")(lambda n: done.append(n))
     stranger = other.task("stranger", queue="work")(lambda: None)
-    lost_id = stranger.enqueue(store)
-    known.enqueue(store, n=1)
-    running = started(Worker(store, tasks, poll_interval=POLL))
+    lost_id = task_call(stranger.enqueue, store)
+    task_call(known.enqueue, store, n=1)
+    running = started(worker_of(store, tasks, poll_interval=POLL))
     wait_until(lambda: done == [1], "the known task to run")
     wait_until(is_at(store, lost_id, JobState.PENDING, 1), "the unknown one to fail")
     info = must_get(store, lost_id)
@@ -282,7 +283,7 @@ def test_plain_handlers_run_the_jobs_of_their_queues(store: Store, started: Call
     seen: list[tuple[Any, str]] = []
     store.queue("hooks").enqueue({"event": "paid"})
     handlers = {"hooks": lambda payload, job: seen.append((payload, job.queue))}
-    running = started(Worker(store, handlers=handlers, poll_interval=POLL))
+    running = started(worker_of(store, handlers=handlers, poll_interval=POLL))
     wait_until(lambda: seen == [({"event": "paid"}, "hooks")], "the handler to run")
     assert running.finish().succeeded == 1
 
@@ -297,7 +298,7 @@ def test_periodic_tasks_register_their_schedules_and_a_worker_with_schedules_fir
     def vacuum(table: str) -> None:
         ran.append({"table": table, "boundary": current_job().boundary})
 
-    running = started(Worker(store, tasks, schedules=True, poll_interval=POLL))
+    running = started(worker_of(store, tasks, schedules=True, poll_interval=POLL))
     wait_until(lambda: [s.name for s in store.schedules()] == ["vacuum"], "the schedule to be registered")
     (schedule,) = store.schedules()
     assert (schedule.spec, schedule.queue, schedule.payload) == ("@every 1m", "maintenance", {"table": "events"})
@@ -307,7 +308,7 @@ def test_periodic_tasks_register_their_schedules_and_a_worker_with_schedules_fir
     wait_until(lambda: len(ran) == 1, "the fire to run")
     assert ran == [{"table": "events", "boundary": schedule.next_boundary}]
     running.finish()
-    restarted = started(Worker(store, tasks, poll_interval=POLL))  # a restart keeps the phase
+    restarted = started(worker_of(store, tasks, poll_interval=POLL))  # a restart keeps the phase
     wait_until(lambda: restarted.thread.is_alive(), "the second worker")
     assert [s.next_boundary for s in store.schedules()] == [schedule.next_boundary + timedelta(minutes=1)]
     restarted.finish()
@@ -320,11 +321,11 @@ def test_a_task_enqueued_in_a_transaction_is_run_after_commit(
     done: list[str] = []
     note = tasks.task("note", queue="work")(lambda text: done.append(text))
     with store.transaction() as tx:
-        job_id = note.enqueue_tx(store, tx, text="committed")
-    later = note.with_options(EnqueueOpts(priority=5)).enqueue(store, text="later")
+        job_id = task_call(note.enqueue_tx, store, tx, text="committed")
+    later = task_call(note.with_options(EnqueueOpts(priority=5)).enqueue, store, text="later")
     info = must_get(store, later)
     assert (info.task, info.priority, info.payload) == ("note", 5, {"text": "later"})
-    running = started(Worker(store, tasks, poll_interval=POLL))
+    running = started(worker_of(store, tasks, poll_interval=POLL))
     wait_until(lambda: sorted(done) == ["committed", "later"], "both runs")
     wait_until(lambda: store.get_job(job_id) is None, "its ack (written within the ack delay)")
     running.finish()
@@ -342,8 +343,8 @@ def test_a_worker_acks_each_job_before_it_runs_the_next_and_counts_it_once_acked
         seen.append((n, states(store, ids[:n])))
 
     task = tasks.task("step", queue="work")(step)
-    ids.extend(task.enqueue(store, n=n) for n in range(4))
-    running = started(Worker(store, tasks, concurrency=1, poll_interval=POLL, ack_delay=ack_delay))
+    ids.extend(task_call(task.enqueue, store, n=n) for n in range(4))
+    running = started(worker_of(store, tasks, concurrency=1, poll_interval=POLL, ack_delay=ack_delay))
     wait_until(lambda: len(seen) == 4, "four runs")
     stats = running.finish()
     assert seen == [(n, [None] * n) for n in range(4)], "each earlier job was acked before the next ran"
@@ -354,26 +355,26 @@ def test_a_worker_acks_each_job_before_it_runs_the_next_and_counts_it_once_acked
 def test_bad_worker_and_task_input_is_refused_before_anything_runs(store: Store) -> None:
     tasks = Tasks()
     with pytest.raises(InvalidOptions, match="at least one queue"):
-        Worker(store, tasks)
+        worker_of(store, tasks)
     tasks.task("t", queue="work")(lambda: None)
     for concurrency in (0, 1001):
         with pytest.raises(InvalidOptions, match="concurrency"):
-            Worker(store, tasks, concurrency=concurrency)
+            worker_of(store, tasks, concurrency=concurrency)
     for prefetch in (-1, 1001, 1.5, True):
         with pytest.raises(InvalidOptions, match="prefetch"):
-            Worker(store, tasks, prefetch=prefetch)  # type: ignore[arg-type]
+            worker_of(store, tasks, prefetch=prefetch)  # type: ignore[arg-type]
     durations: dict[str, Any] = {"ack_delay": -1, "grace": -1, "poll_interval": 0}
     for name, bad in durations.items():
         with pytest.raises(InvalidOptions, match=name):
-            Worker(store, tasks, **{name: bad})
+            worker_of(store, tasks, **{name: bad})
     with pytest.raises(InvalidArgument, match="Store"):
-        Worker("memory://", tasks)  # type: ignore[arg-type]
+        worker_of("memory://", tasks)  # type: ignore[arg-type]
     with pytest.raises(InvalidOptions, match="already registered"):
         tasks.task("t", queue="work")(lambda: None)
     task = tasks.get("t")
     assert task is not None
     with pytest.raises(InvalidArgument, match="by keyword"):
-        task.enqueue(store, 1)
+        task_call(task.enqueue, store, 1)
     with pytest.raises(InvalidArgument, match="outside a job"):
         current_job()
     assert store.queue("work").claim("probe") is None
@@ -420,9 +421,9 @@ def test_a_running_worker_reports_itself_and_a_stopped_one_is_gone(
     tasks, gate = Tasks(), Gate()
     block = tasks.task("block", queue="work")(gate)
     quick = tasks.task("quick", queue="other")(lambda: None)
-    block.enqueue(store)
-    quick.enqueue(store)
-    running = started(Worker(store, tasks, concurrency=2, poll_interval=POLL, worker_id="reporter"))
+    task_call(block.enqueue, store)
+    task_call(quick.enqueue, store)
+    running = started(worker_of(store, tasks, concurrency=2, poll_interval=POLL, worker_id="reporter"))
     wait_until(lambda: gate.entered == 1, "the run to start")
     (seen,) = store.workers()
     assert (seen.id, seen.queues, seen.concurrency, seen.started_at) == ("reporter", ("other", "work"), 2, T0)
@@ -444,7 +445,7 @@ def test_a_prefetching_worker_holds_its_threads_and_prefetch_and_hands_back_the_
     store: Store, started: Callable[[Worker], Running]
 ) -> None:
     tasks, gate, ids = gated_jobs(store, 6)
-    running = started(Worker(store, tasks, concurrency=1, prefetch=2, poll_interval=POLL, grace=PATIENCE))
+    running = started(worker_of(store, tasks, concurrency=1, prefetch=2, poll_interval=POLL, grace=PATIENCE))
     wait_until(
         lambda: gate.entered == 1 and states(store, ids).count(JobState.RUNNING) == 3, "a run and two prefetched jobs"
     )
@@ -466,9 +467,9 @@ def test_a_prefetched_jobs_lease_is_kept_while_it_waits_and_its_timeout_counts_f
     block = tasks.task("block", queue="work", visibility_timeout=30)(gate)
     done: list[int] = []
     quick = tasks.task("quick", queue="work", visibility_timeout=30, timeout=10)(lambda: done.append(1))
-    first = block.enqueue(store)
-    waiting = quick.enqueue(store)
-    running = started(Worker(store, tasks, concurrency=1, prefetch=1, poll_interval=POLL))
+    first = task_call(block.enqueue, store)
+    waiting = task_call(quick.enqueue, store)
+    running = started(worker_of(store, tasks, concurrency=1, prefetch=1, poll_interval=POLL))
     wait_until(lambda: states(store, [first, waiting]) == [JobState.RUNNING] * 2, "a run and a prefetched job")
     clock.wait_for_sleepers(1, timeout=PATIENCE)  # the heartbeat thread
     for _ in range(100):  # 100 s: past three visibility timeouts, and ten times the quick task's timeout

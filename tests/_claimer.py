@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
 from alkstore import Job, Queue, StopToken, Store
-from alkstore.engine import Waiter
+from alkstore.engine import AsyncEngine, AsyncWaiter, Waiter
+from contract_tests._runtimes import target_of
 from tests.support import PATIENCE
 
 NO_POLLING = 3600.0  # a poll interval no test waits out
@@ -23,6 +25,16 @@ class _SpyWaiter(Waiter):
         self._inner.wait(timeout, stop)
 
 
+class _AsyncSpyWaiter(AsyncWaiter):
+    def __init__(self, inner: AsyncWaiter, parked: threading.Event) -> None:
+        self._inner = inner
+        self._parked = parked
+
+    async def wait(self, timeout: float, stop: StopToken | None = None) -> None:
+        self._parked.set()
+        await self._inner.wait(timeout, stop)
+
+
 class Claimer:
     """A thread in ``queue.claim(worker, wait=…)``; the constructor returns once it is parked.
 
@@ -35,7 +47,7 @@ class Claimer:
         self.parked = threading.Event()
         self.result: Job | None = None
         self.error: BaseException | None = None
-        engine = store.engine
+        engine: Any = target_of(store.engine)  # the engine itself, in either runtime
         real_waiter = engine.waiter
 
         @contextmanager
@@ -43,7 +55,12 @@ class Claimer:
             with real_waiter(name) as inner:
                 yield _SpyWaiter(inner, self.parked)
 
-        engine.waiter = spying_waiter  # type: ignore[method-assign,assignment]
+        @asynccontextmanager
+        async def spying_async_waiter(name: str) -> AsyncIterator[AsyncWaiter]:
+            async with real_waiter(name) as inner:
+                yield _AsyncSpyWaiter(inner, self.parked)
+
+        engine.waiter = spying_async_waiter if _is_async_engine(engine) else spying_waiter
         try:
             args = (store.queue(queue), wait, poll_interval)
             self._thread = threading.Thread(target=self._run, args=args, daemon=True)
@@ -76,3 +93,7 @@ class Claimer:
         assert job is not None, "the parked claim returned no job"
         job.ack()
         return job
+
+
+def _is_async_engine(engine: object) -> bool:
+    return isinstance(engine, AsyncEngine)

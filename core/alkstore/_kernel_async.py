@@ -96,10 +96,11 @@ class AsyncKernel:
         """The queue's stored config and the defaults it makes, as read at most ``CONFIG_TTL`` of the
         clock ago. ``tx`` (the caller's transaction, as the engine took it) is where to read it, if
         it must be read."""
+        engine = self.live()
         now = self.clock.now()
         cached = self._configs.get(queue)
         if cached is None or now >= cached[0]:
-            config = await self.live().queue_config(queue, tx)
+            config = await engine.queue_config(queue, tx)
             cached = self._configs[queue] = (now + CONFIG_TTL, config, queue_defaults(queue, config))
         return cached[1], cached[2]
 

@@ -46,6 +46,7 @@ QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "claim": lambda q: q.claim("w"),
     "claim_many": lambda q: q.claim_many("w", 5),
     "configure": lambda q: q.configure(max_attempts=5),
+    "defaults": lambda q: q.defaults(),
 }
 JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "ack": lambda j: j.ack(),

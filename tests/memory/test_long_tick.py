@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from alkstore import CATCH_UP_CAP, Fire, ManualClock, StopToken, Store
+from alkstore._leader import LEASE_TTL
 from alkstore._names import SCHEDULER_LOCK
-from alkstore._runner import LEASE_TTL
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import LockRecord, TickBudget, TickResult
 from tests.support import PATIENCE, T0
@@ -41,8 +41,7 @@ class SlowTicks(MemoryEngine):
         self.began: list[tuple[datetime, LockRecord | None, bool]] = []
 
     def tick(self, now: datetime, budget: TickBudget, fired: dict[str, int]) -> TickResult:
-        with self._cond:
-            self.began.append((now, self._locks.get(SCHEDULER_LOCK), not fired))
+        self.began.append((now, self.read_lock(SCHEDULER_LOCK), not fired))
         result = super().tick(now, budget, fired)
         self.clock.advance(TRANSACTION)
         return result

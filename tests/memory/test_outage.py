@@ -16,8 +16,8 @@ from datetime import datetime
 import pytest
 
 from alkstore import ManualClock, SchemaOutOfDate, Store
+from alkstore._leader import LEASE_TTL, RETRY_EVERY
 from alkstore._names import SCHEDULER_LOCK
-from alkstore._runner import LEASE_TTL, RETRY_EVERY
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import LockRecord, TickBudget, TickResult
 from alkstore.errors import DatabaseUnavailable
@@ -44,8 +44,9 @@ class Flaky(MemoryEngine):
 
     def lease(self) -> LockRecord:
         """The scheduler lease as stored (read behind the outage's back)."""
-        with self._cond:
-            return self._locks[SCHEDULER_LOCK]
+        lease = self.read_lock(SCHEDULER_LOCK)
+        assert lease is not None
+        return lease
 
     def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> LockRecord | None:
         self._gate("try_lock")

@@ -10,7 +10,7 @@ import pytest
 from psycopg import sql
 
 from alkstore import ManualClock, QueueDefaults
-from alkstore._store import CONFIG_TTL
+from alkstore._kernel import CONFIG_TTL
 
 from .conftest import OpenStore, table
 
@@ -29,11 +29,11 @@ def test_a_configuration_is_one_row_that_a_store_on_another_connection_pool_read
 ) -> None:
     first, second = open_store(clock=clock), open_store(clock=clock)
     assert first.engine is not second.engine
-    assert second.queue("billing").defaults.max_attempts == 3  # cached by the second store
+    assert second.queue("billing").defaults().max_attempts == 3  # cached by the second store
     first.queue("billing").configure(visibility_timeout=45, max_attempts=6, priority=2)
     assert stored(db, pg_module_schema) == [("billing", 45_000_000, 6, None, None, 2)]
     clock.advance(CONFIG_TTL)
-    assert second.queue("billing").defaults == QueueDefaults(45 * SECOND, 6, 5 * SECOND, timedelta(hours=1), 2)
+    assert second.queue("billing").defaults() == QueueDefaults(45 * SECOND, 6, 5 * SECOND, timedelta(hours=1), 2)
     job = second.get_job(second.queue("billing").enqueue("invoice"))
     assert job is not None
     assert (job.max_attempts, job.priority) == (6, 2)

@@ -97,7 +97,7 @@ def test_a_worker_whose_lease_lapsed_loses_its_job_and_its_late_calls_change_not
     name = unique("lapse")
     job_id = slow.queue(name).enqueue("work")
     stale = must_claim(slow.queue(name), "slow-worker")
-    clock.advance(slow.queue(name).defaults.visibility_timeout)
+    clock.advance(slow.queue(name).defaults().visibility_timeout)
     fresh = must_claim(fast.queue(name), "fast-worker")
     assert (fresh.id, fresh.attempts, fresh.worker_id) == (job_id, 2, "fast-worker")
     before = fast.get_job(job_id)
@@ -123,7 +123,7 @@ def test_a_lapsed_last_attempt_goes_to_the_dead_letter_table_with_every_field(
     opts = EnqueueOpts(priority=7, max_attempts=1, expires=timedelta(days=1))
     job_id = queue.enqueue(b"\x00raw", opts)
     must_claim(queue)
-    clock.advance(queue.defaults.visibility_timeout)
+    clock.advance(queue.defaults().visibility_timeout)
     assert queue.claim("w2") is None
     dead = must_get(store, job_id)
     assert (dead.state, dead.attempts, dead.last_error, dead.died_at) == (

@@ -168,7 +168,7 @@ def _recording(function: Callable[..., Any], key: str, seen: set[str]) -> Callab
 def every_public_call(store: Store, clock: ManualClock) -> None:
     """Each public method of each facade at least once, each as it is used."""
     queue = store.queue("emails")
-    assert queue.defaults.max_attempts >= 1  # reads the queue's stored configuration
+    assert queue.defaults().max_attempts >= 1  # reads the queue's stored configuration
     assert queue.configure(visibility_timeout=120).visibility_timeout == timedelta(seconds=120)  # writes it
 
     # Enqueue and claim, finish every way.

@@ -12,7 +12,7 @@ import pytest
 
 from alkstore.adapters.postgres import _clock
 from alkstore.adapters.postgres._clock import DatabaseClock
-from alkstore.errors import DatabaseUnavailable
+from alkstore.errors import AlkstoreError, DatabaseUnavailable
 from tests.support import T0
 
 
@@ -72,7 +72,10 @@ def test_the_hosts_wall_clock_never_enters(local: Local, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(_clock, "datetime", NoWallClock)  # and ``local`` left ``time`` only its monotonic clock
     clock = DatabaseClock(server(local, iter([(0.0, T0, 0.0)] * 3)))
-    assert clock.now() == T0  # the first read measures
+    with pytest.raises(AlkstoreError, match="before its first measurement"):
+        clock.now()  # the engine measures as it starts, before anything reads the clock
+    clock.measure()
+    assert clock.now() == T0
     local.now += 3
     assert clock.now() == T0 + timedelta(seconds=3)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore._maintenance import BEHIND_DEAD_ROWS, VACUUM_DEAD_FRACTION, VACUUM_DEAD_ROWS, vacuum_due
+from alkstore._upkeep import BEHIND_DEAD_ROWS, VACUUM_DEAD_FRACTION, VACUUM_DEAD_ROWS, vacuum_due
 from alkstore.engine import TableStats
 
 

@@ -43,7 +43,10 @@ def test_the_base_telemetry_does_nothing_and_leaves_every_call_as_it_was() -> No
     base = Telemetry()
     with base.enqueue("q", None, 1) as trace:
         assert trace is None
-    assert base.run(_record(), ManualClock(MIDNIGHT), lambda: "why not") == "why not"
+    with base.run(_record(), ManualClock(MIDNIGHT)) as report:
+        report.refused("why not")  # the base records nothing, and the run goes on
+    with pytest.raises(ZeroDivisionError), base.run(_record(), ManualClock(MIDNIGHT)):
+        raise ZeroDivisionError  # a run's exception passes through
 
 
 def test_a_subclass_overrides_only_what_it_reports() -> None:
