@@ -30,7 +30,8 @@ _WHEEL_ROOTS = {"core/alkstore": "alkstore", "adapters/alkstore": "alkstore"}
 def _generator(root: Path) -> ModuleType:
     """``.ci/async_to_sync.py`` of the tree being built, loaded by path (it is no package)."""
     spec = importlib.util.spec_from_file_location("alkstore_async_to_sync", root / ".ci" / "async_to_sync.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

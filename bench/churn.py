@@ -47,7 +47,8 @@ from _bench import DEFAULT_DSN, load_average
 from psycopg import sql
 
 import alkstore
-from alkstore import _maintenance
+from alkstore import _maintenance, _upkeep
+from alkstore._kernel import kernel_of
 from alkstore.engine import Held
 
 QUEUE = "churn"
@@ -92,17 +93,19 @@ class Arm:
     jobs: int = 0
 
 
-def claim_ack(queue: alkstore.Queue, count: int) -> float:
+def claim_ack(store: alkstore.Store, count: int) -> float:
     """Claim and ack ``count`` jobs as a worker does (each ack rides on the next claim, ADR 022); their rate."""
+    kernel = kernel_of(store)
+    queue = store.queue(QUEUE)
     started = time.perf_counter()
     held: list[Held] = []
     job = None
     for _ in range(count):
-        stale, jobs = queue._ack_and_claim(held, WORKER, 1)
+        stale, jobs = kernel.claim(queue.name, WORKER, 1, held)
         if stale or not jobs:
             raise RuntimeError("the queue ran dry under a timed block, or an ack went stale")
         job = jobs[0]
-        held = [Held(job.id, job._record.fence)]
+        held = [kernel.held_of(job)]
     if job is not None:
         job.ack()
     return count / (time.perf_counter() - started)
@@ -172,8 +175,8 @@ class Duty(threading.Thread):
 
     def __init__(self, store: alkstore.Store) -> None:
         super().__init__(name="churn-duty", daemon=True)
-        self.every = _maintenance.VACUUM_CHECK_EVERY
-        self.duty = _maintenance.Maintenance(store, [QUEUE], dead_retention=None, label="bench")
+        self.every = _upkeep.VACUUM_CHECK_EVERY
+        self.duty = _maintenance.Maintenance(kernel_of(store), [QUEUE], dead_retention=None, label="bench")
         self.stop = alkstore.StopToken()
         self.vacuums = 0
 
@@ -196,7 +199,7 @@ class Reference:
         refill(self.queue, depth + REF_BLOCK)
 
     def block(self) -> float:
-        rate = claim_ack(self.queue, REF_BLOCK)
+        rate = claim_ack(self.store, REF_BLOCK)
         refill(self.queue, REF_BLOCK)
         self.admin.execute(sql.SQL("VACUUM {}.jobs").format(sql.Identifier(self.schema)))
         return rate
@@ -206,15 +209,15 @@ class Reference:
         self.admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
 
 
-def sample(queue: alkstore.Queue, reference: Reference, blocks: int) -> float:
+def sample(store: alkstore.Store, reference: Reference, blocks: int) -> float:
     """Blocks of the arm's claim+ack alternating with the reference's: the median ratio of their rates.
 
     Each block enqueues ``BLOCK`` jobs and claims as many: into an emptied queue, each is a fresh batch.
     """
     ratios = []
     for _ in range(blocks):
-        refill(queue, BLOCK)
-        rate = claim_ack(queue, BLOCK)
+        refill(store.queue(QUEUE), BLOCK)
+        rate = claim_ack(store, BLOCK)
         ratios.append(rate / reference.block())
     return statistics.median(ratios)
 
@@ -233,7 +236,7 @@ def run_arm(name: str, dsn: str, jobs: int, depth: int, admin: psycopg.Connectio
         if name == "alkstore":
             duty = Duty(store)
             duty.start()
-        arm.before = sample(queue, reference, SAMPLE_BLOCKS)
+        arm.before = sample(store, reference, SAMPLE_BLOCKS)
         done, tenth, ratios = SAMPLE_BLOCKS * BLOCK, max(BLOCK, jobs // 10), []
         started = time.perf_counter()
         while done < jobs:
@@ -241,7 +244,7 @@ def run_arm(name: str, dsn: str, jobs: int, depth: int, admin: psycopg.Connectio
                 print(f"  {name}: churn ended by SIGUSR1 after {done:,} jobs", file=sys.stderr, flush=True)
                 break
             refill(queue, BLOCK)
-            rate = claim_ack(queue, BLOCK)
+            rate = claim_ack(store, BLOCK)
             done += BLOCK
             if done % (4 * BLOCK) == 0 or done % tenth < BLOCK:  # the reference every fourth block
                 ratios.append(rate / reference.block())
@@ -251,7 +254,7 @@ def run_arm(name: str, dsn: str, jobs: int, depth: int, admin: psycopg.Connectio
                 print(f"  {name}: {done:,} jobs, {arm.during[-1]:.2f}x the reference", file=sys.stderr, flush=True)
         arm.churn_s = time.perf_counter() - started
         arm.jobs = done
-        arm.after = sample(queue, reference, SAMPLE_BLOCKS)
+        arm.after = sample(store, reference, SAMPLE_BLOCKS)
         if duty is not None:
             duty.stop.cancel()
             duty.join()
@@ -260,12 +263,12 @@ def run_arm(name: str, dsn: str, jobs: int, depth: int, admin: psycopg.Connectio
         time.sleep(VISIBILITY_S)  # every acked job's lease end is now in the probe's range
         arm.poll_after = poll(store, admin)
         arm.sizes_after = sizes(admin, schema)
-        arm.fresh = sample(queue, reference, SAMPLE_BLOCKS)  # the queue is empty: fresh batches
+        arm.fresh = sample(store, reference, SAMPLE_BLOCKS)  # the queue is empty: fresh batches
         admin.execute(sql.SQL("VACUUM {}.jobs").format(sql.Identifier(schema)))
         arm.poll_vacuumed = poll(store, admin)
         arm.sizes_vacuumed = sizes(admin, schema)
         refill(queue, depth)
-        arm.after_vacuum = sample(queue, reference, SAMPLE_BLOCKS)
+        arm.after_vacuum = sample(store, reference, SAMPLE_BLOCKS)
     finally:
         if duty is not None:
             duty.stop.cancel()

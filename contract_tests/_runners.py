@@ -91,7 +91,7 @@ class HoldingClock(ManualClock):
 
 
 def helper(prefix: str) -> object:
-    """The one worker helper whose name starts with ``prefix``: a thread of the sync runtime, a task of the async one."""
+    """The one worker helper named ``prefix``…: a thread of the sync runtime, a task of the async one."""
     threads = [thread for thread in threading.enumerate() if thread.name.startswith(prefix)]
     if threads:
         (found,) = threads

@@ -93,7 +93,7 @@ def _settle(done: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> No
     if task.cancelled():
         done.cancel()
     elif task.exception() is not None:
-        done.set_exception(task.exception())  # type: ignore[arg-type]
+        done.set_exception(task.exception())
     else:
         done.set_result(task.result())
 
@@ -108,10 +108,16 @@ def portal() -> Portal:
     return _PORTAL[0]
 
 
-@functools.cache
+_COROUTINES: dict[type, bool] = {}
+
+
 def _has_coroutines(cls: type) -> bool:
     """Whether instances of ``cls`` have methods to await (they are then seen through ``Blocking``)."""
-    return any(inspect.iscoroutinefunction(getattr(cls, name, None)) for name in dir(cls) if not name.startswith("__"))
+    found = _COROUTINES.get(cls)
+    if found is None:
+        names = [name for name in dir(cls) if not name.startswith("__")]
+        found = _COROUTINES[cls] = any(inspect.iscoroutinefunction(getattr(cls, name, None)) for name in names)
+    return found
 
 
 def wrap(value: Any, *, items: bool = True) -> Any:
@@ -255,7 +261,7 @@ def task_call(method: Callable[..., Any], store: Any, /, *args: Any, **kwargs: A
     runtime: the bound sync method as written, its ``a``-prefixed twin awaited for an async store."""
     if not is_async(store):
         return method(store, *args, **kwargs)
-    twin = getattr(method.__self__, "a" + method.__name__)
+    twin = getattr(getattr(method, "__self__"), "a" + method.__name__)  # noqa: B009 - a bound method's owner
     return portal().run(twin(target_of(store), *(_unwrap(arg) for arg in args), **kwargs))
 
 

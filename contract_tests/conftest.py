@@ -1,4 +1,4 @@
-"""The contract suite's fixtures: one ``engine`` parameter over every engine × runtime, fresh stores,
+"""The contract suite's fixtures: one ``engine`` parameter over every engine and runtime, fresh stores,
 manual clocks.
 
 ``engine`` is an ``EngineTarget`` for each engine registered under the ``alkstore.testing``
@@ -77,7 +77,7 @@ def engine(request: pytest.FixtureRequest) -> EngineTarget:
 
 @pytest.fixture(scope="session")
 def all_engines() -> tuple[list[EngineTarget], list[str]]:
-    """Every engine × runtime available in this run, and the reasons the others are not."""
+    """Every engine and runtime available in this run, and the reasons the others are not."""
     targets, missing = [], []
     for name in ENGINES:
         for runtime in RUNTIMES:

@@ -135,5 +135,5 @@ def test_a_task_enqueues_many_runs_by_keyword(store: Store) -> None:
     ]
     for bad in ([("to", "x")], [{1: "x"}], {"to": "x"}, "to"):
         with pytest.raises(InvalidArgument, match="keyword"):
-            task_call(send.enqueue_many, store, bad)  # type: ignore[arg-type]
+            task_call(send.enqueue_many, store, bad)
     assert len(drained(store, "mail")) == 3

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore import InvalidOptions, ManualClock, StopToken, Store, _maintenance, _maintenance_async
+from alkstore import InvalidOptions, ManualClock, StopToken, Store, _maintenance, _maintenance_async, _upkeep
 from tests.support import PATIENCE, wait_until
 
 from ._runtimes import maintenance_of, worker_of
@@ -70,7 +70,7 @@ def test_a_fresh_store_reports_no_dead_rows_to_speak_of_and_nothing_is_vacuumed(
     job.ack()
     stats = store.engine.table_stats()
     assert all(table.dead_rows >= 0 and table.live_rows >= 0 for table in stats)
-    assert _maintenance.vacuum_due(stats) == []
+    assert _upkeep.vacuum_due(stats) == []
     assert duty(store).vacuum() == []
 
 
@@ -97,4 +97,4 @@ def test_a_worker_prunes_its_queues_dead_jobs_past_its_retention(store: Store, c
 @pytest.mark.parametrize("bad", [-1, "7d", float("inf"), True])
 def test_a_bad_dead_retention_is_refused_before_the_worker_runs(store: Store, bad: object) -> None:
     with pytest.raises(InvalidOptions, match="dead_retention"):
-        worker_of(store, handlers={"jobs": lambda payload, job: None}, dead_retention=bad)  # type: ignore[arg-type]
+        worker_of(store, handlers={"jobs": lambda payload, job: None}, dead_retention=bad)

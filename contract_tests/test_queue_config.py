@@ -29,7 +29,8 @@ CONFIGURED = QueueDefaults(30 * SECOND, 7, 2 * SECOND, 60 * SECOND, 4)
 
 def other_process(store: Store, clock: ManualClock) -> Store:
     """Another store on the same storage, with a cache of its own (not closed: it shares the engine)."""
-    return store_of(store.engine, clock=clock)
+    other: Store = store_of(store.engine, clock=clock)
+    return other
 
 
 def configure_all(store: Store, queue: str = "jobs") -> QueueDefaults:

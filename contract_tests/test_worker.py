@@ -362,13 +362,13 @@ def test_bad_worker_and_task_input_is_refused_before_anything_runs(store: Store)
             worker_of(store, tasks, concurrency=concurrency)
     for prefetch in (-1, 1001, 1.5, True):
         with pytest.raises(InvalidOptions, match="prefetch"):
-            worker_of(store, tasks, prefetch=prefetch)  # type: ignore[arg-type]
+            worker_of(store, tasks, prefetch=prefetch)
     durations: dict[str, Any] = {"ack_delay": -1, "grace": -1, "poll_interval": 0}
     for name, bad in durations.items():
         with pytest.raises(InvalidOptions, match=name):
             worker_of(store, tasks, **{name: bad})
     with pytest.raises(InvalidArgument, match="Store"):
-        worker_of("memory://", tasks)  # type: ignore[arg-type]
+        worker_of("memory://", tasks)
     with pytest.raises(InvalidOptions, match="already registered"):
         tasks.task("t", queue="work")(lambda: None)
     task = tasks.get("t")

@@ -10,6 +10,12 @@ from __future__ import annotations
 from importlib import metadata
 from pkgutil import extend_path
 
+# A source checkout has two halves of the package, core/alkstore and adapters/alkstore (ADR 013);
+# in the wheel they are one directory and this finds nothing more. (Editors look for this line
+# near the top.)
+__path__ = extend_path(__path__, __name__)
+
+
 from ._boundary import CATCH_UP_CAP
 from ._codec import Codec, JsonCodec
 from ._locks import Lock
@@ -48,11 +54,6 @@ from .errors import (
     SchemaOutOfDate,
     StoreClosed,
 )
-
-# A source checkout has two halves of the package, core/alkstore and adapters/alkstore (ADR 013);
-# in the wheel they are one directory and this finds nothing more. (Editors look for this line
-# near the top.)
-__path__ = extend_path(__path__, __name__)
 
 __all__ = [
     "CATCH_UP_CAP",

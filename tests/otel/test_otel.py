@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import alkstore
 from alkstore import ManualClock, Store
+from alkstore._kernel import kernel_of
 from alkstore.adapters.otel import Telemetry
 from alkstore.engine import NewJob
 from tests.support import MIDNIGHT
@@ -41,8 +42,10 @@ def run_one(store: Store, queue: str) -> str | None:
     """Claim one job of ``queue`` and run it the way a worker does, through the store's telemetry."""
     job = store.queue(queue).claim("w")
     assert job is not None
-    assert store._telemetry is not None
-    return store._telemetry.run(job._record, store.clock, lambda: None)
+    kernel = kernel_of(store)
+    assert kernel.telemetry is not None
+    with kernel.telemetry.run(kernel.record_of(job), store.clock):
+        return None
 
 
 @pytest.mark.parametrize(

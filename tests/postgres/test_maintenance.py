@@ -8,7 +8,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from alkstore import Store, _maintenance
+from alkstore import Store, _upkeep
+from alkstore._kernel import kernel_of
 from alkstore._maintenance import Maintenance
 from alkstore.engine import TableStats
 from tests.support import wait_until
@@ -34,8 +35,8 @@ def leave_dead_rows(store: Store, count: int = DEAD) -> None:
 
 @pytest.fixture
 def low_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_maintenance, "VACUUM_DEAD_ROWS", DEAD // 2)
-    monkeypatch.setattr(_maintenance, "BEHIND_DEAD_ROWS", DEAD // 2)  # a server whose autovacuum runs
+    monkeypatch.setattr(_upkeep, "VACUUM_DEAD_ROWS", DEAD // 2)
+    monkeypatch.setattr(_upkeep, "BEHIND_DEAD_ROWS", DEAD // 2)  # a server whose autovacuum runs
 
 
 def test_the_storage_reports_every_table_of_the_schema_with_what_its_autovacuum_does(
@@ -58,7 +59,7 @@ def test_the_storage_reports_every_table_of_the_schema_with_what_its_autovacuum_
 def test_the_duty_vacuums_a_table_whose_dead_rows_crossed_the_threshold(
     store: Store, low_threshold: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    duty = Maintenance(store, ["jobs"], dead_retention=None, label="w1")
+    duty = Maintenance(kernel_of(store), ["jobs"], dead_retention=None, label="w1")
     assert duty.vacuum() == []
     leave_dead_rows(store)
     with caplog.at_level(logging.INFO, logger="alkstore.worker"):
@@ -75,7 +76,7 @@ def test_the_duty_vacuums_a_table_whose_dead_rows_crossed_the_threshold(
 def test_a_table_an_open_transaction_keeps_dead_rows_in_is_left_alone_for_a_while(
     store: Store, low_threshold: None, pg_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    duty = Maintenance(store, ["jobs"], dead_retention=None, label="w1")
+    duty = Maintenance(kernel_of(store), ["jobs"], dead_retention=None, label="w1")
     with psycopg.connect(pg_dsn) as holder:
         holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT 1")  # its snapshot is older than the rows about to die

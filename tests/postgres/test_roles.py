@@ -32,8 +32,9 @@ from alkstore import (
     Queue,
     StopToken,
     Store,
-    _maintenance,
+    _upkeep,
 )
+from alkstore._kernel import kernel_of
 from alkstore._maintenance import Maintenance
 from alkstore.adapters.cli import EXIT_OK, main
 from alkstore.adapters.postgres import _migrate
@@ -324,8 +325,8 @@ def test_a_role_that_may_not_vacuum_is_told_once_and_the_duty_stops_trying(
     pg_dsn: str, pg_schema: str, app: Role, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     migrate_as_owner(pg_dsn, pg_schema, grant=[app.name])
-    monkeypatch.setattr(_maintenance, "VACUUM_DEAD_ROWS", 100)
-    monkeypatch.setattr(_maintenance, "BEHIND_DEAD_ROWS", 100)
+    monkeypatch.setattr(_upkeep, "VACUUM_DEAD_ROWS", 100)
+    monkeypatch.setattr(_upkeep, "BEHIND_DEAD_ROWS", 100)
     with open_as(app, pg_schema) as store:
         ids = store.queue("jobs").enqueue_many(["doomed"] * 200)
         assert store.engine.cancel(ids) == ids
@@ -336,7 +337,7 @@ def test_a_role_that_may_not_vacuum_is_told_once_and_the_duty_stops_trying(
         wait_until(lambda: jobs().dead_rows >= 200, "the server to count the dead rows")
         assert not jobs().vacuumable  # PostgreSQL 15: only the owner (of the table or database) or a superuser
         assert store.engine.vacuum(["jobs"]) == []  # the server skips it with a warning
-        duty = Maintenance(store, ["jobs"], dead_retention=None, label="w1")
+        duty = Maintenance(kernel_of(store), ["jobs"], dead_retention=None, label="w1")
         with caplog.at_level(logging.WARNING, logger="alkstore.worker"):
             assert duty.vacuum() == []
             assert duty.vacuum() == []

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import alkstore
-from alkstore import InvalidOptions, ManualClock, Store
+from alkstore import AsyncStore, InvalidOptions, ManualClock, Store
 from alkstore.engine import JobRecord, JobState
 from alkstore.telemetry import Telemetry
 from tests.support import MIDNIGHT, run_probe
@@ -21,10 +21,10 @@ class Recording(Telemetry):
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
 
-    def opened(self, store: Store) -> None:
+    def opened(self, store: Store | AsyncStore) -> None:
         self.events.append(("opened", store))
 
-    def closed(self, store: Store) -> None:
+    def closed(self, store: Store | AsyncStore) -> None:
         self.events.append(("closed", store))
 
     def acked(self, jobs: Any) -> None:
