@@ -17,7 +17,7 @@ from ._boundary import registration_boundary, soonest
 from ._engine import Engine, Waiter
 from ._engine_async import AsyncEngine, AsyncWaiter
 from ._names import RESERVED_PREFIX
-from ._orders import after_key, claim_order, listing_order, phase_at
+from ._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, phase_at
 from ._port import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
@@ -51,8 +51,10 @@ from ._urls import redact
 
 __all__ = [
     "ASYNC",
+    "CLAIM_ORDER",
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
+    "ORDERS",
     "RESERVED_PREFIX",
     "AHelper",
     "AsyncEngine",
@@ -91,6 +93,7 @@ __all__ = [
     "after_key",
     "aspawn",
     "claim_order",
+    "key_of",
     "listing_order",
     "phase_at",
     "plan_tick",
