@@ -7,12 +7,16 @@ half is skipped, loudly. Under ``CI=true`` an unreachable server is a failure, n
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import under_ci
+
+ROOT = Path(__file__).resolve().parent
 
 _unavailable: list[str] = []
 
@@ -64,6 +68,25 @@ def pg_module_schema(pg_dsn: str) -> Iterator[str]:
 def report_unavailable(message: str) -> None:
     """Remember an engine or server that could not be tested, for the closing banner."""
     _unavailable.append(message)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to test a source tree whose generated sync runtime is stale (ADR 026): run the generator first.
+
+    Only where the package is imported from this tree (an editable install); an installed wheel's
+    twins were made from its sources as it was built.
+    """
+    spec = importlib.util.find_spec("alkstore")
+    if spec is None or spec.origin is None or ROOT not in Path(spec.origin).resolve().parents:
+        return
+    loader = importlib.util.spec_from_file_location("async_to_sync", ROOT / ".ci" / "async_to_sync.py")
+    assert loader is not None
+    assert loader.loader is not None
+    generator = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(generator)
+    behind = [path.relative_to(ROOT).as_posix() for path in generator.stale(ROOT)]
+    if behind:
+        pytest.exit(f"the generated sync runtime is stale ({', '.join(behind)}): run .ci/async_to_sync.py", 2)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

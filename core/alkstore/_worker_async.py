@@ -16,28 +16,30 @@ then is handed back (``release``: another worker takes it at once, without spend
 attempt). ``abort`` skips the grace. A handed-back, timed-out or lost job's later outcome is
 discarded by its fence, so nothing is acked twice and nothing is lost.
 
-The parts without I/O (options, stats, the run record, the ack buffer) are ``_worker_parts``';
-this module is the run table, the claim loop, the runs, liveness and reporting.
+The worker is made of parts with one job each: validated options, stats and the ack buffer
+(``_worker_parts``, no I/O), the run table (``_runs_async``), liveness (``_liveness_async``) and
+reporting (``_reporting_async``); this module is the claim loop and the runs themselves.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from ._acompat import ASYNC, ACondition, AHelper, AQueue, AThreads, agather, asleep, aspawn
+from ._acompat import ASYNC, AHelper, AQueue, AThreads, agather, asleep, aspawn
 from ._engine_async import AsyncWaiter
 from ._kernel_async import AsyncKernel, kernel_of
-from ._lifecycle import Backoff, failure, lease_until
+from ._lifecycle import Backoff, failure
+from ._liveness_async import AsyncLiveness
 from ._maintenance_async import AsyncMaintenance
-from ._port import Heartbeat, Held, WorkerRecord
+from ._port import Held
 from ._queue_async import AsyncJob
 from ._records import new_schedule
+from ._reporting_async import AsyncReporter
+from ._runs_async import AsyncRuns, hand_back
 from ._store_async import AsyncStore
 from ._tasks import Tasks, set_current
 from ._time import StopToken
@@ -46,9 +48,6 @@ from ._worker_parts import (
     DEFAULT_ACK_DELAY,
     DEFAULT_GRACE,
     DEFAULT_POLL_INTERVAL,
-    FORGET_AFTER,
-    HEARTBEAT_TICK,
-    REPORT_EVERY,
     SUMMARY_EVERY,
     AckBuffer,
     Run,
@@ -72,86 +71,6 @@ log = logging.getLogger("alkstore.worker")
 #: A plain handler of a queue's jobs: called with the decoded payload and the job; raising fails the run.
 #: In the async runtime an ``async def`` handler is awaited on the loop and a plain one runs on a thread.
 AsyncHandler = Callable[[Any, AsyncJob], object]
-
-
-class _Runs:
-    """The run table: the jobs a worker holds (running, or waiting for a slot), and waits on it."""
-
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
-        self.cond = ACondition()
-        self.by_id: dict[int, Run] = {}
-
-    def live(self) -> list[Run]:
-        """The runs not given up (read without the condition: the list is a snapshot)."""
-        return [run for run in list(self.by_id.values()) if not run.abandoned]
-
-    def running(self) -> int:
-        return sum(1 for run in self.live() if run.running)
-
-    async def free(self, stop: StopToken, abort: StopToken) -> int:
-        """Wait for at least one free slot (or a stop); how many are free."""
-        async with self.cond:
-            while not stop.is_cancelled() and not abort.is_cancelled():
-                free = self.slots - len(self.live())
-                if free > 0:
-                    return free
-                await self.cond.wait(0.2)
-        return 0
-
-    async def start(self, job: AsyncJob) -> Run | None:
-        """Mark the run of ``job`` running in a slot; ``None`` (and it is forgotten) if it was given up meanwhile."""
-        async with self.cond:
-            run = self.by_id.get(job.id)
-            if run is None or run.abandoned:
-                if run is not None:
-                    del self.by_id[job.id]
-                    self.cond.notify_all()
-                return None
-            run.running = True
-            return run
-
-    async def add(self, run: Run) -> None:
-        async with self.cond:
-            self.by_id[run.job.id] = run
-
-    async def finished(self, run: Run) -> None:
-        """Forget a run that ended, and wake whoever waits for a slot."""
-        async with self.cond:
-            if self.by_id.get(run.job.id) is run:
-                del self.by_id[run.job.id]
-            self.cond.notify_all()
-
-    async def abandon(self, run: Run) -> bool:
-        """Give ``run`` up (its outcome will not count); whether it was still live."""
-        async with self.cond:
-            if run.abandoned:
-                return False
-            run.abandoned = True
-            self.cond.notify_all()
-            return True
-
-    async def abandon_waiting(self) -> list[Run]:
-        """Give up the runs still waiting for a slot; those runs."""
-        async with self.cond:
-            waiting = [run for run in self.by_id.values() if not run.running and not run.abandoned]
-            for run in waiting:
-                run.abandoned = True
-            return waiting
-
-    async def drain(self, grace: float, abort: StopToken) -> list[Run]:
-        """Wait up to ``grace`` wall seconds (or until ``abort``) for the live runs to end; give up the rest."""
-        deadline = time.monotonic() + grace
-        async with self.cond:
-            while not abort.is_cancelled():
-                left = deadline - time.monotonic()
-                if not self.live() or left <= 0:
-                    break
-                await self.cond.wait(min(left, 0.1))
-            remaining = self.live()
-            for run in remaining:
-                run.abandoned = True
-            return remaining
 
 
 class AsyncWorker:
@@ -210,15 +129,14 @@ class AsyncWorker:
         self._maintenance = AsyncMaintenance(
             self._kernel, options.queues, dead_retention=options.dead_retention, label=self.worker_id
         )
-        self._runs = _Runs(options.slots)
+        self._runs = AsyncRuns(options.slots)
         self._acks = AckBuffer()
+        self._reporter = AsyncReporter(self._kernel, options, self._runs, self._tally)
+        self._liveness = AsyncLiveness(self._kernel, self._runs, self._tally, self._reporter, self._end, self.worker_id)
         self._inbox: AQueue[AsyncJob | None] = AQueue()
         self._calls = AThreads(options.concurrency)
         self._slots: list[AHelper] = []
         self._stopping = StopToken()  # the internal stop of the helper loops
-        self._started_at: datetime | None = None
-        self._reported_at: datetime | None = None
-        self._forgot_at: datetime | None = None
 
     def __repr__(self) -> str:
         options = self._options
@@ -248,13 +166,12 @@ class AsyncWorker:
             options.concurrency,
             _slot_word(options.concurrency),
         )
-        self._started_at = self._kernel.clock.now()
-        await self._report()
+        await self._reporter.report()
         for _ in range(options.concurrency):
             self._start_slot()
         scheduler_stop = StopToken()
         helpers = [
-            aspawn(self._live, name=f"alkstore-heartbeat-{self.worker_id}"),
+            aspawn(self._liveness.run, self._stopping, name=f"alkstore-heartbeat-{self.worker_id}"),
             aspawn(self._maintenance.run, self._stopping, name=f"alkstore-maintenance-{self.worker_id}"),
         ]
         if options.schedules:
@@ -270,7 +187,7 @@ class AsyncWorker:
                 self._inbox.put(None)
             await agather(*helpers)
             self._calls.close()
-            await self._unreport()
+            await self._reporter.unreport()
         stats = self.stats
         log.info(
             "worker %s stopped: %d processed (%d ok, %d retried, %d dead), %d timed out, %d lost, %d handed back",
@@ -339,7 +256,7 @@ class AsyncWorker:
                     await stop.wait_async(backoff.next())
                     continue
                 if time.monotonic() >= summary_at:
-                    self._summary()
+                    self._reporter.summary()
                     summary_at = time.monotonic() + SUMMARY_EVERY
                 if not claimed:
                     await self._idle(waiter, stop)
@@ -531,84 +448,6 @@ class AsyncWorker:
                     raise
                 await asleep(pause)
 
-    # -- liveness: heartbeats and timeouts ----------------------------------------------
-
-    async def _live(self) -> None:
-        clock = self._kernel.clock
-        while not self._stopping.is_cancelled():
-            await clock.sleep_async(HEARTBEAT_TICK, self._stopping)
-            if self._stopping.is_cancelled():
-                return
-            try:
-                await self._heartbeat_and_time_out()
-            except DatabaseUnavailable as exc:
-                log.warning("worker %s: heartbeats failed (%s); trying again", self.worker_id, exc)
-            except Exception:
-                log.exception("worker %s: the heartbeat loop hit an error; it carries on", self.worker_id)
-            reported = self._reported_at
-            if reported is None or clock.now() - reported >= timedelta(seconds=REPORT_EVERY):
-                await self._report()
-
-    async def _heartbeat_and_time_out(self) -> None:
-        kernel = self._kernel
-        now = kernel.clock.now()
-        runs = self._runs.live()
-        timed_out = [
-            run for run in runs if run.running and run.timeout is not None and now - run.started_at >= run.timeout
-        ]
-        for run in timed_out:
-            assert run.timeout is not None
-            await self._give_up(run, f"timed out after {run.timeout.total_seconds():g} s")
-        due = []
-        for run in runs:
-            if run in timed_out:
-                continue
-            record = kernel.record_of(run.job)
-            defaults = await kernel.defaults(run.job.queue)
-            visibility = record.visibility or defaults.visibility_timeout
-            if now - run.beat_at >= visibility / 3:
-                due.append((run, lease_until(record, defaults, now)))
-        if not due:
-            return
-        beats = [Heartbeat(run.job.id, kernel.record_of(run.job).fence, until) for run, until in due]
-        stale = {held.job_id for held in await kernel.live().heartbeat(beats)}
-        for run, until in due:
-            if run.job.id in stale:
-                await self._lost(run)
-            else:
-                run.beat_at = now
-                object.__setattr__(run.job, "lease_until", until)
-
-    async def _give_up(self, run: Run, reason: str) -> None:
-        """A run that outlived its timeout: end it, retry its job now, and keep its slot serving."""
-        job: AsyncJob = run.job
-        if not await self._runs.abandon(run):
-            return
-        job.stop.cancel()
-        self._tally.add(timed_out=1)
-        log.warning("job %s (%s) %s; it is given up and retried", job.id, describe(job), reason)
-        self._end(run)
-        try:
-            await job.retry(reason)
-        except LeaseLost:
-            self._tally.add(lost=1)
-        except DatabaseUnavailable as exc:
-            log.error("job %s: could not give it up (%s); it runs again once its lease lapses", job.id, exc)
-
-    async def _lost(self, run: Run) -> None:
-        """A heartbeat found the lease taken over: tell the run, discard its outcome."""
-        if not await self._runs.abandon(run):
-            return
-        run.job.stop.cancel()
-        self._tally.add(lost=1)
-        log.warning(
-            "job %s (%s): its lease was lost (taken over by another claim); the run is cancelled and its outcome "
-            "will not count",
-            run.job.id,
-            describe(run.job),
-        )
-        self._end(run)
-
     def _end(self, run: Run) -> None:
         """End a given-up run early where the runtime can: an async run is cancelled at its next await;
         a thread cannot be, so a running one gets a replacement slot and retires when it returns."""
@@ -620,100 +459,16 @@ class AsyncWorker:
         else:
             self._start_slot()
 
-    # -- reporting itself (workers(), alkstore status) ------------------------------------
-
-    async def _report(self) -> None:
-        """Store what this worker is and has done, for operators; now and then forget workers long gone.
-
-        Best effort: a failure is logged and the next report tries again; it never stops the worker.
-        """
-        kernel = self._kernel
-        now = kernel.clock.now()
-        options = self._options
-        stats = self.stats
-        record = WorkerRecord(
-            self.worker_id,
-            socket.gethostname(),
-            os.getpid(),
-            options.queues,
-            options.concurrency,
-            self._started_at or now,
-            now,
-            self._runs.running(),
-            stats.processed + stats.timed_out,
-            stats.retried + stats.buried + stats.timed_out,
-        )
-        try:
-            engine = kernel.live()
-            await engine.record_worker(record)
-            self._reported_at = now
-            if self._forgot_at is None or now - self._forgot_at >= FORGET_AFTER / 60:
-                await engine.forget_workers(now - FORGET_AFTER)
-                self._forgot_at = now
-        except DatabaseUnavailable as exc:
-            log.warning("worker %s: could not report itself (%s); trying again later", self.worker_id, exc)
-        except AlkstoreError as exc:
-            log.error("worker %s: could not report itself: %s", self.worker_id, exc)
-
-    async def _unreport(self) -> None:
-        """A clean stop: this worker is no longer one of ``workers()``."""
-        try:
-            await self._kernel.live().remove_worker(self.worker_id)
-        except AlkstoreError as exc:
-            log.warning("worker %s: could not remove its report (%s); it is forgotten later", self.worker_id, exc)
-
-    def _summary(self) -> None:
-        stats = self.stats
-        log.info(
-            "worker %s: %d processed (%d ok, %d retried, %d dead), %d running",
-            self.worker_id,
-            stats.processed,
-            stats.succeeded,
-            stats.retried,
-            stats.buried,
-            self._runs.running(),
-        )
-
     # -- stopping -----------------------------------------------------------------------
 
     async def _drain(self, abort: StopToken) -> None:
         """Hand back the jobs waiting for a slot at once; give running jobs the grace, then hand back the rest."""
-        await self._hand_back(await self._runs.abandon_waiting(), "waiting")
+        await hand_back(self._kernel, await self._runs.abandon_waiting(), "waiting", self._tally, self.worker_id)
         remaining = await self._runs.drain(self._options.grace, abort)
         if ASYNC:
             for run in remaining:
                 self._end(run)
-        await self._hand_back(remaining, "running")
-
-    async def _hand_back(self, runs: list[Run], what: str) -> None:
-        """Release the jobs of ``runs`` (``what`` they were doing: running, waiting) for another worker."""
-        if not runs:
-            return
-        for run in runs:
-            run.job.stop.cancel()
-        kernel = self._kernel
-        held = [kernel.held_of(run.job) for run in runs]
-        try:
-            stale = {pair.job_id for pair in await kernel.live().release(held, kernel.clock.now())}
-        except AlkstoreError as exc:
-            log.error(
-                "worker %s could not hand back %d %s jobs (%s); they run again once their leases lapse",
-                self.worker_id,
-                len(held),
-                what,
-                exc,
-            )
-            return
-        released = len(held) - len(stale)
-        self._tally.add(released=released)
-        log.info(
-            "worker %s handed back %d %s job%s (%s) for another worker to take at once",
-            self.worker_id,
-            released,
-            what,
-            "" if released == 1 else "s",
-            ", ".join(str(run.job.id) for run in runs if run.job.id not in stale),
-        )
+        await hand_back(self._kernel, remaining, "running", self._tally, self.worker_id)
 
 
 def _slot_word(count: int) -> str:

@@ -1,0 +1,129 @@
+"""A worker's liveness loop: extends its runs' leases and gives up the runs past their timeout (ADR 021).
+
+Every ``HEARTBEAT_TICK`` of the store's clock it looks at the worker's live runs: a running run
+past its task's timeout is given up (abandoned, its job retried at once by core's rule, the run
+ended where the runtime can: ``end``); every other run whose lease is a third gone gets one
+batched heartbeat; a run whose heartbeat finds its lease taken over is given up as lost. It
+also has the worker report itself every ``REPORT_EVERY``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ._lifecycle import lease_until
+from ._port import Heartbeat
+from ._reporting_async import AsyncReporter
+from ._runs_async import AsyncRuns
+from ._time import StopToken
+from ._worker_parts import HEARTBEAT_TICK, REPORT_EVERY, Run, Tally, describe
+from .errors import DatabaseUnavailable, LeaseLost
+
+if TYPE_CHECKING:
+    from ._kernel_async import AsyncKernel
+    from ._queue_async import AsyncJob
+
+__all__ = ["AsyncLiveness"]
+
+log = logging.getLogger("alkstore.worker")
+
+
+class AsyncLiveness:
+    """The heartbeats and timeouts of one worker's runs; ``end`` ends a given-up run early where it can."""
+
+    def __init__(
+        self,
+        kernel: AsyncKernel,
+        runs: AsyncRuns,
+        tally: Tally,
+        reporter: AsyncReporter,
+        end: Callable[[Run], None],
+        label: str,
+    ) -> None:
+        self._kernel = kernel
+        self._runs = runs
+        self._tally = tally
+        self._reporter = reporter
+        self._end = end
+        self._label = label
+
+    async def run(self, stopping: StopToken) -> None:
+        """Until ``stopping``: every ``HEARTBEAT_TICK``, heartbeats and timeouts; reports on their cadence."""
+        clock = self._kernel.clock
+        while not stopping.is_cancelled():
+            await clock.sleep_async(HEARTBEAT_TICK, stopping)
+            if stopping.is_cancelled():
+                return
+            try:
+                await self.beat()
+            except DatabaseUnavailable as exc:
+                log.warning("worker %s: heartbeats failed (%s); trying again", self._label, exc)
+            except Exception:
+                log.exception("worker %s: the heartbeat loop hit an error; it carries on", self._label)
+            reported = self._reporter.reported_at
+            if reported is None or clock.now() - reported >= timedelta(seconds=REPORT_EVERY):
+                await self._reporter.report()
+
+    async def beat(self) -> None:
+        """Give up the runs past their timeout, and extend the leases that are a third gone."""
+        kernel = self._kernel
+        now = kernel.clock.now()
+        runs = self._runs.live()
+        timed_out = [
+            run for run in runs if run.running and run.timeout is not None and now - run.started_at >= run.timeout
+        ]
+        for run in timed_out:
+            assert run.timeout is not None
+            await self._give_up(run, f"timed out after {run.timeout.total_seconds():g} s")
+        due = []
+        for run in runs:
+            if run in timed_out:
+                continue
+            record = kernel.record_of(run.job)
+            defaults = await kernel.defaults(run.job.queue)
+            visibility = record.visibility or defaults.visibility_timeout
+            if now - run.beat_at >= visibility / 3:
+                due.append((run, lease_until(record, defaults, now)))
+        if not due:
+            return
+        beats = [Heartbeat(run.job.id, kernel.record_of(run.job).fence, until) for run, until in due]
+        stale = {held.job_id for held in await kernel.live().heartbeat(beats)}
+        for run, until in due:
+            if run.job.id in stale:
+                await self._lost(run)
+            else:
+                run.beat_at = now
+                object.__setattr__(run.job, "lease_until", until)
+
+    async def _give_up(self, run: Run, reason: str) -> None:
+        """A run that outlived its timeout: end it, retry its job now, and keep its slot serving."""
+        job: AsyncJob = run.job
+        if not await self._runs.abandon(run):
+            return
+        job.stop.cancel()
+        self._tally.add(timed_out=1)
+        log.warning("job %s (%s) %s; it is given up and retried", job.id, describe(job), reason)
+        self._end(run)
+        try:
+            await job.retry(reason)
+        except LeaseLost:
+            self._tally.add(lost=1)
+        except DatabaseUnavailable as exc:
+            log.error("job %s: could not give it up (%s); it runs again once its lease lapses", job.id, exc)
+
+    async def _lost(self, run: Run) -> None:
+        """A heartbeat found the lease taken over: tell the run, discard its outcome."""
+        if not await self._runs.abandon(run):
+            return
+        run.job.stop.cancel()
+        self._tally.add(lost=1)
+        log.warning(
+            "job %s (%s): its lease was lost (taken over by another claim); the run is cancelled and its outcome "
+            "will not count",
+            run.job.id,
+            describe(run.job),
+        )
+        self._end(run)

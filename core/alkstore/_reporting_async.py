@@ -1,0 +1,91 @@
+"""How a worker reports itself for operators (``workers()``, ``alkstore status``; ADR 020).
+
+Best effort throughout: a failure is logged and the next report tries again; it never stops
+the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ._port import WorkerRecord
+from ._runs_async import AsyncRuns
+from ._worker_parts import FORGET_AFTER, Tally, WorkerOptions
+from .errors import AlkstoreError, DatabaseUnavailable
+
+if TYPE_CHECKING:
+    from ._kernel_async import AsyncKernel
+
+__all__ = ["AsyncReporter"]
+
+log = logging.getLogger("alkstore.worker")
+
+
+class AsyncReporter:
+    """Stores what one worker is and has done; now and then forgets workers long gone."""
+
+    def __init__(self, kernel: AsyncKernel, options: WorkerOptions, runs: AsyncRuns, tally: Tally) -> None:
+        self._kernel = kernel
+        self._options = options
+        self._runs = runs
+        self._tally = tally
+        self.started_at: datetime | None = None
+        self.reported_at: datetime | None = None
+        self._forgot_at: datetime | None = None
+
+    async def report(self) -> None:
+        """Store the worker's record now."""
+        kernel = self._kernel
+        now = kernel.clock.now()
+        options = self._options
+        stats = self._tally.stats
+        if self.started_at is None:
+            self.started_at = now
+        record = WorkerRecord(
+            options.worker_id,
+            socket.gethostname(),
+            os.getpid(),
+            options.queues,
+            options.concurrency,
+            self.started_at,
+            now,
+            self._runs.running(),
+            stats.processed + stats.timed_out,
+            stats.retried + stats.buried + stats.timed_out,
+        )
+        try:
+            engine = kernel.live()
+            await engine.record_worker(record)
+            self.reported_at = now
+            if self._forgot_at is None or now - self._forgot_at >= FORGET_AFTER / 60:
+                await engine.forget_workers(now - FORGET_AFTER)
+                self._forgot_at = now
+        except DatabaseUnavailable as exc:
+            log.warning("worker %s: could not report itself (%s); trying again later", options.worker_id, exc)
+        except AlkstoreError as exc:
+            log.error("worker %s: could not report itself: %s", options.worker_id, exc)
+
+    async def unreport(self) -> None:
+        """A clean stop: the worker is no longer one of ``workers()``."""
+        label = self._options.worker_id
+        try:
+            await self._kernel.live().remove_worker(label)
+        except AlkstoreError as exc:
+            log.warning("worker %s: could not remove its report (%s); it is forgotten later", label, exc)
+
+    def summary(self) -> None:
+        """Log what the worker did so far (every ``SUMMARY_EVERY`` while it runs)."""
+        stats = self._tally.stats
+        log.info(
+            "worker %s: %d processed (%d ok, %d retried, %d dead), %d running",
+            self._options.worker_id,
+            stats.processed,
+            stats.succeeded,
+            stats.retried,
+            stats.buried,
+            self._runs.running(),
+        )
