@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from hatch_build import load_generator
 from tests.support import under_ci
 
 ROOT = Path(__file__).resolve().parent
@@ -79,12 +80,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     spec = importlib.util.find_spec("alkstore")
     if spec is None or spec.origin is None or ROOT not in Path(spec.origin).resolve().parents:
         return
-    loader = importlib.util.spec_from_file_location("async_to_sync", ROOT / ".ci" / "async_to_sync.py")
-    assert loader is not None
-    assert loader.loader is not None
-    generator = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(generator)
-    behind = [path.relative_to(ROOT).as_posix() for path in generator.stale(ROOT)]
+    behind = [path.relative_to(ROOT).as_posix() for path in load_generator(ROOT).stale(ROOT)]
     if behind:
         pytest.exit(f"the generated sync runtime is stale ({', '.join(behind)}): run .ci/async_to_sync.py", 2)
 

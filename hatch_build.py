@@ -27,8 +27,8 @@ ADAPTERS_PTH = "alkstore_adapters.pth"
 _WHEEL_ROOTS = {"core/alkstore": "alkstore", "adapters/alkstore": "alkstore"}
 
 
-def _generator(root: Path) -> ModuleType:
-    """``.ci/async_to_sync.py`` of the tree being built, loaded by path (it is no package)."""
+def load_generator(root: Path) -> ModuleType:
+    """``.ci/async_to_sync.py`` of the tree at ``root``, loaded by path (it is no package); the tests load it so too."""
     spec = importlib.util.spec_from_file_location("alkstore_async_to_sync", root / ".ci" / "async_to_sync.py")
     assert spec is not None
     assert spec.loader is not None
@@ -52,7 +52,7 @@ class LayoutHook(BuildHookInterface):  # type: ignore[type-arg]
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         self._scratch = Path(tempfile.mkdtemp(prefix="alkstore-build-"))
         root = Path(self.root)
-        generator = _generator(root)
+        generator = load_generator(root)
         if version == "editable":
             generator.write(root)  # into the tree: the editable install imports it from there
         else:

@@ -24,6 +24,7 @@ import pytest
 import alkstore
 from alkstore import engine
 from alkstore.adapters import memory, postgres
+from hatch_build import load_generator
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core" / "alkstore"
@@ -47,12 +48,7 @@ _SYNC_NAMES = {"__aenter__": "__enter__", "__aexit__": "__exit__"}
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("async_to_sync", ROOT / ".ci" / "async_to_sync.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_generator(ROOT)
 
 
 def _surface(cls: type) -> dict[str, inspect.Signature | None]:

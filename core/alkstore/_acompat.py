@@ -18,7 +18,7 @@ import queue as threadqueue
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 __all__ = [
     "ASYNC",
@@ -78,79 +78,25 @@ async def agather(*workers: asyncio.Task[Any]) -> None:
     await asyncio.gather(*workers, return_exceptions=True)
 
 
-class Condition:
-    """A condition variable: ``with cond:``, ``cond.wait(timeout)``, ``cond.notify_all()``."""
-
-    __slots__ = ("_cond",)
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-
-    def __enter__(self) -> None:
-        self._cond.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._cond.release()
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Wait (holding the condition) until notified or ``timeout`` seconds passed."""
-        self._cond.wait(timeout)
-
-    def notify_all(self) -> None:
-        self._cond.notify_all()
+#: A condition variable: ``with cond:``, ``cond.wait(timeout)``, ``cond.notify_all()``.
+Condition = threading.Condition
 
 
-class ACondition:
+class ACondition(asyncio.Condition):
     """``Condition`` on the running loop: ``async with cond:``, ``await cond.wait(timeout)``."""
 
-    __slots__ = ("_cond",)
-
-    def __init__(self) -> None:
-        self._cond = asyncio.Condition()
-
-    async def __aenter__(self) -> None:
-        await self._cond.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._cond.release()
-
-    async def wait(self, timeout: float | None = None) -> None:
-        """Wait (holding the condition) until notified or ``timeout`` seconds passed."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._cond.wait(), timeout)
-
-    def notify_all(self) -> None:
-        self._cond.notify_all()
+    async def wait(self, timeout: float | None = None) -> bool:  # type: ignore[override]
+        """Wait (holding the condition) until notified or ``timeout`` seconds passed; whether it was notified."""
+        try:
+            return await asyncio.wait_for(super().wait(), timeout)
+        except TimeoutError:
+            return False
 
 
-class Queue(Generic[_T]):
-    """An unbounded queue between threads: ``put`` never blocks, ``get`` waits for an item."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(self) -> None:
-        self._queue: threadqueue.SimpleQueue[_T] = threadqueue.SimpleQueue()
-
-    def put(self, item: _T) -> None:
-        self._queue.put(item)
-
-    def get(self) -> _T:
-        return self._queue.get()
-
-
-class AQueue(Generic[_T]):
-    """``Queue`` between tasks of one loop."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[_T] = asyncio.Queue()
-
-    def put(self, item: _T) -> None:
-        self._queue.put_nowait(item)
-
-    async def get(self) -> _T:
-        return await self._queue.get()
+#: An unbounded queue between threads (``put_nowait`` never blocks, ``get`` waits for an item), and
+#: its twin between the tasks of one loop.
+Queue = threadqueue.SimpleQueue
+AQueue = asyncio.Queue
 
 
 class Threads:

@@ -184,7 +184,7 @@ class AsyncWorker:
             self._stopping.cancel()
             scheduler_stop.cancel()
             for _ in self._slots:
-                self._inbox.put(None)
+                self._inbox.put_nowait(None)
             await agather(*helpers)
             self._calls.close()
             await self._reporter.unreport()
@@ -272,7 +272,7 @@ class AsyncWorker:
         task = self._options.tasks.get(job.task) if job.task is not None else None
         now = self._kernel.clock.now()
         await self._runs.add(Run(job, now, now, None if task is None else task.timeout))
-        self._inbox.put(job)
+        self._inbox.put_nowait(job)
 
     def _start_slot(self) -> None:
         self._slots.append(aspawn(self._serve, name=f"alkstore-worker-{self.worker_id}-{len(self._slots) + 1}"))
