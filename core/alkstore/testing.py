@@ -62,8 +62,9 @@ class ScratchEngine:
     marks: tuple[str, ...] = ()
 
 
-def open_scratch(scratch: Scratch, clock: Clock, codec: Codec | None = None) -> tuple[Store, Callable[[], None]]:
-    """A fresh sync store from ``scratch``, driven by ``clock``, and what closes and disposes of it."""
+def open_scratch(scratch: Scratch, clock: Clock | None, codec: Codec | None = None) -> tuple[Store, Callable[[], None]]:
+    """A fresh sync store from ``scratch``, driven by ``clock`` (``None``: the engine's), and what closes and
+    disposes of it."""
     where = scratch()
     try:
         store = open(where.url, clock=clock, codec=codec, **where.options)
@@ -81,9 +82,10 @@ def open_scratch(scratch: Scratch, clock: Clock, codec: Codec | None = None) -> 
 
 
 async def open_scratch_async(
-    scratch: Scratch, clock: Clock, codec: Codec | None = None
+    scratch: Scratch, clock: Clock | None, codec: Codec | None = None
 ) -> tuple[AsyncStore, Callable[[], Awaitable[None]]]:
-    """A fresh async store from ``scratch``, driven by ``clock``, and what closes and disposes of it."""
+    """A fresh async store from ``scratch``, driven by ``clock`` (``None``: the engine's), and what closes and
+    disposes of it."""
     where = scratch()
     try:
         store = await open_async(where.url, clock=clock, codec=codec, **where.options)
