@@ -91,12 +91,21 @@ class AsyncEngine(ABC):
     # -- queue configuration --------------------------------------------------------
 
     @abstractmethod
-    async def configure_queue(self, queue: str, config: QueueConfig) -> None:
-        """Store ``config`` for ``queue``, replacing what was stored; an all-``None`` config removes it."""
+    async def configure_queue(self, queue: str, config: QueueConfig) -> QueueConfig | None:
+        """Store ``config``'s settings for ``queue``, replacing the stored ones (all ``None``: none left);
+        return what is stored now (``None`` when nothing is). Whether the queue is paused is kept."""
+
+    @abstractmethod
+    async def set_paused(self, queue: str, paused: bool) -> QueueConfig | None:
+        """Pause ``queue`` (or resume it), keeping its settings; return what is stored now.
+
+        A paused queue's config reads ``paused=True``; claims honour it through core (ADR 033),
+        so the engine's claim itself never reads it.
+        """
 
     @abstractmethod
     async def queue_config(self, queue: str, tx: Any = None) -> QueueConfig | None:
-        """The config stored for ``queue``, or ``None`` if there is none.
+        """The config stored for ``queue`` (settings and ``paused``), or ``None`` if there is none.
 
         With ``tx`` (what ``caller_transaction`` returned) it is read in the caller's transaction,
         so an enqueue inside one never needs a second connection.
@@ -116,6 +125,15 @@ class AsyncEngine(ABC):
         ``Connection``/``Session`` on one; memory: what ``transaction()`` yields), else
         ``InvalidTransaction`` and nothing is written. Waiters on each job's queue are woken
         (at commit, with ``tx``).
+
+        A job with a ``unique_key`` is not inserted while a job of its queue holds that key (one
+        pending, delayed or waiting with it, or running with ``unique_running``): the holder's id
+        is returned in its place, as ``Existing(id)``; so is the first one's for a later job of the
+        same batch with the same key. Concurrent enqueues of one key insert one job (a unique
+        index, not a read then a write). A job with an ``ordering_key`` is stored ``waiting``
+        while another job of its queue and key is pending, delayed, waiting or running, and
+        enqueues of one key are serialized until their transactions end, so the key's jobs are
+        in the order their transactions committed (ADR 032).
         """
 
     @abstractmethod
@@ -137,13 +155,22 @@ class AsyncEngine(ABC):
 
         First, in this order, sweep the queue at ``now``: a ``RUNNING`` job whose
         ``lease_until <= now`` becomes ``DEAD`` with ``LEASE_EXPIRED_ERROR`` if ``attempts >=
-        max_attempts``, else ``PENDING`` again (worker and lease end cleared); then a
-        ``PENDING`` job whose ``expires_at <= now`` becomes ``DEAD`` with ``JOB_EXPIRED_ERROR``.
+        max_attempts``, else ``PENDING`` again (worker and lease end cleared), unless its cancel
+        was requested: it is then deleted (it ends cancelled); then a ``PENDING`` job whose
+        ``expires_at <= now`` becomes ``DEAD`` with ``JOB_EXPIRED_ERROR``. A job that leaves the
+        unfinished states (dead, deleted) lets the next ``waiting`` job of its ordering key, if
+        any, become ``PENDING`` (or delayed, by its ``run_at``): here and in every call below.
         Then take the ``PENDING`` jobs with ``run_at <= now`` that sort first by priority
         descending, ``run_at``, id; set each ``RUNNING``, add one to ``attempts`` and to
         ``fence``, record the worker and ``lease_until = now + (job.visibility or
         request.lease)``, and return them in that order (empty when nothing is claimable).
         Concurrent claims never return the same job twice (Postgres: ``FOR UPDATE SKIP LOCKED``).
+        A ``waiting`` job is never claimed. A claimed job keeps its ``unique_key`` only with
+        ``unique_running`` (without, the key is free from its claim on, for good).
+
+        With ``request.concurrency``, the claim takes no more than leaves the queue's stored
+        ``concurrency`` (read under a lock that serializes such claims) minus its ``RUNNING`` jobs
+        whose lease has not lapsed: a crashed holder's slot frees when its lease lapses (ADR 033).
         """
 
     @abstractmethod
@@ -171,7 +198,8 @@ class AsyncEngine(ABC):
 
     @abstractmethod
     async def retry(self, retries: Sequence[Retry], now: datetime) -> list[Held]:
-        """Fenced like ``ack``: make each job ``PENDING`` at its ``run_at`` with its error and traceback.
+        """Fenced like ``ack``: make each job ``PENDING`` at its ``run_at`` with its error and traceback
+        (a job whose cancel was requested is deleted instead: it ends cancelled).
 
         Worker and lease end are cleared; ``attempts`` and ``fence`` are kept. ``now`` is the
         instant of the retry (a job whose ``run_at`` is still ahead of it is delayed). Waiters on
@@ -180,7 +208,8 @@ class AsyncEngine(ABC):
 
     @abstractmethod
     async def bury(self, burials: Sequence[Burial], now: datetime) -> list[Held]:
-        """Fenced like ``ack``: make each job ``DEAD`` with its error and traceback, ``died_at=now``.
+        """Fenced like ``ack``: make each job ``DEAD`` with its error and traceback, ``died_at=now`` (a job
+        whose cancel was requested is deleted instead).
 
         A dead job keeps its id, queue, payload, stamps, attempts, fence, task and schedule
         fire. Returns the stale pairs.
@@ -192,8 +221,8 @@ class AsyncEngine(ABC):
 
         The job becomes ``PENDING`` with ``attempts`` one less, ``run_at`` unchanged (so it is
         claimable at once if it was), worker and lease end cleared, its last error kept; the
-        fence is kept, so the releasing holder's later calls are stale. Waiters are woken.
-        Returns the stale pairs.
+        fence is kept, so the releasing holder's later calls are stale. Waiters are woken. A job
+        whose cancel was requested is deleted instead. Returns the stale pairs.
         """
 
     @abstractmethod
@@ -205,12 +234,17 @@ class AsyncEngine(ABC):
         """The job (pending, running or dead), or ``None`` if acked or never stored."""
 
     @abstractmethod
+    async def cancel_requested(self, held: Sequence[Held]) -> list[Held]:
+        """The pairs among ``held`` whose job is ``RUNNING`` under its fence with its cancel requested."""
+
+    @abstractmethod
     async def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         """Bring the ``DEAD`` jobs among ``job_ids`` back as ``PENDING`` at ``run_at=now`` with 0 attempts.
 
-        Each keeps its id, queue, payload, priority, ``max_attempts``, fence, task, schedule fire
-        and ``last_error``; ``expires_at`` (requeueing is a decision to run it) and ``died_at``
-        are cleared. Returns the ids requeued, ascending (ids that were not dead are left out).
+        Each keeps its id, queue, payload, priority, ``max_attempts``, fence, task, schedule fire,
+        ``ordering_key`` (it waits behind an unfinished job of its key) and ``last_error``;
+        ``expires_at`` (requeueing is a decision to run it), ``died_at`` and its ``unique_key`` are
+        cleared. Returns the ids requeued, ascending (ids that were not dead are left out).
         Wakes waiters on their queues.
         """
 
@@ -239,10 +273,10 @@ class AsyncEngine(ABC):
     async def register_schedules(self, schedules: Sequence[NewSchedule], now: datetime) -> list[ScheduleRecord]:
         """Insert or update each schedule atomically (all or none) and return them as stored, in order.
 
-        Each next boundary is ``registration_boundary(stored (interval, boundary) or None,
-        interval_s, now)``, decided under a lock on the existing row, so an unchanged interval
-        keeps its phase and backlog and a changed one restarts at ``now + I``; the last fired
-        boundary is kept. Names must be distinct.
+        Each next boundary is ``registration_boundary(stored (interval, boundary, anchor) or None,
+        interval_s, now, anchor)``, decided under a lock on the existing row, so an unchanged
+        interval and anchor keep the phase and backlog and a changed one restarts on its phase;
+        the last fired boundary is kept. Names must be distinct.
         """
 
     @abstractmethod
@@ -313,8 +347,16 @@ class AsyncEngine(ABC):
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         """Delete the ``PENDING`` jobs (ready or delayed) among ``job_ids``; return their ids, ascending.
 
-        Fenced by state: a ``RUNNING`` job is never cancelled (a claim and a cancel of one job
-        never both succeed), and dead or missing ids are left out.
+        Fenced by state: a ``RUNNING`` job is never deleted here (a claim and a cancel of one job
+        never both succeed: see ``request_cancel``), and dead or missing ids are left out.
+        """
+
+    @abstractmethod
+    async def request_cancel(self, job_ids: Sequence[int]) -> list[int]:
+        """Mark the ``RUNNING`` jobs among ``job_ids`` ``cancel_requested``; return their ids, ascending.
+
+        Such a job ends cancelled (deleted) at its holder's next fenced ack, retry, burial or
+        release, or once its lease lapses (ADR 035).
         """
 
     @abstractmethod

@@ -58,7 +58,15 @@ def lag(oldest_ready: datetime | None, now: datetime) -> timedelta:
 def stats_of(counts: QueueCounts, now: datetime, cap: int | None) -> QueueStats:
     """The public snapshot of one queue's counts at ``now``, taken up to ``cap``."""
     return QueueStats(
-        counts.queue, counts.ready, counts.delayed, counts.running, counts.dead, lag(counts.oldest_ready, now), cap
+        counts.queue,
+        counts.ready,
+        counts.delayed,
+        counts.running,
+        counts.dead,
+        lag(counts.oldest_ready, now),
+        cap,
+        counts.waiting,
+        counts.paused,
     )
 
 

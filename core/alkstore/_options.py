@@ -22,11 +22,14 @@ from .errors import InvalidOptions
 __all__ = [
     "MAX_DURATION",
     "EnqueueOpts",
+    "MAX_CONCURRENCY",
+    "MAX_KEY_LENGTH",
     "JobStamps",
     "QueueDefaults",
     "ScheduleOpts",
     "ScheduleStamps",
     "as_duration",
+    "check_key",
     "check_queue_config",
     "queue_defaults",
     "resolve_enqueue",
@@ -51,6 +54,8 @@ class QueueDefaults:
     backoff_base: timedelta
     backoff_cap: timedelta
     priority: int = 0
+    #: At most this many of the queue's jobs run at once, on every worker and host (``None``: no limit).
+    concurrency: int | None = None
 
 
 PLAIN_DEFAULTS = QueueDefaults(timedelta(seconds=300), 3, timedelta(seconds=5), timedelta(hours=1))
@@ -68,6 +73,7 @@ def queue_defaults(queue: str, stored: QueueConfig | None = None) -> QueueDefaul
         backoff_base=_either(stored.backoff_base, derived.backoff_base),
         backoff_cap=_either(stored.backoff_cap, derived.backoff_cap),
         priority=_either(stored.priority, derived.priority),
+        concurrency=stored.concurrency,
     )
 
 
@@ -133,6 +139,25 @@ def _optional_duration(value: object, what: str) -> timedelta | None:
     return None if value is None else as_duration(value, what, allow_zero=False)
 
 
+#: The longest unique or ordering key accepted, in characters.
+MAX_KEY_LENGTH = 255
+#: The highest global concurrency a queue may be configured with.
+MAX_CONCURRENCY = 1_000_000
+
+
+def check_key(value: object, what: str) -> str | None:
+    """A unique or ordering key: ``None``, or a ``str`` of 1 to 255 printable characters (``InvalidOptions``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidOptions(f"{what} must be a str, not {type(value).__name__}")
+    if not value or len(value) > MAX_KEY_LENGTH:
+        raise InvalidOptions(f"{what} must be 1 to {MAX_KEY_LENGTH} characters long, not {len(value)}")
+    if not value.isprintable():
+        raise InvalidOptions(f"{what} {value!r} contains unprintable characters")
+    return value
+
+
 class QueueSettings(TypedDict, total=False):
     """What ``Queue.configure`` and ``Outbox.configure`` take by keyword; ``None`` or left out: the default."""
 
@@ -141,6 +166,7 @@ class QueueSettings(TypedDict, total=False):
     backoff_base: float | timedelta | None
     backoff_cap: float | timedelta | None
     priority: int | None
+    concurrency: int | None
 
 
 def check_queue_config(
@@ -151,6 +177,7 @@ def check_queue_config(
     backoff_base: object = None,
     backoff_cap: object = None,
     priority: object = None,
+    concurrency: object = None,
 ) -> QueueConfig:
     """A validated ``QueueConfig`` for ``queue``; ``None`` keeps the queue's derived default.
 
@@ -160,12 +187,15 @@ def check_queue_config(
     """
     _check_max_attempts(max_attempts)  # type: ignore[arg-type]
     _check_priority(priority)  # type: ignore[arg-type]
+    if concurrency is not None:
+        _check_int(concurrency, "concurrency", 1, MAX_CONCURRENCY)
     config = QueueConfig(
         visibility_timeout=_optional_duration(visibility_timeout, "visibility_timeout"),
         max_attempts=max_attempts,  # type: ignore[arg-type]
         backoff_base=_optional_duration(backoff_base, "backoff_base"),
         backoff_cap=_optional_duration(backoff_cap, "backoff_cap"),
         priority=priority,  # type: ignore[arg-type]
+        concurrency=concurrency,  # type: ignore[arg-type]
     )
     effective = queue_defaults(queue, config)
     if effective.backoff_base > effective.backoff_cap:
@@ -185,6 +215,11 @@ class EnqueueOpts:
     (aware ``datetime``); ``visibility_timeout`` is this job's own lease length, used by every
     claim and heartbeat of it instead of the queue's. Durations are normalised to
     ``timedelta``, instants to UTC.
+
+    ``unique_key``: while a job of the queue with this key is unfinished (pending or delayed, or
+    behind its ordering key; with ``unique_running`` also while it runs), enqueueing another
+    returns that job's id instead (ADR 031). ``ordering_key``: the queue's jobs with this key run
+    one at a time, in the order they were enqueued (ADR 032).
     """
 
     delay: float | timedelta | None = None
@@ -193,6 +228,9 @@ class EnqueueOpts:
     max_attempts: int | None = None
     expires: float | timedelta | datetime | None = None
     visibility_timeout: float | timedelta | None = None
+    unique_key: str | None = None
+    unique_running: bool = False
+    ordering_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.delay is not None and self.run_at is not None:
@@ -210,19 +248,33 @@ class EnqueueOpts:
         object.__setattr__(
             self, "visibility_timeout", _optional_duration(self.visibility_timeout, "visibility_timeout")
         )
+        check_key(self.unique_key, "unique_key")
+        check_key(self.ordering_key, "ordering_key")
+        if not isinstance(self.unique_running, bool):
+            raise InvalidOptions(f"unique_running must be a bool, not {type(self.unique_running).__name__}")
+        if self.unique_running and self.unique_key is None:
+            raise InvalidOptions("unique_running says how long a unique_key holds: give one")
 
 
 @dataclass(frozen=True, slots=True)
 class ScheduleOpts:
-    """Stamps for every job a schedule fires; ``expires`` is relative to each fire instant."""
+    """Stamps for every job a schedule fires; ``expires`` is relative to each fire instant.
+
+    ``anchor`` (an aware ``datetime``) puts the schedule's boundaries on its phase: every
+    ``anchor + k * interval``, whenever the schedule was registered (ADR 034); without one, the
+    phase is the registration's.
+    """
 
     priority: int | None = None
     max_attempts: int | None = None
     expires: float | timedelta | None = None
+    anchor: datetime | None = None
 
     def __post_init__(self) -> None:
         _check_priority(self.priority)
         _check_max_attempts(self.max_attempts)
+        if self.anchor is not None:
+            object.__setattr__(self, "anchor", as_utc(self.anchor, "anchor", InvalidOptions))
         expires: object = self.expires
         if expires is not None:
             if isinstance(expires, datetime):
@@ -239,6 +291,9 @@ class JobStamps:
     expires_at: datetime | None
     max_attempts: int
     visibility: timedelta | None = None
+    unique_key: str | None = None
+    unique_running: bool = False
+    ordering_key: str | None = None
 
 
 def resolve_enqueue(opts: EnqueueOpts, queue: str, now: datetime, stored: QueueConfig | None = None) -> JobStamps:
@@ -254,11 +309,19 @@ def resolve_enqueue(opts: EnqueueOpts, queue: str, now: datetime, stored: QueueC
     if isinstance(expires, timedelta):
         expires = _shifted(now, expires, "expires")
     stamps = _stamps(defaults, opts.priority, opts.max_attempts, expires, run_at, now)
-    if isinstance(opts.visibility_timeout, timedelta):
-        return JobStamps(
-            stamps.priority, stamps.run_at, stamps.expires_at, stamps.max_attempts, opts.visibility_timeout
-        )
-    return stamps
+    visibility = opts.visibility_timeout if isinstance(opts.visibility_timeout, timedelta) else None
+    if visibility is None and opts.unique_key is None and opts.ordering_key is None:
+        return stamps
+    return JobStamps(
+        stamps.priority,
+        stamps.run_at,
+        stamps.expires_at,
+        stamps.max_attempts,
+        visibility,
+        opts.unique_key,
+        opts.unique_running,
+        opts.ordering_key,
+    )
 
 
 class ScheduleStamps(Protocol):

@@ -29,6 +29,7 @@ __all__ = [
 ORDERS: dict[JobPhase, tuple[tuple[str, bool], ...]] = {
     JobPhase.READY: (("priority", True), ("run_at", False), ("id", False)),
     JobPhase.DELAYED: (("run_at", False), ("id", False)),
+    JobPhase.WAITING: (("id", False),),
     JobPhase.RUNNING: (("id", False),),
     JobPhase.DEAD: (("died_at", True), ("id", True)),
 }
@@ -39,8 +40,11 @@ _KEY_FIELD = {"priority": "priority", "run_at": "at", "died_at": "at", "id": "id
 
 
 def phase_at(record: JobRecord, now: datetime) -> JobPhase:
-    """Where a stored job stands at ``now``: a pending job is ready once its ``run_at`` has come."""
+    """Where a stored job stands at ``now``: a pending job is waiting behind its ordering key, else ready
+    once its ``run_at`` has come."""
     if record.state is JobState.PENDING:
+        if record.waiting:
+            return JobPhase.WAITING
         return JobPhase.READY if record.run_at <= now else JobPhase.DELAYED
     return JobPhase(record.state.value)
 

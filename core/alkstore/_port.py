@@ -18,6 +18,7 @@ __all__ = [
     "Burial",
     "ClaimRequest",
     "DueSchedule",
+    "Existing",
     "Fire",
     "Heartbeat",
     "Held",
@@ -63,7 +64,8 @@ class NewJob:
 
     ``visibility`` is the job's own lease length (``None``: the queue's, at each claim);
     ``task`` names the task it is for (the task layer), ``trace`` the trace context of its
-    enqueue (telemetry); both are carried, never interpreted, by the engine.
+    enqueue (telemetry); both are carried, never interpreted, by the engine. ``unique_key``
+    (with ``unique_running``) and ``ordering_key`` are the job's keys (see ``AsyncEngine.enqueue``).
     """
 
     queue: str
@@ -75,6 +77,15 @@ class NewJob:
     visibility: timedelta | None = None
     task: str | None = None
     trace: str | None = None
+    unique_key: str | None = None
+    unique_running: bool = False
+    ordering_key: str | None = None
+
+
+class Existing(int):
+    """The id of a job that already held the unique key an enqueue asked for (none was created)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +97,9 @@ class JobRecord:
     never reset, so a stale holder can never match a later claim. ``worker_id`` and
     ``lease_until`` are set only while running (they survive a lapse until the next claim's
     sweep); ``died_at`` only once dead. ``schedule``/``boundary`` name the fire that made it.
+    ``unique_key`` is set while the job holds it; a ``PENDING`` job is ``waiting`` while an
+    earlier job of its ``ordering_key`` is unfinished (it is then not claimable); a ``RUNNING``
+    job has ``cancel_requested`` once a cancel asked its worker to stop it.
     """
 
     id: int
@@ -109,6 +123,11 @@ class JobRecord:
     task: str | None = None
     last_traceback: str | None = None
     trace: str | None = None
+    unique_key: str | None = None
+    unique_running: bool = False
+    ordering_key: str | None = None
+    waiting: bool = False
+    cancel_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +135,8 @@ class ClaimRequest:
     """A claim of up to ``limit`` jobs of ``queue`` for ``worker_id`` at ``now``.
 
     Each claimed job is leased for its own ``visibility`` if it has one, else for ``lease``.
+    ``concurrency`` says the queue has a global limit (as last read; the engine reads the stored
+    one as it claims).
     """
 
     queue: str
@@ -123,6 +144,7 @@ class ClaimRequest:
     now: datetime
     lease: timedelta
     limit: int = 1
+    concurrency: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +181,17 @@ class Heartbeat(Held):
 
 @dataclass(frozen=True, slots=True)
 class QueueConfig:
-    """What a user stored for a queue; ``None`` fields fall back to the queue's derived defaults."""
+    """What a user stored for a queue; ``None`` fields fall back to the queue's derived defaults, and
+    ``paused`` says whether its jobs may be claimed."""
 
     visibility_timeout: timedelta | None = None
     max_attempts: int | None = None
     backoff_base: timedelta | None = None
     backoff_cap: timedelta | None = None
     priority: int | None = None
+    concurrency: int | None = None
+    #: Kept apart from the settings: ``configure_queue`` never changes it, ``set_paused`` alone does.
+    paused: bool = False
 
 
 # -- locks -------------------------------------------------------------------------------------
@@ -197,6 +223,7 @@ class NewSchedule:
     max_attempts: int | None = None
     expires: timedelta | None = None
     task: str | None = None
+    anchor: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,17 +304,20 @@ class TickResult:
 
 
 class JobPhase(enum.StrEnum):
-    """Where a stored job stands for an operator: a pending job is ready (due) or delayed (not yet)."""
+    """Where a stored job stands for an operator: a pending job is ready (due), delayed (not yet), or
+    waiting (behind an earlier job of its ordering key)."""
 
     READY = "ready"
     DELAYED = "delayed"
+    WAITING = "waiting"
     RUNNING = "running"
     DEAD = "dead"
 
 
 @dataclass(frozen=True, slots=True)
 class QueueCounts:
-    """One queue's jobs by phase at one instant, and the ``run_at`` of its oldest ready job."""
+    """One queue's jobs by phase at one instant, the ``run_at`` of its oldest ready job, and whether
+    the queue is paused."""
 
     queue: str
     ready: int
@@ -295,6 +325,8 @@ class QueueCounts:
     running: int
     dead: int
     oldest_ready: datetime | None
+    waiting: int = 0
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)

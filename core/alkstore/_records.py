@@ -8,6 +8,7 @@ touches storage.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -17,12 +18,13 @@ from ._args import check_opts
 from ._codec import Codec
 from ._names import validate_name
 from ._options import JobStamps, ScheduleOpts
-from ._port import JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, WorkerRecord
+from ._port import Existing, JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, WorkerRecord
 from ._spec import parse_spec
 
 __all__ = [
     "CancelOutcome",
     "JobInfo",
+    "JobId",
     "JobPage",
     "Leader",
     "QueueStats",
@@ -31,6 +33,7 @@ __all__ = [
     "WorkerInfo",
     "fields_of",
     "info_of",
+    "job_ids",
     "new_jobs",
     "new_schedule",
     "schedule_of",
@@ -42,7 +45,10 @@ class JobInfo:
     """A snapshot of a stored job, as ``get_job`` returns it (payload decoded).
 
     ``task`` names the task the job is for (``None`` for a plain job); ``last_traceback`` is the
-    traceback of the failure that left ``last_error``, when that was an exception.
+    traceback of the failure that left ``last_error``, when that was an exception. ``unique_key``
+    is set while the job holds its key (ADR 031); a pending job is ``waiting`` while an earlier
+    job of its ``ordering_key`` is unfinished (ADR 032); a running job has ``cancel_requested``
+    once a cancel asked its worker to stop it (ADR 035).
     """
 
     id: int
@@ -63,6 +69,10 @@ class JobInfo:
     died_at: datetime | None
     task: str | None = None
     last_traceback: str | None = None
+    unique_key: str | None = None
+    ordering_key: str | None = None
+    waiting: bool = False
+    cancel_requested: bool = False
 
 
 #: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload
@@ -95,9 +105,42 @@ def new_jobs(queue: str, data: list[bytes], stamps: JobStamps, task: str | None,
             stamps.visibility,
             task,
             trace,
+            stamps.unique_key,
+            stamps.unique_running,
+            stamps.ordering_key,
         )
         for payload in data
     ]
+
+
+class JobId(int):
+    """A job's id as an enqueue returns it: an ``int`` that also says whether this call made the job
+    (``created``) or found one already holding its unique key (ADR 031)."""
+
+    __slots__ = ()
+
+    @property
+    def created(self) -> bool:
+        """Whether this enqueue created the job (``False``: it found the one holding its ``unique_key``)."""
+        return True
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+class _Found(JobId):
+    """A ``JobId`` of a job the enqueue found holding its key."""
+
+    __slots__ = ()
+
+    @property
+    def created(self) -> bool:
+        return False
+
+
+def job_ids(ids: Sequence[int]) -> list[JobId]:
+    """The ids an engine returned (``Existing`` for a job found by its unique key) as ``JobId``s."""
+    return [_Found(job_id) if isinstance(job_id, Existing) else JobId(job_id) for job_id in ids]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +165,9 @@ def schedule_of(record: ScheduleRecord, payload: Any) -> Schedule:
         interval=timedelta(seconds=record.interval_s),
         queue=record.queue,
         payload=payload,
-        opts=ScheduleOpts(priority=record.priority, max_attempts=record.max_attempts, expires=record.expires),
+        opts=ScheduleOpts(
+            priority=record.priority, max_attempts=record.max_attempts, expires=record.expires, anchor=record.anchor
+        ),
         next_boundary=record.next_boundary,
         last_boundary=record.last_boundary,
     )
@@ -138,7 +183,9 @@ def new_schedule(
     opts = check_opts(opts, ScheduleOpts)
     data = codec.encode(payload)
     expires = opts.expires if isinstance(opts.expires, timedelta) else None
-    return NewSchedule(name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires, task)
+    return NewSchedule(
+        name, str(every), every.seconds, queue, data, opts.priority, opts.max_attempts, expires, task, opts.anchor
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +206,10 @@ class ScheduleEntry:
 class QueueStats:
     """One queue at one instant: its jobs by phase, and ``lag``, how long its oldest ready job has waited.
 
-    A pending job is ``ready`` once its ``run_at`` has come, ``delayed`` before; ``lag`` is
-    zero when nothing is ready. Counts stop at ``cap`` (a count equal to it means at least
-    that many; ``None``: every count is exact); ``lag`` is exact either way.
+    A pending job is ``ready`` once its ``run_at`` has come, ``delayed`` before, ``waiting``
+    while an earlier job of its ordering key is unfinished; ``lag`` is zero when nothing is
+    ready. Counts stop at ``cap`` (a count equal to it means at least that many; ``None``: every
+    count is exact); ``lag`` is exact either way. A ``paused`` queue's jobs are not claimed.
     """
 
     queue: str
@@ -171,6 +219,8 @@ class QueueStats:
     dead: int
     lag: timedelta
     cap: int | None
+    waiting: int = 0
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +245,10 @@ WorkerInfo = WorkerRecord
 
 
 class CancelOutcome(enum.StrEnum):
-    """What ``cancel`` did: cancelled the pending job, or found it running, dead or missing."""
+    """What ``cancel`` did: cancelled the pending job, asked the worker running it to stop it
+    (``CANCELLING``: it ends cancelled, ADR 035), or found it dead or missing."""
 
     CANCELLED = "cancelled"
-    RUNNING = "running"
+    CANCELLING = "cancelling"
     DEAD = "dead"
     MISSING = "missing"

@@ -15,6 +15,7 @@ import heapq
 import itertools
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -54,7 +55,21 @@ def _new_row(job_id: int, job: port.NewJob, now: datetime) -> port.JobRecord:
         visibility=job.visibility,
         task=job.task,
         trace=job.trace,
+        unique_key=job.unique_key,
+        unique_running=job.unique_running,
+        ordering_key=job.ordering_key,
     )
+
+
+class _Line:
+    """The jobs of one ordering key in one queue: the one that may run (``head``), and those behind it in
+    the order they were published."""
+
+    __slots__ = ("head", "waiting")
+
+    def __init__(self, head: int) -> None:
+        self.head = head
+        self.waiting: deque[int] = deque()
 
 
 class _QueueIndex:
@@ -65,9 +80,10 @@ class _QueueIndex:
     serial before the row, so ties (one job re-entered under the same key) never compare rows.
     """
 
-    __slots__ = ("delayed", "expiry", "leases", "ready", "signals")
+    __slots__ = ("delayed", "expiry", "leases", "ready", "running", "signals")
 
     def __init__(self) -> None:
+        self.running: set[int] = set()  # ids of the queue's running jobs (for its global limit)
         self.ready: list[tuple[int, datetime, int, int, port.JobRecord]] = []  # (-priority, run_at, id, serial, row)
         self.delayed: list[tuple[datetime, int, port.JobRecord]] = []  # (run_at, serial, row)
         self.leases: list[tuple[datetime, int, port.JobRecord]] = []  # (lease_until, serial, row)
@@ -110,6 +126,11 @@ class MemoryTables:
         self._schedules: dict[str, port.ScheduleRecord] = {}
         self._workers: dict[str, port.WorkerRecord] = {}
         self._closed = False
+        #: The job holding each (queue, unique key), and each (queue, ordering key)'s line (ADR 031, 032).
+        self._holders: dict[tuple[str, str], int] = {}
+        self._lines: dict[tuple[str, str], _Line] = {}
+        #: Unique keys taken by jobs of open transactions (a later enqueue of one finds that job).
+        self._reserved: dict[tuple[str, str], int] = {}
 
         #: Tasks parked in ``wait_signal_async``: each woken (on its own loop) by a signal of its queues.
         self._listeners: list[_Listener] = []
@@ -196,9 +217,62 @@ class MemoryTables:
         row = replace(job, state=port.JobState.PENDING, worker_id=None, lease_until=None, **changes)
         self._jobs[row.id] = row
         index = self._index(row.queue)
-        heapq.heappush(index.delayed, (row.run_at, next(self._serials), row))
+        index.running.discard(row.id)
+        if not row.waiting:
+            heapq.heappush(index.delayed, (row.run_at, next(self._serials), row))
         if row.expires_at is not None:
             heapq.heappush(index.expiry, (row.expires_at, next(self._serials), row))
+
+    def _publish(self, row: port.JobRecord) -> None:
+        """Store a new (or requeued) job: the head of its ordering key's line, or waiting behind it."""
+        if row.ordering_key is not None:
+            line = self._lines.get((row.queue, row.ordering_key))
+            if line is None:
+                self._lines[(row.queue, row.ordering_key)] = _Line(row.id)
+            else:
+                line.waiting.append(row.id)
+                row = replace(row, waiting=True)
+        self._make_pending(row)
+
+    def _holder(self, queue: str, key: str) -> int | None:
+        """The job holding ``key`` on ``queue`` now, if any (a holder that moved on no longer holds it)."""
+        holder = self._holders.get((queue, key))
+        if holder is None:
+            return None
+        row = self._jobs.get(holder)
+        if row is None or row.unique_key != key:
+            del self._holders[(queue, key)]
+            return None
+        return holder
+
+    def _gone(self, job: port.JobRecord) -> None:
+        """``job`` left the unfinished states (acked, dead, cancelled): free its keys, and let the next job of
+        its ordering key's line run."""
+        self._index(job.queue).running.discard(job.id)
+        if job.unique_key is not None and self._holders.get((job.queue, job.unique_key)) == job.id:
+            del self._holders[(job.queue, job.unique_key)]
+        if job.ordering_key is None:
+            return
+        line = self._lines.get((job.queue, job.ordering_key))
+        if line is None:
+            return
+        if line.head != job.id:
+            with contextlib.suppress(ValueError):
+                line.waiting.remove(job.id)  # a waiting job cancelled: the line goes on as it was
+            return
+        while line.waiting:
+            following = self._jobs.get(line.waiting.popleft())
+            if following is not None and following.waiting:
+                line.head = following.id
+                self._make_pending(following, waiting=False)
+                self._signal(job.queue)
+                return
+        del self._lines[(job.queue, job.ordering_key)]
+
+    def _delete(self, job: port.JobRecord) -> None:
+        """Delete a job (acked, cancelled, or ending cancelled)."""
+        del self._jobs[job.id]
+        self._gone(job)
 
     def _signal(self, queue: str) -> None:
         """Jobs became claimable on ``queue`` (called under the lock): wake the threads and tasks waiting on it."""
@@ -221,7 +295,11 @@ class MemoryTables:
         return job
 
     def _to_dead(self, job: port.JobRecord, error: str, traceback: str | None, now: datetime) -> None:
+        if job.cancel_requested:  # a job asked to stop ends cancelled, whatever its run came to
+            self._delete(job)
+            return
         del self._jobs[job.id]
+        self._gone(job)
         self._dead[job.id] = replace(
             job,
             state=port.JobState.DEAD,
@@ -230,16 +308,26 @@ class MemoryTables:
             died_at=now,
             worker_id=None,
             lease_until=None,
+            unique_key=None,
         )
 
     # -- queue configuration --------------------------------------------------------
 
-    def configure_queue(self, queue: str, config: port.QueueConfig) -> None:
+    def configure_queue(self, queue: str, config: port.QueueConfig) -> port.QueueConfig | None:
         with self._cond:
-            if config == port.QueueConfig():
-                self._configs.pop(queue, None)
-            else:
-                self._configs[queue] = config
+            old = self._configs.get(queue)
+            return self._store_config(queue, replace(config, paused=old is not None and old.paused))
+
+    def set_paused(self, queue: str, paused: bool) -> port.QueueConfig | None:
+        with self._cond:
+            return self._store_config(queue, replace(self._configs.get(queue) or port.QueueConfig(), paused=paused))
+
+    def _store_config(self, queue: str, config: port.QueueConfig) -> port.QueueConfig | None:
+        if config == port.QueueConfig():
+            self._configs.pop(queue, None)
+            return None
+        self._configs[queue] = config
+        return config
 
     def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
         with self._cond:
@@ -258,9 +346,17 @@ class MemoryTables:
         if tx is not None:
             return self._enqueue_tx(self.caller_transaction(tx), jobs, now)
         with self._cond:
-            ids = [next(self._ids) for _ in jobs]
-            for job_id, job in zip(ids, jobs, strict=True):
-                self._make_pending(_new_row(job_id, job, now))
+            ids: list[int] = []
+            for job in jobs:
+                found = self._taken(job)
+                if found is not None:
+                    ids.append(port.Existing(found))
+                    continue
+                row = _new_row(next(self._ids), job, now)
+                if job.unique_key is not None:
+                    self._holders[(job.queue, job.unique_key)] = row.id
+                self._publish(row)
+                ids.append(row.id)
             for queue in {job.queue for job in jobs}:
                 self._signal(queue)
             return ids
@@ -275,20 +371,45 @@ class MemoryTables:
         with self._cond:
             tx._state = "committed"
             for row in tx._pending:
-                self._make_pending(row)
+                if row.unique_key is not None:
+                    self._reserved.pop((row.queue, row.unique_key), None)
+                    self._holders[(row.queue, row.unique_key)] = row.id
+                self._publish(row)  # in commit order: ordering keys' lines follow it
             for queue in {row.queue for row in tx._pending}:
                 self._signal(queue)
 
     def rollback(self, tx: MemoryTransaction) -> None:
-        """Forget what ``tx`` enqueued."""
-        tx._state = "rolled back"
-        tx._pending.clear()
+        """Forget what ``tx`` enqueued (and the unique keys it reserved)."""
+        with self._cond:
+            tx._state = "rolled back"
+            for row in tx._pending:
+                if row.unique_key is not None and self._reserved.get((row.queue, row.unique_key)) == row.id:
+                    del self._reserved[(row.queue, row.unique_key)]
+            tx._pending.clear()
 
     def _enqueue_tx(self, tx: MemoryTransaction, jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
+        """Buffer ``jobs`` in ``tx``; a unique key is reserved for the transaction from now (where Postgres
+        would have a later enqueue of the key wait for the transaction's end, memory answers at once)."""
+        ids: list[int] = []
         with self._cond:
-            ids = [next(self._ids) for _ in jobs]
-        tx._pending.extend(_new_row(job_id, job, now) for job_id, job in zip(ids, jobs, strict=True))
+            for job in jobs:
+                found = self._taken(job)
+                if found is not None:
+                    ids.append(port.Existing(found))
+                    continue
+                row = _new_row(next(self._ids), job, now)
+                if job.unique_key is not None:
+                    self._reserved[(job.queue, job.unique_key)] = row.id
+                tx._pending.append(row)
+                ids.append(row.id)
         return ids
+
+    def _taken(self, job: port.NewJob) -> int | None:
+        """The job already holding (or, in an open transaction, reserving) ``job``'s unique key, if any."""
+        if job.unique_key is None:
+            return None
+        held = self._holder(job.queue, job.unique_key)
+        return held if held is not None else self._reserved.get((job.queue, job.unique_key))
 
     def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
         now = request.now
@@ -301,7 +422,13 @@ class MemoryTables:
                 if self._live(row):
                     heapq.heappush(index.ready, (-row.priority, row.run_at, row.id, next(self._serials), row))
             claimed: list[port.JobRecord] = []
-            while index.ready and len(claimed) < request.limit:
+            limit = request.limit
+            if request.concurrency is not None:
+                config = self._configs.get(request.queue)
+                if config is not None and config.concurrency is not None:  # the stored limit binds (ADR 033)
+                    running = sum(1 for job_id in index.running if self._lease_live(job_id, now))
+                    limit = min(limit, max(0, config.concurrency - running))
+            while index.ready and len(claimed) < limit:
                 _, run_at, job_id, _, row = heapq.heappop(index.ready)
                 if not self._live(row):
                     continue
@@ -316,11 +443,21 @@ class MemoryTables:
                     fence=row.fence + 1,
                     worker_id=request.worker_id,
                     lease_until=lease_until,
+                    unique_key=row.unique_key if row.unique_running else None,  # held while it runs, by option
                 )
+                if row.unique_key is not None and not row.unique_running:
+                    self._holders.pop((row.queue, row.unique_key), None)
                 self._jobs[job_id] = taken
+                index.running.add(job_id)
                 heapq.heappush(index.leases, (lease_until, next(self._serials), taken))
                 claimed.append(taken)
             return claimed
+
+    def _lease_live(self, job_id: int, now: datetime) -> bool:
+        row = self._jobs.get(job_id)
+        return row is not None and row.state is port.JobState.RUNNING and row.lease_until is not None and (
+            row.lease_until > now
+        )
 
     def ack_and_claim(
         self, acks: Sequence[port.Held], request: port.ClaimRequest
@@ -333,7 +470,9 @@ class MemoryTables:
             _, _, row = heapq.heappop(index.leases)
             if not self._live(row):
                 continue
-            if row.attempts >= row.max_attempts:
+            if row.cancel_requested:
+                self._delete(row)  # its worker is gone: it ends cancelled (ADR 035)
+            elif row.attempts >= row.max_attempts:
                 self._to_dead(row, port.LEASE_EXPIRED_ERROR, None, now)
             else:
                 self._make_pending(row)
@@ -359,10 +498,13 @@ class MemoryTables:
         return stale
 
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
-        return self._each_held(held, lambda job, _: self._jobs.__delitem__(job.id))
+        return self._each_held(held, lambda job, _: self._delete(job))
 
     def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         def retry(job: port.JobRecord, item: port.Retry) -> None:
+            if job.cancel_requested:
+                self._delete(job)
+                return
             self._make_pending(job, run_at=item.run_at, last_error=item.error, last_traceback=item.traceback)
             self._signal(job.queue)
 
@@ -376,6 +518,9 @@ class MemoryTables:
 
     def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
         def release(job: port.JobRecord, _: port.Held) -> None:
+            if job.cancel_requested:
+                self._delete(job)
+                return
             self._make_pending(job, attempts=max(0, job.attempts - 1))
             self._signal(job.queue)
 
@@ -388,6 +533,14 @@ class MemoryTables:
 
         return self._each_held(beats, beat)
 
+    def cancel_requested(self, held: Sequence[port.Held]) -> list[port.Held]:
+        with self._cond:
+            return [
+                port.Held(pair.job_id, pair.fence)
+                for pair in held
+                if (job := self._held(pair.job_id, pair.fence)) is not None and job.cancel_requested
+            ]
+
     def get_job(self, job_id: int) -> port.JobRecord | None:
         with self._cond:
             return self._jobs.get(job_id) or self._dead.get(job_id)
@@ -399,7 +552,17 @@ class MemoryTables:
                 job = self._dead.pop(job_id, None)
                 if job is None:
                     continue
-                self._make_pending(job, attempts=0, run_at=now, expires_at=None, died_at=None)
+                self._publish(
+                    replace(
+                        job,
+                        state=port.JobState.PENDING,
+                        attempts=0,
+                        run_at=now,
+                        expires_at=None,
+                        died_at=None,
+                        unique_key=None,
+                    )
+                )
                 self._signal(job.queue)
                 requeued.append(job_id)
         return requeued
@@ -442,7 +605,7 @@ class MemoryTables:
             stored = []
             for new in schedules:
                 old = self._schedules.get(new.name)
-                existing = None if old is None else (old.interval_s, old.next_boundary)
+                existing = None if old is None else (old.interval_s, old.next_boundary, old.anchor)
                 stored.append(
                     port.ScheduleRecord(
                         name=new.name,
@@ -454,7 +617,8 @@ class MemoryTables:
                         max_attempts=new.max_attempts,
                         expires=new.expires,
                         task=new.task,
-                        next_boundary=registration_boundary(existing, new.interval_s, now),
+                        anchor=new.anchor,
+                        next_boundary=registration_boundary(existing, new.interval_s, now, new.anchor),
                         last_boundary=None if old is None else old.last_boundary,
                     )
                 )
@@ -522,24 +686,32 @@ class MemoryTables:
 
     def queue_counts(self, now: datetime, queue: str | None = None, cap: int | None = None) -> list[port.QueueCounts]:
         with self._cond:
-            tallies: dict[str, list[Any]] = {} if queue is None else {queue: [0, 0, 0, 0, None]}
+            # ready, delayed, running, dead, oldest ready, waiting
+            tallies: dict[str, list[Any]] = {} if queue is None else {queue: [0, 0, 0, 0, None, 0]}
             for row in itertools.chain(self._jobs.values(), self._dead.values()):
                 if queue is not None and row.queue != queue:
                     continue
-                tally = tallies.setdefault(row.queue, [0, 0, 0, 0, None])
+                tally = tallies.setdefault(row.queue, [0, 0, 0, 0, None, 0])
                 if row.state is port.JobState.DEAD:
                     tally[3] += 1
                 elif row.state is port.JobState.RUNNING:
                     tally[2] += 1
+                elif row.waiting:
+                    tally[5] += 1
                 elif row.run_at > now:
                     tally[1] += 1
                 else:
                     tally[0] += 1
                     tally[4] = row.run_at if tally[4] is None else min(tally[4], row.run_at)
+            paused = {name for name, config in self._configs.items() if config.paused}
+            if queue is None:
+                for name in paused:
+                    tallies.setdefault(name, [0, 0, 0, 0, None, 0])
         if cap is not None:
             for tally in tallies.values():
                 tally[:4] = [min(count, cap) for count in tally[:4]]
-        return [port.QueueCounts(name, *tallies[name]) for name in sorted(tallies)]
+                tally[5] = min(tally[5], cap)
+        return [port.QueueCounts(name, *tallies[name], name in paused) for name in sorted(tallies)]
 
     def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:
         phase, now, after = query.phase, query.now, query.after
@@ -561,9 +733,19 @@ class MemoryTables:
             for job_id in sorted(set(job_ids)):
                 row = self._jobs.get(job_id)
                 if row is not None and row.state is port.JobState.PENDING:
-                    del self._jobs[job_id]  # its heap entries are dead now: _live() no longer matches
+                    self._delete(row)  # its heap entries are dead now: _live() no longer matches
                     cancelled.append(job_id)
         return cancelled
+
+    def request_cancel(self, job_ids: Sequence[int]) -> list[int]:
+        marked = []
+        with self._cond:
+            for job_id in sorted(set(job_ids)):
+                row = self._jobs.get(job_id)
+                if row is not None and row.state is port.JobState.RUNNING:
+                    self._jobs[job_id] = replace(row, cancel_requested=True)
+                    marked.append(job_id)
+        return marked
 
     def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
         with self._cond:
