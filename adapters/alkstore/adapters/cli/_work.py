@@ -18,10 +18,12 @@ from typing import Any
 
 from alkstore import StopToken, Tasks, Worker
 
+from ._args import add_database_arguments, count, seconds
+from ._exits import EXIT_OK
 from ._operate import configure_logging, open_store, where
 from ._signals import Interrupts
 
-__all__ = ["load_app", "queue_list", "run_worker"]
+__all__ = ["add_commands", "load_app", "queue_list", "run_worker"]
 
 log = logging.getLogger("alkstore.cli")
 
@@ -111,4 +113,40 @@ def _supervise(worker: Worker) -> int:
             thread.join(_JOIN_POLL_SECONDS)
     if failures:
         raise failures[0]
-    return 0
+    return EXIT_OK
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``worker`` on ``commands``."""
+    worker = commands.add_parser(
+        "worker",
+        help="run an application's tasks until SIGINT or SIGTERM",
+        description="Run the tasks of an alkstore.Tasks registry on the database, in threads. The first "
+        "SIGINT or SIGTERM stops claiming and gives running jobs --grace seconds, then hands back what still "
+        "runs; a second one stops at once. Logs one line per job to stderr.",
+    )
+    worker.add_argument(
+        "--app", type=load_app, required=True, metavar="MODULE:ATTR", help="the Tasks, e.g. myapp.jobs:tasks"
+    )
+    add_database_arguments(worker)
+    worker.add_argument(
+        "--queues", type=queue_list, metavar="A,B", help="the queues to serve (default: all of the app's)"
+    )
+    worker.add_argument("--concurrency", type=count, default=1, help="worker threads (default: 1)")
+    worker.add_argument(
+        "--grace", type=seconds, default=30.0, help="seconds running jobs get when stopping (default: 30)"
+    )
+    worker.add_argument("--schedules", action="store_true", help="also run the scheduler (leading, or standing by)")
+    worker.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    return run_worker(
+        args.url,
+        args.schema,
+        args.app,
+        queues=args.queues,
+        concurrency=args.concurrency,
+        grace=args.grace,
+        schedules=args.schedules,
+    )
