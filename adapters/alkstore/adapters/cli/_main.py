@@ -1,7 +1,8 @@
 """Argument parsing, dispatch and exit status of the ``alkstore`` command line.
 
-Each command's module registers its own parser (``add_commands``) and handler; this module
-builds the parser from them, resolves a database command's URL and maps errors to exit statuses.
+Each command's module registers its own parser (``add_commands``), handler (``run``) and, where
+its arguments must agree, a usage check (``check``); this module builds the parser from them,
+resolves a database command's URL and maps errors to exit statuses.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         _resolve_url(args)
+        check: Callable[[argparse.Namespace], None] | None = getattr(args, "check", None)
+        if check is not None:  # a command's usage rule across its arguments (it exits 2)
+            check(args)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     run: Callable[[argparse.Namespace], int] = args.run

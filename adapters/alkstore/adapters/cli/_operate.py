@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import alkstore
-from alkstore import Fire, Store
+from alkstore import AsyncStore, Fire, Store
 from alkstore.engine import redact
 from alkstore.errors import SchemaOutOfDate
 
@@ -19,7 +19,17 @@ from ._args import add_command
 from ._exits import EXIT_OK
 from ._signals import Interrupts
 
-__all__ = ["add_commands", "configure_logging", "migrate", "open_store", "redact", "run_schedules", "tick", "where"]
+__all__ = [
+    "add_commands",
+    "configure_logging",
+    "migrate",
+    "open_async_store",
+    "open_store",
+    "redact",
+    "run_schedules",
+    "tick",
+    "where",
+]
 
 log = logging.getLogger("alkstore.cli")
 
@@ -31,6 +41,13 @@ def open_store(url: str, schema: str | None, **options: Any) -> Store:
     if schema is not None:
         options["schema"] = schema
     return alkstore.open(url, **options)
+
+
+async def open_async_store(url: str, schema: str | None, **options: Any) -> AsyncStore:
+    """``open_store`` for the async runtime: the ``AsyncStore`` at ``url``."""
+    if schema is not None:
+        options["schema"] = schema
+    return await alkstore.open_async(url, **options)
 
 
 def where(url: str, schema: str | None) -> str:
