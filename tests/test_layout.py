@@ -73,6 +73,7 @@ def test_the_package_extends_its_path_near_the_top_where_editors_look_for_it() -
 
 
 def _is_private(name: str) -> bool:
+    """A leading underscore marks a private module or name; a dunder (``__version__``) is not one."""
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
