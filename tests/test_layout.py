@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTERS = ROOT / "adapters" / "alkstore" / "adapters"
+
+
+#: What an adapter may import of core: these modules (and whatever they export that is not private).
+PUBLIC_CORE = {"alkstore", "alkstore.engine", "alkstore.errors", "alkstore.telemetry", "alkstore.testing"}
 
 
 def adapter_names() -> list[str]:
@@ -63,3 +70,130 @@ def test_the_package_extends_its_path_near_the_top_where_editors_look_for_it() -
     # ``extend_path(__path__``; further down, go-to-definition stops finding the adapters.
     head = (ROOT / "core" / "alkstore" / "__init__.py").read_text(encoding="utf-8").splitlines()[:50]
     assert any(line.startswith("__path__ = extend_path(__path__, __name__)") for line in head)
+
+
+def _is_private(name: str) -> bool:
+    """A leading underscore marks a private module or name; a dunder (``__version__``) is not one."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _core_target(module: str) -> bool:
+    """Whether ``module`` (absolute) is in core rather than in the adapters' half."""
+    return (module == "alkstore" or module.startswith("alkstore.")) and not (
+        module == "alkstore.adapters" or module.startswith("alkstore.adapters.")
+    )
+
+
+def _reaches_into_core(module: str) -> bool:
+    """Whether ``module`` is a core module that is not public (``alkstore._tasks``, ``alkstore._x.y``)."""
+    return _core_target(module) and any(_is_private(part) for part in module.split(".")[1:])
+
+
+def private_core_imports(source: str, module: str) -> list[str]:
+    """The places where ``source`` (of the module named ``module``) reaches into core's privates:
+    ``import alkstore._x``, ``from alkstore._x import y``, ``from alkstore import _x`` (relative
+    spellings too), ``importlib.import_module("alkstore._x")``, or ``alkstore._x`` as an attribute."""
+    package = module.split(".")[:-1]  # what a relative import starts from (an __init__'s own package)
+    tree = ast.parse(source)
+    found: list[str] = []
+    core_names: set[str] = set()  # the local names bound to a core module
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                targets.append(alias.name)
+                if alias.asname and _core_target(alias.name):
+                    core_names.add(alias.asname)
+                elif alias.name.split(".")[0] == "alkstore":
+                    core_names.add("alkstore")
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            origin = ".".join([*base, *([node.module] if node.module else [])])
+            targets.append(origin)
+            if _core_target(origin):
+                targets += [f"{origin}.{alias.name}" for alias in node.names]
+                core_names.update(
+                    alias.asname or alias.name for alias in node.names if f"{origin}.{alias.name}" in PUBLIC_CORE
+                )
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in {"importlib.import_module", "import_module", "__import__"}
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            targets.append(node.args[0].value)
+        if isinstance(node, ast.stmt | ast.expr) and any(_reaches_into_core(target) for target in targets):
+            found.append(f"line {node.lineno}: {ast.unparse(node).splitlines()[0]}")
+    found += [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in core_names
+        and _is_private(node.attr)
+    ]
+    return found
+
+
+def adapter_modules() -> list[tuple[Path, str]]:
+    """Every module under ``adapters/alkstore/adapters`` with its dotted name."""
+    return [
+        (path, ".".join(path.relative_to(ROOT / "adapters").with_suffix("").parts))
+        for path in sorted(ADAPTERS.rglob("*.py"))
+    ]
+
+
+def test_no_adapter_imports_a_private_core_module() -> None:
+    # The adapters drive (or implement) core through its public modules only (PUBLIC_CORE); an
+    # adapter's own private modules are its business. A name an adapter needs is made public.
+    modules = adapter_modules()
+    assert len(modules) > 20, "the adapters' modules were not found"
+    offences = [
+        f"{path.relative_to(ROOT)} {place}"
+        for path, module in modules
+        for place in private_core_imports(path.read_text(encoding="utf-8"), module)
+    ]
+    assert not offences, "adapters importing private core modules:\n" + "\n".join(offences)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import alkstore._tasks",
+        "import alkstore._tasks as tasks",
+        "from alkstore._tasks import Tasks",
+        "from alkstore._worker_parts.sub import x",
+        "from alkstore import _acompat",
+        "from alkstore.engine import _private_helper",
+        "from ... import _tasks",
+        "from ..._acompat import is_async",
+        "import importlib; importlib.import_module('alkstore._tasks')",
+        "import alkstore; alkstore._acompat.is_async(f)",
+        "import alkstore as ak; ak._acompat",
+        "from alkstore import engine; engine._orders",
+    ],
+)
+def test_the_private_import_check_catches_every_spelling(line: str) -> None:
+    assert private_core_imports(line, "alkstore.adapters.cli._work"), line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import alkstore",
+        "from alkstore import Tasks, AsyncWorker, engine",
+        "from alkstore.engine import redact",
+        "from alkstore.errors import InvalidOptions",
+        "import alkstore; alkstore.__version__",
+        "from ._sql import CLAIM",
+        "from . import _operate",
+        "from .. import memory",
+        "import alkstore.adapters.postgres._sql",
+        "from alkstore.adapters.postgres import _sql",
+        "from alkstore.adapters.postgres._sql import CLAIM",
+        "import importlib; importlib.import_module('myapp._jobs')",
+    ],
+)
+def test_the_private_import_check_lets_public_and_adapter_imports_through(line: str) -> None:
+    assert private_core_imports(line, "alkstore.adapters.cli._work") == [], line

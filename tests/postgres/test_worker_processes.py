@@ -2,7 +2,9 @@
 
 Real processes on the system clock, so these tests assert what must hold however slow the
 machine is — nothing lost, nothing run twice, nothing left running — and bound waits only
-generously. The application's tasks append one JSON line per event to a file.
+generously. The application's tasks append one JSON line per event to a file. Every test runs
+each runtime's worker (``--runtime sync`` and ``--runtime async``: the same plain tasks, on the
+async worker's threads).
 """
 
 from __future__ import annotations
@@ -64,12 +66,13 @@ APP = textwrap.dedent(
 
 
 class App:
-    """The test application in a directory of its own, and its event log."""
+    """The test application in a directory of its own, and its event log; its workers run ``runtime``."""
 
-    def __init__(self, root: Path, dsn: str, schema: str) -> None:
+    def __init__(self, root: Path, dsn: str, schema: str, runtime: str = "sync") -> None:
         self.root = root
         self.dsn = dsn
         self.schema = schema
+        self.runtime = runtime
         (root / "procapp.py").write_text(APP, encoding="utf-8")
         self.log = root / "events.jsonl"
         self.log.touch()
@@ -80,6 +83,7 @@ class App:
 
     def worker(self, *args: str, url: str | None = None, env: dict[str, str] | None = None) -> LiveProcess:
         command = [ALKSTORE, "worker", "--app", "procapp:tasks", "--url", url or self.dsn, "--schema", self.schema]
+        command += ["--runtime", self.runtime]
         return LiveProcess([*command, *args], cwd=self.root, env={"APP_LOG": str(self.log), **(env or {})})
 
     def enqueue(self, count: int, visibility: float | None = None, **kwargs: Any) -> list[int]:
@@ -90,13 +94,15 @@ class App:
             return [task.enqueue(store, n=n, **kwargs) for n in range(count)]
 
 
-@pytest.fixture
-def app(tmp_path: Path, pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> App:
+@pytest.fixture(params=["sync", "async"])
+def app(
+    request: pytest.FixtureRequest, tmp_path: Path, pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> App:
     alkstore.open(pg_dsn, schema=pg_schema, migrate=True, max_size=1).close()
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("APP_LOG", str(tmp_path / "events.jsonl"))
     monkeypatch.delitem(__import__("sys").modules, "procapp", raising=False)
-    return App(tmp_path, pg_dsn, pg_schema)
+    return App(tmp_path, pg_dsn, pg_schema, request.param)
 
 
 def rows(db: psycopg.Connection[Any], schema: str, where: str = "TRUE") -> list[tuple[Any, ...]]:

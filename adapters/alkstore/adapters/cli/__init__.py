@@ -8,6 +8,8 @@ inspect and act on one (their URL from ``--url`` or ``$ALKSTORE_URL``). Exit sta
 
 from __future__ import annotations
 
-from ._main import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, build_parser, main
+from ._args import URL_VARIABLE
+from ._exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from ._main import build_parser, main
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "URL_VARIABLE", "build_parser", "main"]

@@ -16,6 +16,7 @@ Every event is printed as it happens, then a summary. Ctrl-C stops early; a seco
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
@@ -31,9 +32,11 @@ from typing import Any, TextIO
 import alkstore
 from alkstore import EnqueueOpts, Fire, Job, JobState, StopToken, Store, Worker
 
+from ._args import seconds as seconds_argument
+from ._exits import EXIT_ERROR, EXIT_OK
 from ._signals import Interrupts
 
-__all__ = ["DESTINATIONS", "OUTBOX", "SCHEDULES", "TASKS", "Demo", "run_demo"]
+__all__ = ["DESTINATIONS", "OUTBOX", "SCHEDULES", "TASKS", "Demo", "add_commands", "run_demo"]
 
 TASKS = "demo.tasks"
 OUTBOX = "notifications"
@@ -289,7 +292,7 @@ class Demo:
         self._summary()
         for name, exc in self.failures:
             print(f"alkstore: the demo's {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1 if self.failures else 0
+        return EXIT_ERROR if self.failures else EXIT_OK
 
     def _wait(self, seconds: float, interrupts: Interrupts) -> None:
         deadline = time.monotonic() + seconds
@@ -339,3 +342,20 @@ def run_demo(seconds: float, out: TextIO | None = None) -> int:
     stream = sys.stdout if out is None else out
     with alkstore.open("memory://") as store:
         return Demo(store, stream, color=_use_color(stream)).run(seconds)
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``demo`` on ``commands``."""
+    demo = commands.add_parser(
+        "demo",
+        help="watch schedules, a worker and an outbox at work on the embedded engine",
+        description="Run two @every schedules, a worker writing outbox messages in transactions, and an outbox "
+        "delivery that fails for some messages, on memory:// with the system clock; then print a summary. "
+        "Ctrl-C stops early (a second Ctrl-C aborts).",
+    )
+    demo.add_argument("--seconds", type=seconds_argument, default=15.0, help="how long to run (default: 15)")
+    demo.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    return run_demo(args.seconds)

@@ -1,33 +1,49 @@
-"""``alkstore worker``: run the tasks of an application until SIGINT or SIGTERM (ADR 021).
+"""``alkstore worker``: run the tasks of an application until SIGINT or SIGTERM (ADR 021, 029).
 
-The first signal stops claiming and lets running jobs finish within ``--grace`` seconds; what
-still runs then is handed back for another worker to take at once. A second signal stops at
-once (handing back what runs). Exit status 0 on a clean stop, 1 on a runtime error, 2 on usage.
+Two runtimes: the sync ``alkstore.Worker`` runs each job on one of its threads; the async
+``alkstore.AsyncWorker`` awaits ``async def`` tasks on an event loop and runs plain ones on
+threads. ``--runtime auto`` (the default) picks the async one when the application has an
+``async def`` task, so an application without one pays no loop.
+
+Either way the first signal stops claiming and lets running jobs finish within ``--grace``
+seconds; what still runs then is handed back for another worker to take at once. A second
+signal stops at once (handing back what runs). Exit status 0 on a clean stop, 1 on a runtime
+error, 2 on usage (an ``async def`` task under ``--runtime sync`` is one).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import importlib
+import inspect
 import logging
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from alkstore import StopToken, Tasks, Worker
+from alkstore import AsyncWorker, StopToken, Tasks, Worker
 
-from ._operate import configure_logging, open_store, where
+from ._args import add_database_arguments, count, seconds
+from ._exits import EXIT_OK
+from ._operate import configure_logging, open_async_store, open_store, where
 from ._signals import Interrupts
 
-__all__ = ["load_app", "queue_list", "run_worker"]
+__all__ = ["RUNTIMES", "add_commands", "async_tasks", "choose_runtime", "load_app", "queue_list", "run_worker"]
 
 log = logging.getLogger("alkstore.cli")
 
+#: The choices of ``--runtime``.
+RUNTIMES = ("auto", "sync", "async")
+Runtime = Literal["sync", "async"]
+
 _JOIN_POLL_SECONDS = 0.1
-#: Connections a worker needs beyond one per thread: its claims, heartbeats, the scheduler.
+#: Connections a worker needs beyond one per slot: its claims, heartbeats, the scheduler.
 _SPARE_CONNECTIONS = 3
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def load_app(text: str) -> Tasks:
@@ -60,6 +76,26 @@ def queue_list(text: str) -> list[str]:
     return names
 
 
+def async_tasks(tasks: Tasks) -> list[str]:
+    """The names of the ``async def`` tasks of ``tasks`` (an object whose ``__call__`` is one counts too),
+    which only the async worker runs."""
+    return [
+        task.name
+        for task in tasks
+        if inspect.iscoroutinefunction(task.func)
+        or (not inspect.isroutine(task.func) and inspect.iscoroutinefunction(type(task.func).__call__))
+    ]
+
+
+def choose_runtime(tasks: Tasks, runtime: str) -> Runtime:
+    """The runtime ``--runtime`` means for ``tasks``: ``auto`` is async when any task is ``async def``."""
+    if runtime == "auto":
+        return "async" if async_tasks(tasks) else "sync"
+    if runtime not in RUNTIMES:
+        raise ValueError(f"not a runtime: {runtime!r}")
+    return "async" if runtime == "async" else "sync"
+
+
 def run_worker(
     url: str,
     schema: str | None,
@@ -69,22 +105,44 @@ def run_worker(
     concurrency: int,
     grace: float,
     schedules: bool,
+    runtime: str = "auto",
 ) -> int:
-    """Run a worker on the database until a signal stops it; return the exit status."""
+    """Run a worker of ``runtime`` on the database until a signal stops it; return the exit status."""
     handler = configure_logging()
     try:
         options: dict[str, Any] = {}
         if not url.lower().startswith("memory:"):
             options["max_size"] = max(10, concurrency + _SPARE_CONNECTIONS)
+        worker_options: dict[str, Any] = {
+            "queues": queues,
+            "concurrency": concurrency,
+            "grace": grace,
+            "schedules": schedules,
+        }
+        if choose_runtime(tasks, runtime) == "async":
+            return asyncio.run(_run_async(url, schema, tasks, options, worker_options))
         with open_store(url, schema, **options) as store:
-            worker = Worker(store, tasks, queues=queues, concurrency=concurrency, grace=grace, schedules=schedules)
+            worker = Worker(store, tasks, **worker_options)
             log.info("worker %s on %s", worker.worker_id, where(url, schema))
             return _supervise(worker)
     finally:
         logging.getLogger("alkstore").removeHandler(handler)
 
 
+def _react(interrupts: Interrupts, stop: StopToken, abort: StopToken) -> None:
+    """Act on the signals counted so far (both runtimes): the first stops claiming, a second stops at once."""
+    name = interrupts.last.name if interrupts.last is not None else "a signal"
+    if interrupts.count == 1 and not stop.is_cancelled():
+        log.info("stopping on %s: no more claims; running jobs get their grace (a second signal: at once)", name)
+        stop.cancel()
+    elif interrupts.count >= 2 and not abort.is_cancelled():
+        log.info("stopping at once on %s: handing back what runs", name)
+        stop.cancel()
+        abort.cancel()
+
+
 def _supervise(worker: Worker) -> int:
+    """Run the sync worker on a thread while this (the main) thread answers the signals."""
     stop, abort = StopToken(), StopToken()
     failures: list[BaseException] = []
 
@@ -95,20 +153,102 @@ def _supervise(worker: Worker) -> int:
             failures.append(exc)
 
     thread = threading.Thread(target=work, name="alkstore-worker", daemon=True)
-    with Interrupts((signal.SIGINT, signal.SIGTERM), abort_on_second=False) as interrupts:
+    with Interrupts(_SIGNALS, abort_on_second=False) as interrupts:
         thread.start()
         while thread.is_alive():
-            name = interrupts.last.name if interrupts.last is not None else "a signal"
-            if interrupts.count == 1 and not stop.is_cancelled():
-                log.info(
-                    "stopping on %s: no more claims; running jobs get their grace (a second signal: at once)", name
-                )
-                stop.cancel()
-            elif interrupts.count >= 2 and not abort.is_cancelled():
-                log.info("stopping at once on %s: handing back what runs", name)
-                stop.cancel()
-                abort.cancel()
+            _react(interrupts, stop, abort)
             thread.join(_JOIN_POLL_SECONDS)
     if failures:
         raise failures[0]
-    return 0
+    return EXIT_OK
+
+
+async def _run_async(
+    url: str, schema: str | None, tasks: Tasks, options: dict[str, Any], worker_options: dict[str, Any]
+) -> int:
+    """Open the store and run the async worker on this event loop until a signal stops it."""
+    async with await open_async_store(url, schema, **options) as store:
+        worker = AsyncWorker(store, tasks, **worker_options)
+        log.info(
+            "async worker %s on %s: async def tasks on the event loop, plain ones on threads",
+            worker.worker_id,
+            where(url, schema),
+        )
+        return await _supervise_async(worker)
+
+
+async def _supervise_async(worker: AsyncWorker) -> int:
+    """Run the async worker as a task while this one answers the signals, as ``_supervise`` does."""
+    stop, abort = StopToken(), StopToken()
+    with Interrupts(_SIGNALS, abort_on_second=False) as interrupts:
+        running = asyncio.ensure_future(worker.run(stop, abort=abort))
+        while not running.done():
+            _react(interrupts, stop, abort)
+            await asyncio.wait((running,), timeout=_JOIN_POLL_SECONDS)
+    running.result()  # the worker's failure, if it failed
+    return EXIT_OK
+
+
+def _refuse_async_tasks_under_sync(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--runtime sync`` with an ``async def`` task is a usage error (exit 2), found before any connection."""
+    if args.runtime != "sync":
+        return
+    names = async_tasks(args.app)
+    if names:
+        listed = ", ".join(repr(name) for name in names)
+        parser.error(
+            f"--runtime sync cannot run async def task{'' if len(names) == 1 else 's'} {listed}: "
+            "use --runtime async (or auto, the default)"
+        )
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``worker`` on ``commands``."""
+    worker = commands.add_parser(
+        "worker",
+        help="run an application's tasks until SIGINT or SIGTERM",
+        description="Run the tasks of an alkstore.Tasks registry on the database. The sync runtime "
+        "(alkstore.Worker) runs each job on one of its threads; the async runtime (alkstore.AsyncWorker) awaits "
+        "async def tasks on an event loop and runs plain ones on threads; --runtime auto picks the async one when "
+        "the app has an async def task. The first SIGINT or SIGTERM stops claiming and gives running jobs --grace "
+        "seconds, then hands back what still runs; a second one stops at once. Logs one line per job to stderr.",
+    )
+    worker.add_argument(
+        "--app", type=load_app, required=True, metavar="MODULE:ATTR", help="the Tasks, e.g. myapp.jobs:tasks"
+    )
+    add_database_arguments(worker)
+    worker.add_argument(
+        "--queues", type=queue_list, metavar="A,B", help="the queues to serve (default: all of the app's)"
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=count,
+        default=1,
+        help="jobs at once: sync, worker threads; async, slots on the event loop (default: 1)",
+    )
+    worker.add_argument(
+        "--grace", type=seconds, default=30.0, help="seconds running jobs get when stopping (default: 30)"
+    )
+    worker.add_argument("--schedules", action="store_true", help="also run the scheduler (leading, or standing by)")
+    worker.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="auto",
+        help="async: alkstore.AsyncWorker, async def tasks on an event loop and plain ones on threads; sync: "
+        "alkstore.Worker, plain tasks on threads, no async def task; auto (default): async when the app has an "
+        "async def task, else sync",
+    )
+    worker.set_defaults(run=_run, check=functools.partial(_refuse_async_tasks_under_sync, worker))
+
+
+def _run(args: argparse.Namespace) -> int:
+    return run_worker(
+        args.url,
+        args.schema,
+        args.app,
+        queues=args.queues,
+        concurrency=args.concurrency,
+        grace=args.grace,
+        schedules=args.schedules,
+        runtime=args.runtime,
+    )

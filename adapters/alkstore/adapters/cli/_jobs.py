@@ -1,0 +1,213 @@
+"""``alkstore jobs list``, ``show``, ``requeue``, ``cancel`` and ``purge``: one queue's jobs, or some by id."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from alkstore import CancelOutcome, JobInfo, JobPhase
+
+from . import _operate
+from ._args import add_command, duration_text, integer, job_id, parse_duration, with_json
+from ._exits import EXIT_ERROR, EXIT_OK
+from ._output import Column, dump, iso, payload_json, payload_text, table, when
+
+__all__ = ["add_commands", "job_json", "purged"]
+
+#: What the AT and DETAIL columns of a listing show, by phase.
+_LISTING: dict[JobPhase, tuple[str, Callable[[JobInfo], datetime | None], str, Callable[[JobInfo], str]]] = {
+    JobPhase.READY: ("RUN AT (UTC)", lambda job: job.run_at, "PAYLOAD", lambda job: payload_text(job.payload)),
+    JobPhase.DELAYED: ("RUN AT (UTC)", lambda job: job.run_at, "PAYLOAD", lambda job: payload_text(job.payload)),
+    JobPhase.RUNNING: ("LEASE UNTIL (UTC)", lambda job: job.lease_until, "WORKER", lambda job: job.worker_id or "-"),
+    JobPhase.DEAD: ("DIED AT (UTC)", lambda job: job.died_at, "ERROR", lambda job: job.last_error or "-"),
+}
+
+
+def job_json(job: JobInfo) -> dict[str, Any]:
+    """One job in JSON output (see ``docs/operations.md``)."""
+    return {
+        "id": job.id,
+        "queue": job.queue,
+        "state": job.state.value,
+        "priority": job.priority,
+        "run_at": iso(job.run_at),
+        "expires_at": iso(job.expires_at),
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "last_error": job.last_error,
+        "schedule": job.schedule,
+        "boundary": iso(job.boundary),
+        "enqueued_at": iso(job.enqueued_at),
+        "worker_id": job.worker_id,
+        "lease_until": iso(job.lease_until),
+        "died_at": iso(job.died_at),
+        "task": job.task,
+        "last_traceback": job.last_traceback,
+        **payload_json(job.payload),
+    }
+
+
+def purged(queue: str, count: int, older_than: float) -> str:
+    """One line for a queue's purge."""
+    age = f" that died at least {duration_text(older_than)} ago" if older_than else ""
+    return f"purged {count} dead job{'' if count == 1 else 's'} of {queue!r}{age}"
+
+
+def _list(args: argparse.Namespace) -> int:
+    phase = JobPhase(args.state)
+    with _operate.open_store(args.url, args.schema) as store:
+        page = store.jobs(args.queue, phase, limit=args.limit, cursor=args.cursor)
+    if args.json:
+        dump(
+            {
+                "queue": args.queue,
+                "state": phase.value,
+                "jobs": [job_json(job) for job in page.jobs],
+                "cursor": page.cursor,
+            },
+            sys.stdout,
+        )
+        return EXIT_OK
+    if not page.jobs:
+        print(f"no {phase.value} jobs on {args.queue!r}")
+        return EXIT_OK
+    at_header, at, detail_header, detail = _LISTING[phase]
+    columns = (
+        Column("ID", 10, right=True),
+        Column("PRI", 6, right=True),
+        Column("TRIES", 7),
+        Column(at_header, 19),
+        Column(detail_header, 32),
+    )
+    rows = [
+        (job.id, job.priority, f"{job.attempts}/{job.max_attempts}", when(at(job)), detail(job)) for job in page.jobs
+    ]
+    print("\n".join(table(columns, rows)))
+    if page.cursor is not None:
+        print(f"\nmore: add --cursor {page.cursor}")
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace) -> int:
+    with _operate.open_store(args.url, args.schema) as store:
+        job = store.get_job(args.id)
+    if job is None:
+        print(f"alkstore: no job {args.id} (done and gone, cancelled, purged, or never stored)", file=sys.stderr)
+        return EXIT_ERROR
+    if args.json:
+        dump(job_json(job), sys.stdout)
+        return EXIT_OK
+    fields = job_json(job)
+    del fields["payload"], fields["payload_base64"]
+    width = max(len(name) for name in fields)
+    for name, value in fields.items():
+        text = "-" if value is None else str(value).rstrip("\n")
+        print(f"{name:<{width}}  " + text.replace("\n", "\n" + " " * (width + 2)))
+    if isinstance(job.payload, bytes | bytearray | memoryview):
+        print(f"{'payload':<{width}}  <{len(job.payload)} bytes, base64> {payload_json(job.payload)['payload_base64']}")
+    else:
+        text = json.dumps(job.payload, ensure_ascii=False, indent=2, default=repr)
+        print(f"{'payload':<{width}}  " + text.replace("\n", "\n" + " " * (width + 2)))
+    return EXIT_OK
+
+
+def _requeue(args: argparse.Namespace) -> int:
+    with _operate.open_store(args.url, args.schema) as store:
+        if args.queue is not None:
+            count = store.requeue_dead_queue(args.queue)
+            if args.json:
+                dump({"queue": args.queue, "requeued": count}, sys.stdout)
+            else:
+                print(f"requeued {count} dead job{'' if count == 1 else 's'} of {args.queue!r}")
+            return EXIT_OK
+        requeued = store.requeue_dead_many(args.ids)
+    left = sorted(set(args.ids) - set(requeued))
+    if args.json:
+        dump({"requeued": requeued, "not_dead": left}, sys.stdout)
+    else:
+        for ident in requeued:
+            print(f"job {ident}: requeued")
+        for ident in left:
+            print(f"job {ident}: not dead, left alone")
+    return EXIT_ERROR if left else EXIT_OK
+
+
+_CANCEL_NOTES = {
+    CancelOutcome.CANCELLED: "cancelled",
+    CancelOutcome.RUNNING: "running, not cancelled (a worker holds it)",
+    CancelOutcome.DEAD: "dead, not cancelled (purge or requeue it)",
+    CancelOutcome.MISSING: "no such job (done and gone, cancelled, or never stored)",
+}
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    outcomes: dict[int, CancelOutcome] = {}
+    with _operate.open_store(args.url, args.schema) as store:
+        for ident in dict.fromkeys(args.ids):
+            outcomes[ident] = store.cancel(ident)
+    if args.json:
+        dump({str(ident): outcome.value for ident, outcome in outcomes.items()}, sys.stdout)
+    else:
+        for ident, outcome in outcomes.items():
+            print(f"job {ident}: {_CANCEL_NOTES[outcome]}")
+    return EXIT_OK if all(o is CancelOutcome.CANCELLED for o in outcomes.values()) else EXIT_ERROR
+
+
+def _purge(args: argparse.Namespace) -> int:
+    with _operate.open_store(args.url, args.schema) as store:
+        count = store.purge_dead(args.queue, args.older_than)
+    if args.json:
+        dump({"queue": args.queue, "purged": count}, sys.stdout)
+    else:
+        print(purged(args.queue, count, args.older_than))
+    return EXIT_OK
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``jobs list``, ``show``, ``requeue``, ``cancel`` and ``purge`` on ``commands``."""
+    jobs = commands.add_parser(
+        "jobs", help="list, show, requeue, cancel or purge jobs", description="Inspect and act on jobs."
+    )
+    actions = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = with_json(add_command(actions, "list", "list a queue's jobs in one state, a page at a time", _list))
+    listing.add_argument("queue", help="the queue (an outbox's backing queue as status shows it)")
+    listing.add_argument(
+        "--state",
+        choices=[phase.value for phase in JobPhase],
+        default=JobPhase.READY.value,
+        help="ready (default: in claim order), delayed (soonest first), running (by id) or dead (newest first)",
+    )
+    listing.add_argument("--limit", type=integer, default=50, help="jobs per page, 1 to 1000 (default: 50)")
+    listing.add_argument("--cursor", help="the cursor a previous page printed, for the next page")
+    show = with_json(add_command(actions, "show", "show one job, its payload decoded", _show))
+    show.add_argument("id", type=job_id)
+    requeue = with_json(
+        add_command(actions, "requeue", "bring dead jobs back to their queues with 0 attempts", _requeue)
+    )
+    which = requeue.add_mutually_exclusive_group(required=True)
+    which.add_argument("ids", nargs="*", type=job_id, default=[], metavar="ID", help="dead jobs to requeue")
+    which.add_argument("--queue", help="requeue every dead job of this queue")
+    cancel = with_json(
+        add_command(
+            actions,
+            "cancel",
+            "cancel pending jobs (a running job is never cancelled)",
+            _cancel,
+            description="Delete pending (ready or delayed) jobs. A running, dead or missing job is left alone and "
+            "reported; the exit status is 1 unless every job given was cancelled.",
+        )
+    )
+    cancel.add_argument("ids", nargs="+", type=job_id, metavar="ID")
+    purge = with_json(add_command(actions, "purge", "delete a queue's dead jobs that died long enough ago", _purge))
+    purge.add_argument("queue")
+    purge.add_argument(
+        "--older-than",
+        type=parse_duration,
+        required=True,
+        metavar="DURATION",
+        help="only those that died at least DURATION ago (e.g. 7d, 12h, 90s; 0 for all)",
+    )

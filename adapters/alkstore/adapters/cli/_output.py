@@ -1,0 +1,110 @@
+"""What the inspection commands print: instants, spans, counts cut to fit, tables, payloads and JSON.
+
+Text output fits 80 columns; instants in it are UTC to the second. JSON output writes
+instants in ISO 8601 and durations in seconds (the shapes are in ``docs/operations.md``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TextIO
+
+__all__ = ["Column", "capped", "count", "dump", "fit", "iso", "payload_json", "payload_text", "span", "table", "when"]
+
+#: The suffixes of large counts in tables.
+_UNITS = (("k", 10**3), ("M", 10**6), ("G", 10**9), ("T", 10**12), ("P", 10**15))
+
+
+def iso(instant: datetime | None) -> str | None:
+    """An instant in JSON output: ISO 8601, or ``None``."""
+    return None if instant is None else instant.isoformat()
+
+
+def when(instant: datetime | None) -> str:
+    """An instant as a table shows it: UTC to the second."""
+    return "-" if instant is None else instant.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def span(delta: timedelta) -> str:
+    """A duration in at most 7 characters: ``0s``, ``12.3s``, ``4m05s``, ``3h12m``, ``2d04h``."""
+    seconds = max(delta.total_seconds(), 0.0)
+    if seconds < 60:
+        return "0s" if seconds == 0 else f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    days = whole // 86400
+    return f"{days}d{whole % 86400 // 3600:02d}h" if days < 100 else f"{days}d"
+
+
+def count(value: int, width: int) -> str:
+    """A count in at most ``width`` characters where it fits: as is, else in its unit (k, M, G, T, P)."""
+    text = str(value)
+    if len(text) <= width:
+        return text
+    suffix, scale = next((unit for unit in reversed(_UNITS) if value >= unit[1]), _UNITS[0])
+    short = f"{value / scale:.1f}{suffix}"
+    return short if len(short) <= width else f"{value // scale}{suffix}"
+
+
+def capped(value: int, cap: int | None) -> str:
+    """A queue table's count: ``10000+`` where counting stopped at the cap."""
+    return count(value, 8) + "+" if cap is not None and value >= cap else count(value, 9)
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` on one line (an error's line breaks and tabs become spaces), cut to ``width`` characters,
+    an ellipsis marking a cut."""
+    if not text.isprintable():
+        text = "".join(char if char.isprintable() else " " for char in text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table's column: its header, its width, and whether its cells are right-aligned."""
+
+    header: str
+    width: int
+    right: bool = False
+
+
+def table(columns: Sequence[Column], rows: Sequence[Sequence[object]], gap: int = 1) -> list[str]:
+    """Lines of a table: a header, then a row per row, each cell cut to its column, ``gap`` spaces apart."""
+
+    def line(cells: Sequence[object]) -> str:
+        parts = []
+        for column, cell in zip(columns, cells, strict=True):
+            text = fit(str(cell), column.width)
+            parts.append(text.rjust(column.width) if column.right else text.ljust(column.width))
+        return (" " * gap).join(parts).rstrip()
+
+    return [line([column.header for column in columns]), *(line(row) for row in rows)]
+
+
+def payload_json(payload: Any) -> dict[str, Any]:
+    """A payload in JSON output: the value, or (bytes, or what did not decode) its base64."""
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return {"payload": None, "payload_base64": base64.b64encode(bytes(payload)).decode("ascii")}
+    return {"payload": payload, "payload_base64": None}
+
+
+def payload_text(payload: Any) -> str:
+    """A payload in a table cell: compact JSON, or the size and first bytes of binary."""
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return f"<{len(payload)} bytes> {bytes(payload)[:24].hex()}"
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+def dump(value: Any, out: TextIO, *, compact: bool = False) -> None:
+    """Print ``value`` as JSON: indented, or (``compact``) on one line, as ``status --watch --json`` does."""
+    if compact:
+        print(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr), file=out, flush=True)
+    else:
+        print(json.dumps(value, ensure_ascii=False, indent=2, default=repr), file=out, flush=True)
