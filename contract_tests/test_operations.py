@@ -388,7 +388,7 @@ def test_inspection_takes_user_queues_and_outbox_backing_queues_and_refuses_othe
 # -- cancel ----------------------------------------------------------------------------------
 
 
-def test_cancel_deletes_a_ready_or_delayed_job_and_says_what_it_did_with_the_others(
+def test_cancel_deletes_a_pending_job_asks_a_running_ones_worker_and_says_what_it_did(
     store: Store, clock: ManualClock
 ) -> None:
     queue = store.queue("jobs")
@@ -401,7 +401,7 @@ def test_cancel_deletes_a_ready_or_delayed_job_and_says_what_it_did_with_the_oth
 
     assert store.cancel(ready) is CancelOutcome.CANCELLED
     assert store.cancel(delayed) is CancelOutcome.CANCELLED
-    assert store.cancel(running) is CancelOutcome.RUNNING
+    assert store.cancel(running) is CancelOutcome.CANCELLING
     assert store.cancel(dead) is CancelOutcome.DEAD
     assert store.cancel(ready) is CancelOutcome.MISSING
     assert store.cancel(10**12) is CancelOutcome.MISSING
@@ -411,7 +411,9 @@ def test_cancel_deletes_a_ready_or_delayed_job_and_says_what_it_did_with_the_oth
     assert store.get_job(delayed) is None
     clock.advance(60)
     assert queue.claim("w2") is None
-    held.ack()  # the running job was untouched: its claim still holds
+    assert must_get(store, running).cancel_requested  # marked; its holder learns and stops the run
+    held.retry("the run failed after all")  # however its run ends, the job ends cancelled
+    assert store.get_job(running) is None
     dead_job = must_get(store, dead)
     assert dead_job.state is JobState.DEAD
     with pytest.raises(InvalidArgument):
@@ -435,7 +437,7 @@ def test_a_claim_and_a_cancel_racing_for_the_same_jobs_never_both_win(store: Sto
     cancelled = {job_id for job_id, outcome in outcomes.items() if outcome is CancelOutcome.CANCELLED}
     assert cancelled.isdisjoint(claimed)
     assert cancelled | set(claimed) == set(ids)
-    assert all(outcomes[job_id] is CancelOutcome.RUNNING for job_id in set(ids) - cancelled)
+    assert all(outcomes[job_id] is CancelOutcome.CANCELLING for job_id in set(ids) - cancelled)
 
 
 # -- requeue and purge -----------------------------------------------------------------------

@@ -290,6 +290,10 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "died_at": None,
         "task": None,
         "last_traceback": None,
+        "unique_key": None,
+        "ordering_key": None,
+        "waiting": False,
+        "cancel_requested": False,
     }
 
     claimed_at = clock.advance(5)

@@ -11,7 +11,7 @@ the kernel carries out their answers through the engine port.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from ._lifecycle import Decoded, Undecodable, decode_claimed
 from ._options import EnqueueOpts, QueueDefaults, queue_defaults, resolve_enqueue
 from ._port import Burial, ClaimRequest, Held, JobRecord, NewSchedule, QueueConfig, ScheduleRecord
 from ._queue_async import AsyncJob
-from ._records import fields_of, new_jobs
+from ._records import JobId, fields_of, job_ids, new_jobs
 from ._time import Clock
 from .errors import InvalidArgument, InvalidPayload, StoreClosed
 from .telemetry import Telemetry
@@ -113,11 +113,15 @@ class AsyncKernel:
 
         This store sees it at once; others within ``CONFIG_TTL`` of their clocks (ADR 016).
         """
-        await self.live().configure_queue(queue, config)
-        stored = None if config == QueueConfig() else config
+        stored = await self.live().configure_queue(queue, config)
         defaults = queue_defaults(queue, stored)
         self._configs[queue] = (self.clock.now() + CONFIG_TTL, stored, defaults)
         return defaults
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        """Pause ``queue`` (or resume it): this store sees it at once, others within ``CONFIG_TTL`` (ADR 033)."""
+        stored = await self.live().set_paused(queue, paused)
+        self._configs[queue] = (self.clock.now() + CONFIG_TTL, stored, queue_defaults(queue, stored))
 
     # -- jobs ------------------------------------------------------------------------
 
@@ -130,10 +134,14 @@ class AsyncKernel:
         *,
         in_caller_tx: bool = False,
         task: str | None = None,
-    ) -> list[int]:
+        keys: Callable[[Any], tuple[str | None, bool, str | None]] | None = None,
+    ) -> list[JobId]:
         """Enqueue one job per payload, in a transaction of the engine's own or (``in_caller_tx``) in ``tx``.
 
-        Every check that needs no I/O runs before any; ``task`` names the task the jobs are for.
+        Every check that needs no I/O runs before any; ``task`` names the task the jobs are for, and
+        ``keys`` (a task's) gives each payload's unique key, its ``unique_running`` and its ordering
+        key where ``opts`` gives none. Each id says whether it was created or found holding its
+        unique key (``JobId.created``).
         """
         opts = _DEFAULT_ENQUEUE if opts is None else check_opts(opts, EnqueueOpts)
         data = [self.codec.encode(payload) for payload in payloads]
@@ -145,11 +153,12 @@ class AsyncKernel:
         stored = (await self.config(queue, tx))[0]
         if stored is not None:
             stamps = resolve_enqueue(opts, queue, now, stored)
+        keyed = None if keys is None else [keys(payload) for payload in payloads]
         telemetry = self.telemetry
         if telemetry is None:
-            return await engine.enqueue(new_jobs(queue, data, stamps, task, None), now, tx)
+            return job_ids(await engine.enqueue(new_jobs(queue, data, stamps, task, None, keyed), now, tx))
         with telemetry.enqueue(queue, task, len(data)) as trace:
-            return await engine.enqueue(new_jobs(queue, data, stamps, task, trace), now, tx)
+            return job_ids(await engine.enqueue(new_jobs(queue, data, stamps, task, trace, keyed), now, tx))
 
     async def claim(
         self, queue: str, worker_id: str, limit: int, acks: Sequence[Held] = ()
@@ -161,11 +170,13 @@ class AsyncKernel:
         raised once nothing else was claimed.
         """
         engine = self.live()
-        lease = (await self.defaults(queue)).visibility_timeout
+        stored, defaults = await self.config(queue)
+        if stored is not None and stored.paused:  # a paused queue's jobs wait (ADR 033): only the acks go
+            return (await engine.ack(acks) if acks else []), []
         stale: list[Held] = []
         while True:
             now = self.clock.now()
-            request = ClaimRequest(queue, worker_id, now, lease, limit)
+            request = ClaimRequest(queue, worker_id, now, defaults.visibility_timeout, limit, defaults.concurrency)
             if acks:
                 stale, records = await engine.ack_and_claim(acks, request)
                 acks = ()

@@ -3,15 +3,17 @@
 Every ``HEARTBEAT_TICK`` of the store's clock it looks at the worker's live runs: a running run
 past its task's timeout is given up (abandoned, its job retried at once by core's rule, the run
 ended where the runtime can: ``end``); every other run whose lease is a third gone gets one
-batched heartbeat; a run whose heartbeat finds its lease taken over is given up as lost. It
-also has the worker report itself every ``REPORT_EVERY``.
+batched heartbeat; a run whose heartbeat finds its lease taken over is given up as lost; every
+``CANCEL_CHECK_EVERY`` it asks whether a running job's cancel was requested, and stops such a
+run at once, its job ending cancelled (ADR 035). It also has the worker report itself every
+``REPORT_EVERY``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ._lifecycle import lease_until
@@ -19,7 +21,7 @@ from ._port import Heartbeat
 from ._reporting_async import AsyncReporter
 from ._runs_async import AsyncRuns
 from ._time import StopToken
-from ._worker_parts import HEARTBEAT_TICK, REPORT_EVERY, Run, Tally, describe
+from ._worker_parts import CANCEL_CHECK_EVERY, HEARTBEAT_TICK, REPORT_EVERY, Run, Tally, describe
 from .errors import DatabaseUnavailable, LeaseLost
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ class AsyncLiveness:
         self._reporter = reporter
         self._end = end
         self._label = label
+        self._checked_at: datetime | None = None
 
     async def run(self, stopping: StopToken) -> None:
         """Until ``stopping``: every ``HEARTBEAT_TICK``, heartbeats and timeouts; reports on their cadence."""
@@ -68,10 +71,19 @@ class AsyncLiveness:
                 await self._reporter.report()
 
     async def beat(self) -> None:
-        """Give up the runs past their timeout, and extend the leases that are a third gone."""
+        """Give up the runs past their timeout, extend the leases that are a third gone, stop the cancelled."""
         kernel = self._kernel
         now = kernel.clock.now()
         runs = self._runs.live()
+        if runs and (self._checked_at is None or now - self._checked_at >= timedelta(seconds=CANCEL_CHECK_EVERY)):
+            self._checked_at = now
+            cancelled = {
+                pair.job_id for pair in await kernel.live().cancel_requested([kernel.held_of(run.job) for run in runs])
+            }
+            for run in runs:
+                if run.job.id in cancelled:
+                    await self._cancelled(run)
+            runs = [run for run in runs if run.job.id not in cancelled]
         timed_out = [
             run for run in runs if run.running and run.timeout is not None and now - run.started_at >= run.timeout
         ]
@@ -113,6 +125,22 @@ class AsyncLiveness:
             self._tally.add(lost=1)
         except DatabaseUnavailable as exc:
             log.error("job %s: could not give it up (%s); it runs again once its lease lapses", job.id, exc)
+
+    async def _cancelled(self, run: Run) -> None:
+        """The job was cancelled while it ran: stop the run and end the job cancelled now (fenced)."""
+        job: AsyncJob = run.job
+        if not await self._runs.abandon(run):
+            return
+        job.stop.cancel()
+        self._tally.add(cancelled=1)
+        log.warning("job %s (%s) was cancelled while it ran; the run is stopped", job.id, describe(job))
+        self._end(run)
+        try:
+            await job.ack()  # a job whose cancel was requested ends cancelled, whichever way it finishes
+        except LeaseLost:
+            pass  # its lease was lost meanwhile: the next claim's sweep ends it cancelled
+        except DatabaseUnavailable as exc:
+            log.error("job %s: could not end it cancelled (%s); it ends so once its lease lapses", job.id, exc)
 
     async def _lost(self, run: Run) -> None:
         """A heartbeat found the lease taken over: tell the run, discard its outcome."""

@@ -20,10 +20,10 @@ from ._time import as_utc
 from .errors import InvalidOptions
 
 __all__ = [
-    "MAX_DURATION",
-    "EnqueueOpts",
     "MAX_CONCURRENCY",
+    "MAX_DURATION",
     "MAX_KEY_LENGTH",
+    "EnqueueOpts",
     "JobStamps",
     "QueueDefaults",
     "ScheduleOpts",

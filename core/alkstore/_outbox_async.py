@@ -17,6 +17,7 @@ from ._lifecycle import Backoff, failure
 from ._names import outbox_queue
 from ._options import EnqueueOpts, QueueDefaults, QueueSettings
 from ._queue_async import AsyncJob, AsyncQueue
+from ._records import JobId
 from ._time import StopToken
 from .errors import DatabaseUnavailable, LeaseLost
 
@@ -53,7 +54,7 @@ class AsyncOutbox:
         """The reserved backing queue's name (reachable only through this outbox)."""
         return self._queue.name
 
-    async def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
+    async def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> JobId:
         """Add a message in its own transaction (60 s lease, 5 attempts, 5 s backoff base, unless configured)."""
         return await self._queue.enqueue(payload, opts)
 

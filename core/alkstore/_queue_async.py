@@ -16,7 +16,7 @@ from ._lifecycle import check_poll_interval, check_wait, claim_wait, failure, le
 from ._names import validate_label
 from ._options import EnqueueOpts, QueueDefaults, QueueSettings, check_queue_config
 from ._port import Burial, Heartbeat, Held, JobRecord, Retry
-from ._records import JobInfo
+from ._records import JobId, JobInfo
 from ._time import StopToken
 from .errors import InvalidArgument, InvalidOptions, LeaseLost
 
@@ -55,16 +55,28 @@ class AsyncQueue:
         """
         return await self._kernel.configure(self.name, check_queue_config(self.name, **settings))
 
-    async def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> int:
-        """Store a job now (its own transaction); return its id."""
+    async def enqueue(self, payload: Any, opts: EnqueueOpts | None = None) -> JobId:
+        """Store a job now (its own transaction); return its id (with a ``unique_key``, perhaps the id of the
+        job already holding it: ``JobId.created`` says which)."""
         return (await self._kernel.enqueue(self.name, (payload,), opts))[0]
 
-    async def enqueue_many(self, payloads: Iterable[Any], opts: EnqueueOpts | None = None) -> list[int]:
+    async def enqueue_many(self, payloads: Iterable[Any], opts: EnqueueOpts | None = None) -> list[JobId]:
         """Store one job per payload, all with ``opts``, in one transaction of their own; the ids in order.
 
         All or nothing, as ``enqueue_many_tx``: bad input anywhere rejects the batch before I/O.
         """
         return await self._kernel.enqueue(self.name, batch(payloads), opts)
+
+    async def pause(self) -> None:
+        """Stop every worker, on every host, claiming this queue's jobs (within ``CONFIG_TTL``, 2 s; ADR 033).
+
+        Enqueues and schedule fires into it still succeed, and running jobs finish.
+        """
+        await self._kernel.set_paused(self.name, True)
+
+    async def resume(self) -> None:
+        """Let workers claim this queue's jobs again (within ``CONFIG_TTL``)."""
+        await self._kernel.set_paused(self.name, False)
 
     async def claim(
         self,

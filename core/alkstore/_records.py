@@ -23,8 +23,8 @@ from ._spec import parse_spec
 
 __all__ = [
     "CancelOutcome",
-    "JobInfo",
     "JobId",
+    "JobInfo",
     "JobPage",
     "Leader",
     "QueueStats",
@@ -92,25 +92,59 @@ def info_of(record: JobRecord, payload: Any) -> JobInfo:
     return JobInfo(*fields_of(record, payload))
 
 
-def new_jobs(queue: str, data: list[bytes], stamps: JobStamps, task: str | None, trace: str | None) -> list[NewJob]:
-    """The jobs of one enqueue: one per encoded payload, all stamped alike, each carrying ``trace``."""
+def new_jobs(
+    queue: str,
+    data: list[bytes],
+    stamps: JobStamps,
+    task: str | None,
+    trace: str | None,
+    keyed: Sequence[tuple[str | None, bool, str | None]] | None = None,
+) -> list[NewJob]:
+    """The jobs of one enqueue: one per encoded payload, all stamped alike, each carrying ``trace``.
+
+    ``keyed`` gives each job's (unique key, unique_running, ordering key) where the stamps give none.
+    """
+    if keyed is None:
+        return [_new_job(queue, payload, stamps, task, trace) for payload in data]
     return [
-        NewJob(
+        _new_job(
             queue,
             payload,
-            stamps.priority,
-            stamps.run_at,
-            stamps.expires_at,
-            stamps.max_attempts,
-            stamps.visibility,
+            stamps,
             task,
             trace,
-            stamps.unique_key,
-            stamps.unique_running,
-            stamps.ordering_key,
+            stamps.unique_key or unique,
+            stamps.unique_running if stamps.unique_key else running,
+            stamps.ordering_key or ordering,
         )
-        for payload in data
+        for payload, (unique, running, ordering) in zip(data, keyed, strict=True)
     ]
+
+
+def _new_job(
+    queue: str,
+    payload: bytes,
+    stamps: JobStamps,
+    task: str | None,
+    trace: str | None,
+    unique_key: str | None = None,
+    unique_running: bool = False,
+    ordering_key: str | None = None,
+) -> NewJob:
+    return NewJob(
+        queue,
+        payload,
+        stamps.priority,
+        stamps.run_at,
+        stamps.expires_at,
+        stamps.max_attempts,
+        stamps.visibility,
+        task,
+        trace,
+        unique_key or stamps.unique_key,
+        unique_running or stamps.unique_running,
+        ordering_key or stamps.ordering_key,
+    )
 
 
 class JobId(int):

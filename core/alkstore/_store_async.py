@@ -41,6 +41,7 @@ from ._port import Fire, JobKey, JobPhase, JobQuery, JobState, NewSchedule, Sche
 from ._queue_async import AsyncJob, AsyncQueue
 from ._records import (
     CancelOutcome,
+    JobId,
     JobInfo,
     JobPage,
     Leader,
@@ -193,14 +194,14 @@ class AsyncStore:
         """A transaction for ``enqueue_tx``: Postgres yields a psycopg connection in a transaction; memory its own."""
         return self._kernel.live().transaction()
 
-    async def enqueue_tx(self, tx: Any, queue: str, payload: Any, opts: EnqueueOpts | None = None) -> int:
+    async def enqueue_tx(self, tx: Any, queue: str, payload: Any, opts: EnqueueOpts | None = None) -> JobId:
         """Enqueue onto ``queue`` inside the caller's transaction ``tx``: commit publishes, rollback erases."""
         validate_name(queue, "queue")
         return (await self._kernel.enqueue(queue, (payload,), opts, tx, in_caller_tx=True))[0]
 
     async def enqueue_many_tx(
         self, tx: Any, queue: str, payloads: Iterable[Any], opts: EnqueueOpts | None = None
-    ) -> list[int]:
+    ) -> list[JobId]:
         """Enqueue one job per payload onto ``queue`` inside the caller's transaction ``tx``; the ids in order.
 
         All or nothing: a payload that cannot be encoded, or bad ``opts``, rejects the whole batch
@@ -209,7 +210,7 @@ class AsyncStore:
         validate_name(queue, "queue")
         return await self._kernel.enqueue(queue, batch(payloads), opts, tx, in_caller_tx=True)
 
-    async def outbox_enqueue_tx(self, tx: Any, outbox: str, payload: Any, opts: EnqueueOpts | None = None) -> int:
+    async def outbox_enqueue_tx(self, tx: Any, outbox: str, payload: Any, opts: EnqueueOpts | None = None) -> JobId:
         """Add a message to ``outbox`` inside the caller's transaction ``tx``."""
         validate_name(outbox, "outbox")
         return (await self._kernel.enqueue(outbox_queue(outbox), (payload,), opts, tx, in_caller_tx=True))[0]
@@ -384,9 +385,10 @@ class AsyncStore:
         return JobPage(jobs, write_cursor(queue, wanted, key_of(page[-1], wanted)) if more else None)
 
     async def cancel(self, job_id: int) -> CancelOutcome:
-        """Delete the job if it is pending (ready or delayed); else say what it was: running, dead or missing.
-
-        A running job is never cancelled (its claim won), and is reported as such.
+        """Cancel the job: a pending one (ready, delayed or waiting) is deleted at once; a running one is
+        marked, its worker stops the run at its next look (within seconds) and the job ends cancelled
+        whatever the run comes to, or once its lease lapses if its worker died (``CANCELLING``,
+        ADR 035). A dead or missing job is reported as such.
         """
         engine = self._kernel.live()
         if not valid_id(job_id):
@@ -394,13 +396,15 @@ class AsyncStore:
         for _ in range(_CANCEL_TRIES):
             if await engine.cancel((job_id,)):
                 return CancelOutcome.CANCELLED
+            if await engine.request_cancel((job_id,)):
+                return CancelOutcome.CANCELLING
             record = await engine.get_job(job_id)
             if record is None:
                 return CancelOutcome.MISSING
-            if record.state is not JobState.PENDING:
-                return CancelOutcome(record.state.value)
-            # Running at the cancel, pending again since (retried or released): try once more.
-        return CancelOutcome.RUNNING
+            if record.state is JobState.DEAD:
+                return CancelOutcome.DEAD
+            # Claimed between the two calls, or pending again since: try once more.
+        return CancelOutcome.CANCELLING
 
     async def requeue_dead_many(self, job_ids: Iterable[int]) -> list[int]:
         """Bring the dead jobs among ``job_ids`` back to their queues with 0 attempts; return those requeued."""

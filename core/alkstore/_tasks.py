@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from ._kernel import kernel_of
 from ._kernel_async import kernel_of as async_kernel_of
 from ._names import validate_label, validate_name
-from ._options import EnqueueOpts, ScheduleOpts, as_duration
+from ._options import EnqueueOpts, ScheduleOpts, as_duration, check_key
+from ._records import JobId
 from ._spec import parse_spec
 from .errors import InvalidArgument, InvalidOptions
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from ._store import Store
     from ._store_async import AsyncStore
 
-__all__ = ["Periodic", "Task", "Tasks", "current_job", "set_current"]
+__all__ = ["KeyRule", "Periodic", "Task", "TaskKeys", "Tasks", "current_job", "set_current"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,6 +57,39 @@ def set_current(job: Job | AsyncJob | None) -> None:
     _current.set(job)
 
 
+#: A task's key for a run: a template formatted with the run's keyword arguments (``"user:{user_id}"``),
+#: or a function of them.
+KeyRule = str | Callable[[Mapping[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class TaskKeys:
+    """How a task keys each run: its ``unique_key`` (held while running too with ``unique_running``,
+    ADR 031) and ``ordering_key`` (ADR 032), from its arguments."""
+
+    unique: KeyRule | None = None
+    ordering: KeyRule | None = None
+    unique_running: bool = False
+
+    def of(self, payload: Mapping[str, Any]) -> tuple[str | None, bool, str | None]:
+        """The run's (unique key, unique_running, ordering key); ``InvalidArgument`` when a rule cannot make one."""
+        return (
+            _key(self.unique, payload, "unique_key"),
+            self.unique_running,
+            _key(self.ordering, payload, "ordering_key"),
+        )
+
+
+def _key(rule: KeyRule | None, payload: Mapping[str, Any], what: str) -> str | None:
+    if rule is None:
+        return None
+    try:
+        key = rule.format_map(payload) if isinstance(rule, str) else rule(payload)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise InvalidArgument(f"the task's {what} rule cannot key this run: {type(exc).__name__}: {exc}") from None
+    return check_key(key, what)
+
+
 @dataclass(frozen=True)
 class Task(Generic[P, R]):
     """A registered task: call it to run the function in-process, ``enqueue`` it to have a worker run it."""
@@ -65,6 +99,7 @@ class Task(Generic[P, R]):
     func: Callable[P, R]
     opts: EnqueueOpts
     timeout: timedelta | None
+    keys: TaskKeys | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -73,52 +108,57 @@ class Task(Generic[P, R]):
         return f"<alkstore.Task {self.name!r} on {self.queue!r}>"
 
     # The sync runtime's enqueues, then the async runtime's (``a``-prefixed): each builds the payloads
-    # here and hands them to the store's kernel, which does what a store's enqueue does.
+    # here and hands them, with the task's name, options and keys, to the store's kernel, which does
+    # what a store's enqueue does.
 
-    def enqueue(self, store: Store, /, *args: P.args, **kwargs: P.kwargs) -> int:
+    def enqueue(self, store: Store, /, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """Enqueue a run of this task with these keyword arguments, in a transaction of its own."""
-        return kernel_of(store).enqueue(self.queue, (_payload(self, args, kwargs),), self.opts, task=self.name)[0]
+        return kernel_of(store).enqueue(self.queue, (_payload(self, args, kwargs),), self.opts, **self._as)[0]
 
-    def enqueue_tx(self, store: Store, tx: Any, /, *args: P.args, **kwargs: P.kwargs) -> int:
+    def enqueue_tx(self, store: Store, tx: Any, /, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """Enqueue a run of this task inside the caller's transaction ``tx``."""
         payloads = (_payload(self, args, kwargs),)
-        return kernel_of(store).enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, task=self.name)[0]
+        return kernel_of(store).enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, **self._as)[0]
 
-    def enqueue_many(self, store: Store, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+    def enqueue_many(self, store: Store, calls: Iterable[Mapping[str, Any]], /) -> list[JobId]:
         """Enqueue one run per mapping of keyword arguments, in one transaction of their own; the ids in order."""
-        return kernel_of(store).enqueue(self.queue, _payloads(self, calls), self.opts, task=self.name)
+        return kernel_of(store).enqueue(self.queue, _payloads(self, calls), self.opts, **self._as)
 
-    def enqueue_many_tx(self, store: Store, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+    def enqueue_many_tx(self, store: Store, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[JobId]:
         """``enqueue_many`` inside the caller's transaction ``tx``."""
         payloads = _payloads(self, calls)
-        return kernel_of(store).enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, task=self.name)
+        return kernel_of(store).enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, **self._as)
 
-    async def aenqueue(self, store: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> int:
+    async def aenqueue(self, store: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """``enqueue`` on an ``AsyncStore``."""
         payloads = (_payload(self, args, kwargs),)
-        return (await async_kernel_of(store).enqueue(self.queue, payloads, self.opts, task=self.name))[0]
+        return (await async_kernel_of(store).enqueue(self.queue, payloads, self.opts, **self._as))[0]
 
-    async def aenqueue_tx(self, store: AsyncStore, tx: Any, /, *args: P.args, **kwargs: P.kwargs) -> int:
+    async def aenqueue_tx(self, store: AsyncStore, tx: Any, /, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """``enqueue_tx`` on an ``AsyncStore``, inside the caller's async transaction ``tx``."""
         payloads = (_payload(self, args, kwargs),)
         kernel = async_kernel_of(store)
-        return (await kernel.enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, task=self.name))[0]
+        return (await kernel.enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, **self._as))[0]
 
-    async def aenqueue_many(self, store: AsyncStore, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+    async def aenqueue_many(self, store: AsyncStore, calls: Iterable[Mapping[str, Any]], /) -> list[JobId]:
         """``enqueue_many`` on an ``AsyncStore``."""
-        return await async_kernel_of(store).enqueue(self.queue, _payloads(self, calls), self.opts, task=self.name)
+        return await async_kernel_of(store).enqueue(self.queue, _payloads(self, calls), self.opts, **self._as)
 
-    async def aenqueue_many_tx(self, store: AsyncStore, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[int]:
+    async def aenqueue_many_tx(self, store: AsyncStore, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[JobId]:
         """``enqueue_many_tx`` on an ``AsyncStore``."""
         kernel = async_kernel_of(store)
-        payloads = _payloads(self, calls)
-        return await kernel.enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, task=self.name)
+        return await kernel.enqueue(self.queue, _payloads(self, calls), self.opts, tx, in_caller_tx=True, **self._as)
+
+    @property
+    def _as(self) -> dict[str, Any]:
+        """What an enqueue of this task's runs tells the kernel beyond the payloads: whose they are, their keys."""
+        return {"task": self.name, "keys": None if self.keys is None else self.keys.of}
 
     def with_options(self, opts: EnqueueOpts) -> Task[P, R]:
-        """The same task enqueued with other options (a delay, a priority, …) for this once."""
+        """The same task enqueued with other options (a delay, a priority, keys, …) for this once."""
         if not isinstance(opts, EnqueueOpts):
             raise InvalidOptions(f"opts must be EnqueueOpts, not {type(opts).__name__}")
-        return Task(self.name, self.queue, self.func, _merged(self.opts, opts), self.timeout)
+        return Task(self.name, self.queue, self.func, _merged(self.opts, opts), self.timeout, self.keys)
 
 
 @dataclass(frozen=True)
@@ -174,17 +214,30 @@ class Tasks:
         timeout: float | timedelta | None = None,
         visibility_timeout: float | timedelta | None = None,
         expires: float | timedelta | None = None,
+        unique_key: KeyRule | None = None,
+        unique_running: bool = False,
+        ordering_key: KeyRule | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register the decorated function as a task of ``queue``.
 
         ``name`` defaults to ``module:qualname``; the stamps (``max_attempts``, ``priority``,
         ``visibility_timeout``, relative ``expires``) apply to every run unless an enqueue says
         otherwise; ``timeout`` bounds each run (the worker gives the job up after it).
+        ``unique_key`` and ``ordering_key`` key each run from its keyword arguments: a template
+        (``"sync-user:{user_id}"``) or a function of them (ADR 031, 032).
         """
         validate_name(queue, "queue")
+        for rule, what in ((unique_key, "unique_key"), (ordering_key, "ordering_key")):
+            if rule is not None and not isinstance(rule, str) and not callable(rule):
+                raise InvalidOptions(f"{what} must be a template str or a function of the run's arguments")
+        if unique_running and unique_key is None:
+            raise InvalidOptions("unique_running says how long a unique_key holds: give one")
         opts = EnqueueOpts(
             priority=priority, max_attempts=max_attempts, expires=expires, visibility_timeout=visibility_timeout
         )
+        keys = None
+        if unique_key is not None or ordering_key is not None:
+            keys = TaskKeys(unique_key, ordering_key, unique_running)
         limit = None if timeout is None else as_duration(timeout, "timeout", allow_zero=False)
         if name is not None:
             validate_label(name, "task")
@@ -196,7 +249,7 @@ class Tasks:
             validate_label(task_name, "task")
             if task_name in self._tasks:
                 raise InvalidOptions(f"a task named {task_name!r} is already registered")
-            task = Task(task_name, queue, func, opts, limit)
+            task = Task(task_name, queue, func, opts, limit, keys)
             self._tasks[task_name] = task
             return task
 
@@ -258,7 +311,16 @@ def _payloads(task: Task[..., Any], calls: Iterable[Mapping[str, Any]]) -> list[
 
 def _merged(base: EnqueueOpts, override: EnqueueOpts) -> EnqueueOpts:
     """``override``'s options where it sets them, ``base``'s elsewhere."""
-    fields = ("delay", "run_at", "priority", "max_attempts", "expires", "visibility_timeout")
+    fields = (
+        "delay",
+        "run_at",
+        "priority",
+        "max_attempts",
+        "expires",
+        "visibility_timeout",
+        "unique_key",
+        "ordering_key",
+    )
     values = {
         field: getattr(override, field) if getattr(override, field) is not None else getattr(base, field)
         for field in fields
@@ -267,4 +329,5 @@ def _merged(base: EnqueueOpts, override: EnqueueOpts) -> EnqueueOpts:
         values["delay"] = None
     if override.delay is not None:
         values["run_at"] = None
+    values["unique_running"] = override.unique_running if override.unique_key is not None else base.unique_running
     return EnqueueOpts(**values)

@@ -25,6 +25,7 @@ from ._tasks import Tasks
 from .errors import InvalidArgument, InvalidOptions
 
 __all__ = [
+    "CANCEL_CHECK_EVERY",
     "DEFAULT_ACK_DELAY",
     "DEFAULT_GRACE",
     "DEFAULT_POLL_INTERVAL",
@@ -44,6 +45,8 @@ __all__ = [
 
 #: How often (seconds of the store's clock) the liveness loop looks at the running jobs.
 HEARTBEAT_TICK = 1.0
+#: How often (seconds of the store's clock) a busy worker asks whether a running job's cancel was requested.
+CANCEL_CHECK_EVERY = 2.0
 #: How long (wall seconds) an idle worker parks before it looks again without being woken.
 DEFAULT_POLL_INTERVAL = 1.0
 #: The longest a successful run's ack waits before it is written (wall seconds, ADR 022): acks ride
@@ -71,6 +74,7 @@ class WorkerStats:
     timed_out: int = 0
     lost: int = 0
     released: int = 0
+    cancelled: int = 0  # runs stopped because their job was cancelled while they ran (ADR 035)
 
     @property
     def processed(self) -> int:

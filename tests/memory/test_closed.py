@@ -47,6 +47,8 @@ QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "claim_many": lambda q: q.claim_many("w", 5),
     "configure": lambda q: q.configure(max_attempts=5),
     "defaults": lambda q: q.defaults(),
+    "pause": lambda q: q.pause(),
+    "resume": lambda q: q.resume(),
 }
 JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "ack": lambda j: j.ack(),

@@ -125,15 +125,15 @@ def test_a_boundary_in_the_future_fires_nothing_and_stays(ahead: timedelta) -> N
 def test_re_registering_with_the_same_interval_keeps_the_stored_boundary_and_its_backlog() -> None:
     now = T0
     stored = now - timedelta(days=10)
-    assert registration_boundary((60, stored), 60, now) == stored
+    assert registration_boundary((60, stored, None), 60, now) == stored
     future = now + timedelta(seconds=17)
-    assert registration_boundary((60, future), 60, now) == future
+    assert registration_boundary((60, future, None), 60, now) == future
 
 
 def test_re_registering_with_a_changed_interval_restarts_the_phase_one_new_interval_from_now() -> None:
     now = T0 + 123 * MICROSECOND
-    assert registration_boundary((60, now - timedelta(days=10)), 3600, now) == now + HOUR
-    assert registration_boundary((3600, now + 5 * SECOND), 60, now) == now + timedelta(minutes=1)
+    assert registration_boundary((60, now - timedelta(days=10), None), 3600, now) == now + HOUR
+    assert registration_boundary((3600, now + 5 * SECOND, None), 60, now) == now + timedelta(minutes=1)
 
 
 def test_soonest_is_the_earliest_boundary_or_none() -> None:

@@ -82,9 +82,9 @@ def test_a_forged_cursor_is_refused(text: str) -> None:
 
 
 def test_phases_are_named_by_their_values_and_pages_are_1_to_1000_jobs() -> None:
-    assert [as_phase(name) for name in ("ready", "delayed", "running", "dead")] == list(JobPhase)
+    assert [as_phase(name) for name in ("ready", "delayed", "waiting", "running", "dead")] == list(JobPhase)
     assert as_phase(JobPhase.DEAD) is JobPhase.DEAD
-    with pytest.raises(InvalidOptions, match="ready, delayed, running, dead"):
+    with pytest.raises(InvalidOptions, match="ready, delayed, waiting, running, dead"):
         as_phase("pending")
     with pytest.raises(InvalidArgument, match=r"^phase must be an alkstore.JobPhase or a str, not NoneType$"):
         as_phase(None)

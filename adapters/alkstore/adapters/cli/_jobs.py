@@ -22,6 +22,7 @@ __all__ = ["add_commands", "job_json", "purged"]
 _LISTING: dict[JobPhase, tuple[str, Callable[[JobInfo], datetime | None], str, Callable[[JobInfo], str]]] = {
     JobPhase.READY: ("RUN AT (UTC)", lambda job: job.run_at, "PAYLOAD", lambda job: payload_text(job.payload)),
     JobPhase.DELAYED: ("RUN AT (UTC)", lambda job: job.run_at, "PAYLOAD", lambda job: payload_text(job.payload)),
+    JobPhase.WAITING: ("RUN AT (UTC)", lambda job: job.run_at, "PAYLOAD", lambda job: payload_text(job.payload)),
     JobPhase.RUNNING: ("LEASE UNTIL (UTC)", lambda job: job.lease_until, "WORKER", lambda job: job.worker_id or "-"),
     JobPhase.DEAD: ("DIED AT (UTC)", lambda job: job.died_at, "ERROR", lambda job: job.last_error or "-"),
 }
@@ -138,7 +139,7 @@ def _requeue(args: argparse.Namespace) -> int:
 
 _CANCEL_NOTES = {
     CancelOutcome.CANCELLED: "cancelled",
-    CancelOutcome.RUNNING: "running, not cancelled (a worker holds it)",
+    CancelOutcome.CANCELLING: "running: its worker is told to stop it, and it ends cancelled",
     CancelOutcome.DEAD: "dead, not cancelled (purge or requeue it)",
     CancelOutcome.MISSING: "no such job (done and gone, cancelled, or never stored)",
 }
@@ -154,7 +155,8 @@ def _cancel(args: argparse.Namespace) -> int:
     else:
         for ident, outcome in outcomes.items():
             print(f"job {ident}: {_CANCEL_NOTES[outcome]}")
-    return EXIT_OK if all(o is CancelOutcome.CANCELLED for o in outcomes.values()) else EXIT_ERROR
+    done = (CancelOutcome.CANCELLED, CancelOutcome.CANCELLING)
+    return EXIT_OK if all(outcome in done for outcome in outcomes.values()) else EXIT_ERROR
 
 
 def _purge(args: argparse.Namespace) -> int:

@@ -65,8 +65,11 @@ class AsyncMemoryEngine(port.AsyncEngine):
 
     # -- queue configuration --------------------------------------------------------
 
-    async def configure_queue(self, queue: str, config: port.QueueConfig) -> None:
-        self._tables.configure_queue(queue, config)
+    async def configure_queue(self, queue: str, config: port.QueueConfig) -> port.QueueConfig | None:
+        return self._tables.configure_queue(queue, config)
+
+    async def set_paused(self, queue: str, paused: bool) -> port.QueueConfig | None:
+        return self._tables.set_paused(queue, paused)
 
     async def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
         return self._tables.queue_config(queue, tx)
@@ -117,6 +120,9 @@ class AsyncMemoryEngine(port.AsyncEngine):
 
     async def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
         return self._tables.heartbeat(beats)
+
+    async def cancel_requested(self, held: Sequence[port.Held]) -> list[port.Held]:
+        return self._tables.cancel_requested(held)
 
     async def get_job(self, job_id: int) -> port.JobRecord | None:
         return self._tables.get_job(job_id)
@@ -169,6 +175,9 @@ class AsyncMemoryEngine(port.AsyncEngine):
 
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.cancel(job_ids)
+
+    async def request_cancel(self, job_ids: Sequence[int]) -> list[int]:
+        return self._tables.request_cancel(job_ids)
 
     async def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
         return self._tables.purge_dead(queue, died_before, limit)

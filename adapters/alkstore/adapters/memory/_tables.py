@@ -711,7 +711,11 @@ class MemoryTables:
             for tally in tallies.values():
                 tally[:4] = [min(count, cap) for count in tally[:4]]
                 tally[5] = min(tally[5], cap)
-        return [port.QueueCounts(name, *tallies[name], name in paused) for name in sorted(tallies)]
+        counts = []
+        for name in sorted(tallies):
+            ready, delayed, running, dead, oldest, waiting = tallies[name]
+            counts.append(port.QueueCounts(name, ready, delayed, running, dead, oldest, waiting, name in paused))
+        return counts
 
     def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:
         phase, now, after = query.phase, query.now, query.after
