@@ -747,7 +747,10 @@ class MemoryTables:
             for job_id in sorted(set(job_ids)):
                 row = self._jobs.get(job_id)
                 if row is not None and row.state is port.JobState.RUNNING:
-                    self._jobs[job_id] = replace(row, cancel_requested=True)
+                    marked_row = self._jobs[job_id] = replace(row, cancel_requested=True)
+                    if marked_row.lease_until is not None:  # the old heap entry is dead: _live() no longer matches
+                        entry = (marked_row.lease_until, next(self._serials), marked_row)
+                        heapq.heappush(self._index(row.queue).leases, entry)
                     marked.append(job_id)
         return marked
 
