@@ -102,16 +102,15 @@ def _beyond(run: _Run) -> str:
 
 def _tied(runs: list[_Run]) -> str:
     """Rows tied with the key on the first run and after it on the rest."""
-    rest = _after(runs[1:])
-    return f"{_row(runs[0][0], '=')} AND {f'({rest})' if len(runs) > 2 else rest}"
+    return f"{_row(runs[0][0], '=')} AND {_after(runs[1:])}"
 
 
 def _after(runs: list[_Run]) -> str:
     """The keyset condition of an order's runs: a row sorts strictly after the key (bound as
-    ``%(priority)s``, ``%(at)s`` and ``%(id)s``)."""
+    ``%(priority)s``, ``%(at)s`` and ``%(id)s``); a disjunction comes in parentheses, to stand after ``AND``."""
     if len(runs) == 1:
         return _beyond(runs[0])
-    return f"{_beyond(runs[0])} OR ({_tied(runs)})"
+    return f"({_beyond(runs[0])} OR ({_tied(runs)}))"
 
 
 def _order_fragments() -> Iterator[tuple[str, str]]:

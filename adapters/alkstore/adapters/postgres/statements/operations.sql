@@ -35,7 +35,7 @@ SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
      ORDER BY {order_ready} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s
-     AND ({after_ready})
+     AND {after_ready}
      ORDER BY {order_ready} LIMIT %(limit)s)) AS page
 ORDER BY {order_ready} LIMIT %(limit)s
 
