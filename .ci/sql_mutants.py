@@ -1,8 +1,11 @@
 """SQL mutants of the Postgres adapter's statements, run by hand (``.ci/mutation sql``; ADR 025).
 
-mutmut mutates code inside functions, and the statements are module-level strings
-(``_sql._TEMPLATES``), so this script mutates them itself: one operator site of one template
-at a time (a comparison, an ordering, a boolean, a job state, a limit). Each mutant runs in a
+mutmut mutates code inside functions, and the statements are SQL: named sections of
+``adapters/alkstore/adapters/postgres/statements/*.sql``, expanded with their fragments into
+``_sql._TEMPLATES`` when ``_sql`` is imported (ADR 030). This script mutates those expanded
+templates: one operator site of one statement at a time (a comparison, an ordering, a boolean, a
+job state, a limit), so a fragment two statements include (the claim's ``claimed``, an order
+composed from ``alkstore.engine.ORDERS``) is mutated in each of them on its own. Each mutant runs in a
 pytest process of its own with this file as a plugin (``-p sql_mutants``), which applies the
 mutant named by ``ALKSTORE_SQL_MUTANT`` before any store composes its statements. A mutant is
 killed when the tests fail. ``--sample N`` runs N mutants drawn with a fixed seed (``--all``: every

@@ -87,6 +87,14 @@ def test_the_wheel_ships_the_postgres_migrations(wheel: zipfile.ZipFile) -> None
 
 
 @pytest.mark.slow
+def test_the_wheel_ships_the_postgres_statements(wheel: zipfile.ZipFile) -> None:
+    statements = sorted((ROOT / "adapters" / "alkstore" / "adapters" / "postgres" / "statements").glob("*.sql"))
+    assert statements, "the source tree has no statements"
+    for statement in statements:
+        assert f"alkstore/adapters/postgres/statements/{statement.name}" in wheel.namelist()
+
+
+@pytest.mark.slow
 def test_the_wheel_has_no_top_level_entry_but_alkstore_and_its_metadata(wheel: zipfile.ZipFile) -> None:
     top_level = {name.split("/")[0] for name in wheel.namelist()}
     assert top_level == {"alkstore", _dist_info(wheel)}

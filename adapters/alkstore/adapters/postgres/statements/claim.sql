@@ -1,0 +1,72 @@
+-- The claim, in one statement: a look for anything to sweep in the queue (each probe a range
+-- scan of a partial index that stops at the first hit), then the best ready jobs, in the claim
+-- order core declares (alkstore.engine.CLAIM_ORDER, composed as {order_claim}). Most claims
+-- find nothing to sweep and lease the jobs here. Otherwise the statement runs the sweep and
+-- leases nothing (its snapshot cannot see what the sweep did), and the engine runs it again
+-- without the probe. ack_and_claim is the same claim after the acks of what a worker finished.
+
+-- name: lease_probe
+-- The claim's look for a lapsed lease in the queue: the left end of jobs_lease, up to now. A
+-- statement of its own too, for inspecting its cost (bench/churn.py explains it).
+SELECT lease_until FROM {s}.jobs
+WHERE queue = %(queue)s AND state = 'running' AND lease_until <= %(now)s
+ORDER BY lease_until LIMIT 1
+
+-- fragment: sweep_needed
+-- The CTE "sweep": whether the claim (when asked to probe) finds the queue's lapsed leases or
+-- expired or due-delayed jobs to sweep first.
+sweep AS MATERIALIZED (
+    SELECT %(probe)s AND (
+        ({lease_probe}) IS NOT NULL
+        OR (SELECT expires_at FROM {s}.jobs
+            WHERE queue = %(queue)s AND state IN ('pending', 'delayed') AND expires_at <= %(now)s
+            ORDER BY expires_at LIMIT 1) IS NOT NULL
+        OR (SELECT run_at FROM {s}.jobs
+            WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s
+            ORDER BY run_at LIMIT 1) IS NOT NULL) AS needed)
+
+-- fragment: sweep_call
+-- The sweep of the queue's lapsed leases and expired or due-delayed jobs, in one function call.
+SELECT {s}.sweep_3(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)
+
+-- fragment: claimed
+-- The CTE "claimed": the best ready jobs, leased, unless the sweep is needed first.
+claimed AS (
+    UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
+                        worker_id = %(worker)s,
+                        lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'
+    WHERE id = ANY(ARRAY(
+        SELECT id FROM {s}.jobs
+        WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
+          AND (expires_at IS NULL OR expires_at > %(now)s)
+          AND NOT (SELECT needed FROM sweep)
+        ORDER BY {order_claim}
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED))
+    RETURNING {job_columns})
+
+-- name: claim
+-- The claimed jobs (swept false), or one row of NULLs with swept true when it swept instead.
+WITH {sweep_needed},
+swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
+{claimed}
+SELECT {job_columns}, false AS swept FROM claimed
+UNION ALL
+SELECT {job_columns_as_null}, true FROM swept
+
+-- name: ack_and_claim
+-- A claim that first acks what a worker finished (fenced, as ack_many), in the same statement
+-- and round trip: the acked ids come back as rows of their own (acked), the claimed jobs and the
+-- sweep marker as in claim. The acked rows are running, the claimed ones pending: the two never
+-- touch one row. An acked job may have lapsed, so the sweep joins the finished "acked" before it
+-- calls the sweep function: that function's own statements then see those rows gone, and no row
+-- is changed twice.
+WITH acked AS ({ack_many}),
+{sweep_needed},
+swept AS MATERIALIZED ({sweep_call} FROM sweep, (SELECT count(*) FROM acked) AS finished WHERE needed),
+{claimed}
+SELECT {job_columns}, false AS swept, NULL::bigint AS acked FROM claimed
+UNION ALL
+SELECT {job_columns_as_null}, true, NULL FROM swept
+UNION ALL
+SELECT {job_columns_as_null}, false, id FROM acked

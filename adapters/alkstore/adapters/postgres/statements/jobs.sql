@@ -1,0 +1,123 @@
+-- Jobs: enqueue, the waiting claims' channels, and the calls that finish or hand back a claimed
+-- job. The claim itself is in claim.sql; inspection and operators' actions in operations.sql.
+
+-- fragment: state_at(run_at)
+-- A new (or handed back) job's state: one due at its enqueue is ready ('pending'); one still
+-- ahead is 'delayed'.
+CASE WHEN {run_at} > %(now)s THEN 'delayed' ELSE 'pending' END
+
+-- fragment: ids_and_notices(changed)
+-- The ids of the rows of the CTE named, then one NULL row after a notice to the channel of each
+-- queue they are in (the engine drops the NULL).
+SELECT id FROM {changed}
+UNION ALL
+SELECT NULL FROM (SELECT pg_notify({s}.channel(%(schema)s, queue), '')
+                  FROM (SELECT DISTINCT queue FROM {changed}) AS queues) AS notified
+
+-- -- enqueue --------------------------------------------------------------------------------
+
+-- name: enqueue_one
+WITH new AS (
+    INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,
+                          visibility_us, task, trace, enqueued_at)
+    VALUES (%(queue)s, %(payload)s, {state_at: %(run_at)s::timestamptz}, %(priority)s,
+            %(run_at)s, %(expires_at)s, %(max_attempts)s, %(visibility_us)s, %(task)s, %(trace)s, %(now)s)
+    RETURNING id)
+SELECT id, pg_notify(%(channel)s, '') FROM new
+
+-- name: enqueue_alike
+-- A batch whose jobs differ only in their payloads (one enqueue_many call): one array, the rest
+-- scalars.
+WITH new AS (
+    INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,
+                          visibility_us, task, trace, enqueued_at)
+    SELECT %(queue)s, payload, {state_at: %(run_at)s::timestamptz}, %(priority)s,
+           %(run_at)s, %(expires_at)s, %(max_attempts)s, %(visibility_us)s, %(task)s, %(trace)s, %(now)s
+    FROM unnest(%(payloads)b::bytea[]) AS new(payload)
+    RETURNING id)
+SELECT id FROM new
+UNION ALL
+SELECT NULL FROM (SELECT pg_notify(%(channel)s, '')) AS notified
+
+-- name: enqueue_many
+WITH new AS (
+    INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,
+                          visibility_us, task, trace, enqueued_at)
+    SELECT queue, payload, {state_at: run_at}, priority, run_at, expires_at,
+           max_attempts, visibility_us, task, trace, %(now)s
+    FROM unnest(%(queues)s::text[], %(payloads)b::bytea[], %(priorities)s::integer[],
+                %(run_ats)s::timestamptz[], %(expires_ats)s::timestamptz[], %(max_attempts)s::integer[],
+                %(visibility_us)s::bigint[], %(tasks)s::text[], %(traces)s::text[])
+      AS new(queue, payload, priority, run_at, expires_at, max_attempts, visibility_us, task, trace)
+    RETURNING id, queue)
+{ids_and_notices: new}
+
+-- -- waiting claims (ADR 011) ---------------------------------------------------------------
+
+-- name: channel
+SELECT {s}.channel(%(schema)s, %(queue)s) AS channel
+
+-- name: listen
+SELECT {s}.listen(%(schema)s, %(queue)s)
+
+-- name: unlisten
+UNLISTEN *
+
+-- -- finishing a claimed job ----------------------------------------------------------------
+-- The fenced calls return a row for each job whose fence still held (and which they changed).
+
+-- name: ack_one
+DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(fence)s RETURNING id
+
+-- name: ack_many
+DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
+WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence
+RETURNING j.id
+
+-- name: retry
+WITH job AS (
+    UPDATE {s}.jobs AS j SET state = {state_at: r.run_at}, run_at = r.run_at,
+           last_error = r.error, last_traceback = r.traceback, worker_id = NULL, lease_until = NULL
+    FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(run_ats)s::timestamptz[], %(errors)b::bytea[],
+                %(tracebacks)b::bytea[]) AS r(id, fence, run_at, error, traceback)
+    WHERE j.id = r.id AND j.state = 'running' AND j.lease = r.fence
+    RETURNING j.id, j.queue)
+{ids_and_notices: job}
+
+-- name: bury
+SELECT id FROM {s}.bury_3(%(ids)s, %(fences)s, %(errors)b::bytea[], %(tracebacks)b::bytea[], %(now)s) AS id
+
+-- name: release
+WITH job AS (
+    UPDATE {s}.jobs AS j SET state = {state_at: j.run_at},
+           attempts = greatest(j.attempts - 1, 0), worker_id = NULL, lease_until = NULL
+    FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
+    WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence
+    RETURNING j.id, j.queue)
+{ids_and_notices: job}
+
+-- name: heartbeat
+UPDATE {s}.jobs AS j SET lease_until = b.lease_until
+FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(lease_untils)s::timestamptz[])
+  AS b(id, fence, lease_until)
+WHERE j.id = b.id AND j.state = 'running' AND j.lease = b.fence
+RETURNING j.id
+
+-- -- one job, live or dead ------------------------------------------------------------------
+
+-- name: get_job
+SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs WHERE id = %(id)s
+UNION ALL
+SELECT {dead_as_job}, died_at FROM {s}.dead_jobs WHERE id = %(id)s
+
+-- name: requeue_dead
+WITH dead AS (DELETE FROM {s}.dead_jobs WHERE id = ANY(%(ids)s::bigint[]) RETURNING *),
+job AS (
+    INSERT INTO {s}.jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,
+                          last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us,
+                          task, trace)
+    SELECT id, queue, payload, 'pending', priority, %(now)s, NULL, 0, max_attempts,
+           last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us, task, trace
+    FROM dead
+    RETURNING id, queue)
+{ids_and_notices: job}

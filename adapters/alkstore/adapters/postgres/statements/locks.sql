@@ -1,0 +1,18 @@
+-- Named locks (leases on a name, fenced by a token): the scheduler's leadership among them.
+
+-- fragment: lock_columns
+name, owner, token, expires_at
+
+-- name: try_lock
+SELECT {lock_columns} FROM {s}.try_lock(%(name)s, %(owner)s, %(now)s, %(expires_at)s)
+
+-- name: renew_lock
+UPDATE {s}.locks SET expires_at = %(expires_at)s
+WHERE name = %(name)s AND token = %(token)s AND expires_at > %(now)s
+RETURNING {lock_columns}
+
+-- name: release_lock
+DELETE FROM {s}.locks WHERE name = %(name)s AND token = %(token)s RETURNING name
+
+-- name: read_lock
+SELECT {lock_columns} FROM {s}.locks WHERE name = %(name)s

@@ -1,0 +1,94 @@
+-- Inspection and operators' actions (ADR 020). Reads go through the partial index of each stored
+-- state (jobs_claim, jobs_delayed, jobs_lease) and dead_jobs_queue, each led by the queue, so
+-- they add nothing to the per-job paths. A 'delayed' row may already be due (a claim's sweep
+-- promotes it), and a 'pending' one may be ahead of an earlier now: both stored states are
+-- read, split by run_at.
+--
+-- A listing's order and its keyset condition ("after the key", bound as %(priority)s, %(at)s
+-- and %(id)s) are composed from the orders core declares (alkstore.engine.ORDERS): {order_ready}
+-- and {after_ready} for the ready phase, and so on; _sql.py says how.
+
+-- -- counts -----------------------------------------------------------------------------------
+
+-- name: queue_counts
+-- Per queue, capped counts from the functions of version 4 (each a few index probes and at most
+-- the cap of index entries per phase); the queue list is a loose index scan.
+SELECT q AS queue, c.* FROM {s}.queues_4() AS q,
+LATERAL {s}.queue_counts_4(q, %(now)s, %(cap)s) AS c ORDER BY q COLLATE "C"
+
+-- name: queue_counts_one
+SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_4(%(queue)s, %(now)s, %(cap)s) AS c
+
+-- -- listings -----------------------------------------------------------------------------------
+
+-- name: list_ready
+-- Ready jobs in claim order after the key: the rest of the key's priority and the lower
+-- priorities ({after_ready_tied} and {after_ready_beyond}), each a range of jobs_claim, then
+-- the due 'delayed' rows.
+SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
+    (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
+     AND {after_ready_tied}
+     ORDER BY {order_ready} LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
+     AND {after_ready_beyond}
+     ORDER BY {order_ready} LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s
+     AND {after_ready}
+     ORDER BY {order_ready} LIMIT %(limit)s)) AS page
+ORDER BY {order_ready} LIMIT %(limit)s
+
+-- name: list_delayed
+SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
+    (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at > %(now)s
+     AND {after_delayed}
+     ORDER BY {order_delayed} LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at > %(now)s
+     AND {after_delayed}
+     ORDER BY {order_delayed} LIMIT %(limit)s)) AS page
+ORDER BY {order_delayed} LIMIT %(limit)s
+
+-- name: list_running
+SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
+WHERE queue = %(queue)s AND state = 'running' AND {after_running} ORDER BY {order_running} LIMIT %(limit)s
+
+-- name: list_dead
+SELECT {dead_as_job}, died_at FROM {s}.dead_jobs
+WHERE queue = %(queue)s AND {after_dead}
+ORDER BY {order_dead} LIMIT %(limit)s
+
+-- -- actions ------------------------------------------------------------------------------------
+
+-- name: cancel
+DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('pending', 'delayed') RETURNING id
+
+-- name: purge_dead
+WITH gone AS (DELETE FROM {s}.dead_jobs WHERE id IN (
+    SELECT id FROM {s}.dead_jobs WHERE queue = %(queue)s AND died_at <= %(before)s
+    ORDER BY died_at LIMIT %(limit)s) RETURNING 1)
+SELECT count(*) FROM gone
+
+-- -- workers ------------------------------------------------------------------------------------
+
+-- fragment: worker_columns
+id, host, pid, queues, concurrency, started_at, seen_at, running, processed, failed
+
+-- name: record_worker
+INSERT INTO {s}.workers ({worker_columns})
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s::text[], %(concurrency)s, %(started_at)s, %(seen_at)s,
+        %(running)s, %(processed)s, %(failed)s)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, started_at = excluded.started_at, seen_at = excluded.seen_at,
+    running = excluded.running, processed = excluded.processed, failed = excluded.failed
+RETURNING id
+
+-- name: remove_worker
+DELETE FROM {s}.workers WHERE id = %(id)s RETURNING id
+
+-- name: workers
+SELECT {worker_columns} FROM {s}.workers WHERE seen_at >= %(since)s ORDER BY id
+
+-- name: forget_workers
+WITH gone AS (DELETE FROM {s}.workers WHERE seen_at < %(before)s RETURNING 1) SELECT count(*) FROM gone

@@ -1,0 +1,235 @@
+"""The engine's statements (ADR 030): each one used, each one parsed by the server, and the claim's
+and the listings' orders the ones core declares (``alkstore.engine.ORDERS``)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import pq
+
+import alkstore
+from alkstore import EnqueueOpts, ManualClock, Store
+from alkstore.adapters.postgres import _sql
+from alkstore.adapters.postgres._sql import Statements
+from alkstore.engine import (
+    CLAIM_ORDER,
+    ORDERS,
+    ClaimRequest,
+    JobPhase,
+    JobQuery,
+    JobRecord,
+    after_key,
+    claim_order,
+    key_of,
+    listing_order,
+)
+
+from .conftest import engine_of
+
+pytestmark = pytest.mark.postgres
+
+ADAPTER = Path(_sql.__file__).parent
+FIELDS = [field.name for field in dataclasses.fields(Statements)]
+#: Statements the engine never runs alone: each is included in one it runs, and kept for inspection.
+INCLUDED_ONLY = {"lease_probe": "claim"}  # bench/churn.py explains the claim's lease probe alone
+#: The listing statement of each phase.
+LISTINGS = {
+    JobPhase.READY: "list_ready",
+    JobPhase.DELAYED: "list_delayed",
+    JobPhase.RUNNING: "list_running",
+    JobPhase.DEAD: "list_dead",
+}
+#: The column of each order field, as this test knows the tables.
+COLUMNS = {"priority": "priority", "run_at": "run_at", "died_at": "died_at", "id": "id"}
+
+
+def engine_sources() -> Iterator[Path]:
+    """The adapter's modules but ``_sql``: the async sources, never the sync twins generated from them."""
+    for path in sorted(ADAPTER.glob("*.py")):
+        generated = path.with_name(path.stem + "_async.py").exists()
+        if path.name != "_sql.py" and not generated:
+            yield path
+
+
+def named_by_the_engine() -> set[str]:
+    """The attributes the engine's code reads from its statements (``self._sql.x``, ``statements.x``)."""
+    named = set()
+    for path in engine_sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute):
+                holder = node.value
+                name = holder.attr if isinstance(holder, ast.Attribute) else getattr(holder, "id", None)
+                if name in {"_sql", "statements"}:
+                    named.add(node.attr)
+    return named
+
+
+def test_every_statement_is_run_by_the_engine() -> None:
+    named = named_by_the_engine()
+    assert "claim" in named, "the scan found none of the engine's statements"
+    unused = [name for name in FIELDS if name not in named and name not in INCLUDED_ONLY]
+    assert not unused, f"statements the engine never runs: {unused}"
+    assert not named & set(INCLUDED_ONLY), "the engine runs it now: take it out of INCLUDED_ONLY"
+    for name, includer in INCLUDED_ONLY.items():
+        assert includer in named
+        assert flat(_sql._TEMPLATES[name]) in flat(_sql._TEMPLATES[includer]), f"{includer} no longer includes {name}"
+
+
+def expanded(text: str) -> dict[str, str]:
+    """The statements of a statements file holding ``text``, expanded as ``_sql`` expands its own."""
+    sections = dict(_sql._sections("t.sql", text))
+    return {key: _sql._expand(part.text, sections, {}, (key,)) for key, part in sections.items() if part.statement}
+
+
+def test_a_fragment_continues_at_its_holes_indent_and_an_argument_fills_its_parameter() -> None:
+    text = "-- fragment: pick(column)\n-- a comment\nSELECT {column}\nFROM {s}.t\n\n"
+    text += "-- name: a\nWITH x AS (\n    {pick: c.id})\nSELECT 1"
+    assert expanded(text) == {"a": "WITH x AS (\n    SELECT c.id\n    FROM {s}.t)\nSELECT 1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        ("-- name:a\nSELECT 1", "not a header"),
+        ("SELECT 1", "SQL before the first"),
+        ("-- name: a\nSELECT 1 -- one", "a comment beside SQL"),
+        ("-- name: a\n-- nothing but a comment", "a has no SQL"),
+        ("-- name: a(x)\nSELECT {x}", "only a fragment takes a parameter"),
+        ("-- name: a\nSELECT {b}", "names no statement or fragment"),
+        ("-- name: a\nSELECT {a}", "a includes itself"),
+        ("-- fragment: b(x)\n{x}\n-- name: a\nSELECT {b}", "does not match the header of b"),
+        ("-- fragment: b\nx\n-- name: a\nSELECT {b: y}", "does not match the header of b"),
+    ],
+)
+def test_a_statements_file_that_would_go_wrong_quietly_is_refused(text: str, refusal: str) -> None:
+    with pytest.raises(RuntimeError, match=refusal):
+        expanded(text)
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def order_by(order: tuple[tuple[str, bool], ...]) -> str:
+    return ", ".join(COLUMNS[field] + (" DESC" if descending else "") for field, descending in order)
+
+
+@pytest.mark.parametrize("phase", list(LISTINGS))
+def test_a_listing_sorts_every_part_in_its_phases_declared_order(phase: JobPhase) -> None:
+    text = flat(_sql._TEMPLATES[LISTINGS[phase]])
+    orders = re.findall(r"ORDER BY (.*?) LIMIT %\(limit\)s", text)
+    assert orders, text
+    assert set(orders) == {order_by(ORDERS[phase])}, LISTINGS[phase]
+
+
+@pytest.mark.parametrize("name", ["claim", "ack_and_claim"])
+def test_the_claim_takes_jobs_in_the_declared_claim_order(name: str) -> None:
+    text = flat(_sql._TEMPLATES[name])
+    assert re.findall(r"ORDER BY ([^()]*?) LIMIT %\(limit\)s FOR UPDATE SKIP LOCKED", text) == [order_by(CLAIM_ORDER)]
+
+
+# -- on the server ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def migrated(pg_dsn: str, pg_module_schema: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection beside the module's schema, migrated."""
+    alkstore.open(pg_dsn, schema=pg_module_schema, migrate=True).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        yield conn
+
+
+_PLACEHOLDER = re.compile(r"%%|%\((\w+)\)[sbt]|%")
+
+
+def numbered(text: str) -> str:
+    """``text`` as psycopg sends it: each ``%(name)s`` (or ``b``) a ``$n`` (the same n for the same
+    name), ``%%`` a ``%``."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        if match.group(1) is None:
+            raise AssertionError(f"a % that is no placeholder: …{text[match.start() - 30 : match.end() + 30]}…")
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    return _PLACEHOLDER.sub(number, text)
+
+
+def statement_texts(name: str, schema: str) -> list[str]:
+    if name == "grants":
+        return _sql.grants(schema, "alkstore_app", ["jobs", "dead_jobs"])
+    if name == "vacuum":
+        return [_sql.vacuum(schema, "jobs")]
+    return [getattr(Statements.for_schema(schema), name)]
+
+
+@pytest.mark.parametrize("name", [*FIELDS, "grants", "vacuum"])
+def test_every_statement_parses_on_the_server(
+    migrated: psycopg.Connection[Any], pg_module_schema: str, name: str
+) -> None:
+    # A Parse message with untyped parameters, as psycopg's own prepared statements send it: the
+    # server parses the statement and, for a query, resolves every name and infers every
+    # parameter's type against the migrated schema, without running it (a utility statement,
+    # such as SET or VACUUM, it only parses).
+    for text in statement_texts(name, pg_module_schema):
+        result = migrated.pgconn.prepare(b"", numbered(text).encode())
+        message = (result.error_message or b"").decode()
+        assert result.status == pq.ExecStatus.COMMAND_OK, f"{name}: {message}\n{text}"
+
+
+@pytest.fixture
+def filled(open_store: Any, clock: ManualClock) -> Store:
+    """A store whose queue ``orders`` has jobs in every phase, with ties in every order field."""
+    store: Store = open_store(clock=clock)
+    queue = store.queue("orders")
+    for n in range(9):
+        queue.enqueue(n, EnqueueOpts(priority=n % 3 - 1))
+    clock.advance(1)
+    for n in range(6):
+        queue.enqueue(n, EnqueueOpts(priority=n % 2))
+        queue.enqueue(n, EnqueueOpts(priority=n % 2, delay=1))  # due by the listing, still stored 'delayed'
+    for n in range(6):
+        queue.enqueue(n, EnqueueOpts(delay=600 * (n % 2 + 1)))
+    for instant in range(2):
+        for job in queue.claim_many(f"w{instant}", 3):
+            job.fail("dead")
+        clock.advance(1)
+    queue.claim_many("w", 4)
+    return store
+
+
+def listing(store: Store, phase: JobPhase, limit: int, after: JobRecord | None = None) -> list[JobRecord]:
+    engine = engine_of(store)
+    key = None if after is None else key_of(after, phase)
+    return engine.list_jobs(JobQuery("orders", phase, store.clock.now(), limit, key))
+
+
+@pytest.mark.parametrize("phase", list(LISTINGS))
+def test_each_page_of_a_listing_follows_its_key_in_the_order_core_declares(filled: Store, phase: JobPhase) -> None:
+    everything = listing(filled, phase, 1000)
+    assert len(everything) >= 4, [job.id for job in everything]
+    expected = sorted(everything, key=listing_order(phase))
+    assert [job.id for job in everything] == [job.id for job in expected]
+    for job in everything:
+        after = [other.id for other in expected if after_key(other, key_of(job, phase), phase)]
+        assert [other.id for other in listing(filled, phase, 3, job)] == after[:3], job
+
+
+def test_claims_take_the_ready_jobs_one_by_one_in_the_declared_claim_order(filled: Store) -> None:
+    engine = engine_of(filled)
+    ready = sorted(listing(filled, JobPhase.READY, 1000), key=claim_order)
+    claimed: list[int] = []
+    request = ClaimRequest("orders", "w", filled.clock.now(), timedelta(minutes=5))
+    while jobs := engine.claim(request):
+        claimed.extend(job.id for job in jobs)
+    assert claimed == [job.id for job in ready]
