@@ -28,7 +28,9 @@ def at(store: Store, name: str) -> datetime:
     return schedule.next_boundary
 
 
-def test_a_daily_schedule_anchored_at_two_fires_at_two_whenever_it_was_registered(store: Store, clock: ManualClock) -> None:
+def test_a_daily_schedule_anchored_at_two_fires_at_two_whenever_it_was_registered(
+    store: Store, clock: ManualClock
+) -> None:
     clock.set(START)
     schedule = store.schedule("nightly", "@every 1d", "reports", opts=ScheduleOpts(anchor=TWO_AM))
     assert schedule.next_boundary == datetime(2030, 3, 5, 2, tzinfo=UTC)
@@ -96,7 +98,7 @@ def test_a_far_out_horizon_catches_up_at_most_64_and_skips_forward_on_the_anchor
 @sized(0.25)
 @given(
     interval=st.sampled_from([1, 7, 60, 900, 3600, 86400]),
-    anchor_offset=st.integers(min_value=-10**9, max_value=10**9),
+    anchor_offset=st.integers(min_value=-(10**9), max_value=10**9),
     now_offset=st.integers(min_value=0, max_value=10**11),
     later=st.integers(min_value=0, max_value=10**12),
 )
@@ -129,7 +131,9 @@ def test_every_engine_fires_an_anchored_schedule_on_its_phase_and_agrees_with_th
     assert (first - anchor) % step == timedelta(0)
     assert fires == sorted(fires)
     assert len(fires) <= CATCH_UP_CAP
-    assert all((boundary - anchor) % step == timedelta(0) and registered_at < boundary <= ticked_at for boundary in fires)
+    assert all(
+        (boundary - anchor) % step == timedelta(0) and registered_at < boundary <= ticked_at for boundary in fires
+    )
     assert after > ticked_at
     assert after - step <= ticked_at
     assert (after - anchor) % step == timedelta(0)

@@ -44,7 +44,7 @@ def test_concurrent_enqueuers_and_claimers_claim_every_job_exactly_once(store: S
 
     def produce(p: int) -> list[int]:
         queue = store.queue("jobs")
-        ids = [queue.enqueue({"producer": p, "n": n}) for n in range(per_producer)]
+        ids: list[int] = [queue.enqueue({"producer": p, "n": n}) for n in range(per_producer)]
         with count_lock:
             remaining[0] -= 1
             if remaining[0] == 0:

@@ -53,11 +53,11 @@ def test_one_keys_jobs_run_one_at_a_time_in_enqueue_order_beside_other_keys(stor
     assert sorted(drain_one_each(store)) == ["eight-1", "seven-1"]
 
 
-def drain_one_each(store: Store) -> list[object]:
+def drain_one_each(store: Store) -> list[str]:
     jobs = store.queue("accounts").claim_many("w", 10)
     for job in jobs:
         job.ack()
-    return [job.payload for job in jobs]
+    return [str(job.payload) for job in jobs]
 
 
 def test_a_retried_job_keeps_its_place_and_the_later_ones_wait_for_it(store: Store, clock: ManualClock) -> None:

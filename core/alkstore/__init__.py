@@ -18,6 +18,7 @@ __path__ = extend_path(__path__, __name__)
 
 from ._boundary import CATCH_UP_CAP
 from ._codec import Codec, JsonCodec
+from ._kernel import CONFIG_TTL
 from ._locks import Lock
 from ._locks_async import AsyncLock
 from ._names import RESERVED_PREFIX
@@ -28,7 +29,7 @@ from ._outbox_async import AsyncDelivery, AsyncOutbox
 from ._port import Fire, JobPhase, JobState
 from ._queue import Job, Queue
 from ._queue_async import AsyncJob, AsyncQueue
-from ._records import CancelOutcome, JobInfo, JobPage, Leader, QueueStats, Schedule, ScheduleEntry, WorkerInfo
+from ._records import CancelOutcome, JobId, JobInfo, JobPage, Leader, QueueStats, Schedule, ScheduleEntry, WorkerInfo
 from ._spec import Every, parse_spec
 from ._store import Store, open  # noqa: A004
 from ._store_async import AsyncStore, open_async
@@ -57,6 +58,7 @@ from .errors import (
 
 __all__ = [
     "CATCH_UP_CAP",
+    "CONFIG_TTL",
     "DEFAULT_DEAD_RETENTION",
     "RESERVED_PREFIX",
     "STATS_CAP",
@@ -86,6 +88,7 @@ __all__ = [
     "InvalidSpec",
     "InvalidTransaction",
     "Job",
+    "JobId",
     "JobInfo",
     "JobPage",
     "JobPhase",
@@ -142,6 +145,7 @@ for _public in (
     Every,
     Fire,
     Job,
+    JobId,
     JobInfo,
     JobPage,
     JobPhase,

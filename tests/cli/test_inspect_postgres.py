@@ -36,7 +36,7 @@ def cli(capsys: pytest.CaptureFixture[str], pg_dsn: str, schema: str, *argv: str
 
 def populate(store: Store) -> dict[str, int]:
     emails = store.queue("emails")
-    ids = {"ready": emails.enqueue({"to": "ada@example.com"})}
+    ids: dict[str, int] = {"ready": emails.enqueue({"to": "ada@example.com"})}
     delayed_running_and_dead(emails, ids, "web-1")
     store.outbox("webhooks").enqueue({"event": "order.paid"})
     store.schedule("nightly", "@every 1d", "reports")

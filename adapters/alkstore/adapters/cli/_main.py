@@ -16,14 +16,14 @@ from typing import NoReturn
 import alkstore
 from alkstore.errors import AlkstoreError
 
-from . import _demo, _health, _jobs, _operate, _prune, _schedules, _status, _work
+from . import _demo, _health, _jobs, _operate, _prune, _queues, _schedules, _status, _work
 from ._args import URL_VARIABLE
 from ._exits import EXIT_ABORTED, EXIT_ERROR, EXIT_USAGE
 
 __all__ = ["build_parser", "main"]
 
 #: The commands' modules, in the order ``alkstore --help`` lists their commands.
-_COMMANDS = (_demo, _operate, _work, _status, _jobs, _prune, _schedules, _health)
+_COMMANDS = (_demo, _operate, _work, _status, _jobs, _queues, _prune, _schedules, _health)
 
 
 class _Parser(argparse.ArgumentParser):

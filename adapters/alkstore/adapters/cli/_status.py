@@ -28,9 +28,10 @@ _WATCH_POLL_SECONDS = 0.1
 _CLEAR = "\x1b[H\x1b[2J"
 
 _QUEUE_COLUMNS = (
-    Column("QUEUE", 30),
+    Column("QUEUE", 21),
     Column("READY", 9, right=True),
     Column("DELAYED", 9, right=True),
+    Column("WAITING", 9, right=True),
     Column("RUNNING", 9, right=True),
     Column("DEAD", 9, right=True),
     Column("LAG", 7, right=True),
@@ -79,10 +80,12 @@ def status_json(shot: Snapshot) -> dict[str, Any]:
                 "queue": stats.queue,
                 "ready": stats.ready,
                 "delayed": stats.delayed,
+                "waiting": stats.waiting,
                 "running": stats.running,
                 "dead": stats.dead,
                 "lag_seconds": stats.lag.total_seconds(),
                 "cap": stats.cap,
+                "paused": stats.paused,
             }
             for stats in shot.queues
         ],
@@ -107,7 +110,11 @@ def status_text(shot: Snapshot) -> str:
     lines = [f"alkstore status at {when(shot.at)} UTC", fit(shot.where, 79), ""]
     if shot.queues:
         queues = [
-            (s.queue, *(capped(n, s.cap) for n in (s.ready, s.delayed, s.running, s.dead)), span(s.lag))
+            (
+                f"{s.queue} (paused)" if s.paused else s.queue,
+                *(capped(n, s.cap) for n in (s.ready, s.delayed, s.waiting, s.running, s.dead)),
+                span(s.lag),
+            )
             for s in shot.queues
         ]
         lines += table(_QUEUE_COLUMNS, queues)

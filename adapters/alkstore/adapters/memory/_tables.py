@@ -455,8 +455,11 @@ class MemoryTables:
 
     def _lease_live(self, job_id: int, now: datetime) -> bool:
         row = self._jobs.get(job_id)
-        return row is not None and row.state is port.JobState.RUNNING and row.lease_until is not None and (
-            row.lease_until > now
+        return (
+            row is not None
+            and row.state is port.JobState.RUNNING
+            and row.lease_until is not None
+            and (row.lease_until > now)
         )
 
     def ack_and_claim(

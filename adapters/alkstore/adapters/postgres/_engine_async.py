@@ -214,11 +214,21 @@ class AsyncPostgresEngine(port.AsyncEngine):
 
     # -- queue configuration ------------------------------------------------------------
 
-    async def configure_queue(self, queue: str, config: port.QueueConfig) -> None:
-        if config == port.QueueConfig():
-            await self._connections.one(self._sql.unconfigure_queue, {"queue": queue}, _SCALAR)
-        else:
-            await self._connections.one(self._sql.configure_queue, _rows.config_params(queue, config), _SCALAR)
+    async def configure_queue(self, queue: str, config: port.QueueConfig) -> port.QueueConfig | None:
+        async with self._connections.transaction() as conn:
+            await conn.execute(self._sql.configure_queue, _rows.config_params(queue, config))
+            await conn.execute(self._sql.unconfigure_queue, {"queue": queue})
+            return await self._config_on(conn, queue)
+
+    async def set_paused(self, queue: str, paused: bool) -> port.QueueConfig | None:
+        async with self._connections.transaction() as conn:
+            await conn.execute(self._sql.set_paused, {"queue": queue, "paused": paused})
+            await conn.execute(self._sql.unconfigure_queue, {"queue": queue})
+            return await self._config_on(conn, queue)
+
+    async def _config_on(self, conn: psycopg.AsyncConnection[Any], queue: str) -> port.QueueConfig | None:
+        async with conn.cursor(row_factory=_rows.QUEUE_CONFIG) as cursor:
+            return await (await cursor.execute(self._sql.queue_config, {"queue": queue})).fetchone()
 
     async def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
         if tx is None:
@@ -237,6 +247,14 @@ class AsyncPostgresEngine(port.AsyncEngine):
     async def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
+        if any(job.unique_key is not None or job.ordering_key is not None for job in jobs):
+            if tx is not None:
+                try:
+                    return await self._insert_keyed(await caller_connection(tx), jobs, now)
+                except psycopg.Error as exc:
+                    raise_translated(exc)
+            async with self._connections.transaction() as own:
+                return await self._insert_keyed(own, jobs, now)
         if tx is not None:
             conn = await caller_connection(tx)
             try:
@@ -279,6 +297,37 @@ class AsyncPostgresEngine(port.AsyncEngine):
                 ids.extend(sorted(int(value) for value in await cursor.fetchall() if value is not None))
         return ids
 
+    async def _insert_keyed(
+        self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[port.NewJob], now: datetime
+    ) -> list[int]:
+        """Insert ``jobs`` one by one in ``conn``'s transaction, their ordering keys locked first;
+        a unique key already held gives its holder's id as ``Existing``."""
+        ordered = [job for job in jobs if job.ordering_key is not None]
+        if ordered:
+            params = {
+                "schema": self._schema,
+                "queues": [job.queue for job in ordered],
+                "keys": [job.ordering_key for job in ordered],
+            }
+            await conn.execute(self._sql.lock_ordering_keys, params)
+        ids: list[int] = []
+        async with conn.cursor(row_factory=scalar_row) as cursor:
+            for job in jobs:
+                channel = await self._channel(conn, job.queue)
+                while True:
+                    await cursor.execute(self._sql.enqueue_keyed, _rows.keyed_params(job, now, channel))
+                    inserted = await cursor.fetchone()
+                    if inserted is not None:
+                        ids.append(int(inserted))
+                        break
+                    holder = {"queue": job.queue, "unique_key": job.unique_key}
+                    held = await (await cursor.execute(self._sql.unique_holder, holder)).fetchone()
+                    if held is not None:
+                        ids.append(port.Existing(int(held)))
+                        break
+                    # The holder let go of the key between the two statements: insert again.
+        return ids
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A pooled connection inside a transaction: commits on normal exit, rolls back on error.
@@ -310,6 +359,7 @@ class AsyncPostgresEngine(port.AsyncEngine):
             "now": request.now,
             "lease_us": _rows.micros(request.lease),
             "limit": request.limit,
+            "limited": request.concurrency is not None,
             "lease_expired_error": _LEASE_EXPIRED_ERROR,
             "job_expired_error": _JOB_EXPIRED_ERROR,
         }
@@ -345,7 +395,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
     async def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if len(held) == 1:
             pair = held[0]
-            done = await self._connections.one(self._sql.ack_one, {"id": pair.job_id, "fence": pair.fence}, _SCALAR)
+            done = await self._connections.one(
+                self._sql.ack_one, {"id": int(pair.job_id), "fence": pair.fence}, _SCALAR
+            )
             return [] if done is not None else [pair]
         return _stale(held, await self._connections.all(self._sql.ack_many, _rows.fenced_params(held), _SCALAR))
 
@@ -372,11 +424,17 @@ class AsyncPostgresEngine(port.AsyncEngine):
         return _stale(beats, await self._connections.all(self._sql.heartbeat, params, _SCALAR))
 
     async def get_job(self, job_id: int) -> port.JobRecord | None:
-        return await self._connections.one(self._sql.get_job, {"id": job_id}, _rows.JOB, binary=True)
+        return await self._connections.one(self._sql.get_job, {"id": int(job_id)}, _rows.JOB, binary=True)
 
     async def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
-        params = {"ids": list(job_ids), "now": now, "schema": self._schema}
-        rows = await self._connections.all(self._sql.requeue_dead, params, _SCALAR)
+        params = {"ids": _rows.ids(job_ids), "now": now, "schema": self._schema}
+        async with self._connections.transaction() as conn:
+            keys = await (await conn.execute(self._sql.dead_ordering_keys, params)).fetchall()
+            if keys:
+                locks = {"schema": self._schema, "queues": [q for q, _ in keys], "keys": [k for _, k in keys]}
+                await conn.execute(self._sql.lock_ordering_keys, locks)
+            async with conn.cursor(row_factory=scalar_row) as cursor:
+                rows = await (await cursor.execute(self._sql.requeue_dead, params)).fetchall()
         return sorted(int(value) for value in rows if value is not None)
 
     # -- locks ---------------------------------------------------------------------------
@@ -406,7 +464,10 @@ class AsyncPostgresEngine(port.AsyncEngine):
         async with self._connections.transaction() as conn:
             while pending:
                 locked = await (await conn.execute(self._sql.lock_schedules, {"names": sorted(pending)})).fetchall()
-                existing = {name: (int(interval_s), _rows.utc(boundary)) for name, interval_s, boundary in locked}
+                existing = {
+                    name: (int(interval_s), _rows.utc(boundary), None if anchor is None else _rows.utc(anchor))
+                    for name, interval_s, boundary, anchor in locked
+                }
                 updates = [pending[name] for name in sorted(existing)]
                 inserts = [schedule for name, schedule in sorted(pending.items()) if name not in existing]
                 for batch, statement in ((updates, self._sql.update_schedules), (inserts, self._sql.insert_schedules)):
@@ -471,6 +532,7 @@ class AsyncPostgresEngine(port.AsyncEngine):
         statement = {
             port.JobPhase.READY: self._sql.list_ready,
             port.JobPhase.DELAYED: self._sql.list_delayed,
+            port.JobPhase.WAITING: self._sql.list_waiting,
             port.JobPhase.RUNNING: self._sql.list_running,
             port.JobPhase.DEAD: self._sql.list_dead,
         }[query.phase]
@@ -480,8 +542,20 @@ class AsyncPostgresEngine(port.AsyncEngine):
         return await self._connections.one(self._sql.read_lock, {"name": name}, _rows.LOCK)
 
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
-        rows = await self._connections.all(self._sql.cancel, {"ids": list(job_ids)}, _SCALAR)
+        rows = await self._connections.all(self._sql.cancel, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
+
+    async def request_cancel(self, job_ids: Sequence[int]) -> list[int]:
+        rows = await self._connections.all(self._sql.request_cancel, {"ids": _rows.ids(job_ids)}, _SCALAR)
+        return sorted(int(value) for value in rows)
+
+    async def cancel_requested(self, held: Sequence[port.Held]) -> list[port.Held]:
+        if not held:
+            return []
+        async with self._connections.connection() as conn:
+            rows = await (await conn.execute(self._sql.cancel_requested, _rows.fenced_params(held))).fetchall()
+        asked = {(int(job_id), int(fence)) for job_id, fence in rows}
+        return [pair for pair in held if (pair.job_id, pair.fence) in asked]
 
     async def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
         params = {"queue": queue, "before": died_before, "limit": limit}

@@ -9,7 +9,7 @@ texts and tracebacks as UTF-8 with lone surrogates passed through, so every ``st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -53,6 +53,7 @@ _MICROSECOND = timedelta(microseconds=1)
 _STATES = {
     "pending": port.JobState.PENDING,
     "delayed": port.JobState.PENDING,
+    "waiting": port.JobState.PENDING,
     "running": port.JobState.RUNNING,
     "dead": port.JobState.DEAD,
 }
@@ -113,6 +114,11 @@ def _job(**c: Any) -> port.JobRecord:
         task=c["task"],
         last_traceback=text(c["last_traceback"]),
         trace=c["trace"],
+        unique_key=c["unique_key"],
+        unique_running=c["unique_running"],
+        ordering_key=c["ordering_key"],
+        waiting=c["state"] == "waiting",
+        cancel_requested=c["cancel_requested"],
     )
 
 
@@ -130,6 +136,7 @@ def _schedule(**c: Any) -> port.ScheduleRecord:
         task=c["task"],
         next_boundary=utc(c["next_boundary"]),
         last_boundary=_utc_or_none(c["last_boundary"]),
+        anchor=_utc_or_none(c["anchor"]),
     )
 
 
@@ -160,6 +167,8 @@ def _config(**c: Any) -> port.QueueConfig:
         backoff_base=duration(c["backoff_base_us"]),
         backoff_cap=duration(c["backoff_cap_us"]),
         priority=c["priority"],
+        concurrency=c["concurrency"],
+        paused=c["paused"],
     )
 
 
@@ -198,6 +207,17 @@ def config_params(queue: str, config: port.QueueConfig) -> dict[str, Any]:
         "backoff_base_us": micros(config.backoff_base),
         "backoff_cap_us": micros(config.backoff_cap),
         "priority": config.priority,
+        "concurrency": config.concurrency,
+    }
+
+
+def keyed_params(job: port.NewJob, now: datetime, channel: str) -> dict[str, Any]:
+    """One new job as the parameters of ``enqueue_keyed``: ``enqueue_one``'s and its keys."""
+    return {
+        **job_params(job, now, channel),
+        "unique_key": job.unique_key,
+        "unique_running": job.unique_running,
+        "ordering_key": job.ordering_key,
     }
 
 
@@ -259,9 +279,15 @@ def jobs_params(jobs: Sequence[port.NewJob], now: datetime, schema: str) -> dict
     }
 
 
+def ids(job_ids: Iterable[int]) -> list[int]:
+    """Job ids as plain ``int``s: the ids core hands out are an ``int`` subclass, which psycopg
+    will not put in one array with plain ones."""
+    return [int(job_id) for job_id in job_ids]
+
+
 def fenced_params(items: Sequence[port.Held]) -> dict[str, Any]:
     """The job ids and fences of a fenced batch, as the arrays every fenced statement takes."""
-    return {"ids": [item.job_id for item in items], "fences": [item.fence for item in items]}
+    return {"ids": ids(item.job_id for item in items), "fences": [item.fence for item in items]}
 
 
 def failure_params(items: Sequence[port.Retry | port.Burial]) -> dict[str, Any]:
@@ -273,7 +299,7 @@ def failure_params(items: Sequence[port.Retry | port.Burial]) -> dict[str, Any]:
 
 
 def schedule_params(
-    batch: Sequence[port.NewSchedule], existing: dict[str, tuple[int, datetime]], now: datetime
+    batch: Sequence[port.NewSchedule], existing: dict[str, tuple[int, datetime, datetime | None]], now: datetime
 ) -> dict[str, Any]:
     return {
         "names": [schedule.name for schedule in batch],
@@ -286,8 +312,10 @@ def schedule_params(
         "expires_us": [micros(schedule.expires) for schedule in batch],
         "tasks": [schedule.task for schedule in batch],
         "boundaries": [
-            registration_boundary(existing.get(schedule.name), schedule.interval_s, now) for schedule in batch
+            registration_boundary(existing.get(schedule.name), schedule.interval_s, now, schedule.anchor)
+            for schedule in batch
         ],
+        "anchors": [schedule.anchor for schedule in batch],
     }
 
 
@@ -314,10 +342,17 @@ _FIRST_PRIORITY = 2**31
 _FIRST_AT = {
     port.JobPhase.READY: None,
     port.JobPhase.DELAYED: datetime.min.replace(tzinfo=UTC),
+    port.JobPhase.WAITING: None,
     port.JobPhase.RUNNING: None,
     port.JobPhase.DEAD: datetime.max.replace(tzinfo=UTC),
 }
-_FIRST_ID = {port.JobPhase.READY: 0, port.JobPhase.DELAYED: 0, port.JobPhase.RUNNING: 0, port.JobPhase.DEAD: 2**63 - 1}
+_FIRST_ID = {
+    port.JobPhase.READY: 0,
+    port.JobPhase.DELAYED: 0,
+    port.JobPhase.WAITING: 0,
+    port.JobPhase.RUNNING: 0,
+    port.JobPhase.DEAD: 2**63 - 1,
+}
 
 
 def _queue_counts(**c: Any) -> port.QueueCounts:
@@ -329,6 +364,8 @@ def _queue_counts(**c: Any) -> port.QueueCounts:
         running=int(c["running"]),
         dead=int(c["dead"]),
         oldest_ready=_utc_or_none(c["oldest_ready"]),
+        waiting=int(c["waiting"]),
+        paused=bool(c["paused"]),
     )
 
 

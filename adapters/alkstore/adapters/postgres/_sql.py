@@ -36,7 +36,8 @@ __all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "UPKEEP_TABLES", "Statements", "gr
 _JOB = (
     "id", "queue", "payload", "state", "priority", "run_at", "expires_at", "attempts", "max_attempts",
     "last_error", "last_traceback", "schedule", "boundary", "enqueued_at", "worker_id", "lease_until",
-    "lease", "visibility_us", "task", "trace",
+    "lease", "visibility_us", "task", "trace", "unique_key", "unique_running", "ordering_key",
+    "cancel_requested",
 )  # fmt: skip
 JOB_COLUMNS = ", ".join(_JOB)
 #: What a dead job's row has in place of the live columns it lacks, so both are one row shape.
@@ -44,11 +45,14 @@ _DEAD_IN_PLACE = {
     "state": "'dead' AS state",
     "worker_id": "NULL::text AS worker_id",
     "lease_until": "NULL::timestamptz AS lease_until",
+    "unique_key": "NULL::text AS unique_key",
+    "unique_running": "false AS unique_running",
+    "cancel_requested": "false AS cancel_requested",
 }
 #: A schedule's columns as the engine reads them (``_rows.SCHEDULE``).
 _SCHEDULE = (
     "name", "spec", "interval_s", "queue", "payload", "priority", "max_attempts", "expires_us", "task",
-    "next_boundary", "last_boundary",
+    "next_boundary", "last_boundary", "anchor",
 )  # fmt: skip
 SCHEDULE_COLUMNS = ", ".join(_SCHEDULE)
 #: The tables whose dead rows a worker's maintenance counts and reclaims (ADR 023): every data table.
@@ -280,9 +284,13 @@ class Statements:
     queue_configs: str
     configure_queue: str
     unconfigure_queue: str
+    set_paused: str
     enqueue_one: str
     enqueue_alike: str
     enqueue_many: str
+    lock_ordering_keys: str
+    enqueue_keyed: str
+    unique_holder: str
     channel: str
     claim: str
     ack_and_claim: str
@@ -296,6 +304,7 @@ class Statements:
     release: str
     heartbeat: str
     get_job: str
+    dead_ordering_keys: str
     requeue_dead: str
     try_lock: str
     renew_lock: str
@@ -318,10 +327,13 @@ class Statements:
     queue_counts_one: str
     list_ready: str
     list_delayed: str
+    list_waiting: str
     list_running: str
     list_dead: str
     read_lock: str
     cancel: str
+    request_cancel: str
+    cancel_requested: str
     purge_dead: str
     record_worker: str
     remove_worker: str

@@ -27,13 +27,16 @@ sweep AS MATERIALIZED (
 
 -- fragment: sweep_call
 -- The sweep of the queue's lapsed leases and expired or due-delayed jobs, in one function call.
-SELECT {s}.sweep_3(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)
+SELECT {s}.sweep_6(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)
 
 -- fragment: claimed
--- The CTE "claimed": the best ready jobs, leased, unless the sweep is needed first.
+-- The CTE "claimed": the best ready jobs, leased, unless the sweep is needed first. A claimed job
+-- keeps its unique key only if it holds it while it runs; a claim of a queue with a global limit
+-- (limited) takes no more than allowance_6 leaves.
 claimed AS (
     UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
                         worker_id = %(worker)s,
+                        unique_key = CASE WHEN unique_running THEN unique_key END,
                         lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'
     WHERE id = ANY(ARRAY(
         SELECT id FROM {s}.jobs
@@ -41,7 +44,7 @@ claimed AS (
           AND (expires_at IS NULL OR expires_at > %(now)s)
           AND NOT (SELECT needed FROM sweep)
         ORDER BY {order_claim}
-        LIMIT %(limit)s
+        LIMIT CASE WHEN %(limited)s THEN {s}.allowance_6(%(queue)s, %(now)s, %(limit)s) ELSE %(limit)s END
         FOR UPDATE SKIP LOCKED))
     RETURNING {job_columns})
 

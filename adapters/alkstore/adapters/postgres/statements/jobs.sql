@@ -52,6 +52,35 @@ WITH new AS (
     RETURNING id, queue)
 {ids_and_notices: new}
 
+-- -- keyed jobs (ADR 031, ADR 032) ---------------------------------------------------------
+-- A job with a unique or an ordering key is inserted on its own, after the locks of the batch's
+-- ordering keys (in one order, so two batches never wait on each other in a cycle): a job of a
+-- key with an unfinished job is stored waiting, and a unique key already held inserts nothing.
+
+-- name: lock_ordering_keys
+SELECT {s}.lock_ordering_key_6(%(schema)s, k.queue, k.key)
+FROM (SELECT DISTINCT queue, key FROM unnest(%(queues)s::text[], %(keys)s::text[]) AS k(queue, key)
+      ORDER BY queue, key) AS k
+
+-- name: enqueue_keyed
+WITH new AS (
+    INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,
+                          visibility_us, task, trace, enqueued_at, unique_key, unique_running, ordering_key)
+    VALUES (%(queue)s, %(payload)s,
+            CASE WHEN %(ordering_key)s::text IS NOT NULL AND EXISTS (
+                     SELECT 1 FROM {s}.jobs WHERE queue = %(queue)s AND ordering_key = %(ordering_key)s::text)
+                 THEN 'waiting' ELSE {state_at: %(run_at)s::timestamptz} END,
+            %(priority)s, %(run_at)s, %(expires_at)s, %(max_attempts)s, %(visibility_us)s, %(task)s, %(trace)s,
+            %(now)s, %(unique_key)s, %(unique_running)s, %(ordering_key)s)
+    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING id, state)
+SELECT id, pg_notify(%(channel)s, '') FROM new WHERE state <> 'waiting'
+UNION ALL
+SELECT id, NULL FROM new WHERE state = 'waiting'
+
+-- name: unique_holder
+SELECT id FROM {s}.jobs WHERE queue = %(queue)s AND unique_key = %(unique_key)s
+
 -- -- waiting claims (ADR 011) ---------------------------------------------------------------
 
 -- name: channel
@@ -74,26 +103,40 @@ DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) 
 WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence
 RETURNING j.id
 
+-- fragment: cancelled_instead
+-- The CTE "cancelled": of the held jobs (h), those whose cancel was requested, deleted: they end
+-- cancelled whatever their holder asked (ADR 035).
+cancelled AS (
+    DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
+    WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence AND j.cancel_requested
+    RETURNING j.id)
+
 -- name: retry
-WITH job AS (
+WITH {cancelled_instead},
+job AS (
     UPDATE {s}.jobs AS j SET state = {state_at: r.run_at}, run_at = r.run_at,
            last_error = r.error, last_traceback = r.traceback, worker_id = NULL, lease_until = NULL
     FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(run_ats)s::timestamptz[], %(errors)b::bytea[],
                 %(tracebacks)b::bytea[]) AS r(id, fence, run_at, error, traceback)
-    WHERE j.id = r.id AND j.state = 'running' AND j.lease = r.fence
+    WHERE j.id = r.id AND j.state = 'running' AND j.lease = r.fence AND NOT j.cancel_requested
     RETURNING j.id, j.queue)
+SELECT id FROM cancelled
+UNION ALL
 {ids_and_notices: job}
 
 -- name: bury
-SELECT id FROM {s}.bury_3(%(ids)s, %(fences)s, %(errors)b::bytea[], %(tracebacks)b::bytea[], %(now)s) AS id
+SELECT id FROM {s}.bury_6(%(ids)s, %(fences)s, %(errors)b::bytea[], %(tracebacks)b::bytea[], %(now)s) AS id
 
 -- name: release
-WITH job AS (
+WITH {cancelled_instead},
+job AS (
     UPDATE {s}.jobs AS j SET state = {state_at: j.run_at},
            attempts = greatest(j.attempts - 1, 0), worker_id = NULL, lease_until = NULL
     FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
-    WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence
+    WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence AND NOT j.cancel_requested
     RETURNING j.id, j.queue)
+SELECT id FROM cancelled
+UNION ALL
 {ids_and_notices: job}
 
 -- name: heartbeat
@@ -105,19 +148,31 @@ RETURNING j.id
 
 -- -- one job, live or dead ------------------------------------------------------------------
 
+-- name: dead_ordering_keys
+SELECT queue, ordering_key FROM {s}.dead_jobs WHERE id = ANY(%(ids)s::bigint[]) AND ordering_key IS NOT NULL
+
 -- name: get_job
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs WHERE id = %(id)s
 UNION ALL
 SELECT {dead_as_job}, died_at FROM {s}.dead_jobs WHERE id = %(id)s
 
 -- name: requeue_dead
+-- A requeued job of an ordering key waits behind its key's unfinished jobs, and behind the
+-- requeued ones of its key with a lower id (the engine locks the keys first).
 WITH dead AS (DELETE FROM {s}.dead_jobs WHERE id = ANY(%(ids)s::bigint[]) RETURNING *),
 job AS (
     INSERT INTO {s}.jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,
                           last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us,
-                          task, trace)
-    SELECT id, queue, payload, 'pending', priority, %(now)s, NULL, 0, max_attempts,
-           last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us, task, trace
+                          task, trace, ordering_key)
+    SELECT id, queue, payload,
+           CASE WHEN ordering_key IS NOT NULL AND (
+                    row_number() OVER (PARTITION BY queue, ordering_key ORDER BY id) > 1
+                    OR EXISTS (SELECT 1 FROM {s}.jobs AS j
+                               WHERE j.queue = dead.queue AND j.ordering_key = dead.ordering_key))
+                THEN 'waiting' ELSE 'pending' END,
+           priority, %(now)s, NULL, 0, max_attempts,
+           last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us, task, trace,
+           ordering_key
     FROM dead
     RETURNING id, queue)
 {ids_and_notices: job}

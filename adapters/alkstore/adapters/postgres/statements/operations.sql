@@ -11,13 +11,13 @@
 -- -- counts -----------------------------------------------------------------------------------
 
 -- name: queue_counts
--- Per queue, capped counts from the functions of version 4 (each a few index probes and at most
+-- Per queue, capped counts from the functions of version 6 (each a few index probes and at most
 -- the cap of index entries per phase); the queue list is a loose index scan.
 SELECT q AS queue, c.* FROM {s}.queues_4() AS q,
-LATERAL {s}.queue_counts_4(q, %(now)s, %(cap)s) AS c ORDER BY q COLLATE "C"
+LATERAL {s}.queue_counts_6(q, %(now)s, %(cap)s) AS c ORDER BY q COLLATE "C"
 
 -- name: queue_counts_one
-SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_4(%(queue)s, %(now)s, %(cap)s) AS c
+SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_6(%(queue)s, %(now)s, %(cap)s) AS c
 
 -- -- listings -----------------------------------------------------------------------------------
 
@@ -50,6 +50,10 @@ SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
      ORDER BY {order_delayed} LIMIT %(limit)s)) AS page
 ORDER BY {order_delayed} LIMIT %(limit)s
 
+-- name: list_waiting
+SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
+WHERE queue = %(queue)s AND state = 'waiting' AND {after_waiting} ORDER BY {order_waiting} LIMIT %(limit)s
+
 -- name: list_running
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
 WHERE queue = %(queue)s AND state = 'running' AND {after_running} ORDER BY {order_running} LIMIT %(limit)s
@@ -62,7 +66,20 @@ ORDER BY {order_dead} LIMIT %(limit)s
 -- -- actions ------------------------------------------------------------------------------------
 
 -- name: cancel
-DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('pending', 'delayed') RETURNING id
+DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('pending', 'delayed', 'waiting')
+RETURNING id
+
+-- name: request_cancel
+-- A running job is never deleted by a cancel: it is marked, and its holder's next fenced call
+-- (or the sweep of its lapsed lease) ends it cancelled (ADR 035).
+UPDATE {s}.jobs SET cancel_requested = true
+WHERE id = ANY(%(ids)s::bigint[]) AND state = 'running'
+RETURNING id
+
+-- name: cancel_requested
+SELECT j.id, j.lease FROM {s}.jobs AS j
+JOIN unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence) ON j.id = h.id AND j.lease = h.fence
+WHERE j.state = 'running' AND j.cancel_requested
 
 -- name: purge_dead
 WITH gone AS (DELETE FROM {s}.dead_jobs WHERE id IN (

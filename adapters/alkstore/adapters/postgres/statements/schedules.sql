@@ -2,27 +2,27 @@
 -- schedules in the planner's order, their fires and their next boundaries.
 
 -- name: lock_schedules
-SELECT name, interval_s, next_boundary FROM {s}.schedules WHERE name = ANY(%(names)s) ORDER BY name FOR UPDATE
+SELECT name, interval_s, next_boundary, anchor FROM {s}.schedules WHERE name = ANY(%(names)s) ORDER BY name FOR UPDATE
 
 -- name: insert_schedules
 INSERT INTO {s}.schedules ({schedule_columns})
 SELECT name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary,
-       NULL
+       NULL, anchor
 FROM unnest(%(names)s::text[], %(specs)s::text[], %(intervals)s::integer[], %(queues)s::text[],
             %(payloads)b::bytea[], %(priorities)s::integer[], %(max_attempts)s::integer[],
-            %(expires_us)s::bigint[], %(tasks)s::text[], %(boundaries)s::timestamptz[])
-  AS new(name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary)
+            %(expires_us)s::bigint[], %(tasks)s::text[], %(boundaries)s::timestamptz[], %(anchors)s::timestamptz[])
+  AS new(name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary, anchor)
 ON CONFLICT (name) DO NOTHING
 RETURNING {schedule_columns}
 
 -- name: update_schedules
 UPDATE {s}.schedules AS s SET spec = u.spec, interval_s = u.interval_s, queue = u.queue,
     payload = u.payload, priority = u.priority, max_attempts = u.max_attempts, expires_us = u.expires_us,
-    task = u.task, next_boundary = u.next_boundary
+    task = u.task, next_boundary = u.next_boundary, anchor = u.anchor
 FROM unnest(%(names)s::text[], %(specs)s::text[], %(intervals)s::integer[], %(queues)s::text[],
             %(payloads)b::bytea[], %(priorities)s::integer[], %(max_attempts)s::integer[],
-            %(expires_us)s::bigint[], %(tasks)s::text[], %(boundaries)s::timestamptz[])
-  AS u(name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary)
+            %(expires_us)s::bigint[], %(tasks)s::text[], %(boundaries)s::timestamptz[], %(anchors)s::timestamptz[])
+  AS u(name, spec, interval_s, queue, payload, priority, max_attempts, expires_us, task, next_boundary, anchor)
 WHERE s.name = u.name
 RETURNING {schedule_columns_of_s}
 
