@@ -134,6 +134,7 @@ def test_a_task_keys_each_run_from_its_arguments_and_a_batch_mixes_created_and_f
 
 def test_an_enqueue_in_a_transaction_keys_its_job_and_a_rollback_frees_the_key(store: Store) -> None:
     queue = store.queue("sync")
+
     def roll_back() -> None:
         with store.transaction() as tx:
             store.enqueue_tx(tx, "sync", "rolled back", KEY)

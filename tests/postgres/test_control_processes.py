@@ -85,8 +85,8 @@ def test_a_keyed_outbox_is_delivered_in_commit_order_per_key_across_courier_sigk
             courier = LiveProcess([sys.executable, str(script), pg_dsn, pg_schema, str(log)], cwd=tmp_path)
             couriers.append(courier)
             courier.wait_log(lambda line: "courier ready" in line, timeout=PATIENCE)
-            seen = len(deliveries(log))
-            wait_until(lambda seen=seen: len(deliveries(log)) >= seen + 15, "15 deliveries by this courier")
+            wanted = len(deliveries(log)) + 15
+            wait_until(lambda: len(deliveries(log)) >= wanted, "15 deliveries by this courier")
             if len(couriers) < 3:
                 courier.proc.send_signal(signal.SIGKILL)
                 courier.finish(timeout=PATIENCE)
