@@ -60,10 +60,32 @@ def test_status_counts_the_queues_of_a_postgres_schema(
 
     code, out, _ = cli(capsys, pg_dsn, pg_schema, "status")
     assert code == EXIT_OK
-    assert re.search(r"^emails +1 +1 +1 +1 +\S+$", out, re.MULTILINE), out
+    assert re.search(r"^emails +1 +1 +0 +1 +1 +\S+$", out, re.MULTILINE), out
     assert re.search(r"^nightly +1d +reports +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +-$", out, re.MULTILINE), out
     assert f"schema {pg_schema!r} at " in out
     assert max(len(line) for line in out.splitlines()) <= 79
+
+
+def test_queues_pause_and_resume_a_queue_and_status_shows_it_paused_with_its_waiting_jobs(
+    store: Store, pg_dsn: str, pg_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emails = store.queue("emails")
+    for n in range(3):
+        emails.enqueue(n, alkstore.EnqueueOpts(ordering_key="ada"))
+
+    code, out, _ = cli(capsys, pg_dsn, pg_schema, "queues", "pause", "emails")
+    assert code == EXIT_OK
+    assert out.startswith("paused queue 'emails': workers stop claiming its jobs within 2 s")
+    assert store.queue_stats("emails")[0].paused
+    code, out, _ = cli(capsys, pg_dsn, pg_schema, "status")
+    assert re.search(r"^emails \(paused\) +1 +0 +2 +0 +0 +\S+$", out, re.MULTILINE), out
+    code, out, _ = cli(capsys, pg_dsn, pg_schema, "status", "--json")
+    (queue,) = json.loads(out)["queues"]
+    assert (queue["paused"], queue["ready"], queue["waiting"]) == (True, 1, 2)
+
+    code, out, _ = cli(capsys, pg_dsn, pg_schema, "queues", "resume", "emails", "--json")
+    assert (code, json.loads(out)) == (EXIT_OK, {"queue": "emails", "paused": False})
+    assert not store.queue_stats("emails")[0].paused
 
 
 def test_healthcheck_follows_the_leader_of_a_schema_with_schedules(

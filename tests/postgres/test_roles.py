@@ -23,7 +23,9 @@ from psycopg import sql
 
 import alkstore
 from alkstore import (
+    CancelOutcome,
     DatabaseError,
+    EnqueueOpts,
     InvalidOptions,
     Job,
     Lock,
@@ -171,6 +173,22 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     queue = store.queue("emails")
     assert queue.defaults().max_attempts >= 1  # reads the queue's stored configuration
     assert queue.configure(visibility_timeout=120).visibility_timeout == timedelta(seconds=120)  # writes it
+
+    # The queue controls: a pause, a limit, keys (the promotion trigger), a cancel request.
+    controls = store.queue("controls")
+    controls.pause()
+    controls.resume()
+    assert controls.configure(concurrency=2).concurrency == 2  # the limited claim locks the queue's row
+    unique = controls.enqueue("unique", EnqueueOpts(unique_key="u"))
+    assert not controls.enqueue("again", EnqueueOpts(unique_key="u")).created
+    head, behind = (controls.enqueue(n, EnqueueOpts(ordering_key="k")) for n in range(2))
+    claimed = controls.claim_many("w0", 10)
+    assert sorted(job.id for job in claimed) == sorted([unique, head])
+    assert store.cancel(unique) is CancelOutcome.CANCELLING
+    store.ack_many(claimed)  # the head's delete promotes the next of its key
+    promoted = must_claim(controls, "w0")
+    assert promoted.id == behind
+    promoted.ack()
 
     # Enqueue and claim, finish every way.
     first, second, third = (queue.enqueue({"n": n}) for n in range(3))

@@ -44,6 +44,7 @@ INCLUDED_ONLY = {"lease_probe": "claim"}  # bench/churn.py explains the claim's 
 LISTINGS = {
     JobPhase.READY: "list_ready",
     JobPhase.DELAYED: "list_delayed",
+    JobPhase.WAITING: "list_waiting",
     JobPhase.RUNNING: "list_running",
     JobPhase.DEAD: "list_dead",
 }
@@ -133,7 +134,8 @@ def test_a_listing_sorts_every_part_in_its_phases_declared_order(phase: JobPhase
 @pytest.mark.parametrize("name", ["claim", "ack_and_claim"])
 def test_the_claim_takes_jobs_in_the_declared_claim_order(name: str) -> None:
     text = flat(_sql._TEMPLATES[name])
-    assert re.findall(r"ORDER BY ([^()]*?) LIMIT %\(limit\)s FOR UPDATE SKIP LOCKED", text) == [order_by(CLAIM_ORDER)]
+    found = re.findall(r"ORDER BY ([^()]*?) LIMIT (?:%\(limit\)s|CASE WHEN .*? END) FOR UPDATE SKIP LOCKED", text)
+    assert found == [order_by(CLAIM_ORDER)]
 
 
 # -- on the server ---------------------------------------------------------------------------
@@ -205,6 +207,8 @@ def filled(open_store: Any, clock: ManualClock) -> Store:
             job.fail("dead")
         clock.advance(1)
     queue.claim_many("w", 4)
+    for n in range(6):  # one head per key (pending) and the rest waiting behind it
+        queue.enqueue(n, EnqueueOpts(ordering_key=f"key-{n % 2}"))
     return store
 
 

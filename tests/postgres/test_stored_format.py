@@ -27,13 +27,14 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
     (3, "batches_config_and_delayed_jobs"),
     (4, "operations"),
     (5, "bounded_tables"),
+    (6, "queue_controls"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -67,6 +68,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("task", "text"),
         ("last_traceback", "bytea"),
         ("trace", "text"),
+        ("ordering_key", "text" + _C),
     ],
     "jobs": [
         ("id", "bigint NOT NULL"),
@@ -89,6 +91,10 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("task", "text"),
         ("last_traceback", "bytea"),
         ("trace", "text"),
+        ("unique_key", "text" + _C),
+        ("unique_running", "boolean NOT NULL"),
+        ("ordering_key", "text" + _C),
+        ("cancel_requested", "boolean NOT NULL"),
     ],
     "locks": [
         ("name", "text NOT NULL" + _C),
@@ -103,6 +109,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("backoff_base_us", "bigint"),
         ("backoff_cap_us", "bigint"),
         ("priority", "integer"),
+        ("concurrency", "integer"),
+        ("paused", "boolean NOT NULL"),
     ],
     "schedules": [
         ("name", "text NOT NULL" + _C),
@@ -116,6 +124,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("next_boundary", f"{_TS} NOT NULL"),
         ("task", "text"),
         ("last_boundary", _TS),
+        ("anchor", _TS),
     ],
     "schema_version": [
         ("version", "integer NOT NULL"),
@@ -152,7 +161,13 @@ INDEXES = {
     "jobs_lease": (
         "CREATE INDEX jobs_lease ON {s}.jobs USING btree (queue, lease_until) WHERE (state = 'running'::text)"
     ),
+    "jobs_ordering": (
+        "CREATE INDEX jobs_ordering ON {s}.jobs USING btree (queue, ordering_key, id) WHERE (ordering_key IS NOT NULL)"
+    ),
     "jobs_pkey": "CREATE UNIQUE INDEX jobs_pkey ON {s}.jobs USING btree (id)",
+    "jobs_unique": (
+        "CREATE UNIQUE INDEX jobs_unique ON {s}.jobs USING btree (queue, unique_key) WHERE (unique_key IS NOT NULL)"
+    ),
     "locks_pkey": "CREATE UNIQUE INDEX locks_pkey ON {s}.locks USING btree (name)",
     "queues_pkey": "CREATE UNIQUE INDEX queues_pkey ON {s}.queues USING btree (name)",
     "schedules_next_boundary": ("CREATE INDEX schedules_next_boundary ON {s}.schedules USING btree (next_boundary)"),
@@ -164,19 +179,28 @@ INDEXES = {
 #: a process still running the previous release calls them until it is replaced.
 FUNCTIONS = {
     f"bury_3(p_ids bigint[], p_fences bigint[], p_errors bytea[], p_tracebacks bytea[], p_now {_TS})": ("SETOF bigint"),
+    f"allowance_6(p_queue text, p_now {_TS}, p_limit integer)": "integer",
+    f"bury_6(p_ids bigint[], p_fences bigint[], p_errors bytea[], p_tracebacks bytea[], p_now {_TS})": ("SETOF bigint"),
     "channel(p_schema text, p_queue text)": "text",
     (
         f"claim(p_queue text, p_worker text, p_now {_TS}, p_lease_until {_TS},"
         " p_lease_expired_error bytea, p_job_expired_error bytea)"
     ): "SETOF {s}.jobs",
     "listen(p_schema text, p_queue text)": "void",
+    "lock_ordering_key_6(p_schema text, p_queue text, p_key text)": "void",
     "next_job_ids(p_count integer)": "SETOF bigint",
     f"queue_counts_4(p_queue text, p_now {_TS}, p_cap bigint)": (
         f"TABLE(ready bigint, delayed bigint, running bigint, dead bigint, oldest_ready {_TS})"
     ),
+    f"queue_counts_6(p_queue text, p_now {_TS}, p_cap bigint)": (
+        f"TABLE(ready bigint, delayed bigint, running bigint, dead bigint, oldest_ready {_TS},"
+        " waiting bigint, paused boolean)"
+    ),
+    "promote_6()": "trigger",
     "queues_4()": "SETOF text",
     f"sweep(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_3(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
+    f"sweep_6(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"try_lock(p_name text, p_owner text, p_now {_TS}, p_expires_at {_TS})": "SETOF {s}.locks",
 }
 #: The reserved names a database holds rows under.

@@ -9,13 +9,15 @@
 
 -- -- jobs --------------------------------------------------------------------------------------
 
+-- Keys compare byte by byte (COLLATE "C", as queue names do): a unique index must not depend on
+-- the operating system's locale rules, which change with its upgrades.
 ALTER TABLE jobs
-    ADD COLUMN unique_key text,
+    ADD COLUMN unique_key text COLLATE "C",
     ADD COLUMN unique_running boolean NOT NULL DEFAULT false,
-    ADD COLUMN ordering_key text,
+    ADD COLUMN ordering_key text COLLATE "C",
     ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
 
-ALTER TABLE dead_jobs ADD COLUMN ordering_key text;
+ALTER TABLE dead_jobs ADD COLUMN ordering_key text COLLATE "C";
 
 -- The holder of each unique key: enqueue's ON CONFLICT arbiter. A job holds its key while it
 -- is pending, delayed or waiting; the claim clears it unless the job holds it while it runs.
