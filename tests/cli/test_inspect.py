@@ -198,10 +198,8 @@ def test_status_counts_up_to_10000_unless_asked_for_exact_counts(
     now = shared.clock.now()
     shared.store.engine.enqueue([NewJob("backlog", b"1", 0, now, None, 3)] * 10_001, now)
 
-    assert (
-        "\nbacklog                  10000+         0         0         0         0      0s\n"
-        in cli(capsys, "status")[1]
-    )
+    counted = "\nbacklog" + " " * 18 + "10000+         0         0         0         0      0s\n"
+    assert counted in cli(capsys, "status")[1]
     assert (
         "\nbacklog                   10001         0         0         0         0      0s\n"
         in (cli(capsys, "status", "--exact")[1])

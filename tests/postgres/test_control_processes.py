@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,12 @@ def deliveries(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def more_deliveries(log: Path, count: int) -> Callable[[], bool]:
+    """Whether ``count`` more lines than now are in the log."""
+    wanted = len(deliveries(log)) + count
+    return lambda: len(deliveries(log)) >= wanted
+
+
 def test_a_keyed_outbox_is_delivered_in_commit_order_per_key_across_courier_sigkills(
     tmp_path: Path, pg_dsn: str, pg_schema: str
 ) -> None:
@@ -85,8 +92,7 @@ def test_a_keyed_outbox_is_delivered_in_commit_order_per_key_across_courier_sigk
             courier = LiveProcess([sys.executable, str(script), pg_dsn, pg_schema, str(log)], cwd=tmp_path)
             couriers.append(courier)
             courier.wait_log(lambda line: "courier ready" in line, timeout=PATIENCE)
-            wanted = len(deliveries(log)) + 15
-            wait_until(lambda: len(deliveries(log)) >= wanted, "15 deliveries by this courier")
+            wait_until(more_deliveries(log, 15), "15 deliveries by this courier")
             if len(couriers) < 3:
                 courier.proc.send_signal(signal.SIGKILL)
                 courier.finish(timeout=PATIENCE)
