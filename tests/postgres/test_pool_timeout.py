@@ -7,12 +7,14 @@ renew a lease that lapsed while it waited.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import alkstore
 from alkstore import DatabaseUnavailable, InvalidOptions, LeadershipLost, StopToken, SystemClock
 from alkstore._leader import LEASE_TTL
 from alkstore._names import SCHEDULER_LOCK
@@ -70,6 +72,39 @@ def test_a_lock_renewal_starved_of_connections_fails_before_the_lease_lapses_and
         timer.join()
     assert waited < 2.0, f"the renewal waited {waited:.1f} s for a connection, past the 2 s lease"
     assert engine.read_lock("starved") == lock
+
+
+def test_an_async_lock_renewal_starved_of_connections_fails_before_the_lease_lapses(
+    pg_dsn: str, pg_module_schema: str
+) -> None:
+    async def body() -> None:
+        store = await alkstore.open_async(
+            pg_dsn, schema=pg_module_schema, migrate=True, min_size=1, max_size=POOL, clock=SystemClock()
+        )
+        try:
+            engine = store.engine
+            now = datetime.now(UTC)
+            lock = await engine.try_lock("starved async", "owner", now, now + timedelta(seconds=2))
+            assert lock is not None
+            held = [await engine.pool.getconn() for _ in range(POOL)]  # type: ignore[attr-defined]
+
+            async def give_back_later() -> None:
+                await asyncio.sleep(3.0)  # after the lease lapsed
+                for conn in held:
+                    await engine.pool.putconn(conn)  # type: ignore[attr-defined]
+
+            returning = asyncio.create_task(give_back_later())
+            started = time.monotonic()
+            with pytest.raises(DatabaseUnavailable):
+                await engine.renew_lock(lock, now, datetime.now(UTC) + timedelta(seconds=10))
+            waited = time.monotonic() - started
+            await returning
+            assert waited < 2.0, f"the renewal waited {waited:.1f} s for a connection, past the 2 s lease"
+            assert await engine.read_lock("starved async") == lock
+        finally:
+            await store.close()
+
+    asyncio.run(body())
 
 
 def test_a_leader_starved_of_connections_by_its_own_threads_stands_down_before_its_lease_lapses(
