@@ -16,6 +16,7 @@ from ._acompat import ASYNC, AHelper, Helper, aspawn, spawn
 from ._boundary import registration_boundary, soonest
 from ._engine import Engine, Waiter
 from ._engine_async import AsyncEngine, AsyncWaiter
+from ._leader import LEASE_TTL as SCHEDULER_LEASE
 from ._names import RESERVED_PREFIX
 from ._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, phase_at
 from ._port import (
@@ -57,6 +58,7 @@ __all__ = [
     "LEASE_EXPIRED_ERROR",
     "ORDERS",
     "RESERVED_PREFIX",
+    "SCHEDULER_LEASE",
     "AHelper",
     "AsyncEngine",
     "AsyncWaiter",

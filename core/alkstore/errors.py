@@ -17,6 +17,7 @@ wrong kind), so generic handlers keep working::
     ├── StoreClosed                        a call on a store after ``close()``
     └── DatabaseError                      a driver error, raised ``from`` the original
         ├── DatabaseUnavailable            transient: connection lost, pool timeout, shutdown; retry later
+        ├── PoolerMisconfigured            a transaction pooler without ``prepare_threshold=None``
         └── SchemaOutOfDate                the database schema is missing or older than the code
 
 Input errors are raised before any I/O, so a rejected call never leaves anything half-written.
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidTransaction",
     "LeadershipLost",
     "LeaseLost",
+    "PoolerMisconfigured",
     "ReservedName",
     "SchemaOutOfDate",
     "StoreClosed",
@@ -99,6 +101,11 @@ class DatabaseUnavailable(DatabaseError):
     Retrying later may succeed. A call whose connection was lost in flight may or may not have
     taken effect; fenced calls and re-registrations make such a retry safe.
     """
+
+
+class PoolerMisconfigured(DatabaseError):
+    """The server lost track of the driver's prepared statements: a transaction pooler (PgBouncer
+    ``pool_mode = transaction``) without the store's pooler options; permanent until reconfigured."""
 
 
 class SchemaOutOfDate(DatabaseError):

@@ -12,7 +12,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
-from alkstore import DatabaseError, DatabaseUnavailable
+from alkstore import DatabaseError, DatabaseUnavailable, PoolerMisconfigured
 from alkstore.adapters.postgres._errors import TRANSIENT_SQLSTATES, is_transient, translated
 
 from .conftest import OpenStore, engine_of, table, wait_until
@@ -91,3 +91,34 @@ def test_the_transient_class_is_the_errors_a_retry_can_outlive(error: psycopg.Er
 def test_every_transient_sqlstate_names_a_psycopg_error_class() -> None:
     for sqlstate in TRANSIENT_SQLSTATES:
         assert pg_errors.lookup(sqlstate).sqlstate == sqlstate
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pg_errors.InvalidSqlStatementName('prepared statement "_pg3_0" does not exist'),
+        pg_errors.DuplicatePreparedStatement('prepared statement "_pg3_4" already exists'),
+        pg_errors.ProtocolViolation('bind message supplies 8 parameters, but prepared statement "_pg3_1" requires 2'),
+    ],
+)
+def test_what_only_a_transaction_pooler_losing_prepared_statements_causes_is_pooler_misconfigured(
+    error: psycopg.Error,
+) -> None:
+    translation = translated(error)
+    assert type(translation) is PoolerMisconfigured
+    assert "prepare_threshold=None" in str(translation)
+    assert "listen_url" in str(translation)
+    assert str(error) in str(translation)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (pg_errors.InvalidSqlStatementName('prepared statement "mine" does not exist'), DatabaseError),
+        (pg_errors.ProtocolViolation("server closed the session"), DatabaseUnavailable),
+    ],
+)
+def test_the_same_sqlstates_without_psycopgs_statement_names_keep_their_translation(
+    error: psycopg.Error, kind: type[DatabaseError]
+) -> None:
+    assert type(translated(error)) is kind

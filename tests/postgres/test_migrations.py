@@ -248,6 +248,7 @@ def engine_schema(store: alkstore.Store) -> str:
         ({"max_size": True}, "max_size must be an int"),
         ({"migrate": "yes"}, "migrate must be a bool"),
         ({"pool_timeout": 0}, "pool_timeout must be a positive number"),
+        ({"pool_timeout": 10}, "pool_timeout must be under the scheduler.s 10 s lease"),
         ({"connect_timeout": float("nan")}, "connect_timeout must be a positive number"),
         ({"pool_size": 3}, "unknown option"),
     ],

@@ -15,13 +15,15 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
 import pytest
 
 import alkstore
-from alkstore import InvalidOptions, ManualClock, Store
+from alkstore import DatabaseError, InvalidOptions, ManualClock, PoolerMisconfigured, Store
+from alkstore.adapters.postgres import _errors
 from tests._claimer import Claimer
 from tests.support import must_claim
 
@@ -334,3 +336,36 @@ def test_behind_a_session_pooler_too_small_for_the_store_listening_claims_wake_t
     closer.join(PATIENCE)
     assert not closer.is_alive(), "close() did not return"
     assert [record.getMessage() for record in caplog.records if record.name.startswith("psycopg")] == []
+
+
+# -- a transaction pooler without the options ------------------------------------------------
+
+
+def test_a_transaction_pooler_without_its_options_raises_pooler_misconfigured_naming_the_fix_logged_once(
+    open_store: OpenStore,
+    transaction_pooler: PgBouncer,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_errors, "_told", False)  # once per process: this test's process
+    store = open_store(url=transaction_pooler.url(), max_size=4)  # psycopg prepares after 5 executions
+    queue = store.queue(unique("prepared"))
+    caplog.set_level(logging.ERROR, "alkstore.postgres")
+    raised: list[BaseException] = []
+
+    def call(_: int) -> None:
+        try:
+            queue.enqueue(1)
+        except DatabaseError as exc:
+            raised.append(exc)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(call, range(200)))
+    assert raised, "no call met another client's server connection"
+    assert {type(exc) for exc in raised} == {PoolerMisconfigured}
+    message = str(raised[0])
+    assert "prepare_threshold=None" in message
+    assert "listen_url" in message
+    assert "_pg3_" in message or "bind message" in message
+    told = [record for record in caplog.records if "prepare_threshold=None" in record.getMessage()]
+    assert len(told) == 1

@@ -155,9 +155,9 @@ class AsyncConnections:
         finally:
             await self.pool.putconn(conn)
 
-    async def _getconn(self) -> AsyncPooledConnection:
+    async def _getconn(self, wait: float | None = None) -> AsyncPooledConnection:
         try:
-            return await self.pool.getconn()
+            return await self.pool.getconn(wait)
         except psycopg.Error as exc:
             raise_translated(exc)
 
@@ -172,10 +172,19 @@ class AsyncConnections:
                 raise_translated(exc)
 
     async def one(
-        self, statement: str, params: Mapping[str, Any], row: BaseRowFactory[_R], *, binary: bool = False
+        self,
+        statement: str,
+        params: Mapping[str, Any],
+        row: BaseRowFactory[_R],
+        *,
+        binary: bool = False,
+        wait: float | None = None,
     ) -> _R | None:
-        """Run one statement on a pooled connection; its first row, or ``None``."""
-        return await self._run(statement, params, row, binary, psycopg.AsyncCursor.fetchone)  # type: ignore[no-any-return]
+        """Run one statement on a pooled connection; its first row, or ``None``.
+
+        ``wait``: the most seconds to wait for a free connection, when less than ``pool_timeout``.
+        """
+        return await self._run(statement, params, row, binary, psycopg.AsyncCursor.fetchone, wait)  # type: ignore[no-any-return]
 
     async def all(
         self, statement: str, params: Mapping[str, Any], row: BaseRowFactory[_R], *, binary: bool = False
@@ -190,9 +199,10 @@ class AsyncConnections:
         row: BaseRowFactory[Any],
         binary: bool,
         fetch: Callable[[psycopg.AsyncCursor[Any]], Any],
+        wait: float | None = None,
     ) -> Any:
         """The hot calls' form of ``connection()``: the same checkout and translation, inline."""
-        conn = await self._getconn()
+        conn = await self._getconn(wait)
         try:
             return await fetch(await conn.run(statement, params, row, binary=binary))
         except psycopg.Error as exc:

@@ -64,8 +64,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
     ``min_size``/``max_size`` of the connection pool (1/10), ``migrate`` (``False``: opening
     an unmigrated or older schema raises ``SchemaOutOfDate``; ``True`` migrates first),
     ``connect_timeout`` (seconds per connection attempt; default the URL's, else 10),
-    ``pool_timeout`` (seconds to wait for a free pooled connection, 10), ``prepare_threshold``
-    (psycopg's, default 5; ``None`` never prepares statements, as a transaction pooler needs),
+    ``pool_timeout`` (seconds to wait for a free pooled connection, 5; under the scheduler's 10 s
+    lease, ADR 036), ``prepare_threshold`` (psycopg's, default 5; ``None`` never prepares
+    statements, as a transaction pooler needs),
     ``listen_url`` (where parked claims LISTEN; default the URL) and ``listen_max_size`` (the
     listening pool's bound, default ``max_size``) and ``grant`` (roles that migrating makes
     application roles of the schema, ADR 019). A store holds at most ``max_size +
@@ -445,7 +446,11 @@ class AsyncPostgresEngine(port.AsyncEngine):
 
     async def renew_lock(self, lock: port.LockRecord, now: datetime, expires_at: datetime) -> port.LockRecord:
         params = {"name": lock.name, "token": lock.token, "now": now, "expires_at": expires_at}
-        renewed = await self._connections.one(self._sql.renew_lock, params, _rows.LOCK)
+        # Wait for a connection at most half what is left of the lease (ADR 036): a renewal that
+        # gets none fails while the lease holds, and never renews late on a stale ``now``.
+        left = (lock.expires_at - now).total_seconds()
+        wait = min(self._options.pool_timeout, max(left / 2, 0.001))
+        renewed = await self._connections.one(self._sql.renew_lock, params, _rows.LOCK, wait=wait)
         if renewed is None:
             raise LeaseLost(f"lock {lock.name!r} is no longer held by {lock.owner!r}")
         return renewed

@@ -3,19 +3,40 @@
 ``DatabaseUnavailable`` marks what a loop may retry: the connection was lost or could not be
 made, the pool had none to lend in time, the server is shutting down or starting, too many
 connections, or the transaction lost a serialization or deadlock conflict and was rolled back.
-Everything else is a permanent ``DatabaseError`` (a missing table, a permission, a bug).
+Everything else is a permanent ``DatabaseError`` (a missing table, a permission, a bug). Errors
+that only a transaction pooler without ``prepare_threshold=None`` causes are ``PoolerMisconfigured``,
+whose message says what to set, logged once per process (ADR 037).
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import NoReturn
 
 import psycopg
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from alkstore.errors import DatabaseError, DatabaseUnavailable, StoreClosed
+from alkstore.errors import DatabaseError, DatabaseUnavailable, PoolerMisconfigured, StoreClosed
 
-__all__ = ["TRANSIENT_SQLSTATES", "is_transient", "raise_translated", "translated"]
+__all__ = ["POOLER_FIX", "TRANSIENT_SQLSTATES", "is_pooler_symptom", "is_transient", "raise_translated", "translated"]
+
+log = logging.getLogger("alkstore.postgres")
+
+#: What the server says when psycopg's prepared statements (``_pg3_<n>``) meet a server connection
+#: other than the one they were prepared on, by SQLSTATE: does not exist, already exists, and
+#: another statement's parameters bound to one of ours.
+_POOLER_SYMPTOMS = {
+    "26000": re.compile(r'prepared statement "_pg3_\w+" does not exist'),
+    "42P05": re.compile(r'prepared statement "_pg3_\w+" already exists'),
+    "08P01": re.compile(r'bind message supplies \d+ parameters?, but prepared statement "_pg3_\w+" requires \d+'),
+}
+POOLER_FIX = (
+    "the store seems to go through a transaction pooler (PgBouncer pool_mode = transaction) that does not"
+    " follow prepared statements: open it with prepare_threshold=None, and with listen_url set to a"
+    " direct or session-pooled URL for LISTEN (ADR 019)"
+)
+_told = False
 
 #: SQLSTATEs after which the same call may succeed later.
 TRANSIENT_SQLSTATES = frozenset(
@@ -37,6 +58,12 @@ TRANSIENT_SQLSTATES = frozenset(
 )
 
 
+def is_pooler_symptom(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` is one only a transaction pooler that loses prepared statements causes."""
+    symptom = _POOLER_SYMPTOMS.get(exc.sqlstate or "")
+    return symptom is not None and symptom.search(str(exc)) is not None
+
+
 def is_transient(exc: psycopg.Error) -> bool:
     """Whether a later retry of the failed call may succeed."""
     if isinstance(exc, PoolTimeout):
@@ -53,7 +80,18 @@ def translated(exc: psycopg.Error) -> StoreClosed | DatabaseError:
         return StoreClosed("this store is closed")
     code = f" [{exc.sqlstate}]" if exc.sqlstate else ""
     message = f"PostgreSQL error{code}: {type(exc).__name__}: {exc}".rstrip(": ")
+    if is_pooler_symptom(exc):
+        _tell_once(message)
+        return PoolerMisconfigured(f"{POOLER_FIX}; {message}")
     return DatabaseUnavailable(message) if is_transient(exc) else DatabaseError(message)
+
+
+def _tell_once(message: str) -> None:
+    """Log the pooler fix once per process; every later call still raises, without a log line."""
+    global _told
+    if not _told:
+        _told = True
+        log.error("%s (%s); further calls raise PoolerMisconfigured without logging it again", POOLER_FIX, message)
 
 
 def raise_translated(exc: psycopg.Error) -> NoReturn:

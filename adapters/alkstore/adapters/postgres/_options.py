@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from alkstore.engine import redact
+from alkstore.engine import SCHEDULER_LEASE, redact
 from alkstore.errors import InvalidOptions
 
 __all__ = ["SCHEMES", "EngineOptions", "parse_options"]
@@ -21,7 +21,9 @@ DEFAULT_SCHEMA = "alkstore"
 DEFAULT_MIN_SIZE = 1
 DEFAULT_MAX_SIZE = 10
 DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_POOL_TIMEOUT = 10.0
+#: Half the scheduler's lease (ADR 036): a leader sharing the pool gets a connection, or gives up
+#: waiting, while its lease still holds.
+DEFAULT_POOL_TIMEOUT = SCHEDULER_LEASE.total_seconds() / 2
 #: psycopg's own default: a statement is prepared on the server after this many executions.
 DEFAULT_PREPARE_THRESHOLD = 5
 #: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
@@ -114,7 +116,7 @@ def parse_options(url: str, options: Mapping[str, Any]) -> EngineOptions:
         max_size=max_size,
         migrate=migrate,
         connect_timeout=_check_seconds(connect_timeout, "connect_timeout"),
-        pool_timeout=_check_seconds(options.get("pool_timeout", DEFAULT_POOL_TIMEOUT), "pool_timeout"),
+        pool_timeout=_check_pool_timeout(options.get("pool_timeout", DEFAULT_POOL_TIMEOUT)),
         prepare_threshold=prepare_threshold,
         listen_url=listen_url,
         listen_max_size=_check_int(options.get("listen_max_size", max_size), "listen_max_size", 1),
@@ -194,6 +196,18 @@ def _check_int(value: object, what: str, low: int) -> int:
     if value < low:
         raise InvalidOptions(f"{what} must be at least {low}, not {value}")
     return value
+
+
+def _check_pool_timeout(value: object) -> float:
+    """``pool_timeout``: under the scheduler's lease, which any store may lead under (ADR 036)."""
+    seconds = _check_seconds(value, "pool_timeout")
+    lease = SCHEDULER_LEASE.total_seconds()
+    if seconds >= lease:
+        raise InvalidOptions(
+            f"pool_timeout must be under the scheduler's {lease:g} s lease, not {value!r}: a leader waiting"
+            f" that long for a connection would outlive its lease (default {DEFAULT_POOL_TIMEOUT:g} s)"
+        )
+    return seconds
 
 
 def _check_seconds(value: object, what: str) -> float:
