@@ -34,6 +34,8 @@ class Kind(StrEnum):
     OUTBOX_COMMIT = "outbox_commit"
     DELIVERY = "delivery"
     FAULT = "fault"
+    #: The harness read the final snapshot: the history's end, up to which boundaries come due.
+    SNAPSHOT = "snapshot"
 
 
 #: The fault actions a nemesis records (``Event.action``); ``cut`` opens an outage, ``heal`` ends it.
