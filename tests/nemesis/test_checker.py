@@ -157,3 +157,26 @@ def test_a_snapshot_reads_back_as_written(tmp_path: Path) -> None:
 def test_an_event_reads_back_as_written() -> None:
     event = Event(Kind.FAULT, "nemesis", 1, 2.5, 1e9, action="cut", target="proxy")
     assert Event.from_json(event.to_json()) == event
+
+
+def test_an_ack_issued_before_a_newer_claim_was_granted_is_not_stale_though_logged_after_it() -> None:
+    rec = Recorder()
+    job = rec.job()
+    rec.enqueue(job)
+    rec.claim(job, 1, "worker-0", lease=1.0)
+    rec.run_start(job, 1, "worker-0")
+    rec.run_end(job, 1, "worker-0")
+    issued = rec.now
+    rec.advance(1.5)
+    rec.claim(job, 2, "worker-1")  # the engine sweeps a lease it saw lapse, while the ack was in flight
+    rec.log(Kind.ACK, "worker-0", began=issued, job=job, fence=1, worker="worker-0", ok=True)
+    rec.finish()
+    assert run_checker(rec) == []
+
+
+def test_a_message_the_sink_holds_is_delivered_though_no_courier_logged_it() -> None:
+    rec = Recorder()
+    rec.commit("m1", "a")
+    rec.delivered.add("m1")  # the courier was killed between delivering and logging
+    rec.finish()
+    assert run_checker(rec) == []
