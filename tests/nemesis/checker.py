@@ -92,12 +92,17 @@ def _ok_acks(events: Sequence[Event]) -> list[Event]:
     return [event for event in events if event.kind is Kind.ACK and event.ok]
 
 
+def _maybe_acked(events: Sequence[Event]) -> bool:
+    """An ``ok`` ack, or one issued whose outcome was never logged (``ok`` unset: its process died)."""
+    return any(event.kind is Kind.ACK and event.ok is not False for event in events)
+
+
 def _lost(history: Sequence[Event], by_job: dict[int, list[Event]], snapshot: Snapshot) -> Iterator[Anomaly]:
     """A committed job is acked (done), dead, or still pending or running; anything else is lost."""
     kept = snapshot.pending | snapshot.running | snapshot.dead
     for enqueue in _of(history, Kind.ENQUEUE_COMMITTED):
         assert enqueue.job is not None
-        if enqueue.job not in kept and not _ok_acks(by_job[enqueue.job]):
+        if enqueue.job not in kept and not _maybe_acked(by_job[enqueue.job]):
             yield Anomaly(AnomalyKind.LOST, f"job {enqueue.job}", (enqueue,))
 
 

@@ -180,3 +180,28 @@ def test_a_message_the_sink_holds_is_delivered_though_no_courier_logged_it() -> 
     rec.delivered.add("m1")  # the courier was killed between delivering and logging
     rec.finish()
     assert run_checker(rec) == []
+
+
+def test_a_job_whose_ack_was_issued_but_never_answered_is_not_lost() -> None:
+    rec = Recorder()
+    job = rec.job()
+    rec.enqueue(job)
+    rec.claim(job, 1, "worker-0")
+    rec.run_start(job, 1, "worker-0")
+    rec.run_end(job, 1, "worker-0")
+    rec.log(Kind.ACK, "worker-0", job=job, fence=1, worker="worker-0")  # the intent, logged before the call
+    rec.log(Kind.FAULT, "nemesis", action="kill", target="worker-0")
+    rec.finish()
+    assert run_checker(rec) == []
+
+
+def test_a_job_whose_only_ack_was_refused_and_is_gone_is_lost() -> None:
+    rec = Recorder()
+    job = rec.job()
+    enqueue = rec.enqueue(job)
+    rec.claim(job, 1, "worker-0")
+    rec.ack(job, 1, "worker-0", ok=False)
+    rec.finish()
+    assert [(a.kind, a.evidence) for a in check(rec.events, rec.snapshot(), PARAMS)] == [
+        (AnomalyKind.LOST, (enqueue,))
+    ]
