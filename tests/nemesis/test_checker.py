@@ -202,6 +202,4 @@ def test_a_job_whose_only_ack_was_refused_and_is_gone_is_lost() -> None:
     rec.claim(job, 1, "worker-0")
     rec.ack(job, 1, "worker-0", ok=False)
     rec.finish()
-    assert [(a.kind, a.evidence) for a in check(rec.events, rec.snapshot(), PARAMS)] == [
-        (AnomalyKind.LOST, (enqueue,))
-    ]
+    assert [(a.kind, a.evidence) for a in check(rec.events, rec.snapshot(), PARAMS)] == [(AnomalyKind.LOST, (enqueue,))]
