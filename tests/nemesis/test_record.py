@@ -1,9 +1,12 @@
-"""The recorded steps on the memory engine: a small run with a lapsed lease and a burial checks clean."""
+"""The recorded steps on each engine: a small run with a lapsed lease and a burial checks clean."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 import alkstore
 
@@ -14,10 +17,23 @@ from .history import HistoryWriter, Kind, load_history
 from .model import PARAMS
 
 
-def test_a_recorded_run_with_a_refused_stale_ack_and_a_burial_checks_clean(tmp_path: Path) -> None:
+@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest) -> Iterator[alkstore.Store]:
+    """A store on the memory engine, or on a fresh schema of the test server."""
+    if request.param == "memory":
+        with alkstore.open("memory://") as memory:
+            yield memory
+        return
+    dsn, schema = request.getfixturevalue("pg_dsn"), request.getfixturevalue("pg_schema")
+    with alkstore.open(dsn, schema=schema, migrate=True, min_size=0, max_size=2) as postgres:
+        yield postgres
+
+
+def test_a_recorded_run_with_a_refused_stale_ack_and_a_burial_checks_clean(
+    store: alkstore.Store, tmp_path: Path
+) -> None:
     history = tmp_path / "history"
     with (
-        alkstore.open("memory://") as store,
         HistoryWriter(history, "producer") as producer,
         HistoryWriter(history, "worker-a") as a,
         HistoryWriter(history, "worker-b") as b,
