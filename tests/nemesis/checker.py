@@ -136,29 +136,38 @@ class _Run:
     held_until: float  # wall: the earlier of the run's end and its lease's end
 
 
-def _runs(history: Sequence[Event], events: Sequence[Event]) -> list[_Run]:
+def _kills(history: Sequence[Event]) -> dict[str | None, list[Event]]:
+    """The ``kill`` faults, by the process they killed."""
+    kills: defaultdict[str | None, list[Event]] = defaultdict(list)
+    for fault in _of(history, Kind.FAULT):
+        if fault.action == "kill":
+            kills[fault.target].append(fault)
+    return kills
+
+
+def _runs(kills: dict[str | None, list[Event]], events: Sequence[Event]) -> list[_Run]:
     """A job's runs, each held until it ended (or its process was killed) or its lease ran out."""
     runs = []
     for start in _of(events, Kind.RUN_START):
-        same = [e for e in events if e.fence == start.fence and e.process == start.process and e.mono > start.mono]
-        ends = [e.wall for e in same if e.kind is Kind.RUN_END]
-        kills = [
-            f.wall
-            for f in _of(history, Kind.FAULT)
-            if f.action == "kill" and f.target == start.process and f.mono > start.mono
+        ends = [
+            e.wall
+            for e in events
+            if e.kind is Kind.RUN_END and e.fence == start.fence and e.process == start.process and e.mono > start.mono
         ]
+        killed = [f.wall for f in kills.get(start.process, ()) if f.mono > start.mono]
         claims = [e for e in events if e.kind is Kind.CLAIM and e.fence == start.fence]
         leases = [e.lease_until for e in _of(events, Kind.CLAIM, Kind.HEARTBEAT) if e.fence == start.fence]
         lease = max((lease for lease in leases if lease is not None), default=math.inf)
-        ended = min([*ends, *kills], default=math.inf)
+        ended = min([*ends, *killed], default=math.inf)
         runs.append(_Run(start, claims[0] if claims else None, min(ended, lease)))
     return sorted(runs, key=lambda run: run.start.wall)
 
 
 def _overlapping_runs(history: Sequence[Event], by_job: dict[int, list[Event]], params: Params) -> Iterator[Anomaly]:
     """A run may start only once every earlier run of its job has ended or lost its lease."""
+    kills = _kills(history)
     for job, events in by_job.items():
-        runs = _runs(history, events)
+        runs = _runs(kills, events)
         for i, first in enumerate(runs):
             for second in runs[i + 1 :]:
                 if second.start.wall < first.held_until - params.slack:
@@ -167,10 +176,12 @@ def _overlapping_runs(history: Sequence[Event], by_job: dict[int, list[Event]], 
 
 
 def _too_many_runs(history: Sequence[Event], by_job: dict[int, list[Event]]) -> Iterator[Anomaly]:
-    """A job runs at most its ``max_attempts`` times."""
+    """A job runs at most its ``max_attempts`` times; a run whose claim was released took no attempt."""
     for enqueue in _of(history, Kind.ENQUEUE_COMMITTED):
         assert enqueue.job is not None
-        runs = _of(by_job[enqueue.job], Kind.RUN_START)
+        events = by_job[enqueue.job]
+        released = {e.fence for e in _of(events, Kind.RELEASE)}
+        runs = [e for e in _of(events, Kind.RUN_START) if e.fence not in released]
         if enqueue.max_attempts is not None and len(runs) > enqueue.max_attempts:
             yield Anomaly(AnomalyKind.TOO_MANY_RUNS, f"job {enqueue.job}", (enqueue, *runs))
 

@@ -28,6 +28,8 @@ class Kind(StrEnum):
     RUN_END = "run_end"
     ACK = "ack"
     RETRY = "retry"
+    #: The claim was handed back unfinished (a worker stopping): it took no attempt.
+    RELEASE = "release"
     BURY = "bury"
     SCHEDULE_REGISTER = "schedule_register"
     SCHEDULE_FIRE = "schedule_fire"

@@ -69,6 +69,9 @@ class Recorder:
     def retry(self, job: int, fence: int, worker: str) -> Event:
         return self.log(Kind.RETRY, worker, job=job, fence=fence, worker=worker)
 
+    def release(self, job: int, fence: int, worker: str) -> Event:
+        return self.log(Kind.RELEASE, worker, job=job, fence=fence, worker=worker)
+
     def bury(self, job: int, fence: int, worker: str) -> Event:
         return self.log(Kind.BURY, worker, job=job, fence=fence, worker=worker)
 

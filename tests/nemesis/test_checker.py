@@ -203,3 +203,19 @@ def test_a_job_whose_only_ack_was_refused_and_is_gone_is_lost() -> None:
     rec.ack(job, 1, "worker-0", ok=False)
     rec.finish()
     assert [(a.kind, a.evidence) for a in check(rec.events, rec.snapshot(), PARAMS)] == [(AnomalyKind.LOST, (enqueue,))]
+
+
+def test_a_run_whose_claim_was_released_took_no_attempt() -> None:
+    rec = Recorder()
+    job = rec.job()
+    rec.enqueue(job, max_attempts=1)
+    rec.claim(job, 1, "worker-0")
+    rec.run_start(job, 1, "worker-0")
+    rec.run_end(job, 1, "worker-0")
+    rec.release(job, 1, "worker-0")  # stopping before the job could finish
+    rec.claim(job, 2, "worker-1")
+    rec.run_start(job, 2, "worker-1")
+    rec.run_end(job, 2, "worker-1")
+    rec.ack(job, 2, "worker-1")
+    rec.finish()
+    assert run_checker(rec) == []
