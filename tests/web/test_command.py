@@ -45,7 +45,8 @@ def test_it_refuses_an_address_beyond_loopback_without_a_token_or_insecure(
     assert served == []
     err = capsys.readouterr().err
     assert f"refusing to listen on {host}" in err
-    assert TOKEN_VARIABLE in err and "--insecure" in err
+    assert TOKEN_VARIABLE in err
+    assert "--insecure" in err
 
 
 def test_a_token_in_the_environment_lets_it_listen_beyond_loopback_behind_auth(
