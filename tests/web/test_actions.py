@@ -17,7 +17,7 @@ from tests.web.conftest import Served
 def csrf_of(client: TestClient, path: str = "/dead") -> str:
     """The CSRF token a page's forms carry (the page also sets the session's cookie)."""
     page = client.get(path)
-    tokens = set(re.findall(rf'name="{CSRF_FIELD}" value="([^"]+)"', page.text))
+    tokens: set[str] = set(re.findall(rf'name="{CSRF_FIELD}" value="([^"]+)"', page.text))
     assert len(tokens) == 1, tokens
     (token,) = tokens
     assert client.cookies.get(CSRF_COOKIE) == token

@@ -179,3 +179,24 @@ def test_schedules_show_spec_queue_and_boundaries(served: Served) -> None:
     assert shown.startswith("nightly-digest @every 1d reports")
     assert f"{schedule.next_boundary:%Y-%m-%d %H:%M:%S} UTC" in shown
     assert shown.endswith("—")  # never fired
+
+
+def test_mounted_under_a_prefix_every_link_and_asset_stays_under_it(served: Served) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.testclient import TestClient
+
+    from alkstore.adapters.web import create_app
+
+    served.call(seed, served.store)
+    service = Starlette(routes=[Mount("/ops/alkstore", app=create_app(served.store))])
+    client = TestClient(service, base_url="http://127.0.0.1")
+    client.portal = served.portal
+    page = client.get("/ops/alkstore/")
+    assert page.status_code == 200
+    links = re.findall(r'(?:href|src|action|data-refresh)="([^"]+)"', page.text)
+    assert links
+    assert all(link.startswith("/ops/alkstore/") for link in links), links
+    assert client.get("/ops/alkstore/static/dashboard.js").status_code == 200
+    (queue,) = [link for link in links if link.endswith("/queues/emails")]
+    assert "emails" in client.get(queue).text

@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -88,6 +88,7 @@ class _Dashboard:
         self._store = source if isinstance(source, AsyncStore) else None
         self.read_only = read_only
         self.title = title
+        self.router = Router()
         self.templates = Environment(
             loader=FileSystemLoader(_HERE / "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -125,7 +126,7 @@ class _Dashboard:
             token = new_csrf_token()
 
         def url(name: str, query: Mapping[str, Any] | None = None, **params: Any) -> str:
-            path = str(request.app.url_path_for(name, **params).make_absolute_url(request.base_url))
+            path = self.path(request, name, **params)
             wanted = {key: value for key, value in (query or {}).items() if value is not None}
             return f"{path}?{urlencode(wanted)}" if wanted else path
 
@@ -143,6 +144,11 @@ class _Dashboard:
         if fresh:
             response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
         return response
+
+    def path(self, request: Request, name: str, **params: Any) -> str:
+        """The path of this dashboard's route ``name``, under wherever it is mounted (the request's root path)."""
+        root: str = request.scope.get("root_path", "")
+        return root + str(self.router.url_path_for(name, **params))
 
     async def overview_context(self) -> dict[str, Any]:
         store = self.store
@@ -235,7 +241,7 @@ class _Dashboard:
         job_id: int = request.path_params["job_id"]
         requeued = await self.store.requeue_dead(job_id)
         message = f"Job {job_id} is back on its queue." if requeued else f"Job {job_id} is not dead; nothing done."
-        return self._done(request, message, str(request.url_for("job", job_id=job_id)))
+        return self._done(request, message, self.path(request, "job", job_id=job_id))
 
     async def requeue_queue(self, request: Request) -> Response:
         await self._form(request)
@@ -244,7 +250,7 @@ class _Dashboard:
             count = await self.store.requeue_dead_queue(name)
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
-        return self._done(request, f"Requeued {count} dead jobs of {name}.", str(request.url_for("dead")))
+        return self._done(request, f"Requeued {count} dead jobs of {name}.", self.path(request, "dead"))
 
     async def purge_queue(self, request: Request) -> Response:
         await self._form(request)
@@ -253,7 +259,7 @@ class _Dashboard:
             count = await self.store.purge_dead(name)
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
-        return self._done(request, f"Purged {count} dead jobs of {name}.", str(request.url_for("dead")))
+        return self._done(request, f"Purged {count} dead jobs of {name}.", self.path(request, "dead"))
 
     async def error(self, request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -305,5 +311,6 @@ def create_app(
     )
     if secret:
         app.add_middleware(_Auth, token=secret)
+    dashboard.router = app.router
     app.state.dashboard = dashboard
     return app
