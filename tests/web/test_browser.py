@@ -17,6 +17,12 @@ from typing import Any
 
 import pytest
 import uvicorn
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
 
 from alkstore import AsyncStore, open_async
 from alkstore.adapters.web import create_app
@@ -72,26 +78,31 @@ def live() -> Iterator[Live]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    driver = chrome()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def chrome(*, javascript: bool = True) -> Any:
+    """Headless Chromium from Debian's packages, its console log kept (JavaScript off if asked)."""
     missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
     if missing:
         reason = f"no {' or '.join(missing)} (apt-get install chromium chromium-driver)"
         if under_ci():
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(argument)
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(PATIENCE)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    return driver
 
 
 def console_errors(driver: Any) -> list[dict[str, Any]]:
@@ -99,8 +110,6 @@ def console_errors(driver: Any) -> list[dict[str, Any]]:
 
 
 def no_alert(driver: Any) -> bool:
-    from selenium.common.exceptions import NoAlertPresentException
-
     try:
         driver.switch_to.alert  # noqa: B018 - raises when no alert is open
     except NoAlertPresentException:
@@ -109,8 +118,6 @@ def no_alert(driver: Any) -> bool:
 
 
 def test_the_overview_shows_the_queues_leader_and_workers_and_refreshes_in_place(live: Live, browser: Any) -> None:
-    from selenium.webdriver.common.by import By
-
     browser.get(live.url + "/")
     assert browser.title == "Overview · alkstore"
     row = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="emails"]')
@@ -118,19 +125,19 @@ def test_the_overview_shows_the_queues_leader_and_workers_and_refreshes_in_place
     assert row.find_element(By.CSS_SELECTOR, "td.dead").text == "1"
     assert LEADER in browser.find_element(By.ID, "leader").text
     assert "1/8" in browser.find_element(By.CSS_SELECTOR, 'tr[data-worker="web-1:4242"]').text
+    assert browser.find_element(By.ID, "live").get_attribute("data-live") == "polling"
     browser.execute_script("window.notReloaded = true;")
     live.call(live.store.queue("emails").enqueue_many([{"n": 1}, {"n": 2}]))
-    deadline = time.monotonic() + PATIENCE
-    while browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="emails"] td.ready').text != "3":
-        assert time.monotonic() < deadline, "the overview never showed the new jobs"
-        time.sleep(0.2)
+    ready = (By.CSS_SELECTOR, 'tr[data-queue="emails"] td.ready')
+    # The fragment is swapped in under the wait's feet: a stale element is just asked for again.
+    WebDriverWait(browser, PATIENCE, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda driver: driver.find_element(*ready).text == "3", "the overview never showed the new jobs"
+    )
     assert browser.execute_script("return window.notReloaded === true;"), "the page reloaded instead of refreshing"
     assert console_errors(browser) == []
 
 
 def test_a_hostile_payload_shows_as_text_and_runs_nothing(live: Live, browser: Any) -> None:
-    from selenium.webdriver.common.by import By
-
     browser.get(f"{live.url}/jobs/{live.seeded.ids['hostile']}")
     payload = browser.find_element(By.ID, "payload")
     assert HOSTILE[0] in payload.text
@@ -147,8 +154,6 @@ def test_a_hostile_payload_shows_as_text_and_runs_nothing(live: Live, browser: A
 
 
 def test_every_page_reads_without_console_errors(live: Live, browser: Any) -> None:
-    from selenium.webdriver.common.by import By
-
     pages = {
         "/queues/emails?state=dead": "550 mailbox unavailable",
         f"/jobs/{live.seeded.ids['raw']}": "2 bytes: b'\\xff\\x00'",
@@ -162,13 +167,30 @@ def test_every_page_reads_without_console_errors(live: Live, browser: Any) -> No
 
 
 def test_requeueing_from_the_dead_letters_page_brings_the_job_back(live: Live, browser: Any) -> None:
-    from selenium.webdriver.common.by import By
-
     dead = live.seeded.ids["dead"]
-    browser.get(f"{live.url}/jobs/{dead}")
-    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-    assert f"Job {dead} is back on its queue." in browser.find_element(By.TAG_NAME, "main").text
+    browser.get(f"{live.url}/dead")
+    browser.find_element(By.CSS_SELECTOR, f'form[action$="/jobs/{dead}/requeue"] button').click()
+    done = f"Job {dead} is back on its queue."
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "main"), done)
+    )
     job = live.call(live.store.get_job(dead))
     assert job is not None
     assert job.state.value == "pending"
     assert console_errors(browser) == []
+
+
+def test_with_javascript_off_every_page_still_reads(live: Live) -> None:
+    driver = chrome(javascript=False)
+    try:
+        driver.get(live.url + "/")
+        assert driver.find_element(By.ID, "live").get_attribute("data-live") is None  # the script never ran
+        row = driver.find_element(By.CSS_SELECTOR, 'tr[data-queue="emails"]')
+        assert row.find_element(By.CSS_SELECTOR, "td.delayed").text == "1"
+        assert LEADER in driver.find_element(By.ID, "leader").text
+        driver.get(f"{live.url}/jobs/{live.seeded.ids['hostile']}")
+        assert HOSTILE[0] in driver.find_element(By.ID, "payload").text
+        driver.get(live.url + "/schedules")
+        assert "@every 1d" in driver.find_element(By.TAG_NAME, "main").text
+    finally:
+        driver.quit()

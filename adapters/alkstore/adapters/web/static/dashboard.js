@@ -27,6 +27,7 @@
           busy = false;
         });
     }
+    live.setAttribute("data-live", "polling");
     window.setInterval(refresh, seconds * 1000);
   }
   if (document.readyState === "loading") {
