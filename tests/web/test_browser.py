@@ -194,3 +194,17 @@ def test_with_javascript_off_every_page_still_reads(live: Live) -> None:
         assert "@every 1d" in driver.find_element(By.TAG_NAME, "main").text
     finally:
         driver.quit()
+
+
+def test_without_chromium_the_browser_tests_fail_under_ci_and_skip_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tests.web.test_browser as module
+
+    monkeypatch.setattr(module, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="no-chromium"):
+        chrome()
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium chromium-driver"):
+        chrome()
