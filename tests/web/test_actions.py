@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import re
 
 import pytest
@@ -43,9 +44,9 @@ def test_requeueing_and_purging_a_queues_dead_jobs_act_on_that_queue_alone(serve
     client = served.client()
     token = csrf_of(client)
     assert (
-        "Requeued 1 dead jobs of emails." in client.post("/queues/emails/requeue-dead", data={CSRF_FIELD: token}).text
+        "Requeued 1 dead jobs of emails." in client.post("/actions/requeue-dead/emails", data={CSRF_FIELD: token}).text
     )
-    assert "Purged 1 dead jobs of hostile." in client.post("/queues/hostile/purge-dead", data={CSRF_FIELD: token}).text
+    assert "Purged 1 dead jobs of hostile." in client.post("/actions/purge-dead/hostile", data={CSRF_FIELD: token}).text
     stats = {s.queue: s for s in served.call(served.store.queue_stats)}
     assert stats["emails"].dead == 0
     assert stats["emails"].ready == 2
@@ -68,7 +69,7 @@ def test_an_action_without_the_sessions_csrf_token_is_refused_and_does_nothing(s
         assert "CSRF" in refused.text
     stranger = served.client()  # another session: the form's token without its cookie
     assert stranger.post(f"/jobs/{seeded.ids['dead']}/requeue", data={CSRF_FIELD: token}).status_code == 403
-    assert stranger.post("/queues/emails/purge-dead", data={CSRF_FIELD: token}).status_code == 403
+    assert stranger.post("/actions/purge-dead/emails", data={CSRF_FIELD: token}).status_code == 403
     job = served.call(served.store.get_job, seeded.ids["dead"])
     assert job is not None
     assert job.state is JobState.DEAD
@@ -78,7 +79,7 @@ def test_actions_are_posts_only(served: Served) -> None:
     seeded = served.call(seed, served.store)
     client = served.client()
     assert client.get(f"/jobs/{seeded.ids['dead']}/requeue").status_code == 405
-    assert client.get("/queues/emails/purge-dead").status_code == 405
+    assert client.get("/actions/purge-dead/emails").status_code == 405
 
 
 def test_a_read_only_dashboard_renders_no_buttons_and_reaches_no_action(served: Served) -> None:
@@ -92,8 +93,8 @@ def test_a_read_only_dashboard_renders_no_buttons_and_reaches_no_action(served: 
         assert "read-only" in page.text
     token = client.cookies.get(CSRF_COOKIE)
     assert token
-    for path in (f"/jobs/{seeded.ids['dead']}/requeue", "/queues/emails/requeue-dead", "/queues/emails/purge-dead"):
-        assert client.post(path, data={CSRF_FIELD: token}).status_code in {403, 404, 405}, path
+    for path in (f"/jobs/{seeded.ids['dead']}/requeue", "/actions/requeue-dead/emails", "/actions/purge-dead/emails"):
+        assert client.post(path, data={CSRF_FIELD: token}).status_code == 404, path  # no such route
     assert served.call(served.store.queue_stats, "emails")[0].dead == 1
     writable = served.client().get("/dead")
     assert "<button" in writable.text  # the same page, not read-only, has them
@@ -128,3 +129,21 @@ def test_pages_carry_a_content_security_policy_that_forbids_inline_script(served
     assert page.headers["x-content-type-options"] == "nosniff"
     assert "<script src=" in page.text
     assert re.search(r"<script>", page.text) is None
+
+
+def test_a_queue_of_any_name_has_its_dead_jobs_requeued_and_purged(served: Served) -> None:
+    odd = "billing/eu?x=1#top"
+    queue = served.store.queue(odd)
+    served.call(queue.enqueue_many, [1, 2], None)
+    for n in range(2):
+        job = served.call(queue.claim, f"w{n}")
+        assert job is not None
+        served.call(job.fail, "boom")
+    client = served.client()
+    page = client.get("/dead")
+    token = csrf_of(client)
+    actions = [html.unescape(a) for a in re.findall(r'<form method="post" action="([^"]+)">', page.text)]
+    requeue, purge = (a for a in actions if "billing" in a)
+    assert "Requeued 2 dead jobs of billing/eu?x=1#top." in client.post(requeue, data={CSRF_FIELD: token}).text
+    assert served.call(served.store.queue_stats, odd)[0].ready == 2
+    assert "Purged 0 dead jobs of billing/eu?x=1#top." in client.post(purge, data={CSRF_FIELD: token}).text

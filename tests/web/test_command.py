@@ -32,8 +32,8 @@ def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]
     assert (call["host"], call["port"]) == ("127.0.0.1", 8080)
     assert action_paths(call["app"]) == {
         "/jobs/{job_id:int}/requeue",
-        "/queues/{queue}/requeue-dead",
-        "/queues/{queue}/purge-dead",
+        "/actions/requeue-dead/{queue:path}",
+        "/actions/purge-dead/{queue:path}",
     }
 
 

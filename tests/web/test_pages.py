@@ -200,3 +200,19 @@ def test_mounted_under_a_prefix_every_link_and_asset_stays_under_it(served: Serv
     assert client.get("/ops/alkstore/static/dashboard.js").status_code == 200
     (queue,) = [link for link in links if link.endswith("/queues/emails")]
     assert "emails" in client.get(queue).text
+
+
+def test_any_queue_name_links_to_its_own_page_and_shows_as_text(served: Served) -> None:
+    odd = '"><img src=x onerror=alert(1)>/a?b#c%d e'
+    job_id = served.call(served.store.queue(odd).enqueue, {"odd": True})
+    client = served.client()
+    overview = client.get("/")
+    assert "<img" not in overview.text
+    (link,) = re.findall(r'<td><a href="([^"]+)">&#34;&gt;&lt;img', overview.text)
+    page = client.get(html.unescape(link))
+    assert page.status_code == 200
+    assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)] == [job_id]
+    assert odd in text(page.text)
+    job = client.get(f"/jobs/{job_id}")
+    (back,) = re.findall(r'<dt>Queue</dt><dd><a href="([^"]+)"', job.text)
+    assert back == html.unescape(link)

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -148,7 +148,8 @@ class _Dashboard:
     def path(self, request: Request, name: str, **params: Any) -> str:
         """The path of this dashboard's route ``name``, under wherever it is mounted (the request's root path)."""
         root: str = request.scope.get("root_path", "")
-        return root + str(self.router.url_path_for(name, **params))
+        quoted = {key: quote(value, safe="") if isinstance(value, str) else value for key, value in params.items()}
+        return root + str(self.router.url_path_for(name, **quoted))
 
     async def overview_context(self) -> dict[str, Any]:
         store = self.store
@@ -270,7 +271,7 @@ class _Dashboard:
         routes: list[BaseRoute] = [
             Route("/", self.overview, name="overview"),
             Route("/fragments/overview", self.overview_fragment, name="overview_fragment"),
-            Route("/queues/{queue}", self.queue, name="queue"),
+            Route("/queues/{queue:path}", self.queue, name="queue"),
             Route("/jobs/{job_id:int}", self.job, name="job"),
             Route("/dead", self.dead, name="dead"),
             Route("/schedules", self.schedules, name="schedules"),
@@ -279,8 +280,8 @@ class _Dashboard:
         if not self.read_only:
             routes += [
                 Route("/jobs/{job_id:int}/requeue", self.requeue_job, methods=["POST"], name="requeue_job"),
-                Route("/queues/{queue}/requeue-dead", self.requeue_queue, methods=["POST"], name="requeue_queue"),
-                Route("/queues/{queue}/purge-dead", self.purge_queue, methods=["POST"], name="purge_queue"),
+                Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
+                Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
             ]
         return routes
 
@@ -296,7 +297,8 @@ def create_app(
     """The dashboard over ``store``, an ASGI app to serve or mount in a service.
 
     ``store`` is an open ``AsyncStore`` (the caller closes it), or an async callable opening one,
-    which the app's lifespan calls at startup and whose store it closes at shutdown. With
+    which the app's lifespan calls at startup and whose store it closes at shutdown (a mounted
+    app's lifespan does not run: mount one over an open store). With
     ``read_only`` no action is reachable: their routes are absent and no page shows a button.
     With ``token`` (default: ``$ALKSTORE_WEB_TOKEN``, if set) every request must present it, as
     basic auth's password or a bearer token. Queue counts stop at ``cap`` as ``alkstore status``'s
