@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -96,3 +98,30 @@ def test_other_addresses_are_not_loopback(host: str) -> None:
     assert bind_refusal(host, token=None, insecure=False) is not None
     assert bind_refusal(host, token="t", insecure=False) is None
     assert bind_refusal(host, token=None, insecure=True) is None
+
+
+_WITHOUT_THE_EXTRA = """
+import sys
+
+class BlockWeb:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"starlette", "jinja2", "uvicorn"}:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+        return None
+
+sys.meta_path.insert(0, BlockWeb())
+from alkstore.adapters.cli import main
+print("help", main(["--help"]))
+print("web", main(["web", "--url", "memory://"]))
+"""
+
+
+def test_without_the_web_extra_the_command_line_works_and_web_says_what_to_install() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_THE_EXTRA], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "serve the web dashboard" in result.stdout
+    assert "help 0" in result.stdout
+    assert "web 1" in result.stdout
+    assert "pip install 'alkstore[web]'" in result.stderr

@@ -142,7 +142,8 @@ class _Dashboard:
         )
         response = HTMLResponse(page, status_code=status_code, headers=_HEADERS)
         if fresh:
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+            secure = request.url.scheme == "https"
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", secure=secure, path="/")
         return response
 
     def path(self, request: Request, name: str, **params: Any) -> str:
