@@ -1,7 +1,15 @@
 // Refresh the overview's live fragment by short polling; without JavaScript the page reads as served.
 "use strict";
 (function () {
+  function confirmations() {
+    // A form with data-confirm asks first (without JavaScript it submits as it is).
+    document.addEventListener("submit", function (event) {
+      var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+      if (question && !window.confirm(question)) event.preventDefault();
+    });
+  }
   function start() {
+    confirmations();
     var live = document.getElementById("live");
     if (!live) return;
     var url = live.getAttribute("data-refresh");
