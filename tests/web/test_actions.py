@@ -142,7 +142,7 @@ def test_a_queue_of_any_name_has_its_dead_jobs_requeued_and_purged(served: Serve
     client = served.client()
     page = client.get("/dead")
     token = csrf_of(client)
-    actions = [html.unescape(a) for a in re.findall(r'<form method="post" action="([^"]+)">', page.text)]
+    actions = [html.unescape(a) for a in re.findall(r'<form method="post" action="([^"]+)"', page.text)]
     requeue, purge = (a for a in actions if "billing" in a)
     assert "Requeued 2 dead jobs of billing/eu?x=1#top." in client.post(requeue, data={CSRF_FIELD: token}).text
     assert served.call(served.store.queue_stats, odd)[0].ready == 2
