@@ -95,6 +95,15 @@ def test_the_wheel_ships_the_postgres_statements(wheel: zipfile.ZipFile) -> None
 
 
 @pytest.mark.slow
+def test_the_wheel_ships_the_dashboards_templates_and_static_files(wheel: zipfile.ZipFile) -> None:
+    web = ROOT / "adapters" / "alkstore" / "adapters" / "web"
+    shipped = sorted([*(web / "templates").glob("*.html"), *(web / "static").iterdir()])
+    assert {path.name for path in shipped} >= {"base.html", "overview.html", "dashboard.css", "dashboard.js"}
+    for path in shipped:
+        assert f"alkstore/adapters/web/{path.relative_to(web).as_posix()}" in wheel.namelist()
+
+
+@pytest.mark.slow
 def test_the_wheel_has_no_top_level_entry_but_alkstore_and_its_metadata(wheel: zipfile.ZipFile) -> None:
     top_level = {name.split("/")[0] for name in wheel.namelist()}
     assert top_level == {"alkstore", _dist_info(wheel)}
@@ -113,6 +122,7 @@ def test_the_wheel_declares_the_console_script_and_the_engines(wheel: zipfile.Zi
         "postgresql": "alkstore.adapters.postgres:open_engine",
         "postgres": "alkstore.adapters.postgres:open_engine",
     }
+    assert dict(entry_points["alkstore.commands"]) == {"web": "alkstore.adapters.web._command:add_commands"}
 
 
 @pytest.mark.slow
@@ -123,7 +133,11 @@ def test_the_wheel_metadata_names_the_runtime_dependencies_and_extras(wheel: zip
     requires = metadata.get_all("Requires-Dist") or []
     runtime = {req.split(";")[0].split(">")[0].split("=")[0].strip() for req in requires if "extra ==" not in req}
     assert runtime == {"psycopg[binary]", "psycopg-pool"}
-    assert {"test", "dev", "otel"} <= set(metadata.get_all("Provides-Extra") or [])
+    assert {"test", "dev", "otel", "web"} <= set(metadata.get_all("Provides-Extra") or [])
+    web = {
+        req.split(";")[0].split(">")[0].strip() for req in requires if req.replace('"', "'").endswith("extra == 'web'")
+    }
+    assert web == {"starlette", "jinja2", "uvicorn"}
 
 
 # -- core without the driver -----------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Each command's module registers its own parser (``add_commands``), handler (``run``) and, where
 its arguments must agree, a usage check (``check``); this module builds the parser from them,
-resolves a database command's URL and maps errors to exit statuses.
+resolves a database command's URL and maps errors to exit statuses. Other adapters add commands
+through the ``alkstore.commands`` entry points (the dashboard's ``alkstore web``): each names an
+``add_commands(commands)`` like these modules', found without importing the adapter here.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from typing import NoReturn
 
 import alkstore
@@ -24,6 +27,8 @@ __all__ = ["build_parser", "main"]
 
 #: The commands' modules, in the order ``alkstore --help`` lists their commands.
 _COMMANDS = (_demo, _operate, _work, _status, _jobs, _queues, _prune, _schedules, _health)
+#: The entry-point group through which other adapters add commands (after this module's own).
+COMMAND_ENTRY_POINTS = "alkstore.commands"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _COMMANDS:
         module.add_commands(commands)
+    for entry in sorted(entry_points(group=COMMAND_ENTRY_POINTS), key=lambda entry: entry.name):
+        entry.load()(commands)
     return parser
 
 

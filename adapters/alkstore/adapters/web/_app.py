@@ -1,0 +1,319 @@
+"""The dashboard's ASGI application: server-rendered pages over ``AsyncStore``'s public API (ADR 038).
+
+Reads are GETs that work without JavaScript; the overview refreshes one HTML fragment by short
+polling when JavaScript runs. Actions are POSTs behind the session's CSRF token, and a read-only
+dashboard has no action routes at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, Router
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from alkstore import STATS_CAP, AsyncStore, JobPhase
+from alkstore.errors import AlkstoreError
+
+from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
+from ._views import capped, error_groups, instant, payload_text, span
+
+__all__ = ["DEAD_GROUP_PAGE", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
+
+_HERE = Path(__file__).parent
+#: Jobs a queue page lists at a time; dead jobs per queue grouped on the dead-letters page.
+PAGE_SIZE = 50
+DEAD_GROUP_PAGE = 200
+#: How often the overview's fragment is asked for again (seconds), and the workers it lists.
+REFRESH_SECONDS = 2.0
+WORKERS_WITHIN = 60.0
+#: How each phase's listing is ordered (the keyset order ``AsyncStore.jobs`` pages through).
+_ORDERS = {
+    JobPhase.READY: "in claim order: highest priority first, then the longest waiting",
+    JobPhase.DELAYED: "the soonest due first",
+    JobPhase.RUNNING: "the oldest job first",
+    JobPhase.DEAD: "the newest death first",
+}
+_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+StoreSource = AsyncStore | Callable[[], Awaitable[AsyncStore]]
+
+
+class _Auth:
+    """Every request must present ``token`` (basic auth's password or a bearer token); else 401."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            header = headers.get(b"authorization", b"").decode("latin-1")
+            if not authorized(header, self.token):
+                response = Response(
+                    "authentication required\n",
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Basic realm="alkstore", charset="UTF-8"'},
+                    media_type="text/plain",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class _Dashboard:
+    """The handlers, over one store."""
+
+    def __init__(self, source: StoreSource, read_only: bool, title: str, cap: int | None) -> None:
+        self._source = source
+        self.cap = cap
+        self._store = source if isinstance(source, AsyncStore) else None
+        self.read_only = read_only
+        self.title = title
+        self.router = Router()
+        self.templates = Environment(
+            loader=FileSystemLoader(_HERE / "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.filters.update(capped=capped, span=span, instant=instant, payload=payload_text)
+
+    @property
+    def store(self) -> AsyncStore:
+        if self._store is None:
+            raise RuntimeError("the dashboard's store is not open yet (the app's lifespan opens it)")
+        return self._store
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Open the store when the app was given a way to open one, and close it at shutdown."""
+        if isinstance(self._source, AsyncStore):
+            yield
+            return
+        self._store = await self._source()
+        try:
+            yield
+        finally:
+            await self._store.close()
+            self._store = None
+
+    # -- rendering -------------------------------------------------------------------
+
+    def render(self, request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        """``template`` with ``context``, the session's CSRF token (a new session gets one) and the page's headers."""
+        token = request.cookies.get(CSRF_COOKIE) or ""
+        fresh = not token
+        if fresh:
+            token = new_csrf_token()
+
+        def url(name: str, query: Mapping[str, Any] | None = None, **params: Any) -> str:
+            path = self.path(request, name, **params)
+            wanted = {key: value for key, value in (query or {}).items() if value is not None}
+            return f"{path}?{urlencode(wanted)}" if wanted else path
+
+        page = self.templates.get_template(template).render(
+            title=self.title,
+            read_only=self.read_only,
+            csrf_field=CSRF_FIELD,
+            csrf_token=token,
+            url=url,
+            static=lambda path: url("static", path=path),
+            refresh_seconds=REFRESH_SECONDS,
+            **context,
+        )
+        response = HTMLResponse(page, status_code=status_code, headers=_HEADERS)
+        if fresh:
+            secure = request.url.scheme == "https"
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", secure=secure, path="/")
+        return response
+
+    def path(self, request: Request, name: str, **params: Any) -> str:
+        """The path of this dashboard's route ``name``, under wherever it is mounted (the request's root path)."""
+        root: str = request.scope.get("root_path", "")
+        quoted = {key: quote(value, safe="") if isinstance(value, str) else value for key, value in params.items()}
+        return root + str(self.router.url_path_for(name, **quoted))
+
+    async def overview_context(self) -> dict[str, Any]:
+        store = self.store
+        return {
+            "at": store.clock.now(),
+            "queues": await store.queue_stats(cap=self.cap),
+            "leader": await store.leader(),
+            "workers": await store.workers(WORKERS_WITHIN),
+            "workers_within": WORKERS_WITHIN,
+        }
+
+    # -- pages -----------------------------------------------------------------------
+
+    async def overview(self, request: Request) -> Response:
+        return self.render(request, "overview.html", page="overview", **await self.overview_context())
+
+    async def overview_fragment(self, request: Request) -> Response:
+        return self.render(request, "_overview.html", **await self.overview_context())
+
+    async def queue(self, request: Request) -> Response:
+        name = request.path_params["queue"]
+        state = request.query_params.get("state", JobPhase.READY.value)
+        try:
+            phase = JobPhase(state)
+        except ValueError:
+            raise HTTPException(404, f"no such state: {state}") from None
+        cursor = request.query_params.get("cursor") or None
+        try:
+            page = await self.store.jobs(name, phase, limit=PAGE_SIZE, cursor=cursor)
+            stats = await self.store.queue_stats(name, cap=self.cap)
+            defaults = await self.store.queue(name).defaults()
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return self.render(
+            request,
+            "queue.html",
+            page="queue",
+            queue=name,
+            phase=phase,
+            phases=list(JobPhase),
+            order=_ORDERS[phase],
+            jobs=page.jobs,
+            next_cursor=page.cursor,
+            first_page=cursor is None,
+            stats=stats[0] if stats else None,
+            defaults=defaults,
+            at=self.store.clock.now(),
+        )
+
+    async def job(self, request: Request) -> Response:
+        job_id: int = request.path_params["job_id"]
+        job = await self.store.get_job(job_id)
+        if job is None:
+            return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
+        return self.render(request, "job.html", page="job", job=job, at=self.store.clock.now())
+
+    async def dead(self, request: Request) -> Response:
+        groups = []
+        queues = [stats for stats in await self.store.queue_stats(cap=self.cap) if stats.dead]
+        for stats in queues:
+            page = await self.store.jobs(stats.queue, JobPhase.DEAD, limit=DEAD_GROUP_PAGE)
+            groups.append((stats, error_groups(stats.queue, page.jobs), page.cursor is not None))
+        return self.render(request, "dead.html", page="dead", queues=groups, sample=DEAD_GROUP_PAGE)
+
+    async def schedules(self, request: Request) -> Response:
+        return self.render(
+            request,
+            "schedules.html",
+            page="schedules",
+            schedules=await self.store.schedules(),
+            at=self.store.clock.now(),
+        )
+
+    # -- actions (absent when read-only) ---------------------------------------------------
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        """The POSTed form, once its CSRF token is the session's (403 otherwise)."""
+        body = (await request.body()).decode("utf-8", "replace")
+        form = {key: values[0] for key, values in parse_qs(body, keep_blank_values=True).items()}
+        session = request.cookies.get(CSRF_COOKIE)
+        if not session or not same_token(form.get(CSRF_FIELD), session):
+            raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
+        return form
+
+    def _done(self, request: Request, message: str, back: str) -> Response:
+        return self.render(request, "done.html", page="done", message=message, back=back)
+
+    async def requeue_job(self, request: Request) -> Response:
+        await self._form(request)
+        job_id: int = request.path_params["job_id"]
+        requeued = await self.store.requeue_dead(job_id)
+        message = f"Job {job_id} is back on its queue." if requeued else f"Job {job_id} is not dead; nothing done."
+        return self._done(request, message, self.path(request, "job", job_id=job_id))
+
+    async def requeue_queue(self, request: Request) -> Response:
+        await self._form(request)
+        name = request.path_params["queue"]
+        try:
+            count = await self.store.requeue_dead_queue(name)
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return self._done(request, f"Requeued {count} dead jobs of {name}.", self.path(request, "dead"))
+
+    async def purge_queue(self, request: Request) -> Response:
+        await self._form(request)
+        name = request.path_params["queue"]
+        try:
+            count = await self.store.purge_dead(name)
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return self._done(request, f"Purged {count} dead jobs of {name}.", self.path(request, "dead"))
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        return self.render(request, "error.html", status_code=status, page="error", status=status, detail=detail)
+
+    def routes(self) -> list[BaseRoute]:
+        routes: list[BaseRoute] = [
+            Route("/", self.overview, name="overview"),
+            Route("/fragments/overview", self.overview_fragment, name="overview_fragment"),
+            Route("/queues/{queue:path}", self.queue, name="queue"),
+            Route("/jobs/{job_id:int}", self.job, name="job"),
+            Route("/dead", self.dead, name="dead"),
+            Route("/schedules", self.schedules, name="schedules"),
+            Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
+        ]
+        if not self.read_only:
+            routes += [
+                Route("/jobs/{job_id:int}/requeue", self.requeue_job, methods=["POST"], name="requeue_job"),
+                Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
+                Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
+            ]
+        return routes
+
+
+def create_app(
+    store: StoreSource,
+    *,
+    read_only: bool = False,
+    token: str | None = None,
+    title: str = "alkstore",
+    cap: int | None = STATS_CAP,
+) -> Starlette:
+    """The dashboard over ``store``, an ASGI app to serve or mount in a service.
+
+    ``store`` is an open ``AsyncStore`` (the caller closes it), or an async callable opening one,
+    which the app's lifespan calls at startup and whose store it closes at shutdown (a mounted
+    app's lifespan does not run: mount one over an open store). With
+    ``read_only`` no action is reachable: their routes are absent and no page shows a button.
+    With ``token`` (default: ``$ALKSTORE_WEB_TOKEN``, if set) every request must present it, as
+    basic auth's password or a bearer token. Queue counts stop at ``cap`` as ``alkstore status``'s
+    do (shown as ``10,000+``), which keeps the overview's polling cheap on any table.
+    """
+    dashboard = _Dashboard(store, read_only, title, cap)
+    secret = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    app = Starlette(
+        routes=dashboard.routes(),
+        lifespan=dashboard.lifespan,
+        exception_handlers={HTTPException: dashboard.error, Exception: dashboard.error},
+    )
+    if secret:
+        app.add_middleware(_Auth, token=secret)
+    dashboard.router = app.router
+    app.state.dashboard = dashboard
+    return app

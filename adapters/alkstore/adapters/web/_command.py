@@ -1,0 +1,89 @@
+"""``alkstore web``: serve the dashboard with uvicorn (an ``alkstore.commands`` entry point).
+
+The command line loads this module to build its parser, so it imports no web framework; those
+(and the store) come when the command runs. Refuses to listen beyond loopback without
+authentication or ``--insecure`` (ADR 038).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import alkstore
+
+from ._security import TOKEN_VARIABLE, bind_refusal
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "add_commands", "check_bind"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+#: The command line's exit statuses (``alkstore.adapters.cli``'s): runtime and usage errors.
+_EXIT_ERROR = 1
+_EXIT_USAGE = 2
+_URL_VARIABLE = "ALKSTORE_URL"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is from 0 to 65535, not {value}")
+    return value
+
+
+def check_bind(args: argparse.Namespace) -> None:
+    """The command's usage rule: no address beyond loopback without a token or ``--insecure`` (exit 2)."""
+    refusal = bind_refusal(args.host, token=os.environ.get(TOKEN_VARIABLE) or None, insecure=args.insecure)
+    if refusal is not None:
+        args.web_parser.exit(_EXIT_USAGE, f"alkstore: {refusal}\n")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from ._app import create_app
+    except ImportError as exc:
+        print(f"alkstore: the dashboard needs its extra: pip install 'alkstore[web]' ({exc})", file=sys.stderr)
+        return _EXIT_ERROR
+    options: dict[str, Any] = {} if args.schema is None else {"schema": args.schema}
+
+    async def open_store() -> alkstore.AsyncStore:
+        return await alkstore.open_async(args.url, **options)
+
+    app = create_app(open_store, read_only=args.read_only)
+    where = f"http://{args.host}:{args.port}/"
+    mode = " (read-only)" if args.read_only else ""
+    print(f"alkstore: serving the dashboard{mode} at {where}; Ctrl-C stops it", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``web`` on ``commands`` (the command line's subparsers)."""
+    web: argparse.ArgumentParser = commands.add_parser(
+        "web",
+        help="serve the web dashboard (needs the alkstore[web] extra)",
+        description="Serve a web dashboard of the queues, their jobs, dead letters and schedules. It listens on "
+        f"127.0.0.1 unless --host says; any other address needs ${TOKEN_VARIABLE} (an access token every request "
+        "must present, as basic auth's password) or --insecure.",
+    )
+    web.add_argument(
+        "--url",
+        help=f"the database, e.g. postgresql://user@host:5432/dbname (default: ${_URL_VARIABLE})",
+    )
+    web.add_argument("--schema", help="the schema holding alkstore's tables (default: the engine's, 'alkstore')")
+    web.add_argument("--host", default=DEFAULT_HOST, help=f"the address to listen on (default: {DEFAULT_HOST})")
+    web.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"the port (default: {DEFAULT_PORT})")
+    web.add_argument("--read-only", action="store_true", help="show only: no requeue or purge is reachable")
+    web.add_argument(
+        "--insecure",
+        action="store_true",
+        help=f"listen beyond loopback without ${TOKEN_VARIABLE}: anyone who can connect may read and act",
+    )
+    web.set_defaults(run=_serve, check=check_bind, web_parser=web, database_parser=web)

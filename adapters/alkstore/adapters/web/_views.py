@@ -1,0 +1,83 @@
+"""How the dashboard shows values: counts, durations, instants, payloads and error groups.
+
+Plain functions of public records, free of any web framework; the templates call them as filters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from alkstore import JobInfo
+
+__all__ = ["ErrorGroup", "capped", "error_groups", "instant", "payload_text", "span"]
+
+
+def capped(value: int, cap: int | None) -> str:
+    """A queue's count as ``alkstore status`` shows it: ``10,000+`` where counting stopped at the cap."""
+    return f"{value:,}+" if cap is not None and value >= cap else f"{value:,}"
+
+
+def span(delta: timedelta) -> str:
+    """A duration, short: ``0s``, ``12.3s``, ``4m05s``, ``3h12m``, ``2d04h`` (negative durations show as 0s)."""
+    seconds = max(delta.total_seconds(), 0.0)
+    if seconds < 60:
+        return "0s" if seconds == 0 else f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+
+
+def instant(at: datetime | None) -> str:
+    """An instant in UTC to the second, ``—`` for none."""
+    if at is None:
+        return "—"
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every ``bytes`` inside it replaced by its Python literal, for JSON."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<bytes {bytes(value)!r}>"
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def payload_text(payload: Any) -> str:
+    """A payload for reading: bytes (a payload the codec could not decode) as a bytes literal with its
+    length, anything else as indented JSON (or its ``repr`` when not JSON)."""
+    if isinstance(payload, bytes | bytearray | memoryview):
+        data = bytes(payload)
+        return f"{len(data)} bytes: {data!r}"
+    try:
+        return json.dumps(_plain(payload), indent=2, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(payload)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorGroup:
+    """Dead jobs of one queue that died of the same error (its first line)."""
+
+    queue: str
+    error: str
+    jobs: tuple[JobInfo, ...]
+
+
+def error_groups(queue: str, jobs: Iterable[JobInfo]) -> list[ErrorGroup]:
+    """``jobs`` grouped by the first line of their last error, the biggest group first (then by error)."""
+    groups: dict[str, list[JobInfo]] = {}
+    for job in jobs:
+        first = (job.last_error or "").strip().splitlines()
+        groups.setdefault(first[0] if first else "(no error recorded)", []).append(job)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    return [ErrorGroup(queue, error, tuple(members)) for error, members in ordered]

@@ -1,0 +1,46 @@
+// Refresh the overview's live fragment by short polling; without JavaScript the page reads as served.
+"use strict";
+(function () {
+  function confirmations() {
+    // A form with data-confirm asks first (without JavaScript it submits as it is).
+    document.addEventListener("submit", function (event) {
+      var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+      if (question && !window.confirm(question)) event.preventDefault();
+    });
+  }
+  function start() {
+    confirmations();
+    var live = document.getElementById("live");
+    if (!live) return;
+    var url = live.getAttribute("data-refresh");
+    var seconds = parseFloat(live.getAttribute("data-seconds")) || 2;
+    var busy = false;
+    function refresh() {
+      if (busy || document.hidden) return;
+      busy = true;
+      fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (response) {
+          if (!response.ok) throw new Error("refresh answered " + response.status);
+          return response.text();
+        })
+        .then(function (html) {
+          // The server rendered and escaped this fragment; it carries no scripts.
+          live.innerHTML = html;
+          live.removeAttribute("data-stale");
+        })
+        .catch(function () {
+          live.setAttribute("data-stale", "true");
+        })
+        .finally(function () {
+          busy = false;
+        });
+    }
+    live.setAttribute("data-live", "polling");
+    window.setInterval(refresh, seconds * 1000);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

@@ -1,0 +1,221 @@
+"""The dashboard in a real browser: headless Chromium through Selenium, against uvicorn on a free port.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (.ci/run installs them); Selenium is pointed
+at them, never left to download a browser. Without them the tests skip, and under CI fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
+
+from alkstore import AsyncStore, open_async
+from alkstore.adapters.web import create_app
+from tests.support import PATIENCE, under_ci
+from tests.web._seed import HOSTILE, LEADER, Seeded, seed
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+
+@dataclass
+class Live:
+    """The dashboard served by uvicorn in a thread, over a seeded memory store on that thread's loop."""
+
+    url: str
+    store: AsyncStore
+    loop: asyncio.AbstractEventLoop
+    seeded: Seeded
+
+    def call(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(PATIENCE)
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[Live]:
+    opened: dict[str, Any] = {}
+
+    async def open_store() -> AsyncStore:
+        store = await open_async("memory://")
+        opened.update(store=store, loop=asyncio.get_running_loop(), seeded=await seed(store))
+        return store
+
+    server = uvicorn.Server(uvicorn.Config(create_app(open_store), log_level="warning", lifespan="on"))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + PATIENCE
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped before it started"
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield Live(f"http://127.0.0.1:{port}", opened["store"], opened["loop"], opened["seeded"])
+    finally:
+        server.should_exit = True
+        thread.join(PATIENCE)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    driver = chrome()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def chrome(*, javascript: bool = True) -> Any:
+    """Headless Chromium from Debian's packages, its console log kept (JavaScript off if asked)."""
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        reason = f"no {' or '.join(missing)} (apt-get install chromium chromium-driver)"
+        if under_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(argument)
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(PATIENCE)
+    return driver
+
+
+def console_errors(driver: Any) -> list[dict[str, Any]]:
+    return [entry for entry in driver.get_log("browser") if entry["level"] in {"SEVERE", "ERROR"}]
+
+
+def no_alert(driver: Any) -> bool:
+    try:
+        driver.switch_to.alert  # noqa: B018 - raises when no alert is open
+    except NoAlertPresentException:
+        return True
+    return False
+
+
+def test_the_overview_shows_the_queues_leader_and_workers_and_refreshes_in_place(live: Live, browser: Any) -> None:
+    browser.get(live.url + "/")
+    assert browser.title == "Overview · alkstore"
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="emails"]')
+    assert row.find_element(By.CSS_SELECTOR, "td.ready").text == "1"
+    assert row.find_element(By.CSS_SELECTOR, "td.dead").text == "1"
+    assert LEADER in browser.find_element(By.ID, "leader").text
+    assert "1/8" in browser.find_element(By.CSS_SELECTOR, 'tr[data-worker="web-1:4242"]').text
+    assert browser.find_element(By.ID, "live").get_attribute("data-live") == "polling"
+    browser.execute_script("window.notReloaded = true;")
+    live.call(live.store.queue("emails").enqueue_many([{"n": 1}, {"n": 2}]))
+    ready = (By.CSS_SELECTOR, 'tr[data-queue="emails"] td.ready')
+    # The fragment is swapped in under the wait's feet: a stale element is just asked for again.
+    WebDriverWait(browser, PATIENCE, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda driver: driver.find_element(*ready).text == "3", "the overview never showed the new jobs"
+    )
+    assert browser.execute_script("return window.notReloaded === true;"), "the page reloaded instead of refreshing"
+    assert console_errors(browser) == []
+
+
+def test_a_hostile_payload_shows_as_text_and_runs_nothing(live: Live, browser: Any) -> None:
+    browser.get(f"{live.url}/jobs/{live.seeded.ids['hostile']}")
+    payload = browser.find_element(By.ID, "payload")
+    assert HOSTILE[0] in payload.text
+    assert HOSTILE[1] in payload.text
+    assert HOSTILE[0] in browser.find_element(By.ID, "error").text
+    assert browser.find_elements(By.CSS_SELECTOR, "main script, main img") == []
+    assert no_alert(browser)
+    browser.get(live.url + "/dead")
+    section = browser.find_element(By.CSS_SELECTOR, 'section[data-queue="hostile"]')
+    assert HOSTILE[1] in section.text
+    assert browser.find_elements(By.CSS_SELECTOR, "main script, main img") == []
+    assert no_alert(browser)
+    assert console_errors(browser) == []
+
+
+def test_every_page_reads_without_console_errors(live: Live, browser: Any) -> None:
+    pages = {
+        "/queues/emails?state=dead": "550 mailbox unavailable",
+        f"/jobs/{live.seeded.ids['raw']}": "2 bytes: b'\\xff\\x00'",
+        "/schedules": "nightly-digest",
+        "/dead": "Requeue all dead jobs of emails",
+    }
+    for path, expected in pages.items():
+        browser.get(live.url + path)
+        assert expected in browser.find_element(By.TAG_NAME, "main").text, path
+    assert console_errors(browser) == []
+
+
+def test_requeueing_from_the_dead_letters_page_brings_the_job_back(live: Live, browser: Any) -> None:
+    dead = live.seeded.ids["dead"]
+    browser.get(f"{live.url}/dead")
+    browser.find_element(By.CSS_SELECTOR, f'form[action$="/jobs/{dead}/requeue"] button').click()
+    done = f"Job {dead} is back on its queue."
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "main"), done)
+    )
+    job = live.call(live.store.get_job(dead))
+    assert job is not None
+    assert job.state.value == "pending"
+    assert console_errors(browser) == []
+
+
+def test_with_javascript_off_every_page_still_reads(live: Live) -> None:
+    driver = chrome(javascript=False)
+    try:
+        driver.get(live.url + "/")
+        assert driver.find_element(By.ID, "live").get_attribute("data-live") is None  # the script never ran
+        row = driver.find_element(By.CSS_SELECTOR, 'tr[data-queue="emails"]')
+        assert row.find_element(By.CSS_SELECTOR, "td.delayed").text == "1"
+        assert LEADER in driver.find_element(By.ID, "leader").text
+        driver.get(f"{live.url}/jobs/{live.seeded.ids['hostile']}")
+        assert HOSTILE[0] in driver.find_element(By.ID, "payload").text
+        driver.get(live.url + "/schedules")
+        assert "@every 1d" in driver.find_element(By.TAG_NAME, "main").text
+    finally:
+        driver.quit()
+
+
+def test_without_chromium_the_browser_tests_fail_under_ci_and_skip_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tests.web.test_browser as module
+
+    monkeypatch.setattr(module, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="no-chromium"):
+        chrome()
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium chromium-driver"):
+        chrome()
+
+
+def test_purging_asks_first_and_a_dismissed_question_deletes_nothing(live: Live, browser: Any) -> None:
+    browser.get(live.url + "/dead")
+    browser.find_element(By.CSS_SELECTOR, 'section[data-queue="hostile"] form[data-confirm] button').click()
+    question = WebDriverWait(browser, PATIENCE).until(expected_conditions.alert_is_present())
+    assert "Delete every dead job of hostile?" in question.text
+    question.dismiss()
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Dead letters"
+    assert live.call(live.store.queue_stats("hostile"))[0].dead == 1
+    assert console_errors(browser) == []

@@ -1,0 +1,127 @@
+"""``alkstore web``: where it may listen, and what it serves (uvicorn stubbed: no server starts)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from starlette.routing import Route
+
+from alkstore.adapters.cli import EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
+from alkstore.adapters.web import TOKEN_VARIABLE, bind_refusal, is_loopback
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What ``uvicorn.run`` was asked to serve, in place of serving it."""
+    import uvicorn
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: calls.append({"app": app, **options}))
+    monkeypatch.delenv(URL_VARIABLE, raising=False)
+    return calls
+
+
+def action_paths(app: Any) -> set[str]:
+    return {route.path for route in app.routes if isinstance(route, Route) and "POST" in (route.methods or ())}
+
+
+def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]]) -> None:
+    assert main(["web", "--url", "memory://"]) == EXIT_OK
+    (call,) = served
+    assert (call["host"], call["port"]) == ("127.0.0.1", 8080)
+    assert action_paths(call["app"]) == {
+        "/jobs/{job_id:int}/requeue",
+        "/actions/requeue-dead/{queue:path}",
+        "/actions/purge-dead/{queue:path}",
+    }
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "dashboard.example.com"])
+def test_it_refuses_an_address_beyond_loopback_without_a_token_or_insecure(
+    host: str, served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["web", "--url", "memory://", "--host", host]) == EXIT_USAGE
+    assert served == []
+    err = capsys.readouterr().err
+    assert f"refusing to listen on {host}" in err
+    assert TOKEN_VARIABLE in err
+    assert "--insecure" in err
+
+
+def test_a_token_in_the_environment_lets_it_listen_beyond_loopback_behind_auth(
+    served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_VARIABLE, "s3cret")
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--port", "9000"]) == EXIT_OK
+    (call,) = served
+    assert (call["host"], call["port"]) == ("0.0.0.0", 9000)
+    assert [m.kwargs for m in call["app"].user_middleware] == [{"token": "s3cret"}]
+
+
+def test_insecure_lets_it_listen_beyond_loopback_without_auth(served: list[dict[str, Any]]) -> None:
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--insecure"]) == EXIT_OK
+    (call,) = served
+    assert call["host"] == "0.0.0.0"
+    assert call["app"].user_middleware == []
+
+
+def test_read_only_serves_an_app_without_action_routes(served: list[dict[str, Any]]) -> None:
+    assert main(["web", "--url", "memory://", "--read-only"]) == EXIT_OK
+    (call,) = served
+    assert action_paths(call["app"]) == set()
+
+
+def test_it_needs_a_url_and_a_valid_port(served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["web"]) == EXIT_USAGE
+    assert "--url" in capsys.readouterr().err
+    assert main(["web", "--url", "memory://", "--port", "70000"]) == EXIT_USAGE
+    assert served == []
+
+
+def test_the_command_line_lists_web_among_its_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == EXIT_OK
+    assert "serve the web dashboard" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost", "LOCALHOST"])
+def test_loopback_addresses_need_no_auth(host: str) -> None:
+    assert is_loopback(host)
+    assert bind_refusal(host, token=None, insecure=False) is None
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.1", "example.com", "127.0.0.1.example.com"])
+def test_other_addresses_are_not_loopback(host: str) -> None:
+    assert not is_loopback(host)
+    assert bind_refusal(host, token=None, insecure=False) is not None
+    assert bind_refusal(host, token="t", insecure=False) is None
+    assert bind_refusal(host, token=None, insecure=True) is None
+
+
+_WITHOUT_THE_EXTRA = """
+import sys
+
+class BlockWeb:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"starlette", "jinja2", "uvicorn"}:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+        return None
+
+sys.meta_path.insert(0, BlockWeb())
+from alkstore.adapters.cli import main
+print("help", main(["--help"]))
+print("web", main(["web", "--url", "memory://"]))
+"""
+
+
+def test_without_the_web_extra_the_command_line_works_and_web_says_what_to_install() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_THE_EXTRA], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "serve the web dashboard" in result.stdout
+    assert "help 0" in result.stdout
+    assert "web 1" in result.stdout
+    assert "pip install 'alkstore[web]'" in result.stderr

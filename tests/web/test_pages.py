@@ -1,0 +1,218 @@
+"""What each page shows, read against the store it shows (on every engine)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from alkstore import JobPhase
+from alkstore.adapters.web import PAGE_SIZE
+from tests.web._seed import HOSTILE, LEADER, seed
+from tests.web.conftest import Served
+
+
+def text(page: str) -> str:
+    """A page's text as a reader sees it: tags dropped, entities decoded, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_the_overview_shows_every_queues_counts_the_leader_and_the_workers(served: Served) -> None:
+    served.call(seed, served.store)
+    stats = {s.queue: s for s in served.call(served.store.queue_stats)}
+    page = served.client().get("/")
+    assert page.status_code == 200
+    shown = text(page.text)
+    emails = stats["emails"]
+    assert (emails.ready, emails.delayed, emails.running, emails.dead) == (1, 1, 1, 1)
+    row = re.search(r'<tr data-queue="emails">(.*?)</tr>', page.text, re.S)
+    assert row is not None
+    assert text(row.group(1)).split()[:5] == ["emails", "1", "1", "1", "1"]
+    assert {"emails", "hostile", "reports"} <= set(re.findall(r'data-queue="([^"]+)"', page.text))
+    assert f"Leader {LEADER}" in shown
+    worker = re.search(r'<tr data-worker="web-1:4242">(.*?)</tr>', page.text, re.S)
+    assert worker is not None
+    assert "1/8 1200 7" in text(worker.group(1))
+    assert "emails, reports" in text(worker.group(1))
+
+
+def test_the_overview_fragment_is_the_live_part_alone(served: Served) -> None:
+    served.call(seed, served.store)
+    fragment = served.client().get("/fragments/overview")
+    assert fragment.status_code == 200
+    assert "<html" not in fragment.text
+    assert 'data-queue="emails"' in fragment.text
+    served.call(served.store.queue("emails").enqueue, {"to": "new@example.com"})
+    row = re.search(r'<tr data-queue="emails">(.*?)</tr>', served.client().get("/fragments/overview").text, re.S)
+    assert row is not None
+    assert text(row.group(1)).split()[1] == "2"
+
+
+def test_counts_at_the_cap_show_as_at_least_the_cap(served: Served) -> None:
+    served.call(served.store.queue("bulk").enqueue_many, [{"n": n} for n in range(5)])
+    row = re.search(r'<tr data-queue="bulk">(.*?)</tr>', served.client(cap=3).get("/").text, re.S)
+    assert row is not None
+    assert text(row.group(1)).split()[1] == "3+"
+    exact = re.search(r'<tr data-queue="bulk">(.*?)</tr>', served.client(cap=None).get("/").text, re.S)
+    assert exact is not None
+    assert text(exact.group(1)).split()[1] == "5"
+
+
+def test_an_empty_store_says_there_is_nothing(served: Served) -> None:
+    shown = text(served.client().get("/").text)
+    assert "No jobs in any queue." in shown
+    assert "No leader: no scheduler holds the lease." in shown
+    assert "No workers seen in the last 60 s." in shown
+    assert "No dead jobs in any queue." in text(served.client().get("/dead").text)
+    assert "No schedules." in text(served.client().get("/schedules").text)
+
+
+def test_a_queue_page_lists_its_jobs_by_state_a_page_at_a_time(served: Served) -> None:
+    ids = served.call(served.store.queue("pages").enqueue_many, [{"n": n} for n in range(PAGE_SIZE + 5)])
+    client = served.client()
+    first = client.get("/queues/pages")
+    assert first.status_code == 200
+    expected = served.call(served.store.jobs, "pages", JobPhase.READY)
+    listed = [int(i) for i in re.findall(r'<tr data-job="(\d+)">', first.text)]
+    assert listed == [job.id for job in expected.jobs][: len(listed)]
+    assert len(listed) == PAGE_SIZE
+    (following,) = re.findall(r'<a rel="next" href="([^"]+)"', first.text)
+    second = client.get(html.unescape(following))
+    rest = [int(i) for i in re.findall(r'<tr data-job="(\d+)">', second.text)]
+    assert sorted(listed + rest) == sorted(ids)
+    assert 'rel="next"' not in second.text
+    assert "Ready jobs, in claim order" in text(first.text)
+
+
+def test_a_queue_page_shows_each_state_and_the_queues_configuration(served: Served) -> None:
+    seeded = served.call(seed, served.store)
+    served.call(lambda: served.store.queue("emails").configure(max_attempts=7, priority=2))
+    client = served.client()
+    for state in ("delayed", "running", "dead"):
+        page = client.get("/queues/emails", params={"state": state})
+        assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)] == [seeded.ids[state]], state
+    shown = text(client.get("/queues/emails").text)
+    assert "Max attempts 7" in shown
+    assert "Priority 2" in shown
+    assert "Visibility timeout 5m00s" in shown
+    assert client.get("/queues/emails", params={"state": "sleeping"}).status_code == 404
+
+
+def test_the_job_page_shows_its_state_attempts_error_traceback_and_lease(served: Served) -> None:
+    seeded = served.call(seed, served.store)
+    client = served.client()
+    dead = served.call(served.store.get_job, seeded.ids["dead"])
+    assert dead is not None
+    assert dead.last_traceback
+    shown = text(client.get(f"/jobs/{dead.id}").text)
+    assert "State dead" in shown
+    assert f"Attempts {dead.attempts} of {dead.max_attempts}" in shown
+    assert "550 mailbox unavailable" in shown
+    assert "Traceback" in shown
+    assert "ConnectionError" in shown
+    assert '"to": "bounce@example.com"' in shown
+    running = served.call(served.store.get_job, seeded.ids["running"])
+    assert running is not None
+    assert running.lease_until is not None
+    shown = text(client.get(f"/jobs/{running.id}").text)
+    assert "Lease holder web-1:4242" in shown
+    assert f"Lease ends {running.lease_until:%Y-%m-%d %H:%M:%S} UTC" in shown
+    assert "Requeue this job" not in shown
+
+
+def test_a_payload_the_codec_cannot_decode_shows_as_bytes(served: Served) -> None:
+    seeded = served.call(seed, served.store)
+    shown = text(served.client().get(f"/jobs/{seeded.ids['raw']}").text)
+    assert "2 bytes: b'\\xff\\x00'" in shown
+
+
+def test_a_missing_job_is_a_404_that_says_so(served: Served) -> None:
+    page = served.client().get("/jobs/987654321")
+    assert page.status_code == 404
+    assert "No such job" in page.text
+
+
+def test_hostile_payload_and_error_text_render_as_text_never_as_markup(served: Served) -> None:
+    seeded = served.call(seed, served.store)
+    client = served.client()
+    pages = [
+        client.get(f"/jobs/{seeded.ids['hostile']}"),
+        client.get("/dead"),
+        client.get("/queues/hostile?state=dead"),
+    ]
+    for page in pages:
+        assert "<script>alert" not in page.text
+        assert "<img" not in page.text
+        assert "onerror=alert(1)>" not in page.text.replace("onerror=alert(1)&gt;", "")
+    job_page = pages[0]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in job_page.text
+    assert HOSTILE[0] in text(job_page.text)
+    assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in job_page.text or "&quot;&gt;&lt;img" in job_page.text
+    assert "script-src 'self'" in job_page.headers["content-security-policy"]
+
+
+def test_dead_letters_group_each_queues_dead_jobs_by_error(served: Served) -> None:
+    queue = served.store.queue("flaky")
+    served.call(queue.enqueue_many, [1, 2, 3], None)
+    for n, error in enumerate(["timeout", "timeout", "refused\nat line 3"]):
+        job = served.call(queue.claim, f"w{n}")
+        assert job is not None
+        served.call(job.fail, error)
+    served.call(served.store.queue("flaky").enqueue, 4)
+    page = served.client().get("/dead")
+    section = re.search(r'<section class="dead-queue" data-queue="flaky">(.*?)</section>', page.text, re.S)
+    assert section is not None
+    groups = [text(row) for row in re.findall(r'<tr class="group">(.*?)</tr>', section.group(1), re.S)]
+    dead = served.call(served.store.jobs, "flaky", JobPhase.DEAD)
+    by_error = {job.last_error: job.id for job in dead.jobs}
+    assert groups[0].startswith("2 timeout")
+    assert groups[1].startswith("1 refused")
+    assert str(by_error["refused\nat line 3"]) in groups[1]
+    assert "flaky : 3 dead" in text(section.group(1))
+
+
+def test_schedules_show_spec_queue_and_boundaries(served: Served) -> None:
+    served.call(seed, served.store)
+    (schedule,) = served.call(served.store.schedules)
+    row = re.search(r'<tr data-schedule="nightly-digest">(.*?)</tr>', served.client().get("/schedules").text, re.S)
+    assert row is not None
+    shown = text(row.group(1))
+    assert shown.startswith("nightly-digest @every 1d reports")
+    assert f"{schedule.next_boundary:%Y-%m-%d %H:%M:%S} UTC" in shown
+    assert shown.endswith("—")  # never fired
+
+
+def test_mounted_under_a_prefix_every_link_and_asset_stays_under_it(served: Served) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.testclient import TestClient
+
+    from alkstore.adapters.web import create_app
+
+    served.call(seed, served.store)
+    service = Starlette(routes=[Mount("/ops/alkstore", app=create_app(served.store))])
+    client = TestClient(service, base_url="http://127.0.0.1")
+    client.portal = served.portal
+    page = client.get("/ops/alkstore/")
+    assert page.status_code == 200
+    links = re.findall(r'(?:href|src|action|data-refresh)="([^"]+)"', page.text)
+    assert links
+    assert all(link.startswith("/ops/alkstore/") for link in links), links
+    assert client.get("/ops/alkstore/static/dashboard.js").status_code == 200
+    (queue,) = [link for link in links if link.endswith("/queues/emails")]
+    assert "emails" in client.get(queue).text
+
+
+def test_any_queue_name_links_to_its_own_page_and_shows_as_text(served: Served) -> None:
+    odd = '"><img src=x onerror=alert(1)>/a?b#c%d e'
+    job_id = served.call(served.store.queue(odd).enqueue, {"odd": True})
+    client = served.client()
+    overview = client.get("/")
+    assert "<img" not in overview.text
+    (link,) = re.findall(r'<td><a href="([^"]+)">&#34;&gt;&lt;img', overview.text)
+    page = client.get(html.unescape(link))
+    assert page.status_code == 200
+    assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)] == [job_id]
+    assert odd in text(page.text)
+    job = client.get(f"/jobs/{job_id}")
+    (back,) = re.findall(r'<dt>Queue</dt><dd><a href="([^"]+)"', job.text)
+    assert back == html.unescape(link)

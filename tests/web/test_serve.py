@@ -1,0 +1,69 @@
+"""``alkstore web`` as a process: uvicorn serves the dashboard over the store it opens, until SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+import alkstore
+from alkstore.testing import Scratch
+from tests._proc import ALKSTORE, LiveProcess
+from tests.support import PATIENCE
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Page:
+    status_code: int
+    text: str
+
+
+def get(url: str) -> Page:
+    """``url``, asked again while nothing listens there yet."""
+    end = time.monotonic() + PATIENCE
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return Page(response.status, response.read().decode())
+        except urllib.error.HTTPError as exc:
+            return Page(exc.code, exc.read().decode())
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.1)
+
+
+def test_the_command_serves_the_stores_dashboard_until_interrupted(scratch: Scratch) -> None:
+    where = scratch()
+    try:
+        with alkstore.open(where.url, **where.options) as store:  # migrates a Postgres scratch schema
+            store.queue("served").enqueue({"hello": "web"})
+        port = free_port()
+        args = [ALKSTORE, "web", "--url", where.url, "--port", str(port), "--read-only"]
+        schema = where.options.get("schema")
+        if schema is not None:
+            args += ["--schema", schema]
+        with LiveProcess(args) as web:
+            web.wait_log(lambda line: f"at http://127.0.0.1:{port}/" in line, PATIENCE)
+            page = get(f"http://127.0.0.1:{port}/")
+            assert page.status_code == 200
+            assert "read-only" in page.text
+            if where.url == "memory://":  # the command's memory store is its own, and empty
+                assert "No jobs in any queue." in page.text
+            else:
+                assert 'data-queue="served"' in page.text
+            assert get(f"http://127.0.0.1:{port}/dead").status_code == 200
+            web.proc.send_signal(signal.SIGINT)
+            assert web.finish(PATIENCE) == 0
+    finally:
+        where.dispose()
