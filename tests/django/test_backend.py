@@ -34,10 +34,16 @@ def stored(result: Any) -> Any:
 
 
 def test_a_job_enqueued_inside_atomic_is_gone_when_the_transaction_rolls_back(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError), transaction.atomic():
-        result = write.enqueue(path=str(tmp_path / "out"), text="never")
-        raise RuntimeError("roll back")
-    assert stored(result) is None
+    results = []
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            results.append(write.enqueue(path=str(tmp_path / "out"), text="never"))
+            raise RuntimeError("roll back")
+
+    with pytest.raises(RuntimeError):
+        enqueue_then_fail()
+    assert stored(results[0]) is None
 
 
 def test_a_job_enqueued_inside_atomic_is_stored_when_the_transaction_commits_and_not_before(tmp_path: Path) -> None:
@@ -48,13 +54,19 @@ def test_a_job_enqueued_inside_atomic_is_stored_when_the_transaction_commits_and
 
 
 def test_a_job_enqueued_in_a_nested_atomic_that_rolls_back_is_gone_with_its_savepoint(tmp_path: Path) -> None:
+    dropped = []
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            dropped.append(write.enqueue(path=str(tmp_path / "b"), text="dropped"))
+            raise RuntimeError("roll back the savepoint")
+
     with transaction.atomic():
         kept = write.enqueue(path=str(tmp_path / "a"), text="kept")
-        with pytest.raises(RuntimeError), transaction.atomic():
-            dropped = write.enqueue(path=str(tmp_path / "b"), text="dropped")
-            raise RuntimeError("roll back the savepoint")
+        with pytest.raises(RuntimeError):
+            enqueue_then_fail()
     assert stored(kept) is not None
-    assert stored(dropped) is None
+    assert stored(dropped[0]) is None
 
 
 def test_a_job_enqueued_outside_atomic_is_committed_on_its_own(tmp_path: Path) -> None:

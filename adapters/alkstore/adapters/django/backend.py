@@ -186,7 +186,7 @@ class AlkstoreBackend(BaseTaskBackend):
             raise InvalidTask(f"alkstore cannot enqueue {task.module_path!r} on {task.queue_name!r}: {exc}") from exc
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
-        """Write the job: with the caller's transaction inside ``atomic()`` on the backend's database, else on its own."""
+        """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone."""
         self.validate_task(task)
         result = TaskResult(
             task=task,
@@ -260,4 +260,3 @@ class AlkstoreBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[info.worker_id] if info.worker_id else [],
         )
-

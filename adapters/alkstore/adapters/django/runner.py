@@ -48,7 +48,8 @@ def _run(backend: Any, sender: type, payload: Any, job: Job) -> None:
     if not isinstance(found, backend.task_class):
         raise TypeError(f"{job.task!r} is not a Django task (a django.tasks.Task), but {type(found).__name__}")
     if not isinstance(payload, dict):
-        raise TypeError(f"the payload of a Django task's job is {{'args': …, 'kwargs': …}}, not {type(payload).__name__}")
+        kind = type(payload).__name__
+        raise TypeError(f"the payload of a Django task's job is {{'args': …, 'kwargs': …}}, not {kind}")
     task = found.using(priority=job.priority, queue_name=job.queue, backend=backend.alias)
     started = timezone.now()
     result = TaskResult(
@@ -75,8 +76,8 @@ def _run(backend: Any, sender: type, payload: Any, job: Job) -> None:
     except Exception as exc:
         object.__setattr__(result, "finished_at", timezone.now())
         object.__setattr__(result, "status", TaskResultStatus.FAILED)
-        kind = type(exc)
-        path = f"{kind.__module__}.{kind.__qualname__}"
+        failed = type(exc)
+        path = f"{failed.__module__}.{failed.__qualname__}"
         result.errors.append(TaskError(exception_class_path=path, traceback="".join(format_exception(exc))))
         task_finished.send(sender=sender, task_result=result)
         raise

@@ -49,7 +49,7 @@ class Command(BaseCommand):
             handle = handler_for(backend)
             worker = Worker(
                 store,
-                handlers={queue: handle for queue in queues},
+                handlers=dict.fromkeys(queues, handle),
                 concurrency=options["concurrency"],
                 grace=options["grace"],
                 worker_id=options["worker_id"],
