@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.tasks import TaskResultStatus, task, task_backends
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
@@ -72,6 +73,22 @@ def test_a_job_enqueued_in_a_nested_atomic_that_rolls_back_is_gone_with_its_save
 def test_a_job_enqueued_outside_atomic_is_committed_on_its_own(tmp_path: Path) -> None:
     result = write.enqueue(path=str(tmp_path / "out"), text="now")
     assert stored(result).state is JobState.PENDING
+
+
+def test_a_job_enqueued_with_autocommit_turned_off_rolls_back_with_the_connection(tmp_path: Path) -> None:
+    transaction.set_autocommit(False)
+    try:
+        result = write.enqueue(path=str(tmp_path / "out"), text="manual")
+        assert stored(result) is None
+        transaction.rollback()
+    finally:
+        transaction.set_autocommit(True)
+    assert stored(result) is None
+
+
+def test_aenqueue_writes_the_job_through_enqueue(tmp_path: Path) -> None:
+    result = async_to_sync(write.aenqueue)(path=str(tmp_path / "out"), text="async")
+    assert stored(result).payload == {"args": [], "kwargs": {"path": str(tmp_path / "out"), "text": "async"}}
 
 
 def test_the_job_names_the_task_by_module_path_and_carries_its_args_and_kwargs_as_json(tmp_path: Path) -> None:

@@ -208,7 +208,8 @@ class AlkstoreBackend(BaseTaskBackend):
         payload = {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
         store = self.store
         connection = connections[self.database]
-        if connection.in_atomic_block or not connection.get_autocommit():
+        # In a transaction: an atomic block, or a connection whose autocommit was turned off.
+        if connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit()):
             connection.ensure_connection()
             job_id = job.enqueue_tx(store, connection.connection, **payload)
         else:
