@@ -133,7 +133,7 @@ def test_the_wheel_metadata_names_the_runtime_dependencies_and_extras(wheel: zip
     requires = metadata.get_all("Requires-Dist") or []
     runtime = {req.split(";")[0].split(">")[0].split("=")[0].strip() for req in requires if "extra ==" not in req}
     assert runtime == {"psycopg[binary]", "psycopg-pool"}
-    assert {"test", "dev", "otel", "web"} <= set(metadata.get_all("Provides-Extra") or [])
+    assert {"test", "dev", "otel", "web", "django"} <= set(metadata.get_all("Provides-Extra") or [])
     web = {
         req.split(";")[0].split(">")[0].strip() for req in requires if req.replace('"', "'").endswith("extra == 'web'")
     }

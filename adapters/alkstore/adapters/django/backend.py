@@ -1,0 +1,263 @@
+"""``AlkstoreBackend``: Django's task backend contract over an alkstore store (ADR 039).
+
+A Django task becomes an alkstore job of the queue named by ``queue_name``: its task name is the
+task's module path, its payload ``{"args": [...], "kwargs": {...}}`` (JSON), its priority the
+task's (both orders put higher first, so the number is kept as it is), its ``run_at`` the task's
+``run_after``. The result id is the job's id, as a string.
+
+Inside ``transaction.atomic()`` on the configured database the job is written on Django's own
+connection (its psycopg 3 connection, through the store's caller-transaction path): it commits
+or rolls back with the caller's data. Outside one it is written, and committed, on the store's
+own pool.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+from django.core import checks
+from django.db import connections
+from django.tasks import TaskResult, TaskResultStatus
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+import alkstore
+from alkstore import AlkstoreError, EnqueueOpts, JobInfo, JobState, Store, Tasks
+
+__all__ = ["DEFAULT_OPTIONS", "AlkstoreBackend", "database_url"]
+
+#: What ``OPTIONS`` may say, and what each is when it does not.
+DEFAULT_OPTIONS: Mapping[str, Any] = {"database": "default", "schema": "alkstore", "max_size": 4}
+
+#: The Django database engine whose connections alkstore can write on.
+POSTGRES_ENGINE = "django.db.backends.postgresql"
+
+#: A schema name as the Postgres adapter accepts one (a plain identifier).
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+#: Entries of a database's ``OPTIONS`` that are Django's own, never libpq parameters.
+_DJANGO_ONLY = frozenset({"isolation_level", "assume_role", "server_side_binding", "pool", "cursor_factory", "context"})
+
+#: One store per (URL, schema, pool bound), shared by every thread's backend instance.
+_stores: dict[tuple[str, str, int], Store] = {}
+_stores_lock = threading.Lock()
+
+
+def database_url(settings_dict: Mapping[str, Any]) -> str:
+    """A ``postgresql://`` URL for a Django ``DATABASES`` entry: its NAME, USER, PASSWORD, HOST and PORT.
+
+    Scalar libpq parameters of its ``OPTIONS`` (``sslmode``, ``connect_timeout``, …) go into the
+    query string; Django's own entries (``isolation_level``, ``pool``, …) are left out.
+    """
+    user = quote(str(settings_dict.get("USER") or ""), safe="")
+    password = quote(str(settings_dict.get("PASSWORD") or ""), safe="")
+    host = str(settings_dict.get("HOST") or "")
+    port = str(settings_dict.get("PORT") or "")
+    name = quote(str(settings_dict.get("NAME") or ""), safe="")
+    credentials = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    if host.startswith("/"):  # a Unix socket directory goes into the query string
+        location, query = (f":{port}" if port else ""), [f"host={quote(host, safe='')}"]
+    else:
+        location, query = (host + (f":{port}" if port else "")), []
+    for key, value in sorted((settings_dict.get("OPTIONS") or {}).items()):
+        if key not in _DJANGO_ONLY and isinstance(value, str | int) and not isinstance(value, bool):
+            query.append(f"{quote(str(key), safe='')}={quote(str(value), safe='')}")
+    return f"postgresql://{credentials}{location}/{name}" + (f"?{'&'.join(query)}" if query else "")
+
+
+class AlkstoreBackend(BaseTaskBackend):
+    """Django tasks enqueued as alkstore jobs, on the PostgreSQL database Django already uses."""
+
+    #: ``run_after`` becomes the job's ``run_at``.
+    supports_defer = True
+    #: The worker runs plain functions on its threads; ``async def`` tasks are refused for now.
+    supports_async_task = False
+    #: alkstore claims higher priorities first, as Django orders them.
+    supports_priority = True
+    #: A finished job is deleted ("done and gone"): no outcome to return once it succeeds. Results
+    #: of jobs alkstore still keeps (ready, running, dead) are answered by ``get_result``.
+    supports_get_result = False
+
+    def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
+        super().__init__(alias, params)
+        self.database: str = self.options.get("database", DEFAULT_OPTIONS["database"])
+        self.schema: str = self.options.get("schema", DEFAULT_OPTIONS["schema"])
+        self.max_size: int = self.options.get("max_size", DEFAULT_OPTIONS["max_size"])
+
+    # -- configuration -------------------------------------------------------------------
+
+    def _errors(self) -> list[checks.CheckMessage]:
+        where = f"TASKS[{self.alias!r}]"
+        errors: list[checks.CheckMessage] = []
+        unknown = sorted(set(self.options) - set(DEFAULT_OPTIONS))
+        if unknown:
+            errors.append(
+                checks.Error(
+                    f"{where}['OPTIONS'] has unknown entries: {', '.join(unknown)}",
+                    hint=f"the alkstore backend reads only {', '.join(sorted(DEFAULT_OPTIONS))}",
+                    id="alkstore.E001",
+                )
+            )
+        if self.database not in settings.DATABASES:
+            errors.append(
+                checks.Error(
+                    f"{where}['OPTIONS']['database'] is {self.database!r}, which is not in DATABASES",
+                    hint=f"name one of: {', '.join(sorted(settings.DATABASES))}",
+                    id="alkstore.E002",
+                )
+            )
+        elif settings.DATABASES[self.database].get("ENGINE") != POSTGRES_ENGINE:
+            errors.append(
+                checks.Error(
+                    f"DATABASES[{self.database!r}] is not PostgreSQL, so alkstore cannot store its jobs there",
+                    hint=f"point {where}['OPTIONS']['database'] at a database whose ENGINE is {POSTGRES_ENGINE!r}",
+                    id="alkstore.E003",
+                )
+            )
+        if not isinstance(self.schema, str) or not _SCHEMA.match(self.schema):
+            errors.append(
+                checks.Error(
+                    f"{where}['OPTIONS']['schema'] is {self.schema!r}, not a plain PostgreSQL schema name",
+                    hint="lower-case letters, digits and underscores, not starting with a digit (e.g. 'alkstore')",
+                    id="alkstore.E004",
+                )
+            )
+        if not isinstance(self.max_size, int) or isinstance(self.max_size, bool) or self.max_size < 1:
+            errors.append(
+                checks.Error(
+                    f"{where}['OPTIONS']['max_size'] is {self.max_size!r}, not a positive whole number",
+                    hint="the most connections the backend's own pool opens (default 4)",
+                    id="alkstore.E005",
+                )
+            )
+        for queue in sorted(self.queues):
+            try:
+                Tasks().task(queue=queue)
+            except AlkstoreError as exc:
+                errors.append(
+                    checks.Error(
+                        f"{where}['QUEUES'] has {queue!r}, which alkstore refuses as a queue name: {exc}",
+                        hint="queue names are printable, without leading or trailing white space, at most 200 "
+                        "characters, and do not start with alkstore's reserved prefix",
+                        id="alkstore.E006",
+                    )
+                )
+        return errors
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """Django's system checks: the OPTIONS, the database they name, and the queue names."""
+        return [*super().check(**kwargs), *self._errors()]
+
+    @property
+    def store(self) -> Store:
+        """The store this backend writes through outside a transaction (opened at first use, then shared)."""
+        errors = self._errors()
+        if errors:
+            raise InvalidTask(f"the alkstore backend {self.alias!r} is misconfigured: {errors[0].msg}")
+        url = database_url(settings.DATABASES[self.database])
+        key = (url, self.schema, self.max_size)
+        with _stores_lock:
+            store = _stores.get(key)
+            if store is None:
+                store = _stores[key] = alkstore.open(url, schema=self.schema, max_size=self.max_size)
+            return store
+
+    def open_store(self, **options: Any) -> Store:
+        """A store of its own on the backend's database and schema (for commands: ``migrate=True``, …)."""
+        url = database_url(settings.DATABASES[self.database])
+        return alkstore.open(url, schema=self.schema, **{"max_size": self.max_size, **options})
+
+    # -- enqueue -------------------------------------------------------------------------
+
+    def validate_task(self, task: Any) -> None:
+        """Django's checks, and alkstore's rules for the names (a queue alkstore refuses is an invalid task)."""
+        super().validate_task(task)
+        try:
+            Tasks().task(task.module_path, queue=task.queue_name)
+        except AlkstoreError as exc:
+            raise InvalidTask(f"alkstore cannot enqueue {task.module_path!r} on {task.queue_name!r}: {exc}") from exc
+
+    def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone."""
+        self.validate_task(task)
+        result = TaskResult(
+            task=task,
+            id="",
+            status=TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        job = Tasks().task(task.module_path, queue=task.queue_name, priority=task.priority)(task.func)
+        if task.run_after is not None:
+            job = job.with_options(EnqueueOpts(run_at=task.run_after))
+        payload = {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
+        store = self.store
+        connection = connections[self.database]
+        # In a transaction: an atomic block, or a connection whose autocommit was turned off.
+        if connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit()):
+            connection.ensure_connection()
+            job_id = job.enqueue_tx(store, connection.connection, **payload)
+        else:
+            job_id = job.enqueue(store, **payload)
+        object.__setattr__(result, "id", str(job_id))
+        object.__setattr__(result, "enqueued_at", timezone.now())
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    # -- results -------------------------------------------------------------------------
+
+    def get_result(self, result_id: str) -> Any:
+        """The result of a job alkstore still keeps (ready, running, or dead as FAILED).
+
+        ``TaskResultDoesNotExist`` for an id that never was a job, and for one that finished: a
+        successful job is deleted, so its outcome is not kept (ADR 039).
+        """
+        info = self.store.get_job(int(result_id)) if str(result_id).isdigit() else None
+        if info is None or info.task is None:
+            raise TaskResultDoesNotExist(result_id)
+        return self.result_of(info)
+
+    def result_of(self, info: JobInfo) -> Any:
+        """The ``TaskResult`` of a stored job of a Django task."""
+        try:
+            found = import_string(str(info.task))
+        except ImportError as exc:
+            raise TaskResultDoesNotExist(str(info.id)) from exc
+        if not isinstance(found, self.task_class):
+            raise TaskResultDoesNotExist(str(info.id))
+        task = found.using(priority=info.priority, queue_name=info.queue, backend=self.alias)
+        payload = info.payload if isinstance(info.payload, dict) else {}
+        status = {
+            JobState.PENDING: TaskResultStatus.READY,
+            JobState.RUNNING: TaskResultStatus.RUNNING,
+            JobState.DEAD: TaskResultStatus.FAILED,
+        }[info.state]
+        return TaskResult(
+            task=task,
+            id=str(info.id),
+            status=status,
+            enqueued_at=info.enqueued_at,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=info.died_at,
+            args=payload.get("args", []),
+            kwargs=payload.get("kwargs", {}),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[info.worker_id] if info.worker_id else [],
+        )

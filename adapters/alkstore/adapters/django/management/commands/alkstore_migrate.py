@@ -1,0 +1,29 @@
+"""``manage.py alkstore_migrate``: create or upgrade the alkstore schema of a task backend (ADR 039)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from ._backend import alkstore_backend
+
+
+class Command(BaseCommand):
+    help = "Create or upgrade the alkstore schema that a TASKS backend stores its jobs in (idempotent)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--backend", default="default", help="the TASKS alias (default: default)")
+        parser.add_argument(
+            "--grant",
+            action="append",
+            default=[],
+            metavar="ROLE",
+            help="also grant an application role what it needs (repeatable)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        backend = alkstore_backend(options["backend"])
+        with backend.open_store(migrate=True, grant=options["grant"], max_size=1):
+            pass
+        self.stdout.write(f"alkstore schema {backend.schema!r} on database {backend.database!r} is current")

@@ -1,0 +1,46 @@
+"""The Django backend's tests: a real Django 6.1 project (tests/django/project) on the local PostgreSQL.
+
+Django 6.1 runs on Python 3.12 and later, so under 3.11 nothing here is collected. Django is set
+up here, with a scratch alkstore schema of its own (``ALKSTORE_DJANGO_SCHEMA``, shared with the
+worker subprocesses), migrated by ``manage.py alkstore_migrate`` and dropped at the end. The
+tests use the configured database itself rather than a test database of pytest-django's:
+alkstore's jobs live in their own schema, and the project has no models.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+if sys.version_info < (3, 12):
+    collect_ignore_glob = ["*"]
+else:
+    from alkstore.adapters.postgres.testing import LOCAL_DSN, drop_schema, find_server, unique_schema
+
+    os.environ.setdefault("ALKSTORE_DJANGO_SCHEMA", unique_schema("dj"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.django.project.settings")
+    import django
+
+    django.setup()
+
+    @pytest.fixture(scope="session")
+    def django_db_setup() -> None:
+        """The configured database as it is: no test database is created (the project has no models)."""
+
+    @pytest.fixture(scope="session", autouse=True)
+    def alkstore_schema(django_db_blocker: Any) -> Iterator[str]:
+        """The scratch schema, migrated through the management command, dropped after the session."""
+        dsn, reason = find_server()
+        if dsn is None:
+            pytest.skip(reason)
+        from django.core.management import call_command
+
+        schema = os.environ["ALKSTORE_DJANGO_SCHEMA"]
+        with django_db_blocker.unblock():
+            call_command("alkstore_migrate")
+        yield schema
+        drop_schema(dsn or LOCAL_DSN, schema)

@@ -1,0 +1,48 @@
+"""A minimal Django project on the local PostgreSQL server, with alkstore as its task backend.
+
+The database and the alkstore schema come from the environment, so that the tests and the
+worker they start (``manage.py alkstore_worker``) share one scratch schema.
+"""
+
+from __future__ import annotations
+
+import os
+
+SECRET_KEY = "tests-only"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+INSTALLED_APPS = ["alkstore.adapters.django", "tests.django.project.shop"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ.get("ALKSTORE_DJANGO_DB_NAME", "test"),
+        "USER": os.environ.get("ALKSTORE_DJANGO_DB_USER", "postgres"),
+        "PASSWORD": os.environ.get("ALKSTORE_DJANGO_DB_PASSWORD", ""),
+        "HOST": os.environ.get("ALKSTORE_DJANGO_DB_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("ALKSTORE_DJANGO_DB_PORT", "5432"),
+    },
+    # A database alkstore cannot store jobs in, for the backend's checks to refuse.
+    "lite": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
+}
+
+TASKS = {
+    "default": {
+        "BACKEND": "alkstore.adapters.django.backend.AlkstoreBackend",
+        "QUEUES": ["default", "emails"],
+        "OPTIONS": {
+            "database": "default",
+            "schema": os.environ.get("ALKSTORE_DJANGO_SCHEMA", "alkstore"),
+            "max_size": 2,
+        },
+    }
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "loggers": {"alkstore": {"handlers": ["stderr"], "level": "INFO"}},
+}

@@ -1,0 +1,225 @@
+"""AlkstoreBackend as Django's task backend: enqueue in and out of the caller's transaction, the mapping, checks."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.tasks import TaskResultStatus, task, task_backends
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+
+from alkstore import JobState
+from alkstore.adapters.django.backend import AlkstoreBackend, database_url
+from tests.django.project.shop.tasks import send_email, write
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+WRITE = "tests.django.project.shop.tasks.write"
+
+
+def backend() -> AlkstoreBackend:
+    """The project's configured backend (this thread's instance)."""
+    found = task_backends["default"]
+    assert isinstance(found, AlkstoreBackend)
+    return found
+
+
+def stored(result: Any) -> Any:
+    """The stored job of a result, as the backend's own store sees it (``None``: there is none)."""
+    return backend().store.get_job(int(result.id))
+
+
+def test_a_job_enqueued_inside_atomic_is_gone_when_the_transaction_rolls_back(tmp_path: Path) -> None:
+    results = []
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            results.append(write.enqueue(path=str(tmp_path / "out"), text="never"))
+            raise RuntimeError("roll back")
+
+    with pytest.raises(RuntimeError):
+        enqueue_then_fail()
+    assert stored(results[0]) is None
+
+
+def test_a_job_enqueued_inside_atomic_is_stored_when_the_transaction_commits_and_not_before(tmp_path: Path) -> None:
+    with transaction.atomic():
+        result = write.enqueue(path=str(tmp_path / "out"), text="later")
+        assert stored(result) is None  # another connection cannot see it yet
+    assert stored(result).state is JobState.PENDING
+
+
+def test_a_job_enqueued_in_a_nested_atomic_that_rolls_back_is_gone_with_its_savepoint(tmp_path: Path) -> None:
+    dropped = []
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            dropped.append(write.enqueue(path=str(tmp_path / "b"), text="dropped"))
+            raise RuntimeError("roll back the savepoint")
+
+    with transaction.atomic():
+        kept = write.enqueue(path=str(tmp_path / "a"), text="kept")
+        with pytest.raises(RuntimeError):
+            enqueue_then_fail()
+    assert stored(kept) is not None
+    assert stored(dropped[0]) is None
+
+
+def test_a_job_enqueued_outside_atomic_is_committed_on_its_own(tmp_path: Path) -> None:
+    result = write.enqueue(path=str(tmp_path / "out"), text="now")
+    assert stored(result).state is JobState.PENDING
+
+
+def test_a_job_enqueued_with_autocommit_turned_off_rolls_back_with_the_connection(tmp_path: Path) -> None:
+    transaction.set_autocommit(False)
+    try:
+        result = write.enqueue(path=str(tmp_path / "out"), text="manual")
+        assert stored(result) is None
+        transaction.rollback()
+    finally:
+        transaction.set_autocommit(True)
+    assert stored(result) is None
+
+
+def test_aenqueue_writes_the_job_through_enqueue(tmp_path: Path) -> None:
+    result = async_to_sync(write.aenqueue)(path=str(tmp_path / "out"), text="async")
+    assert stored(result).payload == {"args": [], "kwargs": {"path": str(tmp_path / "out"), "text": "async"}}
+
+
+def test_the_job_names_the_task_by_module_path_and_carries_its_args_and_kwargs_as_json(tmp_path: Path) -> None:
+    result = write.enqueue(str(tmp_path / "out"), text="hello")
+    info = stored(result)
+    assert (info.task, info.queue) == (WRITE, "default")
+    assert info.payload == {"args": [str(tmp_path / "out")], "kwargs": {"text": "hello"}}
+    assert result.status == TaskResultStatus.READY
+    assert result.id == str(info.id)
+    assert result.enqueued_at is not None
+
+
+def test_the_queue_name_is_the_alkstore_queue() -> None:
+    assert stored(send_email.enqueue(to="a@example.com")).queue == "emails"
+
+
+def test_the_flags_say_what_the_backend_does() -> None:
+    configured = backend()
+    assert (configured.supports_defer, configured.supports_priority) == (True, True)
+    assert (configured.supports_get_result, configured.supports_async_task) == (False, False)
+
+
+def test_django_priorities_are_kept_as_alkstore_priorities_and_claimed_highest_first() -> None:
+    priorities = [0, -100, 100, 50, -1]
+    ids = [int(send_email.using(priority=p).enqueue(to=f"{p}@example.com").id) for p in priorities]
+    assert [stored_priority(job_id) for job_id in ids] == priorities
+    claimed = backend().store.queue("emails").claim_many("priority-test", 100)
+    for job in claimed:
+        job.ack()
+    ours = [job.id for job in claimed if job.id in ids]
+    assert ours == [ids[priorities.index(p)] for p in sorted(priorities, reverse=True)]
+
+
+def stored_priority(job_id: int) -> int:
+    info = backend().store.get_job(job_id)
+    assert info is not None
+    return int(info.priority)
+
+
+def test_run_after_becomes_the_jobs_run_at() -> None:
+    run_after = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=3)
+    result = send_email.using(run_after=run_after).enqueue(to="later@example.com")
+    assert stored(result).run_at == run_after
+
+
+def test_a_queue_not_in_queues_is_an_invalid_task() -> None:
+    with pytest.raises(InvalidTask, match="elsewhere"):
+        write.using(queue_name="elsewhere")
+
+
+def test_an_async_task_is_refused_because_the_worker_runs_plain_functions() -> None:
+    async def coroutine() -> None:
+        pass
+
+    coroutine.__qualname__ = "coroutine"  # as if at module level
+    with pytest.raises(InvalidTask, match="async"):
+        task(coroutine)
+
+
+def test_the_task_enqueued_signal_is_sent_with_the_stored_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "signals"
+    monkeypatch.setenv("SHOP_SIGNAL_LOG", str(log))
+    result = write.enqueue(path=str(tmp_path / "out"), text="x")
+    assert log.read_text(encoding="utf-8") == f"enqueued {result.id} write READY\n"
+
+
+def test_get_result_answers_a_pending_job_as_ready_with_its_arguments(tmp_path: Path) -> None:
+    result = write.enqueue(path=str(tmp_path / "out"), text="x")
+    found = write.get_result(result.id)
+    assert (found.id, found.status, found.kwargs) == (result.id, TaskResultStatus.READY, result.kwargs)
+    assert found.task.module_path == WRITE
+
+
+@pytest.mark.parametrize("result_id", ["999999999999", "not-a-number", ""])
+def test_get_result_of_an_id_that_is_no_stored_job_raises_task_result_does_not_exist(result_id: str) -> None:
+    with pytest.raises(TaskResultDoesNotExist):
+        backend().get_result(result_id)
+
+
+def backend_with(**params: Any) -> AlkstoreBackend:
+    return AlkstoreBackend("checked", {"QUEUES": ["default"], **params})
+
+
+def error_ids(backend: AlkstoreBackend) -> list[str]:
+    return [error.id for error in backend.check()]
+
+
+def test_a_well_configured_backend_passes_its_checks() -> None:
+    assert error_ids(backend()) == []
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"OPTIONS": {"databse": "default"}}, "alkstore.E001"),
+        ({"OPTIONS": {"database": "nowhere"}}, "alkstore.E002"),
+        ({"OPTIONS": {"schema": "Bad Schema"}}, "alkstore.E004"),
+        ({"OPTIONS": {"max_size": 0}}, "alkstore.E005"),
+        ({"QUEUES": [" padded"]}, "alkstore.E006"),
+    ],
+)
+def test_a_misconfigured_backend_fails_its_checks_with_a_hint(params: dict[str, Any], expected: str) -> None:
+    errors = backend_with(**params).check()
+    assert [error.id for error in errors] == [expected]
+    assert errors[0].hint
+
+
+def test_a_database_that_is_not_postgresql_fails_the_checks() -> None:
+    assert error_ids(backend_with(OPTIONS={"database": "lite"})) == ["alkstore.E003"]
+
+
+def test_a_misconfigured_backend_refuses_to_enqueue() -> None:
+    with pytest.raises(InvalidTask, match="misconfigured"):
+        backend_with(OPTIONS={"database": "nowhere"}).enqueue(write, (), {"path": "p", "text": "t"})
+
+
+def test_the_url_is_built_from_the_django_database_settings() -> None:
+    settings = {
+        "NAME": "shop db",
+        "USER": "app",
+        "PASSWORD": "p@ss",
+        "HOST": "db.internal",
+        "PORT": "6432",
+        "OPTIONS": {"sslmode": "require", "isolation_level": 1, "pool": True},
+    }
+    assert database_url(settings) == "postgresql://app:p%40ss@db.internal:6432/shop%20db?sslmode=require"
+
+
+def test_a_unix_socket_host_goes_into_the_query_string() -> None:
+    assert database_url({"NAME": "d", "USER": "u", "HOST": "/run/pg"}) == "postgresql://u@/d?host=%2Frun%2Fpg"
+
+
+def test_the_scratch_schema_is_the_one_configured() -> None:
+    assert backend().schema == os.environ["ALKSTORE_DJANGO_SCHEMA"]

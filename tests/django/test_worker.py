@@ -1,0 +1,85 @@
+"""``manage.py alkstore_worker`` in a subprocess: runs enqueued Django tasks, sends their signals, drains on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.tasks import task_backends
+
+from tests._proc import LiveProcess
+from tests.django.project.shop.tasks import slow_write, write, write_context
+from tests.support import PATIENCE, wait_until
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+MANAGE = Path(__file__).with_name("manage.py")
+
+
+def worker(signal_log: Path, *args: str) -> LiveProcess:
+    """``manage.py alkstore_worker`` with ``args``, its task signals written to ``signal_log``; started once serving."""
+    process = LiveProcess(
+        [sys.executable, str(MANAGE), "alkstore_worker", *args],
+        env={"SHOP_SIGNAL_LOG": str(signal_log)},
+    )
+    process.wait_for(lambda name, line: name == "stdout" and "serving" in line, PATIENCE)
+    return process
+
+
+def stored(result: Any) -> Any:
+    return task_backends["default"].store.get_job(int(result.id))
+
+
+def test_the_worker_runs_enqueued_tasks_with_their_context_and_sends_started_and_finished(tmp_path: Path) -> None:
+    out, context_out, log = tmp_path / "out", tmp_path / "context", tmp_path / "signals"
+    plain = write.enqueue(str(out), text="ran")
+    with_context = write_context.enqueue(path=str(context_out))
+    with worker(log, "--queues", "default", "--concurrency", "2") as process:
+        wait_until(lambda: out.exists() and context_out.exists(), "both tasks ran")
+        wait_until(lambda: stored(plain) is None and stored(with_context) is None, "both jobs acked")
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.finish() == 0
+    assert out.read_text(encoding="utf-8") == "ran"
+    assert json.loads(context_out.read_text(encoding="utf-8")) == {"id": with_context.id, "attempt": 1}
+    lines = set(log.read_text(encoding="utf-8").splitlines())
+    assert {
+        f"started {plain.id} write RUNNING",
+        f"finished {plain.id} write SUCCESSFUL",
+        f"started {with_context.id} write_context RUNNING",
+        f"finished {with_context.id} write_context SUCCESSFUL",
+    } <= lines
+
+
+def test_sigterm_lets_the_running_task_finish_before_the_worker_exits(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = slow_write.enqueue(path=str(out), seconds=2.0)
+    with worker(tmp_path / "signals", "--queues", "default") as process:
+        wait_until(lambda: out.exists(), "the task started")
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.finish() == 0
+    assert out.read_text(encoding="utf-8") == "done"
+    assert stored(result) is None
+
+
+def test_a_failing_run_sends_finished_as_failed_and_leaves_the_job_to_be_retried(tmp_path: Path) -> None:
+    log = tmp_path / "signals"
+    result = write.enqueue(path=str(tmp_path / "no" / "such" / "dir"), text="x")
+    with worker(log, "--queues", "default") as process:
+        wait_until(lambda: log.exists() and "FAILED" in log.read_text(encoding="utf-8"), "the run failed")
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.finish() == 0
+    assert f"finished {result.id} write FAILED" in log.read_text(encoding="utf-8").splitlines()
+    info = stored(result)
+    assert info.attempts == 1
+    assert "No such file or directory" in (info.last_error or "")
+    assert "FileNotFoundError" in (info.last_traceback or "")
+
+
+def test_the_worker_refuses_a_queue_the_backend_does_not_have(tmp_path: Path) -> None:
+    process = LiveProcess([sys.executable, str(MANAGE), "alkstore_worker", "--queues", "elsewhere"])
+    assert process.finish() != 0
+    assert "elsewhere" in "".join(process.stderr)
