@@ -1,9 +1,9 @@
 -- alkstore schema, version 6: unique jobs, ordering keys, paused and limited queues, anchored
 -- schedules and cancel requests for running jobs (ADRs 031-035).
 --
--- Online: every change adds a nullable column or one with a constant default (no table
--- rewrite), creates an index on columns no existing row sets (NULL everywhere: the build reads
--- the table once under a SHARE lock, which blocks writes for that read), or adds functions.
+-- No table is rewritten: every column is nullable or has a constant default. But ALTER TABLE
+-- holds ACCESS EXCLUSIVE on jobs until the migration commits, and the two index builds each
+-- read the whole table meanwhile, so on a deep jobs table this is not online (CHANGELOG.md).
 -- Code of version 5 runs unchanged against this schema: it never writes the new columns, and
 -- the functions it calls (sweep_3, bury_3, queue_counts_4) are kept.
 
