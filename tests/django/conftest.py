@@ -20,6 +20,7 @@ if sys.version_info < (3, 12):
     collect_ignore_glob = ["*"]
 else:
     from alkstore.adapters.postgres.testing import LOCAL_DSN, drop_schema, find_server, unique_schema
+    from tests.support import under_ci
 
     os.environ.setdefault("ALKSTORE_DJANGO_SCHEMA", unique_schema("dj"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.django.project.settings")
@@ -36,6 +37,8 @@ else:
         """The scratch schema, migrated through the management command, dropped after the session."""
         dsn, reason = find_server()
         if dsn is None:
+            if under_ci():
+                pytest.fail(f"CI=true and no PostgreSQL server: {reason}")
             pytest.skip(reason)
         from django.core.management import call_command
 
