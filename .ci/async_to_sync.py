@@ -66,6 +66,12 @@ _ASYNC_CLASS = re.compile(r"(_*)Async([A-Z]\w*)")
 _ASYNC_SUFFIX = re.compile(r"(\w+?)_async")
 _HEADER = "# Generated from {source} by .ci/async_to_sync.py (ADR 026): edit that file, not this one.\n"
 
+#: The tokens whose text is renamed word by word: strings, comments, and (Python 3.12+) the text
+#: parts of f-strings, which earlier versions tokenize as one STRING.
+_TEXT_TOKENS = frozenset(
+    {tokenize.STRING, tokenize.COMMENT} | ({tokenize.FSTRING_MIDDLE} if hasattr(tokenize, "FSTRING_MIDDLE") else set())
+)
+
 
 def sync_name(name: str) -> str:
     """The sync counterpart of a name of the async source (itself when it has none)."""
@@ -232,9 +238,12 @@ def _transform_tokens(text: str, names: set[str], where: str) -> str:
                 renamed = sync_name(tok.string)
                 if renamed != tok.string:
                     edits.append((at(tok.start), at(tok.end), renamed))
-        elif tok.type in (tokenize.STRING, tokenize.COMMENT):
-            renamed = _rename_words(tok.string, names)
-            if renamed != tok.string:
+        elif tok.type in _TEXT_TOKENS:
+            # The source's own characters, not tok.string: Python 3.12 gives an f-string's text
+            # as FSTRING_MIDDLE tokens whose string has "{{" unescaped.
+            source = text[at(tok.start) : at(tok.end)]
+            renamed = _rename_words(source, names)
+            if renamed != source:
                 edits.append((at(tok.start), at(tok.end), renamed))
     out = text
     for start, end, replacement in sorted(edits, reverse=True):

@@ -193,6 +193,16 @@ def open() -> Thing:
     assert out.split("\n", 1)[1] == expected
 
 
+def test_the_generator_renames_an_f_strings_text_on_every_python() -> None:
+    # Python 3.12 tokenizes an f-string's text apart from its fields (FSTRING_MIDDLE); both
+    # parts are renamed, and a doubled brace is kept as written.
+    source = 'def f(x: object) -> str:\n    return f"an AsyncThing {{not}} {type(x).__name__} AsyncThing"\n'
+    out = generator().generate(source, "core/alkstore/_thing_async.py", {"AsyncThing"})
+    assert (
+        out.split("\n", 1)[1] == 'def f(x: object) -> str:\n    return f"an Thing {{not}} {type(x).__name__} Thing"\n'
+    )
+
+
 def test_the_generator_refuses_what_it_cannot_turn_faithfully() -> None:
     gen = generator()
     with pytest.raises(SyntaxError, match="ASYNC used outside"):
