@@ -34,18 +34,21 @@ def test_every_inspection_runs_in_a_read_only_session(
     queue.enqueue("dead", EnqueueOpts(priority=2))
     dead = must_claim(queue)
     dead.fail("boom")
+    queue.enqueue("keyed head", EnqueueOpts(ordering_key="k", delay=120))  # delayed, its key held
+    queue.enqueue("waiting", EnqueueOpts(ordering_key="k"))
     store.schedule("inspected-schedule", "@every 1m", "inspected")
 
     reader = open_store(url=read_only(pg_dsn), migrate=False, clock=clock)
     with pytest.raises(DatabaseError, match="read-only"):
         reader.queue("inspected").enqueue("refused")
 
-    assert reader.queue_stats() == [QueueStats("inspected", 1, 1, 1, 1, timedelta(0), STATS_CAP)]
+    assert reader.queue_stats() == [QueueStats("inspected", 1, 2, 1, 1, timedelta(0), STATS_CAP, waiting=1)]
     assert reader.queue_stats("inspected") == reader.queue_stats()
     listed = {phase: [job.payload for job in reader.jobs("inspected", phase).jobs] for phase in JobPhase}
     assert listed == {
         JobPhase.READY: ["ready"],
-        JobPhase.DELAYED: ["delayed"],
+        JobPhase.DELAYED: ["delayed", "keyed head"],
+        JobPhase.WAITING: ["waiting"],
         JobPhase.RUNNING: ["running"],
         JobPhase.DEAD: ["dead"],
     }
@@ -62,4 +65,6 @@ def test_version_4_adds_the_workers_table_and_no_index_on_jobs(
         "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'jobs' ORDER BY indexname",
         [pg_module_schema],
     ).fetchall()
-    assert [name for (name,) in indexes] == ["jobs_claim", "jobs_delayed", "jobs_expiry", "jobs_lease", "jobs_pkey"]
+    # Version 6 adds the keys' two (ADR 031, ADR 032); version 4 added none.
+    names = ["jobs_claim", "jobs_delayed", "jobs_expiry", "jobs_lease", "jobs_ordering", "jobs_pkey", "jobs_unique"]
+    assert [name for (name,) in indexes] == names

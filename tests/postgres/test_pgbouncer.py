@@ -263,7 +263,12 @@ def test_a_claim_that_returns_before_the_probe_is_due_still_leads_to_the_warning
     assert claimer.acked().id == job_id
     engine = engine_of(listening_pooled)
     wait_until(lambda: engine.listening_works is False, "the probe, left to finish on its own, to be due")
-    assert len([record for record in caplog.records if "notifications do not reach" in record.getMessage()]) == 1
+
+    def warnings() -> int:
+        return len([record for record in caplog.records if "notifications do not reach" in record.getMessage()])
+
+    wait_until(lambda: warnings() > 0, "the warning, logged just after the flag is set")
+    assert warnings() == 1
 
 
 # -- session pooling: no starvation ------------------------------------------------------------
