@@ -486,6 +486,15 @@ class MemoryTables:
             if self._live(row):
                 self._to_dead(row, port.JOB_EXPIRED_ERROR, None, now)
 
+    def _hand_back(self, job: port.JobRecord, **changes: Any) -> None:
+        """A held job goes back to pending with ``changes`` and its queue is woken, unless it was asked to
+        stop: then it ends cancelled (ADR 035)."""
+        if job.cancel_requested:
+            self._delete(job)
+            return
+        self._make_pending(job, **changes)
+        self._signal(job.queue)
+
     def _each_held(
         self, items: Sequence[_Fenced], change: Callable[[port.JobRecord, _Fenced], None]
     ) -> list[port.Held]:
@@ -505,11 +514,7 @@ class MemoryTables:
 
     def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         def retry(job: port.JobRecord, item: port.Retry) -> None:
-            if job.cancel_requested:
-                self._delete(job)
-                return
-            self._make_pending(job, run_at=item.run_at, last_error=item.error, last_traceback=item.traceback)
-            self._signal(job.queue)
+            self._hand_back(job, run_at=item.run_at, last_error=item.error, last_traceback=item.traceback)
 
         return self._each_held(retries, retry)
 
@@ -521,11 +526,7 @@ class MemoryTables:
 
     def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
         def release(job: port.JobRecord, _: port.Held) -> None:
-            if job.cancel_requested:
-                self._delete(job)
-                return
-            self._make_pending(job, attempts=max(0, job.attempts - 1))
-            self._signal(job.queue)
+            self._hand_back(job, attempts=max(0, job.attempts - 1))
 
         return self._each_held(held, release)
 
