@@ -345,18 +345,14 @@ class MemoryTables:
     def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if tx is not None:
             return self._enqueue_tx(self.caller_transaction(tx), jobs, now)
+
+        def publish(row: port.JobRecord) -> None:
+            if row.unique_key is not None:
+                self._holders[(row.queue, row.unique_key)] = row.id
+            self._publish(row)
+
         with self._cond:
-            ids: list[int] = []
-            for job in jobs:
-                found = self._taken(job)
-                if found is not None:
-                    ids.append(port.Existing(found))
-                    continue
-                row = _new_row(next(self._ids), job, now)
-                if job.unique_key is not None:
-                    self._holders[(job.queue, job.unique_key)] = row.id
-                self._publish(row)
-                ids.append(row.id)
+            ids = self._admit(jobs, now, publish)
             for queue in {job.queue for job in jobs}:
                 self._signal(queue)
             return ids
@@ -390,18 +386,27 @@ class MemoryTables:
     def _enqueue_tx(self, tx: MemoryTransaction, jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
         """Buffer ``jobs`` in ``tx``; a unique key is reserved for the transaction from now (where Postgres
         would have a later enqueue of the key wait for the transaction's end, memory answers at once)."""
-        ids: list[int] = []
+
+        def buffer(row: port.JobRecord) -> None:
+            if row.unique_key is not None:
+                self._reserved[(row.queue, row.unique_key)] = row.id
+            tx._pending.append(row)
+
         with self._cond:
-            for job in jobs:
-                found = self._taken(job)
-                if found is not None:
-                    ids.append(port.Existing(found))
-                    continue
-                row = _new_row(next(self._ids), job, now)
-                if job.unique_key is not None:
-                    self._reserved[(job.queue, job.unique_key)] = row.id
-                tx._pending.append(row)
-                ids.append(row.id)
+            return self._admit(jobs, now, buffer)
+
+    def _admit(self, jobs: Sequence[port.NewJob], now: datetime, keep: Callable[[port.JobRecord], None]) -> list[int]:
+        """A row per job handed to ``keep`` in order, its id returned; ``Existing`` (and no row) for a job whose
+        unique key is taken, by an earlier job of the same call too."""
+        ids: list[int] = []
+        for job in jobs:
+            found = self._taken(job)
+            if found is not None:
+                ids.append(port.Existing(found))
+                continue
+            row = _new_row(next(self._ids), job, now)
+            keep(row)
+            ids.append(row.id)
         return ids
 
     def _taken(self, job: port.NewJob) -> int | None:
