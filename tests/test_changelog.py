@@ -1,7 +1,10 @@
 """CHANGELOG.md keeps up with the migrations: every schema version has an entry saying how to roll it out.
 
 A new migration without an entry, or an entry that does not say whether it is online and in
-which order to roll it out, fails here.
+which order to roll it out, fails here; so does an entry calling a migration online whose SQL
+scans or rewrites a table an earlier version created (an index built without ``CONCURRENTLY``,
+a column's type changed, a column added with a volatile default). The rollout order every entry
+gives is the one ``tests/postgres/test_rolling_upgrade.py`` runs from each older version (ADR 041).
 """
 
 from __future__ import annotations
@@ -18,6 +21,18 @@ CHANGELOG = ROOT / "CHANGELOG.md"
 _HEADING = re.compile(r"^## (?P<title>.+)$", re.MULTILINE)
 _VERSION = re.compile(r"schema version (\d+)")
 _ONLINE = re.compile(r"^- \*\*Online:\*\* (yes|no)\b", re.MULTILINE)
+_COMMENT = re.compile(r"--[^\n]*")
+_TABLE = re.compile(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
+#: What holds a lock on a table for as long as it reads or rewrites every row of it.
+_SCANS = (
+    re.compile(r"\bCREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY\b)(?:\w+\s+)?ON\s+(\w+)", re.IGNORECASE),
+    re.compile(r"\bALTER\s+TABLE\s+(\w+)[^;]*\bALTER\s+COLUMN\s+\w+\s+(?:SET\s+DATA\s+)?TYPE\b", re.IGNORECASE),
+    re.compile(
+        r"\bALTER\s+TABLE\s+(\w+)[^;]*\bADD\s+COLUMN\s[^;]*?\bDEFAULT\s+[^,;]*"
+        r"\b(?:now|clock_timestamp|random|gen_random_uuid|nextval|statement_timestamp)\s*\(",
+        re.IGNORECASE,
+    ),
+)
 _ROLLOUT = re.compile(
     r"^- \*\*Rollout:\*\* (migrate first, then new workers|new workers first|either order)\b", re.MULTILINE
 )
@@ -32,6 +47,29 @@ def sections(text: str) -> dict[str, str]:
 
 def migration_versions() -> list[int]:
     return sorted(int(path.name.split("_", 1)[0]) for path in MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+
+
+def sql(version: int) -> str:
+    """Migration ``version``'s SQL without its comments."""
+    [path] = MIGRATIONS.glob(f"{version:04d}_*.sql")
+    return _COMMENT.sub("", path.read_text())
+
+
+def scans(text: str) -> set[str]:
+    """The tables the SQL ``text`` scans or rewrites while it holds them."""
+    return {match[1] for pattern in _SCANS for match in pattern.finditer(text)}
+
+
+def scanned_tables(version: int) -> set[str]:
+    """The tables created before ``version`` that its migration scans or rewrites while it holds them."""
+    earlier = {table for older in range(1, version) for table in _TABLE.findall(sql(older))}
+    return scans(sql(version)) & earlier
+
+
+def entry(version: int) -> str:
+    """The body of the CHANGELOG section for schema ``version``."""
+    [body] = [body for title, body in sections(CHANGELOG.read_text()).items() if f"schema version {version} " in title]
+    return body
 
 
 def test_there_are_migrations_to_check() -> None:
@@ -60,3 +98,21 @@ def test_the_newest_entry_is_for_the_newest_schema_version() -> None:
     match = _VERSION.search(first)
     assert match is not None
     assert int(match[1]) == migration_versions()[-1]
+
+
+@pytest.mark.parametrize("version", migration_versions())
+def test_an_entry_calls_its_migration_online_only_if_it_scans_no_busy_table(version: int) -> None:
+    scanned = scanned_tables(version)
+    online = _ONLINE.findall(entry(version))
+    assert online == ["no" if scanned else "yes"], f"version {version} scans or rewrites {sorted(scanned) or 'nothing'}"
+
+
+def test_the_check_of_online_finds_what_holds_a_busy_table() -> None:
+    """Version 3 builds indexes on ``jobs`` without ``CONCURRENTLY``; version 1 indexes only its own new tables."""
+    assert scanned_tables(3) == {"jobs"}
+    assert scanned_tables(1) == set()
+    assert scanned_tables(5) == set()
+    assert scans("CREATE INDEX CONCURRENTLY jobs_x ON jobs (queue);") == set()
+    assert scans("ALTER TABLE jobs ALTER COLUMN queue TYPE varchar(200);") == {"jobs"}
+    assert scans("ALTER TABLE jobs ADD COLUMN seen timestamptz NOT NULL DEFAULT now();") == {"jobs"}
+    assert scans("ALTER TABLE jobs ADD COLUMN seen boolean NOT NULL DEFAULT false, ADD COLUMN n int;") == set()
