@@ -118,7 +118,7 @@ def work(store: Any, journal: Journal, run_dir: Path) -> None:
                 run(job)
                 busy = True
         for fire in store.tick():
-            journal("fire", boundary=fire.boundary, id=fire.job_id)
+            journal("fire", boundary=fire.boundary, id=fire.job_id, post=migrated.exists())
         busy = hooks.run_once(worker_id, deliver) or busy
         time.sleep(0.01 if busy else 0.05)
     journal("stopped")

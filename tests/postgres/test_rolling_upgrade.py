@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import pytest
 
 import alkstore
-from alkstore import JobState
+from alkstore import JobState, SchemaOutOfDate
 from alkstore.adapters.postgres._migrations import current_version
 from tests._proc import ALKSTORE, LiveProcess, run
 from tests.support import under_ci
@@ -124,6 +124,9 @@ class Run:
     def produced(self, side: str) -> int:
         return sum(1 for event in self.events("enq") if event["side"] == side and "post" in event)
 
+    def fired(self, *, post: bool) -> Events:
+        return [fire for fire in self.events("fire") if fire["post"] == post]
+
     def ran(self, side: str, *, post: bool | None = None) -> list[str]:
         return [
             event["tag"]
@@ -160,8 +163,8 @@ def test_a_rolling_upgrade_from_schema_version(version: int, upgrade: Callable[[
     run_ = upgrade(version)
     filled = run_.client("fill", "old")
     assert filled.returncode == 0, filled.stderr
-    refused = run_.client("probe", "new")
-    assert refused.stdout.startswith("refused SchemaOutOfDate:"), refused.stdout + refused.stderr
+    with pytest.raises(SchemaOutOfDate, match=f"is at version {version}, and this alkstore needs"):
+        alkstore.open(run_.dsn, schema=run_.schema, min_size=0, max_size=1)
 
     with run_.worker("old") as old:
         run_.wait(lambda: len(run_.ran("old")) >= 2, "the old worker runs jobs before the migration")
@@ -184,6 +187,7 @@ def test_a_rolling_upgrade_from_schema_version(version: int, upgrade: Callable[[
                 run_.wait(lambda: run_.produced("old") == PRODUCE, "the old worker produces")
                 run_.stop(old)
                 run_.wait(lambda: run_.produced("new") == PRODUCE, "the new worker produces")
+                run_.wait(lambda: len(run_.fired(post=True)) >= 2, "the schedule fires after the migration")
                 enqueued = {event["tag"] for event in run_.events("enq")}
                 run_.wait(lambda: enqueued <= set(run_.ran("new") + run_.ran("old")), "every job runs")
                 [beat] = [schedule for schedule in store.schedules() if schedule.name == "beat"]
@@ -216,7 +220,6 @@ def check(events: Events, next_boundary: datetime) -> None:
     first = datetime.fromisoformat(registered["next"])
     boundaries = sorted(datetime.fromisoformat(fire["boundary"]) for fire in fires)
     assert boundaries == [first + timedelta(seconds=n) for n in range(len(boundaries))], "a boundary skipped or moved"
-    assert len(boundaries) >= 3, boundaries
     assert (next_boundary - first) % timedelta(seconds=1) == timedelta(0), "the schedule's phase moved"
 
 
