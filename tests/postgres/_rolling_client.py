@@ -26,7 +26,7 @@ from alkstore import EnqueueOpts
 #: Queues: plain work (also the schedule's), the jobs buried before the upgrade, one long job.
 WORK, GRAVES, LONG, HOOKS = "work", "graves", "long", "hooks"
 #: Jobs each worker enqueues while it works, one every ``PRODUCE_EVERY`` seconds, every fourth delayed.
-PRODUCE, PRODUCE_EVERY, DELAY = 12, 0.1, 0.5
+PRODUCE, PRODUCE_EVERY, DELAY = 12, 0.05, 0.5
 
 
 class Journal:
