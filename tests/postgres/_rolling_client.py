@@ -23,8 +23,10 @@ from typing import Any
 import alkstore
 from alkstore import EnqueueOpts
 
-#: Queues: plain work (also the schedule's), the jobs buried before the upgrade, one long job.
+#: Queues: plain work (also the schedule's), the jobs buried before the upgrade, one long job, the
+#: outbox, and one queue each side alone claims (so each runs jobs the other code enqueued).
 WORK, GRAVES, LONG, HOOKS = "work", "graves", "long", "hooks"
+ONLY = {"old": "for-old", "new": "for-new"}
 #: Jobs each worker enqueues while it works, one every ``PRODUCE_EVERY`` seconds, every fourth delayed.
 PRODUCE, PRODUCE_EVERY, DELAY = 12, 0.05, 0.5
 
@@ -67,6 +69,9 @@ def fill(store: Any, journal: Journal) -> None:
         job.fail("buried before the upgrade")
         journal("dead", tag=tag, id=job.id)
     journal("enq", tag="long", id=store.queue(LONG).enqueue({"tag": "long"}))
+    for n in range(2):
+        tag = f"fill-for-new-{n}"
+        journal("enq", tag=tag, id=store.queue(ONLY["new"]).enqueue({"tag": tag}))
     schedule = store.schedule("beat", "@every 1s", WORK, {"tag": "beat"})
     journal("schedule", next=schedule.next_boundary)
     hooks = store.outbox(HOOKS)
@@ -81,7 +86,7 @@ def work(store: Any, journal: Journal, run_dir: Path) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
     worker_id = f"rolling-{journal.side}"
     migrated = run_dir / "migrated"
-    queues = [store.queue(WORK), store.queue(GRAVES)]
+    queues = [store.queue(WORK), store.queue(GRAVES), store.queue(ONLY[journal.side])]
     hooks = store.outbox(HOOKS)
     long_job = store.queue(LONG).claim(worker_id) if journal.side == "old" else None
     if long_job is not None:

@@ -31,7 +31,7 @@ from tests._proc import ALKSTORE, LiveProcess, run
 from tests.support import under_ci
 
 from . import _old_code
-from ._rolling_client import GRAVES, HOOKS, LONG, PRODUCE, WORK
+from ._rolling_client import GRAVES, HOOKS, LONG, ONLY, PRODUCE, WORK
 from .conftest import PATIENCE, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -121,6 +121,11 @@ class Run:
 
         wait_until(done, what)
 
+    def record(self, event: str, side: str, **fields: Any) -> None:
+        """Journal an event of this process, as the client's processes do theirs."""
+        with self.journal.open("a") as out:
+            out.write(json.dumps({"ev": event, "side": side, **fields}) + "\n")
+
     def events(self, event: str | None = None) -> Events:
         lines = self.journal.read_text().splitlines() if self.journal.exists() else []
         found = [json.loads(line) for line in lines]
@@ -148,18 +153,16 @@ def upgrade(
     return lambda version: Run(pg_dsn, pg_schema, tmp_path, old_code(version))
 
 
-def drain(store: alkstore.Store, journal: Path) -> None:
+def drain(run_: Run, store: alkstore.Store) -> None:
     """Run what is left with the new code in this process, journalled as the ``drain`` side."""
-    with journal.open("a") as out:
-        for name in (WORK, GRAVES, LONG):
-            while (job := store.queue(name).claim("drain")) is not None:
-                tag = job.payload["tag"]
-                if tag == "beat":
-                    assert job.boundary is not None
-                    tag = f"beat@{job.boundary.isoformat()}"
-                event = {"ev": "ran", "side": "drain", "tag": tag, "id": job.id, "post": True}
-                out.write(json.dumps({**event, "at": time.time(), "run_at": job.run_at.timestamp()}) + "\n")
-                job.ack()
+    for name in (WORK, GRAVES, LONG, *ONLY.values()):
+        while (job := store.queue(name).claim("drain")) is not None:
+            tag = job.payload["tag"]
+            if tag == "beat":
+                assert job.boundary is not None
+                tag = f"beat@{job.boundary.isoformat()}"
+            run_.record("ran", "drain", tag=tag, id=job.id, post=True, at=time.time(), run_at=job.run_at.timestamp())
+            job.ack()
     assert not store.outbox(HOOKS).run_once("drain", lambda payload, job: pytest.fail(f"undelivered {payload}"))
 
 
@@ -186,12 +189,16 @@ def test_a_rolling_upgrade_from_schema_version(version: int, upgrade: Callable[[
                 assert info.state is JobState.DEAD, info
                 assert (info.payload, info.last_error) == ({"tag": dead["tag"]}, "buried before the upgrade")
                 assert store.requeue_dead(dead["id"])
+            for n in range(2):  # jobs the new code enqueues, for the old worker alone to claim
+                tag = f"test-for-old-{n}"
+                run_.record("enq", "test", tag=tag, id=store.queue(ONLY["old"]).enqueue({"tag": tag}))
             with run_.worker("new") as new:
                 out, err = late.communicate(timeout=PATIENCE)
                 assert out.startswith("refused DatabaseError:"), out + err
                 assert "upgrade alkstore" in out
                 run_.wait(lambda: len(run_.ran("old", post=True)) >= 3, "the old worker keeps working after migrate")
                 run_.wait(lambda: len(run_.ran("new")) >= 2, "the new worker runs jobs")
+                run_.wait(lambda: {"test-for-old-0", "test-for-old-1"} <= set(run_.ran("old")), "old runs new jobs")
                 run_.wait(lambda: run_.produced("old") == PRODUCE, "the old worker produces")
                 run_.stop(old)
                 run_.wait(lambda: run_.produced("new") == PRODUCE, "the new worker produces")
@@ -201,7 +208,7 @@ def test_a_rolling_upgrade_from_schema_version(version: int, upgrade: Callable[[
                 [beat] = [schedule for schedule in store.schedules() if schedule.name == "beat"]
                 assert store.unschedule("beat")
                 run_.stop(new)
-            drain(store, run_.journal)
+            drain(run_, store)
     check(run_.events(), beat.next_boundary)
 
 
@@ -221,6 +228,9 @@ def check(events: Events, next_boundary: datetime) -> None:
     for event in events:
         if event["ev"] == "ran" and event["run_at"]:
             assert event["at"] >= event["run_at"] - 0.05, f"{event['tag']} ran before its run_at"
+    sides = {event["tag"]: event["side"] for event in events if event["ev"] == "ran"}
+    assert {sides[f"test-for-old-{n}"] for n in range(2)} == {"old"}, "the old code runs what the new enqueued"
+    assert {sides[f"fill-for-new-{n}"] for n in range(2)} == {"new"}, "the new code runs what the old enqueued"
     [long] = [event for event in events if event["ev"] == "ran" and event["tag"] == "long"]
     assert long["side"] == "old", long
     assert long["post"], long
