@@ -3,9 +3,9 @@
 For each schema version below the current one, the code of that version (from git, ``_old_code``)
 creates and fills a schema, an old worker runs on it, the new code's ``alkstore migrate`` runs
 under it, a new worker joins, both keep producing, and the old one is stopped with SIGTERM.
-Every job then ran exactly once or is where it should be, the schedule kept its phase, the old
-worker kept working after the migration, and an old process started after it was refused by
-name (ADR 041).
+Every job then ran exactly once or is where it should be (each side ran jobs the other code
+enqueued), the schedule kept its phase, the old worker kept working after the migration, and
+an old process started after it was refused by name (ADR 041).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pytest
 
 import alkstore
 from alkstore import JobState, SchemaOutOfDate
-from alkstore.adapters.postgres._migrations import current_version
+from alkstore.adapters.postgres._migrations import migrations
 from tests._proc import ALKSTORE, LiveProcess, run
 from tests.support import under_ci
 
@@ -37,7 +37,8 @@ from .conftest import PATIENCE, wait_until
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 CLIENT = Path(__file__).with_name("_rolling_client.py")
-OLD_VERSIONS = list(range(1, current_version()))
+#: Every schema version the migrations take a database from: all but the newest.
+OLD_VERSIONS = [migration.version for migration in migrations()[:-1]]
 
 Events = list[dict[str, Any]]
 T = TypeVar("T")
