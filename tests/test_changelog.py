@@ -3,7 +3,8 @@
 A new migration without an entry, or an entry that does not say whether it is online and in
 which order to roll it out, fails here; so does an entry calling a migration online whose SQL
 scans or rewrites a table an earlier version created (an index built without ``CONCURRENTLY``,
-a column's type changed, a column added with a volatile default). The rollout order every entry
+a constraint validated at once, a column's type changed or set ``NOT NULL``, a column added with
+a volatile default). The rollout order every entry
 gives is the one ``tests/postgres/test_rolling_upgrade.py`` runs from each older version (ADR 041).
 """
 
@@ -22,16 +23,27 @@ _HEADING = re.compile(r"^## (?P<title>.+)$", re.MULTILINE)
 _VERSION = re.compile(r"schema version (\d+)")
 _ONLINE = re.compile(r"^- \*\*Online:\*\* (yes|no)\b", re.MULTILINE)
 _COMMENT = re.compile(r"--[^\n]*")
+_BODY = re.compile(r"\$(\w*)\$.*?\$\1\$", re.DOTALL)  # a function's body runs later, not in the migration
+_PARENS = re.compile(r"\([^()]*\)")
 _TABLE = re.compile(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
-#: What holds a lock on a table for as long as it reads or rewrites every row of it.
-_SCANS = (
-    re.compile(r"\bCREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY\b)(?:\w+\s+)?ON\s+(\w+)", re.IGNORECASE),
-    re.compile(r"\bALTER\s+TABLE\s+(\w+)[^;]*\bALTER\s+COLUMN\s+\w+\s+(?:SET\s+DATA\s+)?TYPE\b", re.IGNORECASE),
-    re.compile(
-        r"\bALTER\s+TABLE\s+(\w+)[^;]*\bADD\s+COLUMN\s[^;]*?\bDEFAULT\s+[^,;]*"
-        r"\b(?:now|clock_timestamp|random|gen_random_uuid|nextval|statement_timestamp)\s*\(",
-        re.IGNORECASE,
-    ),
+_INDEX = re.compile(
+    r"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY\b)(?:IF\s+NOT\s+EXISTS\s+)?(?:\w+\s+)?ON\s+(?:ONLY\s+)?(\w+)",
+    re.IGNORECASE,
+)
+_ALTER = re.compile(r"^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?(\w+)\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_VOLATILE = r"(?:now|clock_timestamp|statement_timestamp|timeofday|random|gen_random_uuid|uuid_generate_v\d|nextval)"
+#: Clauses of ``ALTER TABLE`` (parentheses removed) that hold the table while they read every row of
+#: it (validating, or building an index) or rewrite it.
+_HOLDING = tuple(
+    re.compile(pattern, re.IGNORECASE | re.DOTALL)
+    for pattern in (
+        r"^ADD\s+(?:CONSTRAINT\s+\w+\s+)?(?:UNIQUE|PRIMARY\s+KEY|EXCLUDE)\b",
+        r"^ADD\s+(?:CONSTRAINT\s+\w+\s+)?(?:CHECK|FOREIGN\s+KEY)\b(?!.*\bNOT\s+VALID\b)",
+        r"^ADD\s+(?:COLUMN\s+)?.*\b(?:UNIQUE|PRIMARY\s+KEY)\b",
+        rf"^ADD\s+(?:COLUMN\s+)?.*\bDEFAULT\s+{_VOLATILE}\b",
+        r"^ALTER\s+(?:COLUMN\s+)?\w+\s+(?:SET\s+NOT\s+NULL|(?:SET\s+DATA\s+)?TYPE)\b",
+        r"^SET\s+(?:LOGGED|UNLOGGED|TABLESPACE)\b",
+    )
 )
 _ROLLOUT = re.compile(
     r"^- \*\*Rollout:\*\* (migrate first, then new workers|new workers first|either order)\b", re.MULTILINE
@@ -57,7 +69,17 @@ def sql(version: int) -> str:
 
 def scans(text: str) -> set[str]:
     """The tables the SQL ``text`` scans or rewrites while it holds them."""
-    return {match[1] for pattern in _SCANS for match in pattern.finditer(text)}
+    found = set()
+    for statement in (" ".join(part.split()) for part in _BODY.sub("", text).split(";")):
+        if index := _INDEX.match(statement):
+            found.add(index[1])
+        elif alter := _ALTER.match(statement):
+            clauses = alter[2]
+            while _PARENS.search(clauses):
+                clauses = _PARENS.sub("", clauses)
+            if any(pattern.match(clause.strip()) for clause in clauses.split(",") for pattern in _HOLDING):
+                found.add(alter[1])
+    return found
 
 
 def scanned_tables(version: int) -> set[str]:
@@ -116,3 +138,8 @@ def test_the_check_of_online_finds_what_holds_a_busy_table() -> None:
     assert scans("ALTER TABLE jobs ALTER COLUMN queue TYPE varchar(200);") == {"jobs"}
     assert scans("ALTER TABLE jobs ADD COLUMN seen timestamptz NOT NULL DEFAULT now();") == {"jobs"}
     assert scans("ALTER TABLE jobs ADD COLUMN seen boolean NOT NULL DEFAULT false, ADD COLUMN n int;") == set()
+    assert scans("ALTER TABLE jobs ADD CONSTRAINT c CHECK (attempts >= 0) NOT VALID;") == set()
+    assert scans("ALTER TABLE jobs ADD CONSTRAINT c CHECK (attempts >= 0);") == {"jobs"}
+    assert scans("ALTER TABLE jobs ADD COLUMN k text UNIQUE;") == {"jobs"}
+    assert scans("ALTER TABLE jobs ALTER COLUMN task SET NOT NULL;") == {"jobs"}
+    assert scans("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS $$ CREATE INDEX i ON jobs (id) $$;") == set()
