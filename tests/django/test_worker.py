@@ -12,7 +12,7 @@ import pytest
 from django.tasks import task_backends
 
 from tests._proc import LiveProcess
-from tests.django.project.shop.tasks import slow_write, write, write_context
+from tests.django.project.shop.tasks import awrite, slow_write, write, write_context
 from tests.support import PATIENCE, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -52,6 +52,20 @@ def test_the_worker_runs_enqueued_tasks_with_their_context_and_sends_started_and
         f"started {with_context.id} write_context RUNNING",
         f"finished {with_context.id} write_context SUCCESSFUL",
     } <= lines
+
+
+def test_the_worker_awaits_an_async_task_on_its_event_loop_and_sends_its_signals(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "signals"
+    result = awrite.enqueue(path=str(out), text="ran")
+    with worker(log, "--queues", "default") as process:
+        wait_until(lambda: out.exists() and stored(result) is None, "the async task ran and was acked")
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.finish() == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("ran on ")
+    assert text.endswith("EventLoop")
+    lines = set(log.read_text(encoding="utf-8").splitlines())
+    assert {f"started {result.id} awrite RUNNING", f"finished {result.id} awrite SUCCESSFUL"} <= lines
 
 
 def test_sigterm_lets_the_running_task_finish_before_the_worker_exits(tmp_path: Path) -> None:

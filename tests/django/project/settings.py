@@ -31,11 +31,13 @@ DATABASES = {
 TASKS = {
     "default": {
         "BACKEND": "alkstore.adapters.django.backend.AlkstoreBackend",
-        "QUEUES": ["default", "emails"],
+        "QUEUES": ["default", "emails", "ticks"],
         "OPTIONS": {
             "database": "default",
             "schema": os.environ.get("ALKSTORE_DJANGO_SCHEMA", "alkstore"),
             "max_size": 2,
+            # Registered by a worker serving "ticks" (only the periodic test starts one).
+            "schedules": {"tests.django.project.shop.tasks.tick": "@every 1s"},
         },
     }
 }
