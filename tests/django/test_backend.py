@@ -20,7 +20,8 @@ from tests.django.project.shop.tasks import awrite, send_email, write
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-WRITE = "tests.django.project.shop.tasks.write"
+SHOP = "tests.django.project.shop.tasks"
+WRITE = f"{SHOP}.write"
 
 
 def backend() -> AlkstoreBackend:
@@ -228,12 +229,36 @@ def test_a_well_configured_backend_passes_its_checks() -> None:
         ({"OPTIONS": {"schema": "Bad Schema"}}, "alkstore.E004"),
         ({"OPTIONS": {"max_size": 0}}, "alkstore.E005"),
         ({"QUEUES": [" padded"]}, "alkstore.E006"),
+        ({"OPTIONS": {"schedules": {WRITE: "every day"}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {f"{SHOP}.not_a_task": "@every 1m"}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {f"{SHOP}.nowhere": "@every 1m"}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {f"{SHOP}.tick": "@every 1m"}}}, "alkstore.E007"),  # its queue is not in QUEUES
+        ({"OPTIONS": {"schedules": {WRITE: {"every": "@every 1m", "kwargs": {"path": object()}}}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {WRITE: {"every": "@every 1m", "when": "now"}}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": [WRITE]}}, "alkstore.E007"),
     ],
 )
 def test_a_misconfigured_backend_fails_its_checks_with_a_hint(params: dict[str, Any], expected: str) -> None:
     errors = backend_with(**params).check()
     assert [error.id for error in errors] == [expected]
     assert errors[0].hint
+
+
+def test_the_schedules_are_read_as_task_spec_args_and_kwargs_by_module_path() -> None:
+    configured = backend_with(
+        OPTIONS={
+            "schedules": {
+                WRITE: {"every": "@every 1h", "args": ["p"], "kwargs": {"text": "t"}},
+                f"{SHOP}.send_email": "@every 1d",
+            }
+        },
+        QUEUES=["default", "emails"],
+    )
+    assert error_ids(configured) == []
+    assert configured.periodic() == {
+        WRITE: (write, "@every 1h", ["p"], {"text": "t"}),
+        f"{SHOP}.send_email": (send_email, "@every 1d", [], {}),
+    }
 
 
 def test_a_database_that_is_not_postgresql_fails_the_checks() -> None:
