@@ -49,7 +49,7 @@ else:
         with django_db_blocker.unblock():
             with connection.cursor() as cursor:
                 cursor.execute(f"CREATE SCHEMA {app_schema}")  # a unique_schema name: a plain identifier
-            call_command("migrate", verbosity=0)
+            call_command("migrate", run_syncdb=True, verbosity=0)
             call_command("alkstore_migrate")
         yield schema
         with django_db_blocker.unblock():
