@@ -11,7 +11,7 @@ runs = 0
 lock = threading.Lock()
 
 
-@task(queue_name="bench-django")
+@task(queue_name="bench-django")  # type: ignore[untyped-decorator]  # Django ships no type hints
 def noop(n: int) -> None:
     """Count the run, nothing else."""
     global runs
