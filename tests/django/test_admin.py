@@ -59,6 +59,7 @@ def test_a_staff_user_sees_the_queues_the_schedules_and_a_queues_jobs(tmp_path: 
     assert f'/admin/alkstore/default/jobs/{result.id}/"' in listing
     detail = page(client, f"/admin/alkstore/default/jobs/{result.id}/")
     assert "tests.django.project.shop.tasks.write" in detail
+    assert "&quot;kwargs&quot;: {" in detail  # the payload as JSON, escaped
     assert "Cancel" in detail
 
 

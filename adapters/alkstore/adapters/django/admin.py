@@ -18,6 +18,7 @@ have no model, so Django's per-model permissions cannot grant it to anyone else.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
@@ -109,6 +110,7 @@ def _job(request: HttpRequest, alias: str, job_id: int) -> HttpResponse:
         f"job {job_id}",
         alias=alias,
         job=info,
+        payload=json.dumps(info.payload, indent=2, ensure_ascii=False, default=repr),
         can_requeue=info.state is JobState.DEAD,
         can_cancel=info.state is not JobState.DEAD and not info.cancel_requested,
     )
