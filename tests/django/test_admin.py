@@ -90,6 +90,17 @@ def test_a_superuser_cancels_a_pending_job(tmp_path: Path) -> None:
     assert store().get_job(int(result.id)) is None
 
 
+def test_cancelling_a_running_job_asks_its_worker_to_stop_it() -> None:
+    queue = store().queue(f"admin-{uuid.uuid4().hex[:8]}")
+    job_id = queue.enqueue({"n": 1})
+    (running,) = queue.claim_many("admin-test", 1)
+    client = client_of(staff=True, superuser=True)
+    response = client.post(f"/admin/alkstore/default/jobs/{job_id}/cancel/", follow=True)
+    assert "its worker was asked to stop it" in response.content.decode()
+    assert store().get_job(int(job_id)).cancel_requested
+    running.ack()
+
+
 @pytest.mark.parametrize(("staff", "refused_with"), [(True, 403), (False, 302)])
 def test_only_a_superuser_may_cancel_or_requeue(tmp_path: Path, staff: bool, refused_with: int) -> None:
     """A staff user who is no superuser may look but not act (403); one who is not staff goes to the login."""

@@ -268,6 +268,8 @@ def test_a_database_that_is_not_postgresql_fails_the_checks() -> None:
 def test_a_misconfigured_backend_refuses_to_enqueue() -> None:
     with pytest.raises(InvalidTask, match="misconfigured"):
         backend_with(OPTIONS={"database": "nowhere"}).enqueue(write, (), {"path": "p", "text": "t"})
+    with pytest.raises(InvalidTask, match="misconfigured"):
+        async_to_sync(backend_with(OPTIONS={"database": "nowhere"}).aenqueue)(write, (), {"path": "p", "text": "t"})
 
 
 def test_the_url_is_built_from_the_django_database_settings() -> None:

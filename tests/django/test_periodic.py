@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from django.tasks import task_backends
 
+from alkstore.adapters.django.backend import AlkstoreBackend
+from alkstore.adapters.django.runner import periodic_registry
 from tests._proc import LiveProcess
 from tests.support import PATIENCE, wait_until
 
@@ -24,6 +26,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(tran
 
 MANAGE = Path(__file__).with_name("manage.py")
 SECOND = timedelta(seconds=1)
+SEND_EMAIL = "tests.django.project.shop.tasks.send_email"
 
 
 def worker(tick_log: Path, *args: str) -> LiveProcess:
@@ -45,6 +48,21 @@ def leader_pid() -> int | None:
     """The process id of the scheduler's leader (its owner token is host:pid:…), or ``None``."""
     leader = task_backends["default"].store.leader()
     return None if leader is None else int(leader.owner.split(":")[1])
+
+
+def test_the_registry_fires_each_schedule_as_its_task_would_be_enqueued() -> None:
+    backend = AlkstoreBackend(
+        "checked",
+        {"QUEUES": ["emails"], "OPTIONS": {"schedules": {SEND_EMAIL: {"every": "@every 5m", "kwargs": {"to": "a@b"}}}}},
+    )
+
+    async def handle(payload: object, job: object) -> None:
+        """Never run here."""
+
+    (periodic,) = periodic_registry(backend.periodic(), handle).periodic_tasks
+    assert (periodic.task.name, periodic.task.queue, periodic.spec) == (SEND_EMAIL, "emails", "@every 5m")
+    assert periodic.kwargs == {"args": [], "kwargs": {"to": "a@b"}}  # the payload an enqueue writes
+    assert periodic.opts.priority == 50  # the task's
 
 
 def test_a_periodic_task_fires_once_per_boundary_across_two_workers_when_the_leader_is_killed(tmp_path: Path) -> None:

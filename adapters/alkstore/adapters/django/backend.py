@@ -307,6 +307,8 @@ class AlkstoreBackend(BaseTaskBackend):
     def _in_transaction(self) -> bool:
         """Whether this thread's connection to the backend's database is in a transaction: an atomic block,
         or autocommit turned off."""
+        if self.database not in settings.DATABASES:
+            return False  # misconfigured: the write refuses it (InvalidTask)
         connection = connections[self.database]
         return bool(
             connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit())
