@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,10 +165,11 @@ class Drain:
     async def _drain(self, django: bool, count: int) -> float:
         import _django_tasks
 
-        from alkstore.adapters.django.runner import handler_for
+        from alkstore.adapters.django.runner import DaemonThreads, handler_for
 
         before = _django_tasks.runs if django else self.plain_runs
-        with ThreadPoolExecutor(self.concurrency) as executor:
+        executor = DaemonThreads("bench-django")
+        try:
             async with await self.backend.open_async_store(max_size=self.concurrency + 2) as store:
                 options: dict[str, Any] = {"concurrency": self.concurrency, "poll_interval": 0.05}
                 if django:
@@ -186,6 +186,8 @@ class Drain:
                 elapsed = time.perf_counter() - started
                 stop.cancel()
                 await running
+        finally:
+            executor.shutdown()
         return elapsed
 
     def clear(self) -> None:

@@ -4,7 +4,7 @@ The async worker's handler for every queue of the backend: it imports the task t
 ``django.tasks.Task`` at module level), calls it with the payload's ``args`` and ``kwargs`` (with
 a ``TaskContext`` first for ``takes_context`` tasks), and sends ``task_started`` and
 ``task_finished`` around the call. An ``async def`` task is awaited on the worker's event loop; a
-plain one runs, signals and all, on a thread of the worker's pool, as a sync view would. Django's
+plain one runs, signals and all, on one of the worker's daemon threads, as a sync view would. Django's
 stale connections are closed before and after each run, as a request would. A task that raises
 fails the run: alkstore retries it, then keeps it dead.
 
@@ -14,9 +14,12 @@ every entry runs through the same handler, so a fired job and an enqueued one ru
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from inspect import iscoroutinefunction
+from queue import SimpleQueue
 from traceback import format_exception
 from typing import Any
 
@@ -31,10 +34,59 @@ from django.utils.module_loading import import_string
 
 from alkstore import Tasks, current_job
 
-__all__ = ["handler_for", "periodic_registry"]
+__all__ = ["DaemonThreads", "handler_for", "periodic_registry"]
 
 
-def handler_for(backend: Any, executor: ThreadPoolExecutor) -> Callable[[Any, Any], Awaitable[None]]:
+class DaemonThreads(Executor):
+    """The threads plain tasks run on: an idle one is reused, else a new one starts, so no run waits.
+
+    Daemon threads: a run that never returns (given up by the worker, its job handed back or its
+    lease left to lapse) does not keep a stopped worker's process alive, as a
+    ``ThreadPoolExecutor``'s threads, joined at exit, would. Its connections are the thread's
+    own, kept between runs by Django's ``CONN_MAX_AGE``.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._work: SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Run ``fn(*args, **kwargs)`` on an idle thread, or on a new one if none is idle."""
+        future: Future[Any] = Future()
+        self._work.put((future, functools.partial(fn, *args, **kwargs)))
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # that thread's next item is this one
+                return future
+            self._threads += 1
+            name = f"{self._name}-{self._threads}"
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Let the idle threads end (a running one ends after its run; none is waited for)."""
+        with self._lock:
+            count, self._threads = self._threads, 0
+        for _ in range(count):
+            self._work.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._work.get()) is not None:
+            future, call = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:
+                    future.set_exception(exc)
+            del future, call, item
+            with self._lock:
+                self._idle += 1
+
+
+def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaitable[None]]:
     """The async handler that runs the Django task each job of ``backend`` names (plain ones on ``executor``)."""
     sender = type(backend)
 

@@ -1,8 +1,8 @@
 """``manage.py alkstore_worker``: run the Django tasks enqueued on an alkstore backend (ADR 039, 045).
 
 ``alkstore.AsyncWorker`` runs on an event loop in the main thread with a handler per queue
-(``runner.handler_for``): ``async def`` tasks are awaited on the loop, plain ones run on a pool
-of ``--concurrency`` threads. The periodic tasks of ``OPTIONS["schedules"]`` are registered when
+(``runner.handler_for``): ``async def`` tasks are awaited on the loop, plain ones run on daemon
+threads (``runner.DaemonThreads``). The periodic tasks of ``OPTIONS["schedules"]`` are registered when
 the worker starts, and the worker stands by to lead the scheduler (``--no-schedules``: it does
 not), so whichever worker leads fires each boundary once. The first SIGTERM or SIGINT stops
 claiming and lets the running tasks finish (up to ``--grace`` seconds); a second abandons them
@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
-from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from alkstore import AsyncWorker, StopToken
-from alkstore.adapters.django.runner import handler_for, periodic_registry
+from alkstore.adapters.django.runner import DaemonThreads, handler_for, periodic_registry
 
 from ._backend import alkstore_backend
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+log = logging.getLogger("alkstore.django")
 
 #: How often the main loop looks at the signals counted so far (seconds).
 _POLL = 0.1
@@ -63,9 +65,10 @@ class Command(BaseCommand):
 
     async def _work(self, backend: Any, queues: list[str], options: dict[str, Any]) -> None:
         concurrency = options["concurrency"]
-        with ThreadPoolExecutor(concurrency, thread_name_prefix="alkstore-django-task") as executor:
+        threads = DaemonThreads("alkstore-django-task")
+        try:
             async with await backend.open_async_store(max_size=concurrency + 2) as store:
-                handle = handler_for(backend, executor)
+                handle = handler_for(backend, threads)
                 worker = AsyncWorker(
                     store,
                     periodic_registry(backend.periodic(), handle),
@@ -79,6 +82,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"alkstore worker {worker.worker_id} serving {', '.join(queues)}")
                 self.stdout.flush()
                 await _supervise(worker)
+        finally:
+            threads.shutdown()
         self.stdout.write(f"alkstore worker {worker.worker_id} stopped")
 
 
@@ -95,11 +100,17 @@ async def _supervise(worker: AsyncWorker) -> None:
         running = asyncio.ensure_future(worker.run(stop, abort=abort))
         while not running.done():
             if received and not stop.is_cancelled():
+                log.info("stopping on %s: no more claims; running tasks get their grace", _name(received[0]))
                 stop.cancel()
             if len(received) > 1 and not abort.is_cancelled():
+                log.info("stopping at once on %s: handing back what runs", _name(received[1]))
                 abort.cancel()
             await asyncio.wait((running,), timeout=_POLL)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     running.result()  # the worker's failure, if it failed
+
+
+def _name(signum: int) -> str:
+    return signal.Signals(signum).name
