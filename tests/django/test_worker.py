@@ -83,16 +83,19 @@ def test_sigterm_lets_the_running_task_finish_before_the_worker_exits(tmp_path: 
 def test_a_second_sigterm_abandons_a_task_that_does_not_return_and_the_process_exits(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = slow_write.enqueue(path=str(out), seconds=3600.0)
-    with worker(tmp_path / "signals", "--queues", "default", "--grace", "3600") as process:
-        wait_until(lambda: out.exists(), "the task started")
-        process.proc.send_signal(signal.SIGTERM)
-        process.wait_for(lambda name, line: "stopping on SIGTERM" in line, PATIENCE)
-        process.proc.send_signal(signal.SIGTERM)
-        assert process.finish() == 0  # its thread, still sleeping, does not keep the process
-    assert out.read_text(encoding="utf-8") == "started"
-    info = stored(result)
-    assert info is not None  # handed back: it runs again
-    assert info.state is JobState.PENDING
+    try:
+        with worker(tmp_path / "signals", "--queues", "default", "--grace", "3600") as process:
+            wait_until(lambda: out.exists(), "the task started")
+            process.proc.send_signal(signal.SIGTERM)
+            process.wait_for(lambda name, line: "stopping on SIGTERM" in line, PATIENCE)
+            process.proc.send_signal(signal.SIGTERM)
+            assert process.finish() == 0  # its thread, still sleeping, does not keep the process
+        assert out.read_text(encoding="utf-8") == "started"
+        info = stored(result)
+        assert info is not None  # handed back: it runs again
+        assert info.state is JobState.PENDING
+    finally:
+        task_backends["default"].store.cancel(int(result.id))  # never in the way of the next tests' workers
 
 
 def test_a_failing_run_sends_finished_as_failed_and_leaves_the_job_to_be_retried(tmp_path: Path) -> None:
