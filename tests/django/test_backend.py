@@ -18,7 +18,11 @@ from alkstore import AsyncStore, JobState, StoreClosed
 from alkstore.adapters.django.backend import AlkstoreBackend, database_url
 from tests.django.project.shop.tasks import awrite, send_email, write
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+#: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True, available_apps=["alkstore.adapters.django"]),
+]
 
 SHOP = "tests.django.project.shop.tasks"
 WRITE = f"{SHOP}.write"

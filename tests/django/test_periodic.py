@@ -22,7 +22,12 @@ from alkstore.adapters.django.runner import periodic_registry
 from tests._proc import LiveProcess
 from tests.support import PATIENCE, wait_until
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+#: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True, available_apps=["alkstore.adapters.django"]),
+]
 
 MANAGE = Path(__file__).with_name("manage.py")
 SECOND = timedelta(seconds=1)

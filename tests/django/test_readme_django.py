@@ -19,7 +19,12 @@ from tests._proc import LiveProcess, run
 from tests.django.project.shop.models import Order
 from tests.support import PATIENCE
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+#: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True, available_apps=["alkstore.adapters.django", "tests.django.project.shop"]),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 MANAGE = Path(__file__).with_name("manage.py")

@@ -16,7 +16,12 @@ from tests._proc import LiveProcess
 from tests.django.project.shop.tasks import awrite, slow_write, write, write_context
 from tests.support import PATIENCE, wait_until
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+#: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True, available_apps=["alkstore.adapters.django"]),
+]
 
 MANAGE = Path(__file__).with_name("manage.py")
 
