@@ -55,6 +55,7 @@ def test_a_staff_user_sees_the_queues_the_schedules_and_a_queues_jobs(tmp_path: 
     index = page(client, INDEX)
     assert "Backend default" in index
     assert ">default<" in index
+    assert " s</td>" in index  # the lag, in seconds
     listing = page(client, "/admin/alkstore/default/jobs/?queue=default&phase=ready")
     assert f'/admin/alkstore/default/jobs/{result.id}/"' in listing
     detail = page(client, f"/admin/alkstore/default/jobs/{result.id}/")

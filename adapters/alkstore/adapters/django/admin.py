@@ -77,7 +77,7 @@ def _index(request: HttpRequest) -> HttpResponse:
             {
                 "alias": alias,
                 "schema": backend.schema,
-                "queues": store.queue_stats(),
+                "queues": [(stats, f"{stats.lag.total_seconds():.1f} s") for stats in store.queue_stats()],
                 "schedules": store.schedules(),
                 "leader": store.leader(),
                 "workers": store.workers(),
