@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,16 +11,21 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.tasks import TaskResultStatus, task, task_backends
+from django.tasks import TaskResultStatus, task_backends
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 
-from alkstore import JobState
+from alkstore import AsyncStore, JobState, StoreClosed
 from alkstore.adapters.django.backend import AlkstoreBackend, database_url
-from tests.django.project.shop.tasks import send_email, write
+from tests.django.project.shop.tasks import awrite, send_email, write
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+#: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True, available_apps=["alkstore.adapters.django"]),
+]
 
-WRITE = "tests.django.project.shop.tasks.write"
+SHOP = "tests.django.project.shop.tasks"
+WRITE = f"{SHOP}.write"
 
 
 def backend() -> AlkstoreBackend:
@@ -86,9 +92,52 @@ def test_a_job_enqueued_with_autocommit_turned_off_rolls_back_with_the_connectio
     assert stored(result) is None
 
 
-def test_aenqueue_writes_the_job_through_enqueue(tmp_path: Path) -> None:
+def test_aenqueue_outside_a_transaction_writes_on_the_loops_async_store_and_commits_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: Any) -> None:
+        raise AssertionError("aenqueue outside a transaction went through the sync enqueue")
+
+    monkeypatch.setattr(AlkstoreBackend, "enqueue", refuse)
     result = async_to_sync(write.aenqueue)(path=str(tmp_path / "out"), text="async")
     assert stored(result).payload == {"args": [], "kwargs": {"path": str(tmp_path / "out"), "text": "async"}}
+    assert stored(result).task == WRITE
+
+
+def test_aenqueue_from_async_code_run_inside_atomic_is_written_in_that_transaction(tmp_path: Path) -> None:
+    results = []
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            results.append(async_to_sync(write.aenqueue)(path=str(tmp_path / "out"), text="never"))
+            assert stored(results[0]) is None  # not committed on its own
+            raise RuntimeError("roll back")
+
+    with pytest.raises(RuntimeError):
+        enqueue_then_fail()
+    assert stored(results[0]) is None
+    with transaction.atomic():
+        kept = async_to_sync(write.aenqueue)(path=str(tmp_path / "out"), text="kept")
+    assert stored(kept).state is JobState.PENDING
+
+
+def test_the_async_store_of_a_loop_is_closed_when_the_loop_shuts_down(tmp_path: Path) -> None:
+    async def enqueue() -> AsyncStore:
+        await write.aenqueue(path=str(tmp_path / "out"), text="x")
+        store = await backend().astore()
+        assert await backend().astore() is store  # one per loop
+        return store
+
+    store = asyncio.run(enqueue())
+    with pytest.raises(StoreClosed):
+        asyncio.run(store.get_job(1))
+
+
+def test_aenqueue_sends_task_enqueued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "signals"
+    monkeypatch.setenv("SHOP_SIGNAL_LOG", str(log))
+    result = async_to_sync(awrite.aenqueue)(path=str(tmp_path / "out"), text="x")
+    assert log.read_text(encoding="utf-8") == f"enqueued {result.id} awrite READY\n"
 
 
 def test_the_job_names_the_task_by_module_path_and_carries_its_args_and_kwargs_as_json(tmp_path: Path) -> None:
@@ -108,7 +157,7 @@ def test_the_queue_name_is_the_alkstore_queue() -> None:
 def test_the_flags_say_what_the_backend_does() -> None:
     configured = backend()
     assert (configured.supports_defer, configured.supports_priority) == (True, True)
-    assert (configured.supports_get_result, configured.supports_async_task) == (False, False)
+    assert (configured.supports_get_result, configured.supports_async_task) == (False, True)
 
 
 def test_django_priorities_are_kept_as_alkstore_priorities_and_claimed_highest_first() -> None:
@@ -139,13 +188,9 @@ def test_a_queue_not_in_queues_is_an_invalid_task() -> None:
         write.using(queue_name="elsewhere")
 
 
-def test_an_async_task_is_refused_because_the_worker_runs_plain_functions() -> None:
-    async def coroutine() -> None:
-        pass
-
-    coroutine.__qualname__ = "coroutine"  # as if at module level
-    with pytest.raises(InvalidTask, match="async"):
-        task(coroutine)
+def test_an_async_task_is_a_valid_task_enqueued_like_any_other(tmp_path: Path) -> None:
+    result = awrite.enqueue(path=str(tmp_path / "out"), text="x")
+    assert stored(result).task == "tests.django.project.shop.tasks.awrite"
 
 
 def test_the_task_enqueued_signal_is_sent_with_the_stored_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,12 +233,36 @@ def test_a_well_configured_backend_passes_its_checks() -> None:
         ({"OPTIONS": {"schema": "Bad Schema"}}, "alkstore.E004"),
         ({"OPTIONS": {"max_size": 0}}, "alkstore.E005"),
         ({"QUEUES": [" padded"]}, "alkstore.E006"),
+        ({"OPTIONS": {"schedules": {WRITE: "every day"}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {f"{SHOP}.not_a_task": "@every 1m"}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {f"{SHOP}.nowhere": "@every 1m"}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {f"{SHOP}.tick": "@every 1m"}}}, "alkstore.E007"),  # its queue is not in QUEUES
+        ({"OPTIONS": {"schedules": {WRITE: {"every": "@every 1m", "kwargs": {"path": object()}}}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {WRITE: {"every": "@every 1m", "when": "now"}}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": [WRITE]}}, "alkstore.E007"),
     ],
 )
 def test_a_misconfigured_backend_fails_its_checks_with_a_hint(params: dict[str, Any], expected: str) -> None:
     errors = backend_with(**params).check()
     assert [error.id for error in errors] == [expected]
     assert errors[0].hint
+
+
+def test_the_schedules_are_read_as_task_spec_args_and_kwargs_by_module_path() -> None:
+    configured = backend_with(
+        OPTIONS={
+            "schedules": {
+                WRITE: {"every": "@every 1h", "args": ["p"], "kwargs": {"text": "t"}},
+                f"{SHOP}.send_email": "@every 1d",
+            }
+        },
+        QUEUES=["default", "emails"],
+    )
+    assert error_ids(configured) == []
+    assert configured.periodic() == {
+        WRITE: (write, "@every 1h", ["p"], {"text": "t"}),
+        f"{SHOP}.send_email": (send_email, "@every 1d", [], {}),
+    }
 
 
 def test_a_database_that_is_not_postgresql_fails_the_checks() -> None:
@@ -203,6 +272,8 @@ def test_a_database_that_is_not_postgresql_fails_the_checks() -> None:
 def test_a_misconfigured_backend_refuses_to_enqueue() -> None:
     with pytest.raises(InvalidTask, match="misconfigured"):
         backend_with(OPTIONS={"database": "nowhere"}).enqueue(write, (), {"path": "p", "text": "t"})
+    with pytest.raises(InvalidTask, match="misconfigured"):
+        async_to_sync(backend_with(OPTIONS={"database": "nowhere"}).aenqueue)(write, (), {"path": "p", "text": "t"})
 
 
 def test_the_url_is_built_from_the_django_database_settings() -> None:

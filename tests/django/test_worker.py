@@ -11,11 +11,17 @@ from typing import Any
 import pytest
 from django.tasks import task_backends
 
+from alkstore import JobState
 from tests._proc import LiveProcess
-from tests.django.project.shop.tasks import slow_write, write, write_context
+from tests.django.project.shop.tasks import awrite, slow_write, write, write_context
 from tests.support import PATIENCE, wait_until
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+#: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True, available_apps=["alkstore.adapters.django"]),
+]
 
 MANAGE = Path(__file__).with_name("manage.py")
 
@@ -54,6 +60,20 @@ def test_the_worker_runs_enqueued_tasks_with_their_context_and_sends_started_and
     } <= lines
 
 
+def test_the_worker_awaits_an_async_task_on_its_event_loop_and_sends_its_signals(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "signals"
+    result = awrite.enqueue(path=str(out), text="ran")
+    with worker(log, "--queues", "default") as process:
+        wait_until(lambda: out.exists() and stored(result) is None, "the async task ran and was acked")
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.finish() == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("ran on ")
+    assert text.endswith("EventLoop")
+    lines = set(log.read_text(encoding="utf-8").splitlines())
+    assert {f"started {result.id} awrite RUNNING", f"finished {result.id} awrite SUCCESSFUL"} <= lines
+
+
 def test_sigterm_lets_the_running_task_finish_before_the_worker_exits(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = slow_write.enqueue(path=str(out), seconds=2.0)
@@ -63,6 +83,24 @@ def test_sigterm_lets_the_running_task_finish_before_the_worker_exits(tmp_path: 
         assert process.finish() == 0
     assert out.read_text(encoding="utf-8") == "done"
     assert stored(result) is None
+
+
+def test_a_second_sigterm_abandons_a_task_that_does_not_return_and_the_process_exits(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = slow_write.enqueue(path=str(out), seconds=3600.0)
+    try:
+        with worker(tmp_path / "signals", "--queues", "default", "--grace", "3600") as process:
+            wait_until(lambda: out.exists(), "the task started")
+            process.proc.send_signal(signal.SIGTERM)
+            process.wait_for(lambda name, line: "stopping on SIGTERM" in line, PATIENCE)
+            process.proc.send_signal(signal.SIGTERM)
+            assert process.finish() == 0  # its thread, still sleeping, does not keep the process
+        assert out.read_text(encoding="utf-8") == "started"
+        info = stored(result)
+        assert info is not None  # handed back: it runs again
+        assert info.state is JobState.PENDING
+    finally:
+        task_backends["default"].store.cancel(int(result.id))  # never in the way of the next tests' workers
 
 
 def test_a_failing_run_sends_finished_as_failed_and_leaves_the_job_to_be_retried(tmp_path: Path) -> None:

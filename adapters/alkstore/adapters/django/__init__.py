@@ -1,4 +1,4 @@
-"""alkstore as a backend of Django's tasks framework (``django.tasks``), the ``alkstore[django]`` extra (ADR 039).
+"""alkstore as a backend of Django's tasks framework (``django.tasks``), the ``alkstore[django]`` extra (ADR 039, 045).
 
 Add ``"alkstore.adapters.django"`` to ``INSTALLED_APPS`` and name the backend in ``TASKS``::
 
@@ -11,8 +11,9 @@ Add ``"alkstore.adapters.django"`` to ``INSTALLED_APPS`` and name the backend in
     }
 
 ``python manage.py alkstore_migrate`` creates (or upgrades) the schema; ``python manage.py
-alkstore_worker`` runs the enqueued tasks. Importing this package imports nothing of Django; its
-modules do.
+alkstore_worker`` runs the enqueued tasks (``async def`` ones too) and the periodic tasks of
+``OPTIONS["schedules"]``; ``include("alkstore.adapters.django.urls")`` under ``admin/alkstore/``
+adds the admin pages (ADR 045). Importing this package imports nothing of Django; its modules do.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``AlkstoreBackend``: Django's task backend contract over an alkstore store (ADR 039).
+"""``AlkstoreBackend``: Django's task backend contract over an alkstore store (ADR 039, 045).
 
 A Django task becomes an alkstore job of the queue named by ``queue_name``: its task name is the
 task's module path, its payload ``{"args": [...], "kwargs": {...}}`` (JSON), its priority the
@@ -8,17 +8,22 @@ task's (both orders put higher first, so the number is kept as it is), its ``run
 Inside ``transaction.atomic()`` on the configured database the job is written on Django's own
 connection (its psycopg 3 connection, through the store's caller-transaction path): it commits
 or rolls back with the caller's data. Outside one it is written, and committed, on the store's
-own pool.
+own pool. ``aenqueue`` writes on an ``AsyncStore`` of the caller's event loop, committed at once,
+unless the thread where Django runs the caller's sync code is inside ``atomic()``: then it is
+``enqueue`` there, in that transaction (ADR 045).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
-from collections.abc import Mapping
+import weakref
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core import checks
 from django.db import connections
@@ -27,15 +32,16 @@ from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
+from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 import alkstore
-from alkstore import AlkstoreError, EnqueueOpts, JobInfo, JobState, Store, Tasks
+from alkstore import AlkstoreError, AsyncStore, EnqueueOpts, JobInfo, JobState, Store, Tasks, parse_spec
 
 __all__ = ["DEFAULT_OPTIONS", "AlkstoreBackend", "database_url"]
 
 #: What ``OPTIONS`` may say, and what each is when it does not.
-DEFAULT_OPTIONS: Mapping[str, Any] = {"database": "default", "schema": "alkstore", "max_size": 4}
+DEFAULT_OPTIONS: Mapping[str, Any] = {"database": "default", "schema": "alkstore", "max_size": 4, "schedules": {}}
 
 #: The Django database engine whose connections alkstore can write on.
 POSTGRES_ENGINE = "django.db.backends.postgresql"
@@ -49,6 +55,21 @@ _DJANGO_ONLY = frozenset({"isolation_level", "assume_role", "server_side_binding
 #: One store per (URL, schema, pool bound), shared by every thread's backend instance.
 _stores: dict[tuple[str, str, int], Store] = {}
 _stores_lock = threading.Lock()
+
+#: The async runtime's likewise, per event loop (an ``AsyncStore`` lives on one), each with the
+#: async generator that closes it when its loop shuts down (``asyncio.run`` and ``Runner`` close
+#: a loop's async generators, so the store's pool is closed while the loop still runs).
+_async_stores: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str, int], tuple[AsyncStore, AsyncIterator[None]]]
+] = weakref.WeakKeyDictionary()
+
+
+async def _closed_with_the_loop(store: AsyncStore) -> AsyncIterator[None]:
+    """Suspended until its loop shuts its async generators down, then closes ``store``."""
+    try:
+        yield
+    finally:
+        await store.close()
 
 
 def database_url(settings_dict: Mapping[str, Any]) -> str:
@@ -78,8 +99,8 @@ class AlkstoreBackend(BaseTaskBackend):
 
     #: ``run_after`` becomes the job's ``run_at``.
     supports_defer = True
-    #: The worker runs plain functions on its threads; ``async def`` tasks are refused for now.
-    supports_async_task = False
+    #: The worker (``AsyncWorker``) awaits ``async def`` tasks on its loop, and runs plain ones on threads.
+    supports_async_task = True
     #: alkstore claims higher priorities first, as Django orders them.
     supports_priority = True
     #: A finished job is deleted ("done and gone"): no outcome to return once it succeeds. Results
@@ -91,6 +112,7 @@ class AlkstoreBackend(BaseTaskBackend):
         self.database: str = self.options.get("database", DEFAULT_OPTIONS["database"])
         self.schema: str = self.options.get("schema", DEFAULT_OPTIONS["schema"])
         self.max_size: int = self.options.get("max_size", DEFAULT_OPTIONS["max_size"])
+        self.schedules: Any = self.options.get("schedules", DEFAULT_OPTIONS["schedules"])
 
     # -- configuration -------------------------------------------------------------------
 
@@ -153,8 +175,51 @@ class AlkstoreBackend(BaseTaskBackend):
         return errors
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        """Django's system checks: the OPTIONS, the database they name, and the queue names."""
-        return [*super().check(**kwargs), *self._errors()]
+        """Django's system checks: the OPTIONS, the database they name, the queue names and the schedules."""
+        return [*super().check(**kwargs), *self._errors(), *self._schedule_errors()]
+
+    def _schedule_errors(self) -> list[checks.CheckMessage]:
+        try:
+            self.periodic()
+        except InvalidTask as exc:
+            hint = (
+                'a mapping of task module paths to "@every <n><s|m|h|d>", or to {"every": …, "args": [...], '
+                '"kwargs": {...}}'
+            )
+            message = f"TASKS[{self.alias!r}]['OPTIONS']['schedules']: {exc}"
+            return [checks.Error(message, hint=hint, id="alkstore.E007")]
+        return []
+
+    def periodic(self) -> dict[str, tuple[Any, str, list[Any], dict[str, Any]]]:
+        """The periodic tasks of ``OPTIONS["schedules"]``: by module path, (task, spec, args, kwargs).
+
+        ``InvalidTask`` names the first entry that is not a task of this backend's queues with a
+        valid ``@every`` spec and JSON arguments.
+        """
+        if not isinstance(self.schedules, Mapping):
+            raise InvalidTask(f"is a {type(self.schedules).__name__}, not a mapping of task paths to schedules")
+        found: dict[str, tuple[Any, str, list[Any], dict[str, Any]]] = {}
+        for path, entry in self.schedules.items():
+            spec = entry if isinstance(entry, str) else entry.get("every") if isinstance(entry, Mapping) else None
+            extra = set(entry) - {"every", "args", "kwargs"} if isinstance(entry, Mapping) else set()
+            if not isinstance(spec, str) or extra:
+                raise InvalidTask(f"{path!r} has no 'every' spec, or entries other than every, args and kwargs")
+            try:
+                task = import_string(str(path))
+            except ImportError as exc:
+                raise InvalidTask(f"{path!r} cannot be imported: {exc}") from exc
+            if not isinstance(task, self.task_class):
+                raise InvalidTask(f"{path!r} is not a Django task (a django.tasks.Task)")
+            args = entry.get("args", []) if isinstance(entry, Mapping) else []
+            kwargs = entry.get("kwargs", {}) if isinstance(entry, Mapping) else {}
+            try:
+                parse_spec(spec)
+                self.validate_task(task)
+                args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
+            except (AlkstoreError, InvalidTask, TypeError, ValueError) as exc:
+                raise InvalidTask(f"{path!r}: {exc}") from exc
+            found[task.module_path] = (task, spec, args, kwargs)
+        return found
 
     @property
     def store(self) -> Store:
@@ -175,6 +240,30 @@ class AlkstoreBackend(BaseTaskBackend):
         url = database_url(settings.DATABASES[self.database])
         return alkstore.open(url, schema=self.schema, **{"max_size": self.max_size, **options})
 
+    async def open_async_store(self, **options: Any) -> AsyncStore:
+        """``open_store`` in the async runtime (the worker's)."""
+        url = database_url(settings.DATABASES[self.database])
+        return await alkstore.open_async(url, schema=self.schema, **{"max_size": self.max_size, **options})
+
+    async def astore(self) -> AsyncStore:
+        """The ``AsyncStore`` of the running event loop that ``aenqueue`` writes through (opened at first
+        use on that loop, closed when the loop shuts down)."""
+        errors = self._errors()
+        if errors:
+            raise InvalidTask(f"the alkstore backend {self.alias!r} is misconfigured: {errors[0].msg}")
+        url = database_url(settings.DATABASES[self.database])
+        key = (url, self.schema, self.max_size)
+        opened = _async_stores.setdefault(asyncio.get_running_loop(), {})
+        if key not in opened:
+            store = await alkstore.open_async(url, schema=self.schema, max_size=self.max_size)
+            if key in opened:  # another task of this loop opened one meanwhile
+                await store.close()
+            else:
+                lifetime = _closed_with_the_loop(store)
+                await anext(lifetime)
+                opened[key] = (store, lifetime)
+        return opened[key][0]
+
     # -- enqueue -------------------------------------------------------------------------
 
     def validate_task(self, task: Any) -> None:
@@ -187,6 +276,50 @@ class AlkstoreBackend(BaseTaskBackend):
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone."""
+        result, job, payload = self._prepare(task, args, kwargs)
+        store = self.store
+        connection = connections[self.database]
+        if self._in_transaction():
+            connection.ensure_connection()
+            job_id = job.enqueue_tx(store, connection.connection, **payload)
+        else:
+            job_id = job.enqueue(store, **payload)
+        task_enqueued.send(type(self), task_result=self._enqueued(result, job_id))
+        return result
+
+    async def aenqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        """``enqueue`` from async code: on the loop's ``AsyncStore``, committed at once (ADR 045).
+
+        Django's transactions are sync only: an ``atomic()`` block is open in the thread that runs
+        the caller's sync code (``sync_to_async``'s, where the async ORM runs too), never on the
+        loop. When that thread is inside one (async code run by ``async_to_sync`` from an atomic
+        block), the job is written there by ``enqueue``, in that transaction, as the async ORM's
+        writes are; otherwise it is written on the loop without a thread.
+        """
+        written = await sync_to_async(self._enqueue_in_transaction)(task, args, kwargs)
+        if written is not None:
+            return written
+        result, job, payload = self._prepare(task, args, kwargs)
+        job_id = await job.aenqueue(await self.astore(), **payload)
+        await task_enqueued.asend(type(self), task_result=self._enqueued(result, job_id))
+        return result
+
+    def _in_transaction(self) -> bool:
+        """Whether this thread's connection to the backend's database is in a transaction: an atomic block,
+        or autocommit turned off."""
+        if self.database not in settings.DATABASES:
+            return False  # misconfigured: the write refuses it (InvalidTask)
+        connection = connections[self.database]
+        return bool(
+            connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit())
+        )
+
+    def _enqueue_in_transaction(self, task: Any, args: Any, kwargs: Any) -> Any:
+        """``enqueue`` if this thread is in a transaction (its result), else ``None``: nothing written."""
+        return self.enqueue(task, args, kwargs) if self._in_transaction() else None
+
+    def _prepare(self, task: Any, args: Any, kwargs: Any) -> tuple[TaskResult, Any, dict[str, Any]]:
+        """The checked task's ``TaskResult`` (``READY``), its alkstore task, and the job's payload."""
         self.validate_task(task)
         result = TaskResult(
             task=task,
@@ -205,18 +338,13 @@ class AlkstoreBackend(BaseTaskBackend):
         job = Tasks().task(task.module_path, queue=task.queue_name, priority=task.priority)(task.func)
         if task.run_after is not None:
             job = job.with_options(EnqueueOpts(run_at=task.run_after))
-        payload = {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
-        store = self.store
-        connection = connections[self.database]
-        # In a transaction: an atomic block, or a connection whose autocommit was turned off.
-        if connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit()):
-            connection.ensure_connection()
-            job_id = job.enqueue_tx(store, connection.connection, **payload)
-        else:
-            job_id = job.enqueue(store, **payload)
+        return result, job, {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
+
+    @staticmethod
+    def _enqueued(result: TaskResult, job_id: int) -> TaskResult:
+        """``result`` once its job is written: its id is the job's."""
         object.__setattr__(result, "id", str(job_id))
         object.__setattr__(result, "enqueued_at", timezone.now())
-        task_enqueued.send(type(self), task_result=result)
         return result
 
     # -- results -------------------------------------------------------------------------

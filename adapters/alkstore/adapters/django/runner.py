@@ -1,19 +1,29 @@
-"""Running a Django task for an alkstore job: resolve it by module path, send Django's signals (ADR 039).
+"""Running a Django task for an alkstore job: resolve it by module path, send Django's signals (ADR 039, 045).
 
-The worker's handler for every queue of the backend: it imports the task the job names (a
+The async worker's handler for every queue of the backend: it imports the task the job names (a
 ``django.tasks.Task`` at module level), calls it with the payload's ``args`` and ``kwargs`` (with
 a ``TaskContext`` first for ``takes_context`` tasks), and sends ``task_started`` and
-``task_finished`` around the call. Django's stale connections are closed before and after each
-run, as a request would. A task that raises fails the run: alkstore retries it, then keeps it
-dead.
+``task_finished`` around the call. An ``async def`` task is awaited on the worker's event loop; a
+plain one runs, signals and all, on one of the worker's daemon threads, as a sync view would. Django's
+stale connections are closed before and after each run, as a request would. A task that raises
+fails the run: alkstore retries it, then keeps it dead.
+
+Periodic tasks (``OPTIONS["schedules"]``) are registered in an ``alkstore.Tasks`` registry whose
+every entry runs through the same handler, so a fired job and an enqueued one run alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor, Future
+from inspect import iscoroutinefunction
+from queue import SimpleQueue
 from traceback import format_exception
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.tasks import TaskContext, TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
@@ -22,26 +32,126 @@ from django.utils import timezone
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
-from alkstore import Job
+from alkstore import Tasks, current_job
 
-__all__ = ["handler_for"]
+__all__ = ["DaemonThreads", "handler_for", "periodic_registry"]
 
 
-def handler_for(backend: Any) -> Callable[[Any, Job], object]:
-    """The alkstore handler that runs the Django task each job of ``backend`` names."""
+class DaemonThreads(Executor):
+    """The threads plain tasks run on: an idle one is reused, else a new one starts, so no run waits.
+
+    Daemon threads: a run that never returns (given up by the worker, its job handed back or its
+    lease left to lapse) does not keep a stopped worker's process alive, as a
+    ``ThreadPoolExecutor``'s threads, joined at exit, would. Its connections are the thread's
+    own, kept between runs by Django's ``CONN_MAX_AGE``.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._work: SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Run ``fn(*args, **kwargs)`` on an idle thread, or on a new one if none is idle."""
+        future: Future[Any] = Future()
+        self._work.put((future, functools.partial(fn, *args, **kwargs)))
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # that thread's next item is this one
+                return future
+            self._threads += 1
+            name = f"{self._name}-{self._threads}"
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Let the idle threads end (a running one ends after its run; none is waited for)."""
+        with self._lock:
+            count, self._threads = self._threads, 0
+        for _ in range(count):
+            self._work.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._work.get()) is not None:
+            future, call = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:
+                    future.set_exception(exc)
+            del future, call, item
+            with self._lock:
+                self._idle += 1
+
+
+def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaitable[None]]:
+    """The async handler that runs the Django task each job of ``backend`` names (plain ones on ``executor``)."""
     sender = type(backend)
 
-    def handle(payload: Any, job: Job) -> None:
+    def run_sync(task: Any, result: TaskResult) -> None:
         close_old_connections()
         try:
-            _run(backend, sender, payload, job)
+            task_started.send(sender=sender, task_result=result)
+            try:
+                args, kwargs = _arguments(task, result)
+                value = normalize_json(task.call(*args, **kwargs))
+            except Exception as exc:
+                task_finished.send(sender=sender, task_result=_failed(result, exc))
+                raise
+            task_finished.send(sender=sender, task_result=_succeeded(result, value))
         finally:
             close_old_connections()
+
+    in_thread = sync_to_async(run_sync, thread_sensitive=False, executor=executor)
+    close_async = sync_to_async(close_old_connections)
+
+    async def run_async(task: Any, result: TaskResult) -> None:
+        await close_async()
+        try:
+            await task_started.asend(sender=sender, task_result=result)
+            try:
+                args, kwargs = _arguments(task, result)
+                value = normalize_json(await task.acall(*args, **kwargs))
+            except Exception as exc:
+                await task_finished.asend(sender=sender, task_result=_failed(result, exc))
+                raise
+            await task_finished.asend(sender=sender, task_result=_succeeded(result, value))
+        finally:
+            await close_async()
+
+    async def handle(payload: Any, job: Any) -> None:
+        task, result = _started(backend, payload, job)
+        if iscoroutinefunction(task.func):
+            await run_async(task, result)
+        else:
+            await in_thread(task, result)
 
     return handle
 
 
-def _run(backend: Any, sender: type, payload: Any, job: Job) -> None:
+def periodic_registry(schedules: Mapping[str, Any], handle: Callable[[Any, Any], Awaitable[None]]) -> Tasks:
+    """An ``alkstore.Tasks`` of the periodic Django tasks (``backend.periodic()``), each run by ``handle``.
+
+    Each is named by its module path, on its task's queue with its priority, firing the payload
+    ``{"args": …, "kwargs": …}`` an enqueue writes; the worker registers the schedules when it starts.
+    """
+
+    async def fired(args: list[Any], kwargs: dict[str, Any]) -> None:
+        await handle({"args": args, "kwargs": kwargs}, current_job())
+
+    registry = Tasks()
+    for path, (task, every, args, kwargs) in schedules.items():
+        register = registry.periodic(
+            every, queue=task.queue_name, name=path, kwargs={"args": args, "kwargs": kwargs}, priority=task.priority
+        )
+        register(fired)
+    return registry
+
+
+def _started(backend: Any, payload: Any, job: Any) -> tuple[Any, TaskResult]:
+    """The Django task the job names, and its ``TaskResult`` as it starts (``RUNNING``)."""
     if job.task is None:
         raise ValueError(f"job {job.id} names no task; the Django worker runs only jobs of Django tasks")
     found = import_string(job.task)
@@ -66,21 +176,28 @@ def _run(backend: Any, sender: type, payload: Any, job: Job) -> None:
         errors=[],
         worker_ids=[job.worker_id or ""] * max(job.attempts, 1),
     )
-    task_started.send(sender=sender, task_result=result)
-    try:
-        if task.takes_context:
-            value = task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
-        else:
-            value = task.call(*result.args, **result.kwargs)
-        object.__setattr__(result, "_return_value", normalize_json(value))
-    except Exception as exc:
-        object.__setattr__(result, "finished_at", timezone.now())
-        object.__setattr__(result, "status", TaskResultStatus.FAILED)
-        failed = type(exc)
-        path = f"{failed.__module__}.{failed.__qualname__}"
-        result.errors.append(TaskError(exception_class_path=path, traceback="".join(format_exception(exc))))
-        task_finished.send(sender=sender, task_result=result)
-        raise
+    return task, result
+
+
+def _arguments(task: Any, result: TaskResult) -> tuple[list[Any], dict[str, Any]]:
+    """What the task is called with: a ``TaskContext`` first for ``takes_context`` tasks, then its arguments."""
+    args = [TaskContext(task_result=result), *result.args] if task.takes_context else list(result.args)
+    return args, dict(result.kwargs)
+
+
+def _failed(result: TaskResult, exc: Exception) -> TaskResult:
+    """``result`` finished as ``FAILED``, with the exception's class path and traceback as its error."""
+    object.__setattr__(result, "finished_at", timezone.now())
+    object.__setattr__(result, "status", TaskResultStatus.FAILED)
+    failed = type(exc)
+    path = f"{failed.__module__}.{failed.__qualname__}"
+    result.errors.append(TaskError(exception_class_path=path, traceback="".join(format_exception(exc))))
+    return result
+
+
+def _succeeded(result: TaskResult, value: Any) -> TaskResult:
+    """``result`` finished as ``SUCCESSFUL`` with ``value`` (normalised to JSON) as its return value."""
+    object.__setattr__(result, "_return_value", value)
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
-    task_finished.send(sender=sender, task_result=result)
+    return result

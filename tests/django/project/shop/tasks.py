@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from django.tasks import task
+
+from alkstore import current_job
 
 
 @task
@@ -34,6 +38,25 @@ def slow_write(path: str, seconds: float) -> None:
     Path(path).write_text("started", encoding="utf-8")
     time.sleep(seconds)
     Path(path).write_text("done", encoding="utf-8")
+
+
+@task
+async def awrite(path: str, text: str) -> str:
+    """``write`` as an ``async def``, awaited on the worker's event loop (it yields to the loop first)."""
+    await asyncio.sleep(0)
+    Path(path).write_text(f"{text} on {type(asyncio.get_running_loop()).__name__}", encoding="utf-8")
+    return text
+
+
+@task(queue_name="ticks")
+def tick() -> None:
+    """The periodic task (``OPTIONS["schedules"]``): a line per run, ``job-id boundary enqueued-at``, to
+    ``$SHOP_TICK_LOG`` (when set)."""
+    path = os.environ.get("SHOP_TICK_LOG")
+    if path:
+        job = current_job()
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{job.id} {job.boundary.isoformat()} {job.enqueued_at.isoformat()}\n")
 
 
 def not_a_task() -> None:
