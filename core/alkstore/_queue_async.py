@@ -141,6 +141,8 @@ class AsyncJob(JobInfo):
     _kernel: AsyncKernel = field(repr=False, kw_only=True)
     _record: JobRecord = field(repr=False, kw_only=True)
     _stop: StopToken | None = field(default=None, repr=False, kw_only=True)
+    #: The instant of its claim (by the store's clock): a kept result's start, unless the worker says.
+    _claimed_at: datetime | None = field(default=None, repr=False, kw_only=True)
 
     @property
     def stop(self) -> StopToken:
@@ -163,12 +165,12 @@ class AsyncJob(JobInfo):
         if stale:
             raise LeaseLost(f"job {self.id} is no longer held under its claim (fence {self._record.fence})")
 
-    async def ack(self) -> None:
-        """Done: delete the job."""
+    async def ack(self, result: Any = None) -> None:
+        """Done: delete the job. When its queue keeps results (``keep_results``, ADR 042) its outcome is kept,
+        ``result`` included (encoded by the store's codec: ``InvalidPayload`` before any I/O, the job still
+        held, when it cannot be); otherwise ``result`` is ignored."""
         kernel = self._kernel
-        self._fenced(await kernel.live().ack((Held(self.id, self._record.fence),)))
-        if kernel.telemetry is not None:
-            kernel.telemetry.acked((self._record,))
+        await kernel.ack(self, await kernel.finished(self, result))
 
     async def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
         """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).

@@ -26,6 +26,7 @@ from ._names import SCHEDULER_LOCK, outbox_queue, validate_label, validate_liste
 from ._operations import (
     BATCH,
     DEFAULT_PAGE,
+    RESULTS_LISTING,
     STATS_CAP,
     as_phase,
     check_cap,
@@ -53,6 +54,7 @@ from ._records import (
     new_schedule,
     schedule_of,
 )
+from ._results import JobResult, ResultPage, result_of
 from ._runner_async import OnFire
 from ._tick import DEFAULT_BUDGET
 from ._time import Clock, StopToken
@@ -224,7 +226,8 @@ class AsyncStore:
         held = _held(jobs, kernel)
         if not held:
             return []
-        stale = {pair.job_id for pair in await kernel.live().ack([kernel.held_of(job) for job in held])}
+        acks = [await kernel.finished(job, None) for job in held]  # kept (result None) where the queue keeps results
+        stale = {pair.job_id for pair in await kernel.live().ack(acks)}
         if kernel.telemetry is not None:
             kernel.telemetry.acked([kernel.record_of(job) for job in held if job.id not in stale])
         return [job for job in held if job.id in stale]
@@ -238,6 +241,42 @@ class AsyncStore:
         if record is None:
             return None
         return info_of(record, self._kernel.decode_lenient(record.payload))
+
+    async def result(self, job_id: int) -> JobResult | None:
+        """The kept outcome of the job (its queue's ``keep_results``, ADR 042); ``None`` if it has none:
+        not done yet, done while its queue kept no results, or pruned since."""
+        engine = self._kernel.live()
+        if not valid_id(job_id):
+            return None
+        record = await engine.get_result(job_id)
+        return None if record is None else result_of(record, self._kernel.decode_lenient)
+
+    async def results(self, queue: str, *, limit: int = DEFAULT_PAGE, cursor: str | None = None) -> ResultPage:
+        """A page of ``queue``'s kept results, newest first (``finished_at``, then id, descending); pass the
+        page's ``cursor`` back for the next (``None`` after the last)."""
+        validate_listed_queue(queue)
+        size = check_page_size(limit)
+        after = read_cursor(cursor, queue, RESULTS_LISTING)
+        kernel = self._kernel
+        records = await kernel.live().list_results(queue, size + 1, after)
+        page = records[:size]
+        results = tuple(result_of(record, kernel.decode_lenient) for record in page)
+        more = len(records) > size
+        last = JobKey(page[-1].id, at=page[-1].finished_at) if more else None
+        return ResultPage(results, None if last is None else write_cursor(queue, RESULTS_LISTING, last))
+
+    async def purge_results(self, queue: str | None = None) -> int:
+        """Delete the kept results past their ``keep_until`` (of ``queue``, or of every queue); return how many."""
+        if queue is not None:
+            validate_listed_queue(queue)
+        engine = self._kernel.live()
+        now = self._kernel.clock.now()
+        purged = 0
+        while True:
+            count = await engine.purge_results(queue, now, BATCH)
+            purged += count
+            if count < BATCH:
+                return purged
 
     async def requeue_dead(self, job_id: int) -> bool:
         """Bring a dead job back to its queue with 0 attempts; ``False`` if it is not dead."""
