@@ -16,14 +16,12 @@ kept at least 0.8x plain. Results go to ``docs/benchmarks.md`` with the machine'
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from _bench import DEFAULT_DSN, load_average
+from _bench import interleaved, print_rates, repeated
 from psycopg import sql
 
 import alkstore
@@ -91,40 +89,20 @@ def run_once(dsn: str, jobs: int) -> dict[str, float]:
         queues = {subject.name: f"q{index}" for index, subject in enumerate(SUBJECTS)}
         for subject in SUBJECTS:
             fill(store, queues[subject.name], subject, jobs)
-        totals = {subject.name: [0, 0.0] for subject in SUBJECTS}
-        live = set(totals)
-        while live:
-            for subject in SUBJECTS:
-                if subject.name not in live:
-                    continue
-                done, seconds = block(store, queues[subject.name], subject)
-                totals[subject.name][0] += done
-                totals[subject.name][1] += seconds
-                if done < BLOCK:
-                    live.discard(subject.name)
+        by_name = {subject.name: subject for subject in SUBJECTS}
+        rates = interleaved(
+            [subject.name for subject in SUBJECTS], lambda name: block(store, queues[name], by_name[name]), BLOCK
+        )
         kept = sum(len(store.results(queues[s.name], limit=1).results) for s in SUBJECTS if s.keep)
         assert kept == sum(1 for s in SUBJECTS if s.keep), "the kept subjects kept their results"
         with store.transaction() as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-    return {name: count / seconds for name, (count, seconds) in totals.items()}
+    return rates
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", default=DEFAULT_DSN)
-    parser.add_argument("--jobs", type=int, default=4000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    print(f"load before: {load_average()}")
-    runs = [run_once(args.dsn, args.jobs) for _ in range(args.repeats)]
-    print(f"load after: {load_average()}")
-    print(f"| subject | claim+ack/s (best of {args.repeats}) | ratio to plain (median) |")
-    print("| --- | --- | --- |")
-    for subject in SUBJECTS:
-        best = max(run[subject.name] for run in runs)
-        twin = subject.twin
-        ratio = "-" if twin is None else f"{statistics.median(run[subject.name] / run[twin] for run in runs):.2f}x"
-        print(f"| {subject.name} | {best:,.0f} | {ratio} |")
+    repeats, runs = repeated(__doc__, run_once)
+    print_rates(repeats, runs, {subject.name: subject.twin for subject in SUBJECTS})
 
 
 if __name__ == "__main__":

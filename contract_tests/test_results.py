@@ -11,7 +11,8 @@ key is free. Time moves only through the store's ``ManualClock``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +30,7 @@ from alkstore import (
     Tasks,
     Worker,
 )
-from tests.support import must_claim, must_get, wait_until
+from tests.support import PATIENCE, must_claim, must_get, wait_until
 
 from ._engines import T0
 from ._runtimes import maintenance_of, store_of, task_call, worker_of
@@ -48,28 +49,23 @@ def must_result(store: Store, job_id: int) -> JobResult:
     return result
 
 
+@contextmanager
+def running(worker: Worker) -> Iterator[Running]:
+    """``worker`` running on a thread while the block runs; stopped (once what it holds is done) after it."""
+    started = Running(worker)
+    try:
+        yield started
+    finally:
+        started.stop.cancel()
+        started.thread.join(PATIENCE)
+
+
 def failed_with(message: str) -> ValueError:
     """A raised (so traced) ``ValueError``."""
     try:
         raise ValueError(message)
     except ValueError as exc:
         return exc
-
-
-@pytest.fixture
-def started() -> Iterator[Callable[[Worker], Running]]:
-    """Start workers on threads; every one started is stopped (at once) after the test."""
-    running: list[Running] = []
-
-    def start(worker: Worker) -> Running:
-        running.append(Running(worker))
-        return running[-1]
-
-    yield start
-    for each in running:
-        each.stop.cancel()
-        each.abort.cancel()
-        each.thread.join(30)
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -266,9 +262,7 @@ def test_results_are_pruned_once_their_retention_has_passed(store: Store, clock:
 
 
 @pytest.mark.parametrize("ack_delay", [0, 0.05], ids=["ack-at-once", "ack-batched"])
-def test_the_worker_keeps_what_a_task_returns(
-    store: Store, started: Callable[[Worker], Running], ack_delay: float
-) -> None:
+def test_the_worker_keeps_what_a_task_returns(store: Store, ack_delay: float) -> None:
     keeping(store, "kept")
     tasks = Tasks()
     done = threading.Event()
@@ -284,32 +278,29 @@ def test_the_worker_keeps_what_a_task_returns(
 
     kept = [task_call(add.enqueue, store, a=n, b=1) for n in range(3)]
     other = task_call(plain.enqueue, store)
-    running = started(worker_of(store, tasks, concurrency=2, poll_interval=POLL, ack_delay=ack_delay))
-    wait_until(lambda: all(store.result(job_id) is not None for job_id in kept), "the results to be kept")
-    wait_until(lambda: store.get_job(other) is None, "the plain job to be done")
+    with running(worker_of(store, tasks, concurrency=2, poll_interval=POLL, ack_delay=ack_delay)) as worker:
+        wait_until(lambda: all(store.result(job_id) is not None for job_id in kept), "the results to be kept")
+        wait_until(lambda: store.get_job(other) is None, "the plain job to be done")
     assert [must_result(store, job_id).result for job_id in kept] == [{"sum": 1}, {"sum": 2}, {"sum": 3}]
     first = must_result(store, kept[0])
-    assert (first.task, first.payload, first.worker_id) == ("add", {"a": 0, "b": 1}, running.worker.worker_id)
+    assert (first.task, first.payload, first.worker_id) == ("add", {"a": 0, "b": 1}, worker.worker.worker_id)
     assert store.result(other) is None
-    assert running.finish().succeeded == 4
+    assert worker.finish().succeeded == 4
 
 
-def test_a_handlers_return_value_is_kept_too(store: Store, started: Callable[[Worker], Running]) -> None:
+def test_a_handlers_return_value_is_kept_too(store: Store) -> None:
     keeping(store)
     job_id = store.queue("jobs").enqueue("ada")
 
     def greet(payload: Any, job: Any) -> str:
         return f"hello {payload}"
 
-    running = started(worker_of(store, handlers={"jobs": greet}, poll_interval=POLL, ack_delay=0))
-    wait_until(lambda: store.result(job_id) is not None, "the result to be kept")
+    with running(worker_of(store, handlers={"jobs": greet}, poll_interval=POLL, ack_delay=0)):
+        wait_until(lambda: store.result(job_id) is not None, "the result to be kept")
     assert must_result(store, job_id).result == "hello ada"
-    running.finish()
 
 
-def test_a_return_value_that_cannot_be_kept_fails_the_attempt(
-    store: Store, started: Callable[[Worker], Running]
-) -> None:
+def test_a_return_value_that_cannot_be_kept_fails_the_attempt(store: Store) -> None:
     keeping(store, "kept")
     tasks = Tasks()
 
@@ -318,11 +309,11 @@ def test_a_return_value_that_cannot_be_kept_fails_the_attempt(
         return object()
 
     job_id = task_call(opaque.enqueue, store)
-    running = started(worker_of(store, tasks, poll_interval=POLL))
-    wait_until(lambda: (info := store.get_job(job_id)) is not None and info.state is JobState.DEAD, "the burial")
+    with running(worker_of(store, tasks, poll_interval=POLL)) as worker:
+        wait_until(lambda: (info := store.get_job(job_id)) is not None and info.state is JobState.DEAD, "the burial")
     dead = must_get(store, job_id)
     assert dead.last_error is not None
     assert f"the result of job {job_id} cannot be kept" in dead.last_error
     assert store.result(job_id) is None
-    stats = running.finish()
+    stats = worker.finish()
     assert (stats.succeeded, stats.buried) == (0, 1)

@@ -9,9 +9,10 @@ sync ``Store`` and ``open`` are generated from this file (ADR 026).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
+from functools import partial
 from importlib import metadata
 from typing import Any
 
@@ -270,13 +271,7 @@ class AsyncStore:
         if queue is not None:
             validate_listed_queue(queue)
         engine = self._kernel.live()
-        now = self._kernel.clock.now()
-        purged = 0
-        while True:
-            count = await engine.purge_results(queue, now, BATCH)
-            purged += count
-            if count < BATCH:
-                return purged
+        return await _in_batches(partial(engine.purge_results, queue, self._kernel.clock.now()))
 
     async def requeue_dead(self, job_id: int) -> bool:
         """Bring a dead job back to its queue with 0 attempts; ``False`` if it is not dead."""
@@ -479,13 +474,7 @@ class AsyncStore:
         validate_listed_queue(queue)
         span = as_duration(older_than, "older_than")
         engine = self._kernel.live()
-        before = self._kernel.clock.now() - span
-        purged = 0
-        while True:
-            count = await engine.purge_dead(queue, before, BATCH)
-            purged += count
-            if count < BATCH:
-                return purged
+        return await _in_batches(partial(engine.purge_dead, queue, self._kernel.clock.now() - span))
 
     async def leader(self) -> Leader | None:
         """The scheduler's leader (the owner holding its lease) and its lease end; ``None`` when none leads."""
@@ -510,6 +499,16 @@ def _reporting(telemetry: Telemetry, on_fire: OnFire | None) -> OnFire:
         return None if on_fire is None else on_fire(fire)
 
     return report
+
+
+async def _in_batches(purge: Callable[[int], Awaitable[int]]) -> int:
+    """Call ``purge`` with a limit of ``BATCH`` until it deletes fewer; how many it deleted in all."""
+    purged = 0
+    while True:
+        count = await purge(BATCH)
+        purged += count
+        if count < BATCH:
+            return purged
 
 
 def _held(jobs: Iterable[AsyncJob], kernel: AsyncKernel) -> list[AsyncJob]:
