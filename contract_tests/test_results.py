@@ -30,6 +30,7 @@ from alkstore import (
     Tasks,
     Worker,
 )
+from alkstore.engine import ClaimRequest, Done, Held
 from tests.support import PATIENCE, must_claim, must_get, wait_until
 
 from ._engines import T0
@@ -156,6 +157,37 @@ def test_a_retried_then_successful_job_keeps_its_earlier_failures(store: Store, 
     assert first.traceback.rstrip().endswith("ValueError: first")
     assert second.traceback is None
     assert result.worker_ids == ("w1", "w2", "w3")
+
+
+def test_a_claim_that_acks_keeps_the_outcomes_it_is_given_and_leaves_the_rest_as_plain_acks(
+    store: Store, clock: ManualClock
+) -> None:
+    keeping(store)
+    queue = store.queue("jobs")
+    ids = queue.enqueue_many(["kept", "plain", "lapsed", "next"])
+    now = clock.now()
+    records = store.engine.claim(ClaimRequest("jobs", "w1", now, timedelta(seconds=30), 3))
+    assert [record.id for record in records] == ids[:3]
+    kept, plain, lapsed = records
+    acks = [
+        Done(kept.id, kept.fence, b'"kept"', now, now, now + KEEP),
+        Held(plain.id, plain.fence),
+        Done(lapsed.id, lapsed.fence + 1, b'"stale"', now, now, now + KEEP),  # a later claim's fence
+    ]
+    stale, claimed = store.engine.ack_and_claim(acks, ClaimRequest("jobs", "w1", now, timedelta(seconds=30), 5))
+    assert stale == [Held(lapsed.id, lapsed.fence + 1)]
+    assert [record.id for record in claimed] == [ids[3]]
+    assert must_result(store, kept.id).result == "kept"
+    assert store.result(plain.id) is None
+    assert store.get_job(plain.id) is None
+    assert store.result(lapsed.id) is None
+    assert must_get(store, lapsed.id).state is JobState.RUNNING, "a stale ack changes nothing"
+    # The same batch through ack, without a claim.
+    queue.enqueue_many(["first", "second"])
+    first, second = store.engine.claim(ClaimRequest("jobs", "w2", now, timedelta(seconds=30), 2))
+    assert store.engine.ack([Held(first.id, first.fence), Done(second.id, second.fence, b"2", None, now, now)]) == []
+    assert store.result(first.id) is None
+    assert must_result(store, second.id).result == 2
 
 
 def test_an_outcome_that_cannot_be_encoded_is_refused_at_ack_and_the_job_stays_held(store: Store) -> None:
