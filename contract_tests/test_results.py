@@ -21,6 +21,7 @@ import pytest
 from alkstore import (
     CancelOutcome,
     EnqueueOpts,
+    InvalidName,
     InvalidOptions,
     InvalidPayload,
     JobResult,
@@ -259,6 +260,16 @@ def test_results_are_listed_newest_first_a_page_at_a_time(store: Store, clock: M
         store.results("other", cursor=first)
     with pytest.raises(InvalidOptions, match="cursor"):
         store.jobs("jobs", cursor=first)
+
+
+def test_bad_reads_of_results_are_refused_before_any_io(store: Store) -> None:
+    assert [store.result(bad) for bad in (0, -1, 2**63)] == [None, None, None]
+    with pytest.raises(InvalidName):
+        store.results(" jobs")
+    with pytest.raises(InvalidName):
+        store.purge_results("")
+    with pytest.raises(InvalidOptions, match="limit"):
+        store.results("jobs", limit=0)
 
 
 # -- pruning ----------------------------------------------------------------------------------

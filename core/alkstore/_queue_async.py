@@ -51,7 +51,8 @@ class AsyncQueue:
         Replaces what was stored: a ``None`` falls back to the derived default, all ``None`` removes
         the config. Other stores see it within ``CONFIG_TTL`` of their clocks, the scheduler's
         fires at once. Jobs already queued keep their attempts and priority; their next claim,
-        retry and heartbeat use the new lease and curve (ADR 016).
+        retry and heartbeat use the new lease and curve (ADR 016), and their acks from then on keep
+        (or stop keeping) their outcomes as ``keep_results`` says (ADR 042).
         """
         return await self._kernel.configure(self.name, check_queue_config(self.name, **settings))
 
