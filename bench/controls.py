@@ -15,14 +15,12 @@ shows the median ratio. Target: every subject at least 0.8x plain. Results go to
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from _bench import DEFAULT_DSN, load_average
+from _bench import interleaved, print_rates, repeated
 from psycopg import sql
 
 import alkstore
@@ -78,37 +76,15 @@ def run_once(dsn: str, jobs: int) -> dict[str, float]:
         queues = {subject.name: f"q{index}" for index, subject in enumerate(SUBJECTS)}
         for subject in SUBJECTS:
             fill(store, queues[subject.name], subject, jobs)
-        totals = {subject.name: [0, 0.0] for subject in SUBJECTS}
-        live = set(totals)
-        while live:
-            for subject in SUBJECTS:
-                if subject.name not in live:
-                    continue
-                done, seconds = block(store, queues[subject.name])
-                totals[subject.name][0] += done
-                totals[subject.name][1] += seconds
-                if done < BLOCK:
-                    live.discard(subject.name)
+        rates = interleaved([subject.name for subject in SUBJECTS], lambda name: block(store, queues[name]), BLOCK)
         with store.transaction() as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-    return {name: count / seconds for name, (count, seconds) in totals.items()}
+    return rates
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", default=DEFAULT_DSN)
-    parser.add_argument("--jobs", type=int, default=4000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    print(f"load before: {load_average()}")
-    runs = [run_once(args.dsn, args.jobs) for _ in range(args.repeats)]
-    print(f"load after: {load_average()}")
-    print(f"| subject | claim+ack/s (best of {args.repeats}) | ratio to plain (median) |")
-    print("| --- | --- | --- |")
-    for subject in SUBJECTS:
-        best = max(run[subject.name] for run in runs)
-        ratio = statistics.median(run[subject.name] / run["plain"] for run in runs)
-        print(f"| {subject.name} | {best:,.0f} | {ratio:.2f}x |")
+    repeats, runs = repeated(__doc__, run_once)
+    print_rates(repeats, runs, {subject.name: "plain" for subject in SUBJECTS})
 
 
 if __name__ == "__main__":

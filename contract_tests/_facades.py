@@ -37,6 +37,9 @@ FACADES: tuple[type, ...] = (
     alkstore.JobPage,
     alkstore.Leader,
     alkstore.WorkerInfo,
+    alkstore.JobResult,
+    alkstore.ResultPage,
+    alkstore.AttemptFailure,
 )
 #: Protocol methods that are part of a facade's public surface when it defines them.
 _PROTOCOL = ("__enter__", "__exit__", "__aenter__", "__aexit__")

@@ -30,6 +30,7 @@ from ._port import Fire, JobPhase, JobState
 from ._queue import Job, Queue
 from ._queue_async import AsyncJob, AsyncQueue
 from ._records import CancelOutcome, JobId, JobInfo, JobPage, Leader, QueueStats, Schedule, ScheduleEntry, WorkerInfo
+from ._results import AttemptFailure, JobResult, ResultPage
 from ._spec import Every, parse_spec
 from ._store import Store, open  # noqa: A004
 from ._store_async import AsyncStore, open_async
@@ -72,6 +73,7 @@ __all__ = [
     "AsyncQueue",
     "AsyncStore",
     "AsyncWorker",
+    "AttemptFailure",
     "CancelOutcome",
     "Clock",
     "Codec",
@@ -93,6 +95,7 @@ __all__ = [
     "JobInfo",
     "JobPage",
     "JobPhase",
+    "JobResult",
     "JobState",
     "JsonCodec",
     "Leader",
@@ -108,6 +111,7 @@ __all__ = [
     "QueueSettings",
     "QueueStats",
     "ReservedName",
+    "ResultPage",
     "Schedule",
     "ScheduleEntry",
     "ScheduleOpts",
@@ -140,6 +144,7 @@ for _public in (
     AsyncQueue,
     AsyncStore,
     AsyncWorker,
+    AttemptFailure,
     CancelOutcome,
     Clock,
     Codec,
@@ -151,6 +156,7 @@ for _public in (
     JobInfo,
     JobPage,
     JobPhase,
+    JobResult,
     JobState,
     JsonCodec,
     Leader,
@@ -162,6 +168,7 @@ for _public in (
     QueueDefaults,
     QueueSettings,
     QueueStats,
+    ResultPage,
     Schedule,
     ScheduleEntry,
     ScheduleOpts,

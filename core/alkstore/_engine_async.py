@@ -31,6 +31,7 @@ from ._port import (
     ClaimRequest,
     Heartbeat,
     Held,
+    JobKey,
     JobQuery,
     JobRecord,
     LockRecord,
@@ -38,6 +39,7 @@ from ._port import (
     NewSchedule,
     QueueConfig,
     QueueCounts,
+    ResultRecord,
     Retry,
     ScheduleRecord,
     TableStats,
@@ -193,7 +195,10 @@ class AsyncEngine(ABC):
     async def ack(self, held: Sequence[Held]) -> list[Held]:
         """Delete each job that is ``RUNNING`` under its fence; return the pairs that were not (stale).
 
-        A stale pair changes nothing; the others take effect whatever the stale ones are.
+        A stale pair changes nothing; the others take effect whatever the stale ones are. A ``Done``
+        pair also keeps the job's outcome (ADR 042), in the same atomic step: a ``ResultRecord`` of
+        the job as it was (its attempt log included) with the pair's result and instants, unless
+        the job's cancel was requested (it ends cancelled). The job itself is deleted all the same.
         """
 
     @abstractmethod
@@ -201,7 +206,8 @@ class AsyncEngine(ABC):
         """Fenced like ``ack``: make each job ``PENDING`` at its ``run_at`` with its error and traceback
         (a job whose cancel was requested is deleted instead: it ends cancelled).
 
-        Worker and lease end are cleared; ``attempts`` and ``fence`` are kept. ``now`` is the
+        Worker and lease end are cleared; ``attempts`` and ``fence`` are kept; a retry's ``attempt``
+        (when given) is appended to the job's attempt log. ``now`` is the
         instant of the retry (a job whose ``run_at`` is still ahead of it is delayed). Waiters on
         the jobs' queues are woken. Returns the stale pairs.
         """
@@ -365,6 +371,23 @@ class AsyncEngine(ABC):
 
         Returns how many were deleted (fewer than ``limit``: none is left to purge).
         """
+
+    # -- kept results (ADR 042) ------------------------------------------------------
+
+    @abstractmethod
+    async def get_result(self, job_id: int) -> ResultRecord | None:
+        """The kept outcome of the job ``job_id`` (kept by a ``Done`` ack), or ``None``; expired ones too,
+        until they are purged."""
+
+    @abstractmethod
+    async def list_results(self, queue: str, limit: int, after: JobKey | None = None) -> list[ResultRecord]:
+        """Up to ``limit`` kept outcomes of ``queue``, ``finished_at`` descending, id descending (the newest
+        first); with ``after`` (``id`` and ``at``: a ``finished_at``) only those that sort strictly after it."""
+
+    @abstractmethod
+    async def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
+        """Delete up to ``limit`` kept outcomes of ``queue`` (``None``: of any) whose ``keep_until <= now``,
+        the soonest first; return how many (fewer than ``limit``: none is left to purge)."""
 
     @abstractmethod
     async def record_worker(self, worker: WorkerRecord) -> None:

@@ -24,6 +24,7 @@ from ._options import EnqueueOpts, QueueDefaults, queue_defaults, resolve_enqueu
 from ._port import Burial, ClaimRequest, Held, JobRecord, NewSchedule, QueueConfig, ScheduleRecord
 from ._queue_async import AsyncJob
 from ._records import JobId, fields_of, job_ids, new_jobs
+from ._results import done
 from ._time import Clock
 from .errors import InvalidArgument, InvalidPayload, StoreClosed
 from .telemetry import Telemetry
@@ -189,7 +190,8 @@ class AsyncKernel:
             for record in records:
                 outcome = decode_claimed(record, self.codec)
                 if isinstance(outcome, Decoded):
-                    jobs.append(AsyncJob(*fields_of(record, outcome.payload), _kernel=self, _record=record))
+                    fields = fields_of(record, outcome.payload)
+                    jobs.append(AsyncJob(*fields, _kernel=self, _record=record, _claimed_at=now))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, queue, outcome.error)
                     lost = await engine.bury((Burial(record.id, record.fence, outcome.error),), now)
@@ -204,6 +206,22 @@ class AsyncKernel:
             if handed_back:
                 raise handed_back[0]
             # Every job claimed was undecodable and is buried now: look for another.
+
+    async def finished(self, job: AsyncJob, result: Any, started_at: datetime | None = None) -> Held:
+        """The ack of ``job`` that succeeded with ``result``: kept as a ``Done`` when its queue keeps results
+        (``InvalidPayload`` if ``result`` cannot be encoded), else the plain pair. ``started_at`` defaults
+        to the claim's instant."""
+        held = Held(job.id, job._record.fence)
+        keep = (await self.config(job.queue))[1].keep_results
+        if keep is None:
+            return held
+        return done(held, self.codec, result, keep, self.clock.now(), started_at or job._claimed_at)
+
+    async def ack(self, job: AsyncJob, held: Held) -> None:
+        """Write the ack ``held`` of ``job`` (``finished``'s); ``LeaseLost`` if its claim was lost."""
+        job._fenced(await self.live().ack((held,)))
+        if self.telemetry is not None:
+            self.telemetry.acked((job._record,))
 
     @staticmethod
     def record_of(job: AsyncJob) -> JobRecord:

@@ -15,6 +15,7 @@ from typing import Any
 from ._codec import Codec
 from ._options import QueueDefaults, as_duration, retry_delay
 from ._port import Burial, JobRecord, Retry
+from ._results import encode_attempt
 from .errors import InvalidArgument, InvalidOptions, InvalidPayload
 
 #: The longest traceback kept on a job, in characters; a longer one keeps its end (where the error is).
@@ -87,6 +88,8 @@ class Failure:
 
     error: str
     traceback: str | None = None
+    #: The exception's class path (``module.QualName``); ``None`` for an error given as text.
+    exception: str | None = None
 
 
 def failure(error: object) -> Failure:
@@ -101,16 +104,17 @@ def failure(error: object) -> Failure:
         except Exception:
             text = ""
         text = text or type(error).__name__
+        kind = f"{type(error).__module__}.{type(error).__qualname__}"
         if error.__traceback__ is None:
-            return Failure(text)
+            return Failure(text, None, kind)
         try:
             formatted = "".join(traceback.format_exception(error))
         except Exception:
-            return Failure(text)
+            return Failure(text, None, kind)
         if len(formatted) > MAX_TRACEBACK:
             cut = len(formatted) - MAX_TRACEBACK
             formatted = f"[{cut} characters of the traceback left out]\n" + formatted[cut:]
-        return Failure(text, formatted)
+        return Failure(text, formatted, kind)
     if not isinstance(error, str):
         raise InvalidArgument(f"error must be a str or an exception, not {type(error).__name__}")
     return Failure(error)
@@ -120,7 +124,8 @@ def on_failure(
     record: JobRecord, failed: Failure, defaults: QueueDefaults, delay: object, now: datetime
 ) -> Retry | Burial:
     """Retry-or-bury for a failed attempt of the claim ``record``: retry after ``delay`` (``None``:
-    the queue's curve), or bury once the job has used its last attempt."""
+    the queue's curve), or bury once the job has used its last attempt. A queue that keeps results
+    has the retry log the attempt (ADR 042)."""
     wait = retry_delay(defaults, record.attempts) if delay is None else as_duration(delay, "delay")
     if record.attempts >= record.max_attempts:
         return Burial(record.id, record.fence, failed.error, failed.traceback)
@@ -128,7 +133,10 @@ def on_failure(
         run_at = now + wait
     except OverflowError:
         raise InvalidOptions(f"a retry delay of {wait} from {now.isoformat()} is out of range") from None
-    return Retry(record.id, record.fence, failed.error, run_at, failed.traceback)
+    attempt = None
+    if defaults.keep_results is not None:
+        attempt = encode_attempt(failed.error, failed.exception, failed.traceback, record.worker_id, now)
+    return Retry(record.id, record.fence, failed.error, run_at, failed.traceback, attempt)
 
 
 # -- leases and waits -------------------------------------------------------------------------

@@ -105,17 +105,23 @@ class AsyncMaintenance:
         )
 
     async def prune(self) -> int:
-        """Purge dead jobs of the queues that died more than the retention ago, a bounded pass; how many."""
-        if self._retention is None:
-            return 0
-        pruned = 0
+        """Purge dead jobs of the queues that died more than the retention ago, and their kept results past
+        their ``keep_until`` (ADR 042), a bounded pass; how many dead jobs."""
+        pruned = expired = 0
         try:
             engine = self._kernel.live()
-            before = self._kernel.clock.now() - self._retention
+            now = self._kernel.clock.now()
+            before = None if self._retention is None else now - self._retention
             for queue in self._queues:
-                for _ in range(PRUNE_BATCHES):
+                for _ in range(PRUNE_BATCHES if before is not None else 0):
+                    assert before is not None
                     count = await engine.purge_dead(queue, before, BATCH)
                     pruned += count
+                    if count < BATCH:
+                        break
+                for _ in range(PRUNE_BATCHES):
+                    count = await engine.purge_results(queue, now, BATCH)
+                    expired += count
                     if count < BATCH:
                         break
         except DatabaseUnavailable as exc:
@@ -130,6 +136,8 @@ class AsyncMaintenance:
                 "" if pruned == 1 else "s",
                 self._retention,
             )
+        if expired:
+            log.info("worker %s pruned %d expired result%s", self._label, expired, "" if expired == 1 else "s")
         return pruned
 
     async def run(self, stop: StopToken) -> None:

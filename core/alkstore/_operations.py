@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_PAGE",
     "MAX_CAP",
     "MAX_PAGE",
+    "RESULTS_LISTING",
     "STATS_CAP",
     "as_phase",
     "check_cap",
@@ -103,14 +104,18 @@ def check_page_size(limit: object) -> int:
     return limit
 
 
-def write_cursor(queue: str, phase: JobPhase, key: JobKey) -> str:
-    """An opaque cursor resuming the listing of ``phase`` jobs of ``queue`` after ``key``."""
+#: The listing of a queue's kept results (ADR 042), as its cursors name it beside the phases.
+RESULTS_LISTING = "done"
+
+
+def write_cursor(queue: str, phase: str, key: JobKey) -> str:
+    """An opaque cursor resuming the listing of ``phase`` jobs (or ``RESULTS_LISTING``) of ``queue`` after ``key``."""
     at = None if key.at is None else (key.at - _EPOCH) // _MICROSECOND
-    text = json.dumps([_CURSOR_VERSION, queue, phase.value, key.id, key.priority, at], separators=(",", ":"))
+    text = json.dumps([_CURSOR_VERSION, queue, str(phase), key.id, key.priority, at], separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
 
 
-def read_cursor(cursor: object, queue: str, phase: JobPhase) -> JobKey | None:
+def read_cursor(cursor: object, queue: str, phase: str) -> JobKey | None:
     """The key a cursor of this listing (``queue``, ``phase``) resumes after; ``None`` for no cursor.
 
     A cursor that is not one ``write_cursor`` made for this very listing is ``InvalidOptions``.
@@ -124,8 +129,8 @@ def read_cursor(cursor: object, queue: str, phase: JobPhase) -> JobKey | None:
         version, of_queue, of_phase, job_id, priority, at = json.loads(raw.decode("utf-8"))
     except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
         raise InvalidOptions(f"not a job listing cursor: {cursor!r}") from None
-    if version != _CURSOR_VERSION or of_queue != queue or of_phase != phase.value:
-        raise InvalidOptions(f"the cursor is not one of the listing of {phase.value} jobs of queue {queue!r}")
+    if version != _CURSOR_VERSION or of_queue != queue or of_phase != str(phase):
+        raise InvalidOptions(f"the cursor is not one of the listing of {phase} jobs of queue {queue!r}")
     timed = phase is not JobPhase.RUNNING  # every order but the running jobs' has an instant in its key
     if not (
         _int_in(job_id, 0, _MAX_ID)

@@ -56,6 +56,8 @@ class QueueDefaults:
     priority: int = 0
     #: At most this many of the queue's jobs run at once, on every worker and host (``None``: no limit).
     concurrency: int | None = None
+    #: How long the outcome of each job that succeeds is kept (``None``: not kept, "done and gone"; ADR 042).
+    keep_results: timedelta | None = None
 
 
 PLAIN_DEFAULTS = QueueDefaults(timedelta(seconds=300), 3, timedelta(seconds=5), timedelta(hours=1))
@@ -74,6 +76,7 @@ def queue_defaults(queue: str, stored: QueueConfig | None = None) -> QueueDefaul
         backoff_cap=_either(stored.backoff_cap, derived.backoff_cap),
         priority=_either(stored.priority, derived.priority),
         concurrency=stored.concurrency,
+        keep_results=stored.keep_results,
     )
 
 
@@ -167,6 +170,7 @@ class QueueSettings(TypedDict, total=False):
     backoff_cap: float | timedelta | None
     priority: int | None
     concurrency: int | None
+    keep_results: float | timedelta | None
 
 
 def check_queue_config(
@@ -178,11 +182,13 @@ def check_queue_config(
     backoff_cap: object = None,
     priority: object = None,
     concurrency: object = None,
+    keep_results: object = None,
 ) -> QueueConfig:
     """A validated ``QueueConfig`` for ``queue``; ``None`` keeps the queue's derived default.
 
     Durations are seconds or ``timedelta`` (> 0, at most ``MAX_DURATION``), ``max_attempts`` and
-    ``priority`` ints in range, and the retry curve's base must not exceed its cap once the
+    ``priority`` ints in range, ``keep_results`` how long a succeeded job's outcome is kept (ADR 042),
+    and the retry curve's base must not exceed its cap once the
     config is laid over the derived defaults (a cap of 1 s under the derived 5 s base is refused).
     """
     _check_max_attempts(max_attempts)  # type: ignore[arg-type]
@@ -196,6 +202,7 @@ def check_queue_config(
         backoff_cap=_optional_duration(backoff_cap, "backoff_cap"),
         priority=priority,  # type: ignore[arg-type]
         concurrency=concurrency,  # type: ignore[arg-type]
+        keep_results=_optional_duration(keep_results, "keep_results"),
     )
     effective = queue_defaults(queue, config)
     if effective.backoff_base > effective.backoff_cap:

@@ -17,6 +17,7 @@ __all__ = [
     "LEASE_EXPIRED_ERROR",
     "Burial",
     "ClaimRequest",
+    "Done",
     "DueSchedule",
     "Existing",
     "Fire",
@@ -33,6 +34,7 @@ __all__ = [
     "PlannedFire",
     "QueueConfig",
     "QueueCounts",
+    "ResultRecord",
     "Retry",
     "ScheduleRecord",
     "TableStats",
@@ -48,7 +50,8 @@ JOB_EXPIRED_ERROR = "expired before it could run"
 
 
 class JobState(enum.StrEnum):
-    """Where a stored job is. A job that was acked is deleted ("done and gone")."""
+    """Where a stored job is. A job that was acked is deleted ("done and gone"); with its queue's
+    ``keep_results`` its outcome is kept apart, as a ``ResultRecord`` (ADR 042)."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -156,12 +159,28 @@ class Held:
 
 
 @dataclass(frozen=True, slots=True)
+class Done(Held):
+    """Ack a held job and keep its outcome until ``keep_until`` (ADR 042): the encoded return value,
+    when its last attempt started (``None``: unknown) and finished."""
+
+    result: bytes
+    started_at: datetime | None
+    finished_at: datetime
+    keep_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Retry(Held):
-    """Make a held job pending again at ``run_at``, keeping ``error`` (and its traceback) as its last."""
+    """Make a held job pending again at ``run_at``, keeping ``error`` (and its traceback) as its last.
+
+    ``attempt`` (set when its queue keeps results) is the failed attempt as core encoded it, for the
+    engine to append to the job's attempt log, which a kept result carries (ADR 042).
+    """
 
     error: str
     run_at: datetime
     traceback: str | None = None
+    attempt: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +209,8 @@ class QueueConfig:
     backoff_cap: timedelta | None = None
     priority: int | None = None
     concurrency: int | None = None
+    #: How long the outcome of a job that succeeded is kept (``None``: not kept, ADR 042).
+    keep_results: timedelta | None = None
     #: Kept apart from the settings: ``configure_queue`` never changes it, ``set_paused`` alone does.
     paused: bool = False
 
@@ -390,3 +411,28 @@ class TableStats:
     dead_rows: int
     autovacuum: bool
     vacuumable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRecord:
+    """The kept outcome of a job that succeeded (ADR 042), exactly as the engine holds it.
+
+    The job's id, queue, payload, task, attempts and enqueue instant as they were at its ack;
+    ``result`` the encoded return value; ``worker_id`` the worker of its last attempt;
+    ``attempt_log`` its failed attempts as core encoded them (oldest first); it is kept until
+    ``keep_until``.
+    """
+
+    id: int
+    queue: str
+    payload: bytes
+    task: str | None
+    attempts: int
+    max_attempts: int
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime
+    keep_until: datetime
+    worker_id: str | None
+    result: bytes
+    attempt_log: tuple[bytes, ...] = ()

@@ -51,7 +51,8 @@ class AsyncQueue:
         Replaces what was stored: a ``None`` falls back to the derived default, all ``None`` removes
         the config. Other stores see it within ``CONFIG_TTL`` of their clocks, the scheduler's
         fires at once. Jobs already queued keep their attempts and priority; their next claim,
-        retry and heartbeat use the new lease and curve (ADR 016).
+        retry and heartbeat use the new lease and curve (ADR 016), and their acks from then on keep
+        (or stop keeping) their outcomes as ``keep_results`` says (ADR 042).
         """
         return await self._kernel.configure(self.name, check_queue_config(self.name, **settings))
 
@@ -141,6 +142,8 @@ class AsyncJob(JobInfo):
     _kernel: AsyncKernel = field(repr=False, kw_only=True)
     _record: JobRecord = field(repr=False, kw_only=True)
     _stop: StopToken | None = field(default=None, repr=False, kw_only=True)
+    #: The instant of its claim (by the store's clock): a kept result's start, unless the worker says.
+    _claimed_at: datetime | None = field(default=None, repr=False, kw_only=True)
 
     @property
     def stop(self) -> StopToken:
@@ -163,12 +166,12 @@ class AsyncJob(JobInfo):
         if stale:
             raise LeaseLost(f"job {self.id} is no longer held under its claim (fence {self._record.fence})")
 
-    async def ack(self) -> None:
-        """Done: delete the job."""
+    async def ack(self, result: Any = None) -> None:
+        """Done: delete the job. When its queue keeps results (``keep_results``, ADR 042) its outcome is kept,
+        ``result`` included (encoded by the store's codec: ``InvalidPayload`` before any I/O, the job still
+        held, when it cannot be); otherwise ``result`` is ignored."""
         kernel = self._kernel
-        self._fenced(await kernel.live().ack((Held(self.id, self._record.fence),)))
-        if kernel.telemetry is not None:
-            kernel.telemetry.acked((self._record,))
+        await kernel.ack(self, await kernel.finished(self, result))
 
     async def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
         """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).

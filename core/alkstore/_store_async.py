@@ -9,9 +9,10 @@ sync ``Store`` and ``open`` are generated from this file (ADR 026).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
+from functools import partial
 from importlib import metadata
 from typing import Any
 
@@ -26,6 +27,7 @@ from ._names import SCHEDULER_LOCK, outbox_queue, validate_label, validate_liste
 from ._operations import (
     BATCH,
     DEFAULT_PAGE,
+    RESULTS_LISTING,
     STATS_CAP,
     as_phase,
     check_cap,
@@ -53,6 +55,7 @@ from ._records import (
     new_schedule,
     schedule_of,
 )
+from ._results import JobResult, ResultPage, result_of
 from ._runner_async import OnFire
 from ._tick import DEFAULT_BUDGET
 from ._time import Clock, StopToken
@@ -224,7 +227,8 @@ class AsyncStore:
         held = _held(jobs, kernel)
         if not held:
             return []
-        stale = {pair.job_id for pair in await kernel.live().ack([kernel.held_of(job) for job in held])}
+        acks = [await kernel.finished(job, None) for job in held]  # kept (result None) where the queue keeps results
+        stale = {pair.job_id for pair in await kernel.live().ack(acks)}
         if kernel.telemetry is not None:
             kernel.telemetry.acked([kernel.record_of(job) for job in held if job.id not in stale])
         return [job for job in held if job.id in stale]
@@ -238,6 +242,36 @@ class AsyncStore:
         if record is None:
             return None
         return info_of(record, self._kernel.decode_lenient(record.payload))
+
+    async def result(self, job_id: int) -> JobResult | None:
+        """The kept outcome of the job (its queue's ``keep_results``, ADR 042); ``None`` if it has none:
+        not done yet, done while its queue kept no results, or pruned since."""
+        engine = self._kernel.live()
+        if not valid_id(job_id):
+            return None
+        record = await engine.get_result(job_id)
+        return None if record is None else result_of(record, self._kernel.decode_lenient)
+
+    async def results(self, queue: str, *, limit: int = DEFAULT_PAGE, cursor: str | None = None) -> ResultPage:
+        """A page of ``queue``'s kept results, newest first (``finished_at``, then id, descending); pass the
+        page's ``cursor`` back for the next (``None`` after the last)."""
+        validate_listed_queue(queue)
+        size = check_page_size(limit)
+        after = read_cursor(cursor, queue, RESULTS_LISTING)
+        kernel = self._kernel
+        records = await kernel.live().list_results(queue, size + 1, after)
+        page = records[:size]
+        results = tuple(result_of(record, kernel.decode_lenient) for record in page)
+        more = len(records) > size
+        last = JobKey(page[-1].id, at=page[-1].finished_at) if more else None
+        return ResultPage(results, None if last is None else write_cursor(queue, RESULTS_LISTING, last))
+
+    async def purge_results(self, queue: str | None = None) -> int:
+        """Delete the kept results past their ``keep_until`` (of ``queue``, or of every queue); return how many."""
+        if queue is not None:
+            validate_listed_queue(queue)
+        engine = self._kernel.live()
+        return await _in_batches(partial(engine.purge_results, queue, self._kernel.clock.now()))
 
     async def requeue_dead(self, job_id: int) -> bool:
         """Bring a dead job back to its queue with 0 attempts; ``False`` if it is not dead."""
@@ -440,13 +474,7 @@ class AsyncStore:
         validate_listed_queue(queue)
         span = as_duration(older_than, "older_than")
         engine = self._kernel.live()
-        before = self._kernel.clock.now() - span
-        purged = 0
-        while True:
-            count = await engine.purge_dead(queue, before, BATCH)
-            purged += count
-            if count < BATCH:
-                return purged
+        return await _in_batches(partial(engine.purge_dead, queue, self._kernel.clock.now() - span))
 
     async def leader(self) -> Leader | None:
         """The scheduler's leader (the owner holding its lease) and its lease end; ``None`` when none leads."""
@@ -471,6 +499,16 @@ def _reporting(telemetry: Telemetry, on_fire: OnFire | None) -> OnFire:
         return None if on_fire is None else on_fire(fire)
 
     return report
+
+
+async def _in_batches(purge: Callable[[int], Awaitable[int]]) -> int:
+    """Call ``purge`` with a limit of ``BATCH`` until it deletes fewer; how many it deleted in all."""
+    purged = 0
+    while True:
+        count = await purge(BATCH)
+        purged += count
+        if count < BATCH:
+            return purged
 
 
 def _held(jobs: Iterable[AsyncJob], kernel: AsyncKernel) -> list[AsyncJob]:

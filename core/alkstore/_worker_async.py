@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from ._acompat import ASYNC, AHelper, AQueue, AThreads, agather, asleep, aspawn
@@ -56,7 +57,7 @@ from ._worker_parts import (
     WorkerStats,
     describe,
 )
-from .errors import AlkstoreError, DatabaseUnavailable, InvalidArgument, LeaseLost
+from .errors import AlkstoreError, DatabaseUnavailable, InvalidArgument, InvalidPayload, LeaseLost
 
 if ASYNC:
     import asyncio
@@ -234,7 +235,7 @@ class AsyncWorker:
                     claimed = 0
                     for offset in range(len(queues)):
                         queue = queues[(start + offset) % len(queues)]
-                        held = [kernel.held_of(job) for job, _ in acks]
+                        held = [pair for _, _, pair in acks]
                         stale, jobs = await kernel.claim(queue, self.worker_id, free - claimed, held)
                         self._acked(acks, stale)
                         acks = []
@@ -285,7 +286,7 @@ class AsyncWorker:
         if not acks:
             return
         kernel = self._kernel
-        held = [kernel.held_of(job) for job, _ in acks]
+        held = [pair for _, _, pair in acks]
         stale: list[Held] = []
 
         async def ack() -> None:
@@ -300,15 +301,15 @@ class AsyncWorker:
             return
         self._acked(acks, stale)
 
-    def _acked(self, acks: list[tuple[AsyncJob, float]], stale: list[Held]) -> None:
+    def _acked(self, acks: list[tuple[AsyncJob, float, Held]], stale: list[Held]) -> None:
         """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
         lost = {pair.job_id for pair in stale}
         self._tally.add(succeeded=len(acks) - len(lost), lost=len(lost))
         kernel = self._kernel
         if kernel.telemetry is not None and acks:
-            kernel.telemetry.acked([kernel.record_of(job) for job, _ in acks if job.id not in lost])
+            kernel.telemetry.acked([kernel.record_of(job) for job, _, _ in acks if job.id not in lost])
         logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
-        for job, elapsed_ms in acks:
+        for job, elapsed_ms, _ in acks:
             if job.id in lost:
                 log.warning("job %s (%s): its lease was lost before its ack; outcome discarded", job.id, describe(job))
             elif logged:
@@ -348,9 +349,9 @@ class AsyncWorker:
             run.task = asyncio.current_task()
         try:
             if kernel.telemetry is None:
-                return await self._call(job)
+                return await self._call(run)
             with kernel.telemetry.run(kernel.record_of(job), kernel.clock) as report:
-                reason = await self._call(job)
+                reason = await self._call(run)
                 if reason is not None:
                     report.refused(reason)
                 return reason
@@ -378,12 +379,18 @@ class AsyncWorker:
                 elapsed_ms,
             )
             return
+        kernel = self._kernel
         try:
+            if error is None:
+                try:
+                    held = await kernel.finished(job, run.value, run.started_at)
+                except InvalidPayload as exc:  # a result its queue would keep cannot be: the attempt failed
+                    error = exc
             if error is None and self._options.ack_delay:
-                self._acks.push(job, elapsed_ms)  # the claim loop writes it with its next claim
+                self._acks.push(job, elapsed_ms, held)  # the claim loop writes it with its next claim
                 return
             if error is None:
-                await self._with_retries(job.ack)
+                await self._with_retries(partial(kernel.ack, job, held))
                 self._tally.add(succeeded=1)
                 log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
                 return
@@ -416,13 +423,15 @@ class AsyncWorker:
                 exc,
             )
 
-    async def _call(self, job: AsyncJob) -> str | None:
-        """Run the job's task (or its queue's handler); the reason it cannot be run, if it cannot."""
+    async def _call(self, run: Run) -> str | None:
+        """Run the job's task (or its queue's handler), keeping what it returns on ``run``; the reason it
+        cannot be run, if it cannot."""
+        job: AsyncJob = run.job
         options = self._options
         handler = options.handlers.get(job.queue)
         task = options.tasks.get(job.task) if job.task is not None else None
         if task is None and handler is not None:
-            await self._calls.call(handler, job.payload, job)
+            run.value = await self._calls.call(handler, job.payload, job)
             return None
         if job.task is None:
             return f"queue {job.queue!r} has no handler here, and the job names no task"
@@ -431,7 +440,7 @@ class AsyncWorker:
             return f"unknown task {job.task!r} (this worker knows: {known})"
         if not isinstance(job.payload, dict):
             return f"the payload of a task run must be its keyword arguments, not {type(job.payload).__name__}"
-        await self._calls.call(task.func, **job.payload)
+        run.value = await self._calls.call(task.func, **job.payload)
         return None
 
     async def _with_retries(self, call: Callable[[], Awaitable[None]]) -> None:

@@ -112,31 +112,33 @@ class Run:
     running: bool = False  # taken by a slot (else it waits in the inbox)
     abandoned: bool = False  # given up (timeout, lost lease, handed back): its outcome no longer counts
     task: Any = None
+    value: Any = None  # what its task (or handler) returned: the result a queue keeping results keeps
 
 
 class AckBuffer:
-    """Finished runs whose ack is still to be written, with their run time in ms (ADR 022)."""
+    """Finished runs whose ack is still to be written, with their run time in ms and the ack itself (the
+    pair, or a ``Done`` keeping the result: ADR 022, 042)."""
 
     __slots__ = ("_acks", "_lock")
 
     def __init__(self) -> None:
-        self._acks: list[tuple[Any, float]] = []
+        self._acks: list[tuple[Any, float, Any]] = []
         self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self._acks)
 
-    def push(self, job: Any, elapsed_ms: float) -> None:
+    def push(self, job: Any, elapsed_ms: float, held: Any) -> None:
         with self._lock:
-            self._acks.append((job, elapsed_ms))
+            self._acks.append((job, elapsed_ms, held))
 
-    def take(self) -> list[tuple[Any, float]]:
+    def take(self) -> list[tuple[Any, float, Any]]:
         """Every ack waiting, in the order the runs finished; the buffer is empty after."""
         with self._lock:
             acks, self._acks = self._acks, []
         return acks
 
-    def put_back(self, acks: list[tuple[Any, float]]) -> None:
+    def put_back(self, acks: list[tuple[Any, float, Any]]) -> None:
         """Acks that could not be written (an outage): first in line for the next claim."""
         with self._lock:
             self._acks[:0] = acks

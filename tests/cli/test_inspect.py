@@ -376,6 +376,51 @@ def test_jobs_show_indents_a_traceback_under_its_name(shared: Prepared, capsys: 
     assert shown["last_traceback"].startswith("Traceback (most recent call last):")
 
 
+def test_jobs_show_prints_a_kept_result_and_jobs_list_lists_them(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, clock = shared.store, shared.clock
+    reports = store.queue("reports")
+    reports.configure(keep_results=timedelta(days=1))
+    job_id = reports.enqueue({"month": 1})
+    first = must_claim(reports, "web-1")
+    first.retry("timeout", delay=0)
+    clock.advance(2)
+    must_claim(reports, "web-2").ack(result={"rows": [1, 2]})
+    code, out, _ = cli(capsys, "jobs", "show", str(job_id))
+    assert code == EXIT_OK
+    assert out.splitlines() == [
+        f"id            {job_id}",
+        "queue         reports",
+        "state         done",
+        "task          -",
+        "attempts      2",
+        "max_attempts  3",
+        "enqueued_at   2030-01-01T00:00:00+00:00",
+        "started_at    2030-01-01T00:00:02+00:00",
+        "finished_at   2030-01-01T00:00:02+00:00",
+        "keep_until    2030-01-02T00:00:02+00:00",
+        "worker_ids    web-1, web-2",
+        "errors        2030-01-01T00:00:00+00:00 web-1 -: timeout",
+        "payload       {",
+        '                "month": 1',
+        "              }",
+        "result        {",
+        '                "rows": [',
+        "                  1,",
+        "                  2",
+        "                ]",
+        "              }",
+    ]
+    shown = json.loads(cli(capsys, "jobs", "show", str(job_id), "--json")[1])
+    assert (shown["state"], shown["result"], shown["result_base64"]) == ("done", {"rows": [1, 2]}, None)
+    assert shown["errors"][0]["worker_id"] == "web-1"
+    listed = cli(capsys, "jobs", "list", "reports", "--state", "done")[1].splitlines()
+    assert listed[1:] == [f"{job_id:>10} 2/3     2030-01-01 00:00:02 " + '{"rows":[1,2]}']
+    assert json.loads(cli(capsys, "jobs", "list", "reports", "--state", "done", "--json")[1])["jobs"][0]["id"] == job_id
+    assert cli(capsys, "jobs", "list", "emails", "--state", "done")[1] == "no done jobs kept on 'emails'\n"
+
+
 def test_jobs_show_of_a_missing_job_exits_1(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = cli(capsys, "jobs", "show", "99")
     assert (code, out) == (EXIT_ERROR, "")

@@ -57,6 +57,7 @@ def test_prune_deletes_every_queue_s_dead_jobs_kept_longer_than_the_retention(
     assert json.loads(cli(capsys, "prune", "--older-than", "1d", "--json")[1]) == {
         "older_than": 86400.0,
         "purged": {"emails": 1},
+        "expired_results": 0,
     }
     assert store.get_job(recent) is None
     assert cli(capsys, "prune")[1] == "pruned 0 dead jobs in all\n"
@@ -73,3 +74,18 @@ def test_bad_prune_input_is_refused(
     assert out == ""
     assert message in err
     assert code in (EXIT_USAGE, 1)
+
+
+def test_prune_deletes_the_kept_results_past_their_retention(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    clock = store.clock
+    assert isinstance(clock, ManualClock)
+    store.queue("reports").configure(keep_results=timedelta(hours=1))
+    kept = store.queue("reports").enqueue("monthly")
+    job = store.queue("reports").claim("w1")
+    assert job is not None
+    job.ack(result={"rows": 3})
+    assert cli(capsys, "prune")[1] == "pruned 0 dead jobs in all\n"
+    assert store.result(kept) is not None
+    clock.advance(timedelta(hours=1))
+    assert cli(capsys, "prune") == (EXIT_OK, "pruned 0 dead jobs in all\npruned 1 expired result\n", "")
+    assert store.result(kept) is None

@@ -37,6 +37,9 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "requeue_dead_many": lambda s, h: s.requeue_dead_many([h["dead_id"]]),
     "requeue_dead_queue": lambda s, h: s.requeue_dead_queue("dead"),
     "purge_dead": lambda s, h: s.purge_dead("dead"),
+    "result": lambda s, h: s.result(h["pending_id"]),
+    "results": lambda s, h: s.results("q"),
+    "purge_results": lambda s, h: s.purge_results(),
     "leader": lambda s, h: s.leader(),
     "workers": lambda s, h: s.workers(),
 }

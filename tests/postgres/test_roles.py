@@ -210,6 +210,20 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert store.ack_many(many) == []
     assert store.get_job(first) is None
 
+    # Kept results (ADR 042): an ack that keeps the outcome, a retry that logs the attempt, the reads
+    # and the purge.
+    kept = store.queue("kept")
+    kept.configure(keep_results=60)
+    done = kept.enqueue("done")
+    must_claim(kept, "w1").retry("once more", delay=0)
+    must_claim(kept, "w1").ack(result={"ok": True})
+    result = store.result(done)
+    assert result is not None
+    assert (result.result, len(result.errors)) == ({"ok": True}, 1)
+    assert [each.id for each in store.results("kept").results] == [done]
+    clock.advance(60)
+    assert store.purge_results("kept") == 1
+
     # Batches: several jobs in one call, on their own and in the caller's transaction.
     batch = queue.enqueue_many([{"n": 10}, {"n": 11}])
     with store.transaction() as tx:

@@ -27,7 +27,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -35,6 +35,7 @@ MIGRATIONS = [
     (4, "operations"),
     (5, "bounded_tables"),
     (6, "queue_controls"),
+    (7, "kept_results"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -95,6 +96,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("unique_running", "boolean NOT NULL"),
         ("ordering_key", "text" + _C),
         ("cancel_requested", "boolean NOT NULL"),
+        ("attempt_log", "bytea[]"),
     ],
     "locks": [
         ("name", "text NOT NULL" + _C),
@@ -111,6 +113,22 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("priority", "integer"),
         ("concurrency", "integer"),
         ("paused", "boolean NOT NULL"),
+        ("keep_results_us", "bigint"),
+    ],
+    "results": [
+        ("id", "bigint NOT NULL"),
+        ("queue", "text NOT NULL" + _C),
+        ("payload", "bytea NOT NULL"),
+        ("task", "text"),
+        ("attempts", "integer NOT NULL"),
+        ("max_attempts", "integer NOT NULL"),
+        ("enqueued_at", f"{_TS} NOT NULL"),
+        ("started_at", _TS),
+        ("finished_at", f"{_TS} NOT NULL"),
+        ("keep_until", f"{_TS} NOT NULL"),
+        ("worker_id", "text"),
+        ("result", "bytea NOT NULL"),
+        ("attempt_log", "bytea[]"),
     ],
     "schedules": [
         ("name", "text NOT NULL" + _C),
@@ -170,6 +188,9 @@ INDEXES = {
     ),
     "locks_pkey": "CREATE UNIQUE INDEX locks_pkey ON {s}.locks USING btree (name)",
     "queues_pkey": "CREATE UNIQUE INDEX queues_pkey ON {s}.queues USING btree (name)",
+    "results_expiry": "CREATE INDEX results_expiry ON {s}.results USING btree (keep_until)",
+    "results_pkey": "CREATE UNIQUE INDEX results_pkey ON {s}.results USING btree (id)",
+    "results_queue": "CREATE INDEX results_queue ON {s}.results USING btree (queue, finished_at DESC, id DESC)",
     "schedules_next_boundary": ("CREATE INDEX schedules_next_boundary ON {s}.schedules USING btree (next_boundary)"),
     "schedules_pkey": "CREATE UNIQUE INDEX schedules_pkey ON {s}.schedules USING btree (name)",
     "schema_version_pkey": "CREATE UNIQUE INDEX schema_version_pkey ON {s}.schema_version USING btree (version)",
@@ -311,6 +332,36 @@ def test_the_payload_encoding_is_pinned(db: psycopg.Connection[Any], schema: str
     }
     query = sql.SQL("SELECT id, payload FROM {} WHERE queue = %s").format(table(schema, "jobs"))
     assert {job_id: bytes(payload) for job_id, payload in db.execute(query, ["payload-bytes"])} == stored
+
+
+def test_a_kept_result_and_its_attempt_log_are_pinned(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    store = open_store(clock=ManualClock(T0))
+    queue = store.queue("kept-bytes")
+    queue.configure(keep_results=60)
+    job_id = queue.enqueue({"n": 1})
+    first = queue.claim("w1")
+    assert first is not None
+    first.retry("boom", delay=0)
+    second = queue.claim("w2")
+    assert second is not None
+    second.ack(result={"é": [1, None]})
+    row = db.execute(
+        sql.SQL("SELECT result, attempt_log, keep_until - finished_at FROM {} WHERE id = %s").format(
+            table(schema, "results")
+        ),
+        [job_id],
+    ).fetchone()
+    assert row is not None
+    result, log, kept = row
+    assert bytes(result) == b'{"\xc3\xa9":[1,null]}'
+    assert [bytes(entry) for entry in log] == [b'[1,"boom",null,null,"w1","' + T0.isoformat().encode() + b'"]']
+    assert kept == timedelta(seconds=60)
+    stored = db.execute(
+        sql.SQL("SELECT keep_results_us FROM {} WHERE name = %s").format(table(schema, "queues")), ["kept-bytes"]
+    ).fetchone()
+    assert stored == (60_000_000,)
 
 
 def _insert_job(db: psycopg.Connection[Any], schema: str, queue: str, payload: bytes) -> int:

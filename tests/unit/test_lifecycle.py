@@ -151,7 +151,7 @@ def test_a_traceback_that_cannot_be_formatted_leaves_the_error_text(monkeypatch:
         raise RuntimeError("cannot format")
 
     monkeypatch.setattr(traceback, "format_exception", broken)
-    assert failure(_raised()) == Failure("boom")
+    assert failure(_raised()) == Failure("boom", exception="builtins.ValueError")
 
 
 def test_a_failed_attempt_with_attempts_left_retries_on_the_queues_curve() -> None:

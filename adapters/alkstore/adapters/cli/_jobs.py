@@ -9,14 +9,17 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from alkstore import CancelOutcome, JobInfo, JobPhase
+from alkstore import CancelOutcome, JobInfo, JobPhase, JobResult
 
 from . import _operate
 from ._args import add_command, duration_text, integer, job_id, parse_duration, with_json
 from ._exits import EXIT_ERROR, EXIT_OK
 from ._output import Column, dump, iso, payload_json, payload_text, table, when
 
-__all__ = ["add_commands", "job_json", "purged"]
+__all__ = ["DONE", "add_commands", "job_json", "purged", "result_json"]
+
+#: The state ``jobs list`` and ``jobs show`` give a job whose outcome its queue kept (ADR 042).
+DONE = "done"
 
 #: What the AT and DETAIL columns of a listing show, by phase.
 _LISTING: dict[JobPhase, tuple[str, Callable[[JobInfo], datetime | None], str, Callable[[JobInfo], str]]] = {
@@ -52,6 +55,35 @@ def job_json(job: JobInfo) -> dict[str, Any]:
     }
 
 
+def result_json(result: JobResult) -> dict[str, Any]:
+    """One kept result in JSON output: the job as it ended, its result and its earlier failures."""
+    return {
+        "id": result.id,
+        "queue": result.queue,
+        "state": DONE,
+        "task": result.task,
+        "attempts": result.attempts,
+        "max_attempts": result.max_attempts,
+        "enqueued_at": iso(result.enqueued_at),
+        "started_at": iso(result.started_at),
+        "finished_at": iso(result.finished_at),
+        "keep_until": iso(result.keep_until),
+        "worker_ids": list(result.worker_ids),
+        "errors": [
+            {
+                "error": failed.error,
+                "exception": failed.exception,
+                "traceback": failed.traceback,
+                "worker_id": failed.worker_id,
+                "failed_at": iso(failed.failed_at),
+            }
+            for failed in result.errors
+        ],
+        **payload_json(result.payload),
+        **{f"result{key[len('payload') :]}": value for key, value in payload_json(result.result).items()},
+    }
+
+
 def purged(queue: str, count: int, older_than: float) -> str:
     """One line for a queue's purge."""
     age = f" that died at least {duration_text(older_than)} ago" if older_than else ""
@@ -59,6 +91,8 @@ def purged(queue: str, count: int, older_than: float) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    if args.state == DONE:
+        return _list_done(args)
     phase = JobPhase(args.state)
     with _operate.open_store(args.url, args.schema) as store:
         page = store.jobs(args.queue, phase, limit=args.limit, cursor=args.cursor)
@@ -93,27 +127,80 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _list_done(args: argparse.Namespace) -> int:
+    """``jobs list --state done``: the queue's kept results, newest first."""
+    with _operate.open_store(args.url, args.schema) as store:
+        page = store.results(args.queue, limit=args.limit, cursor=args.cursor)
+    if args.json:
+        results = [result_json(result) for result in page.results]
+        dump({"queue": args.queue, "state": DONE, "jobs": results, "cursor": page.cursor}, sys.stdout)
+        return EXIT_OK
+    if not page.results:
+        print(f"no {DONE} jobs kept on {args.queue!r}")
+        return EXIT_OK
+    columns = (
+        Column("ID", 10, right=True),
+        Column("TRIES", 7),
+        Column("FINISHED AT (UTC)", 19),
+        Column("RESULT", 32),
+    )
+    rows = [
+        (result.id, f"{result.attempts}/{result.max_attempts}", when(result.finished_at), payload_text(result.result))
+        for result in page.results
+    ]
+    print("\n".join(table(columns, rows)))
+    if page.cursor is not None:
+        print(f"\nmore: add --cursor {page.cursor}")
+    return EXIT_OK
+
+
 def _show(args: argparse.Namespace) -> int:
     with _operate.open_store(args.url, args.schema) as store:
         job = store.get_job(args.id)
-    if job is None:
+        result = store.result(args.id) if job is None else None
+    values: dict[str, Any]
+    if job is not None:
+        fields, values = job_json(job), {"payload": job.payload}
+    elif result is not None:
+        fields, values = result_json(result), {"payload": result.payload, "result": result.result}
+    else:
         print(f"alkstore: no job {args.id} (done and gone, cancelled, purged, or never stored)", file=sys.stderr)
         return EXIT_ERROR
     if args.json:
-        dump(job_json(job), sys.stdout)
+        dump(fields, sys.stdout)
         return EXIT_OK
-    fields = job_json(job)
-    del fields["payload"], fields["payload_base64"]
+    for name in values:
+        del fields[name], fields[f"{name}_base64"]
     width = max(len(name) for name in fields)
     for name, value in fields.items():
-        text = "-" if value is None else str(value).rstrip("\n")
-        print(f"{name:<{width}}  " + text.replace("\n", "\n" + " " * (width + 2)))
-    if isinstance(job.payload, bytes | bytearray | memoryview):
-        print(f"{'payload':<{width}}  <{len(job.payload)} bytes, base64> {payload_json(job.payload)['payload_base64']}")
-    else:
-        text = json.dumps(job.payload, ensure_ascii=False, indent=2, default=repr)
-        print(f"{'payload':<{width}}  " + text.replace("\n", "\n" + " " * (width + 2)))
+        _field(name, width, _text(value))
+    for name, value in values.items():
+        if isinstance(value, bytes | bytearray | memoryview):
+            _field(name, width, f"<{len(value)} bytes, base64> {payload_json(value)['payload_base64']}")
+        else:
+            _field(name, width, json.dumps(value, ensure_ascii=False, indent=2, default=repr))
     return EXIT_OK
+
+
+def _text(value: Any) -> str:
+    """A field's value as ``jobs show`` prints it: ``-`` for none; each failed attempt of a kept result on
+    lines of its own."""
+    if value is None or value == []:
+        return "-"
+    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+        return "\n".join(
+            f"{item['failed_at']} {item['worker_id'] or '-'} {item['exception'] or '-'}: {item['error']}"
+            + ("\n" + item["traceback"].rstrip("\n") if item["traceback"] else "")
+            for item in value
+        )
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value).rstrip("\n")
+
+
+def _field(name: str, width: int, text: str) -> None:
+    """One field of ``jobs show``: its name, then its text, continued lines indented under it."""
+    print(f"{name:<{width}}  " + text.replace("\n", "\n" + " " * (width + 2)))
 
 
 def _requeue(args: argparse.Namespace) -> int:
@@ -179,13 +266,14 @@ def add_commands(commands: Any) -> None:
     listing.add_argument("queue", help="the queue (an outbox's backing queue as status shows it)")
     listing.add_argument(
         "--state",
-        choices=[phase.value for phase in JobPhase],
+        choices=[*(phase.value for phase in JobPhase), DONE],
         default=JobPhase.READY.value,
-        help="ready (default: in claim order), delayed (soonest first), running (by id) or dead (newest first)",
+        help="ready (default: in claim order), delayed (soonest first), running (by id), dead (newest first) "
+        "or done (the kept results of a queue that keeps them, newest first)",
     )
     listing.add_argument("--limit", type=integer, default=50, help="jobs per page, 1 to 1000 (default: 50)")
     listing.add_argument("--cursor", help="the cursor a previous page printed, for the next page")
-    show = with_json(add_command(actions, "show", "show one job, its payload decoded", _show))
+    show = with_json(add_command(actions, "show", "show one job (or its kept result), its payload decoded", _show))
     show.add_argument("id", type=job_id)
     requeue = with_json(
         add_command(actions, "requeue", "bring dead jobs back to their queues with 0 attempts", _requeue)

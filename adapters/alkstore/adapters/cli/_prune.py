@@ -1,4 +1,5 @@
-"""``alkstore prune``: ``jobs purge`` over every queue holding dead jobs, with the workers' retention by default."""
+"""``alkstore prune``: ``jobs purge`` over every queue holding dead jobs, with the workers' retention by default,
+and the kept results past their own retention (ADR 042)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,24 @@ __all__ = ["add_commands"]
 
 
 def _prune(args: argparse.Namespace) -> int:
-    """Purge the dead jobs of every queue holding some (or of the one given) that died ``--older-than`` ago."""
+    """Purge the dead jobs of every queue holding some (or of the one given) that died ``--older-than`` ago, and
+    the kept results past their ``keep_until``."""
     with _operate.open_store(args.url, args.schema) as store:
         if args.queue is not None:
             queues = [args.queue]
         else:
             queues = [stats.queue for stats in store.queue_stats(cap=1) if stats.dead]
         counts = {queue: store.purge_dead(queue, args.older_than) for queue in queues}
+        expired = store.purge_results(args.queue)
     if args.json:
-        dump({"older_than": args.older_than, "purged": counts}, sys.stdout)
+        dump({"older_than": args.older_than, "purged": counts, "expired_results": expired}, sys.stdout)
     else:
         for queue, count in counts.items():
             print(purged(queue, count, args.older_than))
         total = sum(counts.values())
         print(f"pruned {total} dead job{'' if total == 1 else 's'} in all")
+        if expired:
+            print(f"pruned {expired} expired result{'' if expired == 1 else 's'}")
     return EXIT_OK
 
 
@@ -45,8 +50,8 @@ def add_commands(commands: Any) -> None:
             f"delete the dead jobs kept longer than the retention (default {retention}) on every queue",
             _prune,
             description="Delete the dead jobs that died at least --older-than ago, on every queue holding dead jobs "
-            "(or the one given), a batch at a time: what a worker's maintenance does for its own queues "
-            "(Worker(dead_retention=...)), for a cron job or by hand.",
+            "(or the one given), a batch at a time, and the kept results past their queue's keep_results: what a "
+            "worker's maintenance does for its own queues (Worker(dead_retention=...)), for a cron job or by hand.",
         )
     )
     prune.add_argument(

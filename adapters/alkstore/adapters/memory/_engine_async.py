@@ -182,6 +182,15 @@ class AsyncMemoryEngine(port.AsyncEngine):
     async def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
         return self._tables.purge_dead(queue, died_before, limit)
 
+    async def get_result(self, job_id: int) -> port.ResultRecord | None:
+        return self._tables.get_result(job_id)
+
+    async def list_results(self, queue: str, limit: int, after: port.JobKey | None = None) -> list[port.ResultRecord]:
+        return self._tables.list_results(queue, limit, after)
+
+    async def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
+        return self._tables.purge_results(queue, now, limit)
+
     async def record_worker(self, worker: port.WorkerRecord) -> None:
         self._tables.record_worker(worker)
 

@@ -61,6 +61,25 @@ def _new_row(job_id: int, job: port.NewJob, now: datetime) -> port.JobRecord:
     )
 
 
+def _result_row(job: port.JobRecord, done: port.Done, attempts: tuple[bytes, ...]) -> port.ResultRecord:
+    """The kept outcome of ``job``, acked by ``done`` after the failed ``attempts`` it logged."""
+    return port.ResultRecord(
+        id=job.id,
+        queue=job.queue,
+        payload=job.payload,
+        task=job.task,
+        attempts=job.attempts,
+        max_attempts=job.max_attempts,
+        enqueued_at=job.enqueued_at,
+        started_at=done.started_at,
+        finished_at=done.finished_at,
+        keep_until=done.keep_until,
+        worker_id=job.worker_id,
+        result=done.result,
+        attempt_log=attempts,
+    )
+
+
 class _Line:
     """The jobs of one ordering key in one queue: the one that may run (``head``), and those behind it in
     the order they were published."""
@@ -120,6 +139,9 @@ class MemoryTables:
         self._serials = itertools.count()  # tie-breakers of heap entries
         self._jobs: dict[int, port.JobRecord] = {}
         self._dead: dict[int, port.JobRecord] = {}
+        #: Kept outcomes of jobs that succeeded, and the attempt logs of live jobs (ADR 042).
+        self._results: dict[int, port.ResultRecord] = {}
+        self._attempts: dict[int, tuple[bytes, ...]] = {}
         self._queues: dict[str, _QueueIndex] = {}
         self._configs: dict[str, port.QueueConfig] = {}
         self._locks: dict[str, port.LockRecord] = {}
@@ -249,6 +271,8 @@ class MemoryTables:
         """``job`` left the unfinished states (acked, dead, cancelled): free its keys, and let the next job of
         its ordering key's line run."""
         self._index(job.queue).running.discard(job.id)
+        if self._attempts:
+            self._attempts.pop(job.id, None)
         if job.unique_key is not None and self._holders.get((job.queue, job.unique_key)) == job.id:
             del self._holders[(job.queue, job.unique_key)]
         if job.ordering_key is None:
@@ -515,10 +539,17 @@ class MemoryTables:
         return stale
 
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
-        return self._each_held(held, lambda job, _: self._delete(job))
+        def ack(job: port.JobRecord, item: port.Held) -> None:
+            if isinstance(item, port.Done) and not job.cancel_requested:
+                self._results[job.id] = _result_row(job, item, self._attempts.get(job.id, ()))
+            self._delete(job)
+
+        return self._each_held(held, ack)
 
     def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         def retry(job: port.JobRecord, item: port.Retry) -> None:
+            if item.attempt is not None:  # dropped with the job if it ends cancelled instead
+                self._attempts[job.id] = (*self._attempts.get(job.id, ()), item.attempt)
             self._hand_back(job, run_at=item.run_at, last_error=item.error, last_traceback=item.traceback)
 
         return self._each_held(retries, retry)
@@ -772,6 +803,31 @@ class MemoryTables:
             )[:limit]
             for _, job_id in doomed:
                 del self._dead[job_id]
+        return len(doomed)
+
+    # -- kept results (ADR 042) ------------------------------------------------------
+
+    def get_result(self, job_id: int) -> port.ResultRecord | None:
+        with self._cond:
+            return self._results.get(job_id)
+
+    def list_results(self, queue: str, limit: int, after: port.JobKey | None = None) -> list[port.ResultRecord]:
+        with self._cond:
+            rows = [row for row in self._results.values() if row.queue == queue]
+        rows.sort(key=lambda row: (row.finished_at, row.id), reverse=True)
+        if after is not None and after.at is not None:
+            rows = [row for row in rows if (row.finished_at, row.id) < (after.at, after.id)]
+        return rows[:limit]
+
+    def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
+        with self._cond:
+            doomed = sorted(
+                (row.keep_until, row.id)
+                for row in self._results.values()
+                if (queue is None or row.queue == queue) and row.keep_until <= now
+            )[:limit]
+            for _, job_id in doomed:
+                del self._results[job_id]
         return len(doomed)
 
     def record_worker(self, worker: port.WorkerRecord) -> None:

@@ -370,8 +370,10 @@ class AsyncPostgresEngine(port.AsyncEngine):
         }
         stale: list[port.Held] = []
         if acks:
-            params.update(_rows.fenced_params(acks))
-            rows: list[Any] = await self._connections.all(self._sql.ack_and_claim, params, _rows.CLAIM_ROW, binary=True)
+            keeping = _keeping(acks)
+            params.update(_rows.keeping_params(acks) if keeping else _rows.fenced_params(acks))
+            statement = self._sql.ack_keeping_and_claim if keeping else self._sql.ack_and_claim
+            rows: list[Any] = await self._connections.all(statement, params, _rows.CLAIM_ROW, binary=True)
             stale = _stale(acks, [row for row in rows if isinstance(row, int)])
             rows = [row for row in rows if not isinstance(row, int)]
         else:
@@ -398,6 +400,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
                         del self._parked[queue]
 
     async def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
+        if _keeping(held):
+            params = _rows.keeping_params(held)
+            return _stale(held, await self._connections.all(self._sql.ack_keeping, params, _SCALAR, binary=True))
         if len(held) == 1:
             pair = held[0]
             done = await self._connections.one(
@@ -407,13 +412,7 @@ class AsyncPostgresEngine(port.AsyncEngine):
         return _stale(held, await self._connections.all(self._sql.ack_many, _rows.fenced_params(held), _SCALAR))
 
     async def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
-        params = {
-            **_rows.fenced_params(retries),
-            "run_ats": [item.run_at for item in retries],
-            **_rows.failure_params(retries),
-            "now": now,
-            "schema": self._schema,
-        }
+        params = {**_rows.retry_params(retries), "now": now, "schema": self._schema}
         return _stale(retries, await self._connections.all(self._sql.retry, params, _SCALAR))
 
     async def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
@@ -570,6 +569,24 @@ class AsyncPostgresEngine(port.AsyncEngine):
         params = {"queue": queue, "before": died_before, "limit": limit}
         return int(await self._connections.one(self._sql.purge_dead, params, _SCALAR) or 0)
 
+    # -- kept results (ADR 042) ---------------------------------------------------------
+
+    async def get_result(self, job_id: int) -> port.ResultRecord | None:
+        return await self._connections.one(self._sql.get_result, {"id": int(job_id)}, _rows.RESULT, binary=True)
+
+    async def list_results(self, queue: str, limit: int, after: port.JobKey | None = None) -> list[port.ResultRecord]:
+        params = {
+            "queue": queue,
+            "limit": limit,
+            "at": None if after is None else after.at,
+            "id": None if after is None else after.id,
+        }
+        return await self._connections.all(self._sql.list_results, params, _rows.RESULT, binary=True)
+
+    async def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
+        params = {"queue": queue, "now": now, "limit": limit}
+        return int(await self._connections.one(self._sql.purge_results, params, _SCALAR) or 0)
+
     async def record_worker(self, worker: port.WorkerRecord) -> None:
         await self._connections.one(self._sql.record_worker, _rows.worker_params(worker), _SCALAR)
 
@@ -611,6 +628,11 @@ class AsyncPostgresEngine(port.AsyncEngine):
             finally:
                 conn.remove_notice_handler(notice)
         return done
+
+
+def _keeping(items: Sequence[port.Held]) -> bool:
+    """Whether some of the acks ``items`` keep their job's outcome (then ``ack_keeping`` writes them all)."""
+    return any(isinstance(item, port.Done) for item in items)
 
 
 def _stale(items: Sequence[port.Held], done: Sequence[Any]) -> list[port.Held]:

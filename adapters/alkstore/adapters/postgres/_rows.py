@@ -27,6 +27,7 @@ __all__ = [
     "NAMED_QUEUE_CONFIG",
     "QUEUE_CONFIG",
     "QUEUE_COUNTS",
+    "RESULT",
     "SCHEDULE",
     "TABLE_STATS",
     "WORKER",
@@ -39,8 +40,10 @@ __all__ = [
     "fire_params",
     "job_params",
     "jobs_params",
+    "keeping_params",
     "listing_params",
     "micros",
+    "retry_params",
     "schedule_params",
     "text",
     "text_bytes",
@@ -168,7 +171,27 @@ def _config(**c: Any) -> port.QueueConfig:
         backoff_cap=duration(c["backoff_cap_us"]),
         priority=c["priority"],
         concurrency=c["concurrency"],
+        keep_results=duration(c["keep_results_us"]),
         paused=c["paused"],
+    )
+
+
+def _result(**c: Any) -> port.ResultRecord:
+    """A kept outcome from a row of the results columns."""
+    return port.ResultRecord(
+        id=int(c["id"]),
+        queue=c["queue"],
+        payload=bytes(c["payload"]),
+        task=c["task"],
+        attempts=c["attempts"],
+        max_attempts=c["max_attempts"],
+        enqueued_at=utc(c["enqueued_at"]),
+        started_at=_utc_or_none(c["started_at"]),
+        finished_at=utc(c["finished_at"]),
+        keep_until=utc(c["keep_until"]),
+        worker_id=c["worker_id"],
+        result=bytes(c["result"]),
+        attempt_log=tuple(bytes(entry) for entry in c["attempt_log"] or ()),
     )
 
 
@@ -195,6 +218,7 @@ NAMED_QUEUE_CONFIG: BaseRowFactory[tuple[str, port.QueueConfig]] = kwargs_row(_n
 SCHEDULE: BaseRowFactory[port.ScheduleRecord] = kwargs_row(_schedule)
 DUE_SCHEDULE: BaseRowFactory[port.DueSchedule] = kwargs_row(_due)
 LOCK: BaseRowFactory[port.LockRecord] = kwargs_row(_lock)
+RESULT: BaseRowFactory[port.ResultRecord] = kwargs_row(_result)
 QUEUE_CONFIG: BaseRowFactory[port.QueueConfig] = kwargs_row(_config)
 
 
@@ -208,6 +232,7 @@ def config_params(queue: str, config: port.QueueConfig) -> dict[str, Any]:
         "backoff_cap_us": micros(config.backoff_cap),
         "priority": config.priority,
         "concurrency": config.concurrency,
+        "keep_results_us": micros(config.keep_results),
     }
 
 
@@ -288,6 +313,29 @@ def ids(job_ids: Iterable[int]) -> list[int]:
 def fenced_params(items: Sequence[port.Held]) -> dict[str, Any]:
     """The job ids and fences of a fenced batch, as the arrays every fenced statement takes."""
     return {"ids": ids(item.job_id for item in items), "fences": [item.fence for item in items]}
+
+
+def keeping_params(items: Sequence[port.Held]) -> dict[str, Any]:
+    """A batch of acks some of which keep their outcome (``Done``, ADR 042), as ``ack_keeping`` takes it."""
+    done = [item if isinstance(item, port.Done) else None for item in items]
+    return {
+        **fenced_params(items),
+        "keeps": [item is not None for item in done],
+        "results": [None if item is None else item.result for item in done],
+        "started_ats": [None if item is None else item.started_at for item in done],
+        "finished_ats": [None if item is None else item.finished_at for item in done],
+        "keep_untils": [None if item is None else item.keep_until for item in done],
+    }
+
+
+def retry_params(retries: Sequence[port.Retry]) -> dict[str, Any]:
+    """The run instants, errors, tracebacks and logged attempts of a batch of retries."""
+    return {
+        **fenced_params(retries),
+        "run_ats": [item.run_at for item in retries],
+        **failure_params(retries),
+        "attempt_entries": [item.attempt for item in retries],
+    }
 
 
 def failure_params(items: Sequence[port.Retry | port.Burial]) -> dict[str, Any]:

@@ -56,7 +56,7 @@ _SCHEDULE = (
 )  # fmt: skip
 SCHEDULE_COLUMNS = ", ".join(_SCHEDULE)
 #: The tables whose dead rows a worker's maintenance counts and reclaims (ADR 023): every data table.
-UPKEEP_TABLES = ("dead_jobs", "jobs", "locks", "queues", "schedules", "workers")
+UPKEEP_TABLES = ("dead_jobs", "jobs", "locks", "queues", "results", "schedules", "workers")
 
 # -- the orders (ADR 027) --------------------------------------------------------------------
 
@@ -340,6 +340,12 @@ class Statements:
     workers: str
     forget_workers: str
     table_stats: str
+    # -- kept results (ADR 042)
+    ack_keeping: str
+    ack_keeping_and_claim: str
+    get_result: str
+    list_results: str
+    purge_results: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:

@@ -57,19 +57,23 @@ SELECT {job_columns}, false AS swept FROM claimed
 UNION ALL
 SELECT {job_columns_as_null}, true FROM swept
 
--- name: ack_and_claim
--- A claim that first acks what a worker finished (fenced, as ack_many), in the same statement
--- and round trip: the acked ids come back as rows of their own (acked), the claimed jobs and the
--- sweep marker as in claim. The acked rows are running, the claimed ones pending: the two never
--- touch one row. An acked job may have lapsed, so the sweep joins the finished "acked" before it
--- calls the sweep function: that function's own statements then see those rows gone, and no row
--- is changed twice.
-WITH acked AS ({ack_many}),
+-- fragment: claim_after(acked)
+-- The claim after the acks of the CTE named (which returns their ids): an acked job may have
+-- lapsed, so the sweep joins the finished acks before it calls the sweep function, whose own
+-- statements then see those rows gone, and no row is changed twice. The acked ids come back as
+-- rows of their own (acked), the claimed jobs and the sweep marker as in claim.
 {sweep_needed},
-swept AS MATERIALIZED ({sweep_call} FROM sweep, (SELECT count(*) FROM acked) AS finished WHERE needed),
+swept AS MATERIALIZED ({sweep_call} FROM sweep, (SELECT count(*) FROM {acked}) AS finished WHERE needed),
 {claimed}
 SELECT {job_columns}, false AS swept, NULL::bigint AS acked FROM claimed
 UNION ALL
 SELECT {job_columns_as_null}, true, NULL FROM swept
 UNION ALL
-SELECT {job_columns_as_null}, false, id FROM acked
+SELECT {job_columns_as_null}, false, id FROM {acked}
+
+-- name: ack_and_claim
+-- A claim that first acks what a worker finished (fenced, as ack_many), in the same statement
+-- and round trip. The acked rows are running, the claimed ones pending: the two never touch one
+-- row.
+WITH acked AS ({ack_many}),
+{claim_after: acked}

@@ -112,12 +112,16 @@ cancelled AS (
     RETURNING j.id)
 
 -- name: retry
+-- A retry's attempt (its queue keeps results, ADR 042) is appended to the job's attempt log.
 WITH {cancelled_instead},
 job AS (
     UPDATE {s}.jobs AS j SET state = {state_at: r.run_at}, run_at = r.run_at,
-           last_error = r.error, last_traceback = r.traceback, worker_id = NULL, lease_until = NULL
+           last_error = r.error, last_traceback = r.traceback, worker_id = NULL, lease_until = NULL,
+           attempt_log = CASE WHEN r.attempt IS NULL THEN j.attempt_log
+                              ELSE array_append(j.attempt_log, r.attempt) END
     FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(run_ats)s::timestamptz[], %(errors)b::bytea[],
-                %(tracebacks)b::bytea[]) AS r(id, fence, run_at, error, traceback)
+                %(tracebacks)b::bytea[], %(attempt_entries)b::bytea[])
+      AS r(id, fence, run_at, error, traceback, attempt)
     WHERE j.id = r.id AND j.state = 'running' AND j.lease = r.fence AND NOT j.cancel_requested
     RETURNING j.id, j.queue)
 SELECT id FROM cancelled

@@ -1,0 +1,52 @@
+-- Kept results (ADR 042): the acks that keep a job's outcome, and reading and purging the kept
+-- outcomes. A plain ack (no result kept) is ack_one or ack_many in jobs.sql, unchanged.
+
+-- fragment: result_columns
+id, queue, payload, task, attempts, max_attempts, enqueued_at, started_at, finished_at, keep_until,
+worker_id, result, attempt_log
+
+-- fragment: keeping_acks
+-- The CTEs "acked" and "kept": each held job (h) still running under its fence deleted, as
+-- ack_many does, and the outcome of each one whose ack keeps it (h.keep) and whose cancel was not
+-- requested inserted into results with the job's attempt log. One statement: the result and the
+-- job's deletion (with the promotion its trigger makes) commit together or not at all.
+acked AS (
+    DELETE FROM {s}.jobs AS j
+    USING unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(keeps)s::boolean[], %(results)b::bytea[],
+                 %(started_ats)s::timestamptz[], %(finished_ats)s::timestamptz[],
+                 %(keep_untils)s::timestamptz[])
+      AS h(id, fence, keep, result, started_at, finished_at, keep_until)
+    WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence
+    RETURNING j.id, j.queue, j.payload, j.task, j.attempts, j.max_attempts, j.enqueued_at, j.worker_id,
+              j.attempt_log, j.cancel_requested, h.keep, h.result, h.started_at, h.finished_at, h.keep_until),
+kept AS (
+    INSERT INTO {s}.results ({result_columns})
+    SELECT {result_columns} FROM acked WHERE keep AND NOT cancel_requested)
+
+-- name: ack_keeping
+WITH {keeping_acks}
+SELECT id FROM acked
+
+-- name: ack_keeping_and_claim
+-- ack_and_claim (claim.sql) with acks of which some keep their outcome.
+WITH {keeping_acks},
+{claim_after: acked}
+
+-- name: get_result
+SELECT {result_columns} FROM {s}.results WHERE id = %(id)s
+
+-- name: list_results
+-- A page of a queue's results, newest first, after the key (%(at)s, %(id)s) when one is given.
+SELECT {result_columns} FROM {s}.results
+WHERE queue = %(queue)s
+  AND (%(at)s::timestamptz IS NULL OR (finished_at, id) < (%(at)s::timestamptz, %(id)s::bigint))
+ORDER BY finished_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: purge_results
+-- Up to %(limit)s results past their keep_until, of one queue or (%(queue)s NULL) of any.
+WITH gone AS (DELETE FROM {s}.results WHERE id IN (
+    SELECT id FROM {s}.results
+    WHERE keep_until <= %(now)s AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+    ORDER BY keep_until LIMIT %(limit)s) RETURNING 1)
+SELECT count(*) FROM gone
