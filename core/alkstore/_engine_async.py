@@ -367,6 +367,10 @@ class AsyncEngine(ABC):
         """
 
     @abstractmethod
+    async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+        """Delete the ``DEAD`` jobs among ``job_ids``; return their ids, ascending (live or missing ids left out)."""
+
+    @abstractmethod
     async def record_worker(self, worker: WorkerRecord) -> None:
         """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat)."""
 

@@ -448,6 +448,15 @@ class AsyncStore:
             if count < BATCH:
                 return purged
 
+    async def purge_dead_many(self, job_ids: Iterable[int]) -> list[int]:
+        """Delete the dead jobs among ``job_ids`` (live ones are never touched); return those deleted, ascending."""
+        ids = ids_of(job_ids)
+        engine = self._kernel.live()
+        purged: list[int] = []
+        for start in range(0, len(ids), BATCH):
+            purged.extend(await engine.purge_dead_jobs(ids[start : start + BATCH]))
+        return purged
+
     async def leader(self) -> Leader | None:
         """The scheduler's leader (the owner holding its lease) and its lease end; ``None`` when none leads."""
         engine = self._kernel.live()

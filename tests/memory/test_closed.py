@@ -37,6 +37,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "requeue_dead_many": lambda s, h: s.requeue_dead_many([h["dead_id"]]),
     "requeue_dead_queue": lambda s, h: s.requeue_dead_queue("dead"),
     "purge_dead": lambda s, h: s.purge_dead("dead"),
+    "purge_dead_many": lambda s, h: s.purge_dead_many([h["dead_id"]]),
     "leader": lambda s, h: s.leader(),
     "workers": lambda s, h: s.workers(),
 }

@@ -182,6 +182,9 @@ class AsyncMemoryEngine(port.AsyncEngine):
     async def purge_dead(self, queue: str, died_before: datetime, limit: int) -> int:
         return self._tables.purge_dead(queue, died_before, limit)
 
+    async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+        return self._tables.purge_dead_jobs(job_ids)
+
     async def record_worker(self, worker: port.WorkerRecord) -> None:
         self._tables.record_worker(worker)
 

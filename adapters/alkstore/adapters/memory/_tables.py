@@ -768,6 +768,10 @@ class MemoryTables:
                 del self._dead[job_id]
         return len(doomed)
 
+    def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+        with self._cond:
+            return [job_id for job_id in sorted(set(job_ids)) if self._dead.pop(job_id, None) is not None]
+
     def record_worker(self, worker: port.WorkerRecord) -> None:
         with self._cond:
             self._workers[worker.id] = worker

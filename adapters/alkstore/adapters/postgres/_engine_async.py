@@ -570,6 +570,10 @@ class AsyncPostgresEngine(port.AsyncEngine):
         params = {"queue": queue, "before": died_before, "limit": limit}
         return int(await self._connections.one(self._sql.purge_dead, params, _SCALAR) or 0)
 
+    async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+        rows = await self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
+        return sorted(int(value) for value in rows)
+
     async def record_worker(self, worker: port.WorkerRecord) -> None:
         await self._connections.one(self._sql.record_worker, _rows.worker_params(worker), _SCALAR)
 

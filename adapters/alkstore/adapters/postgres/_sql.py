@@ -335,6 +335,7 @@ class Statements:
     request_cancel: str
     cancel_requested: str
     purge_dead: str
+    purge_dead_jobs: str
     record_worker: str
     remove_worker: str
     workers: str

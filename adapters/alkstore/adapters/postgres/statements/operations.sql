@@ -87,6 +87,9 @@ WITH gone AS (DELETE FROM {s}.dead_jobs WHERE id IN (
     ORDER BY died_at LIMIT %(limit)s) RETURNING 1)
 SELECT count(*) FROM gone
 
+-- name: purge_dead_jobs
+DELETE FROM {s}.dead_jobs WHERE id = ANY(%(ids)s::bigint[]) RETURNING id
+
 -- -- workers ------------------------------------------------------------------------------------
 
 -- fragment: worker_columns
