@@ -11,7 +11,10 @@ import base64
 import binascii
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
 
+from ._codec import Codec, JsonCodec
 from ._port import JobKey, JobPhase, QueueCounts
 from ._records import QueueStats
 from .errors import InvalidArgument, InvalidOptions
@@ -25,7 +28,9 @@ __all__ = [
     "as_phase",
     "check_cap",
     "check_page_size",
+    "containment_probe",
     "lag",
+    "payload_contains",
     "read_cursor",
     "stats_of",
     "write_cursor",
@@ -144,3 +149,51 @@ def _int_in(value: object, low: int | None = None, high: int | None = None) -> b
     if not isinstance(value, int) or isinstance(value, bool):
         return False
     return (low is None or value >= low) and (high is None or value <= high)
+
+
+# -- payload filters -----------------------------------------------------------------------------
+
+
+def containment_probe(codec: Codec, contains: Any) -> str | None:
+    """``contains`` as the JSON text a listing's payload filter takes; ``None`` for no filter.
+
+    A probe is a JSON object or array (a scalar payload can contain neither, so none is left
+    out by the engines' cheap first-byte test), and filtering needs payloads stored as JSON text:
+    the store's codec must be the JSON codec.
+    """
+    if contains is None:
+        return None
+    if not isinstance(contains, dict | list):
+        raise InvalidArgument(f"contains must be a JSON object or array, not {type(contains).__name__}")
+    if type(codec) is not JsonCodec:
+        raise InvalidOptions("a payload filter needs payloads stored as JSON: this store's codec is not JsonCodec")
+    return codec.encode(contains).decode("utf-8")
+
+
+def payload_contains(payload: bytes, probe: str) -> bool:
+    """Whether a stored ``payload`` contains the JSON ``probe`` as PostgreSQL's ``jsonb @>`` decides.
+
+    An object contains another when each of its keys is there with a value containing the probe's;
+    an array contains another when each probe element is contained by some element (order and
+    repeats do not matter); scalars must be equal (``1`` and ``1.0`` are, ``true`` and ``1`` are not).
+    Payloads that are not JSON objects or arrays (raw bytes, scalars) contain no probe.
+    """
+    if not payload or payload[:1] not in (b"{", b"["):
+        return False
+    try:
+        value = json.loads(payload, parse_float=Decimal)
+    except ValueError:
+        return False
+    return _contains(value, json.loads(probe, parse_float=Decimal))
+
+
+def _contains(value: Any, probe: Any) -> bool:
+    if isinstance(probe, dict):
+        return isinstance(value, dict) and all(
+            key in value and _contains(value[key], item) for key, item in probe.items()
+        )
+    if isinstance(probe, list):
+        return isinstance(value, list) and all(any(_contains(mine, item) for mine in value) for item in probe)
+    if isinstance(value, dict | list) or isinstance(value, bool) is not isinstance(probe, bool):
+        return False
+    return bool(value == probe)

@@ -344,13 +344,18 @@ class JobKey:
 
 @dataclass(frozen=True, slots=True)
 class JobQuery:
-    """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``."""
+    """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``.
+
+    With ``contains`` (the JSON text of an object or array), only the jobs whose payload contains it
+    as ``payload_contains`` says (PostgreSQL's ``jsonb @>``).
+    """
 
     queue: str
     phase: JobPhase
     now: datetime
     limit: int
     after: JobKey | None = None
+    contains: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

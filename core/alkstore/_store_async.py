@@ -30,6 +30,7 @@ from ._operations import (
     as_phase,
     check_cap,
     check_page_size,
+    containment_probe,
     read_cursor,
     stats_of,
     write_cursor,
@@ -366,19 +367,27 @@ class AsyncStore:
         *,
         limit: int = DEFAULT_PAGE,
         cursor: str | None = None,
+        contains: Any = None,
     ) -> JobPage:
         """A page of ``queue``'s jobs in ``phase``, payloads decoded as ``get_job`` decodes them.
 
         Orders: ready jobs as claims take them (priority descending, run_at, id); delayed by
         run_at, id; running by id; dead newest death first. Pass the page's ``cursor`` back
-        for the next page (``None`` after the last).
+        for the next page (``None`` after the last), with the same ``contains``.
+
+        ``contains`` (a JSON object or array; the JSON codec only) keeps the jobs whose payload
+        contains it, as PostgreSQL's ``jsonb @>`` does: ``{"customer": 42}`` matches
+        ``{"customer": 42, "total": 9}``. No index serves it: a filtered page reads the phase's
+        jobs in order until it has ``limit`` matches, so it is for finding jobs, not for polling.
         """
         validate_listed_queue(queue)
         wanted = as_phase(phase)
         size = check_page_size(limit)
         after = read_cursor(cursor, queue, wanted)
         kernel = self._kernel
-        records = await kernel.live().list_jobs(JobQuery(queue, wanted, kernel.clock.now(), size + 1, after))
+        probe = containment_probe(kernel.codec, contains)
+        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe)
+        records = await kernel.live().list_jobs(query)
         page = records[:size]
         jobs = tuple(info_of(record, kernel.decode_lenient(record.payload)) for record in page)
         more = len(records) > size

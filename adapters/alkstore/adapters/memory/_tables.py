@@ -22,7 +22,16 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from alkstore import engine as port
-from alkstore.engine import StopToken, after_key, listing_order, phase_at, plan_tick, registration_boundary, soonest
+from alkstore.engine import (
+    StopToken,
+    after_key,
+    listing_order,
+    payload_contains,
+    phase_at,
+    plan_tick,
+    registration_boundary,
+    soonest,
+)
 from alkstore.errors import InvalidTransaction, LeaseLost, StoreClosed
 
 __all__ = ["MemoryTables", "MemoryTransaction"]
@@ -725,6 +734,8 @@ class MemoryTables:
         with self._cond:
             source = self._dead.values() if phase is port.JobPhase.DEAD else self._jobs.values()
             rows = [row for row in source if row.queue == query.queue and phase_at(row, now) is phase]
+        if query.contains is not None:
+            rows = [row for row in rows if payload_contains(row.payload, query.contains)]
         rows.sort(key=listing_order(phase))
         if after is not None:
             rows = [row for row in rows if after_key(row, after, phase)]

@@ -404,6 +404,7 @@ def listing_params(query: port.JobQuery) -> dict[str, Any]:
         "priority": priority,
         "at": at,
         "id": job_id,
+        "contains": query.contains,
     }
 
 
