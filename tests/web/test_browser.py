@@ -315,3 +315,17 @@ def test_requeueing_a_selection_of_dead_jobs_goes_through_a_confirmation(live: L
     (stats,) = live.call(live.store.queue_stats("selected"))
     assert (stats.ready, stats.dead) == (2, 1)
     assert console_errors(browser) == []
+
+
+def test_the_payload_filter_narrows_a_queue_page(live: Live, browser: Any) -> None:
+    ids = live.call(live.store.queue("customers").enqueue_many([{"customer": 42}, {"customer": 7}, {"customer": 42}]))
+    browser.get(live.url + "/queues/customers")
+    field = browser.find_element(By.CSS_SELECTOR, 'form.filter [name="contains"]')
+    field.send_keys('{"customer": 42}')
+    browser.find_element(By.CSS_SELECTOR, "form.filter button").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "whose payload contains")
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
+    assert [int(row.get_attribute("data-job")) for row in rows] == [ids[0], ids[2]]
+    assert console_errors(browser) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from urllib.parse import urlencode
 
 from alkstore import JobPhase
 from alkstore.adapters.web import PAGE_SIZE
@@ -223,3 +224,29 @@ def test_any_queue_name_links_to_its_own_page_and_shows_as_text(served: Served) 
     job = client.get(f"/jobs/{job_id}")
     (back,) = re.findall(r'<dt>Queue</dt><dd><a href="([^"]+)"', job.text)
     assert back == html.unescape(link)
+
+
+def test_a_queue_page_filters_its_jobs_by_payload_containment_across_pages(served: Served) -> None:
+    from alkstore.adapters.web import PAGE_SIZE as size
+
+    queue = served.store.queue("orders")
+    payloads = [{"customer": 42 if n % 2 else 7, "n": n} for n in range(2 * size + 4)]
+    ids = served.call(queue.enqueue_many, payloads, None)
+    wanted = [job_id for job_id, payload in zip(ids, payloads, strict=True) if payload["customer"] == 42]
+    client = served.client()
+    shown: list[int] = []
+    path = "/queues/orders?" + urlencode({"state": "ready", "contains": '{"customer": 42}'})
+    while path:
+        page = client.get(path)
+        assert page.status_code == 200
+        assert 'whose payload contains {"customer": 42}' in text(page.text)
+        shown += [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)]
+        following = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        path = html.unescape(following.group(1)) if following else ""
+        assert not following or "contains=" in path, "the next page keeps the filter"
+    assert shown == wanted
+    for bad, named in (("{customer: 42}", "The payload filter is not JSON"), ("42", "InvalidArgument")):
+        refused = client.get("/queues/orders?" + urlencode({"contains": bad}))
+        assert refused.status_code == 400
+        assert named in text(refused.text)
+        assert "<tr data-job=" not in refused.text

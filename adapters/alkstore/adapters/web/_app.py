@@ -24,8 +24,8 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPhase, Schedule
-from alkstore.errors import AlkstoreError
+from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPage, JobPhase, Schedule
+from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
 
 from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
 from ._views import capped, error_groups, instant, payload_text, span
@@ -198,8 +198,23 @@ class _Dashboard:
         except ValueError:
             raise HTTPException(404, f"no such state: {state}") from None
         cursor = request.query_params.get("cursor") or None
+        contains_text = request.query_params.get("contains", "").strip()
+        problem = None
         try:
-            page = await self.store.jobs(name, phase, limit=PAGE_SIZE, cursor=cursor)
+            contains = json.loads(contains_text) if contains_text else None
+        except ValueError as exc:
+            contains, problem = None, f"The payload filter is not JSON: {exc}."
+        try:
+            page = (
+                JobPage((), None)
+                if problem
+                else await self.store.jobs(name, phase, limit=PAGE_SIZE, cursor=cursor, contains=contains)
+            )
+        except (InvalidArgument, InvalidOptions) as exc:
+            page, problem = JobPage((), None), f"{type(exc).__name__}: {exc}"
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        try:
             stats = await self.store.queue_stats(name, cap=self.cap)
             defaults = await self.store.queue(name).defaults()
         except (AlkstoreError, ValueError) as exc:
@@ -207,6 +222,7 @@ class _Dashboard:
         return self.render(
             request,
             "queue.html",
+            status_code=200 if problem is None else 400,
             page="queue",
             queue=name,
             phase=phase,
@@ -215,6 +231,8 @@ class _Dashboard:
             jobs=page.jobs,
             next_cursor=page.cursor,
             first_page=cursor is None,
+            contains=contains_text or None,
+            problem=problem,
             stats=stats[0] if stats else None,
             paused=bool(stats and stats[0].paused),
             cancellable=not self.read_only and phase is not JobPhase.DEAD,
