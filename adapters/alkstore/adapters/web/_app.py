@@ -28,6 +28,7 @@ from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPage,
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
 
 from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
+from ._throughput import Throughput
 from ._views import capped, error_groups, instant, payload_text, span
 
 __all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
@@ -108,6 +109,7 @@ class _Dashboard:
         self._store = source if isinstance(source, AsyncStore) else None
         self.read_only = read_only
         self.title = title
+        self.throughput = Throughput()
         self.router = Router()
         self.templates = Environment(
             loader=FileSystemLoader(_HERE / "templates"),
@@ -174,12 +176,16 @@ class _Dashboard:
 
     async def overview_context(self) -> dict[str, Any]:
         store = self.store
+        at = store.clock.now()
+        workers = await store.workers(WORKERS_WITHIN)
+        self.throughput.observe(at, workers)
         return {
-            "at": store.clock.now(),
+            "at": at,
             "queues": await store.queue_stats(cap=self.cap),
             "leader": await store.leader(),
-            "workers": await store.workers(WORKERS_WITHIN),
+            "workers": workers,
             "workers_within": WORKERS_WITHIN,
+            "chart": self.throughput.chart(),
         }
 
     # -- pages -----------------------------------------------------------------------
