@@ -24,10 +24,11 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPage, JobPhase, Schedule
+from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPage, JobPhase, Schedule, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
 
 from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
+from ._threaded import ThreadedStore
 from ._throughput import Throughput
 from ._views import capped, error_groups, instant, payload_text, span
 
@@ -68,7 +69,7 @@ _CANCELLED = {
 #: The bulk actions on dead jobs, and the word a message says each did with.
 _BULK = {"requeue": "Requeued", "purge": "Purged"}
 
-StoreSource = AsyncStore | Callable[[], Awaitable[AsyncStore]]
+StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
 
 
 def _fire_opts(schedule: Schedule) -> EnqueueOpts:
@@ -106,7 +107,11 @@ class _Dashboard:
     def __init__(self, source: StoreSource, read_only: bool, title: str, cap: int | None) -> None:
         self._source = source
         self.cap = cap
-        self._store = source if isinstance(source, AsyncStore) else None
+        self._store: AsyncStore | ThreadedStore | None = None
+        if isinstance(source, AsyncStore):
+            self._store = source
+        elif isinstance(source, Store):
+            self._store = ThreadedStore(source)
         self.read_only = read_only
         self.title = title
         self.throughput = Throughput()
@@ -120,7 +125,7 @@ class _Dashboard:
         self.templates.filters.update(capped=capped, span=span, instant=instant, payload=payload_text)
 
     @property
-    def store(self) -> AsyncStore:
+    def store(self) -> AsyncStore | ThreadedStore:
         if self._store is None:
             raise RuntimeError("the dashboard's store is not open yet (the app's lifespan opens it)")
         return self._store
@@ -128,7 +133,7 @@ class _Dashboard:
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         """Open the store when the app was given a way to open one, and close it at shutdown."""
-        if isinstance(self._source, AsyncStore):
+        if isinstance(self._source, AsyncStore | Store):
             yield
             return
         self._store = await self._source()
@@ -459,7 +464,8 @@ def create_app(
 ) -> Starlette:
     """The dashboard over ``store``, an ASGI app to serve or mount in a service.
 
-    ``store`` is an open ``AsyncStore`` (the caller closes it), or an async callable opening one,
+    ``store`` is an open ``AsyncStore`` or sync ``Store`` (the caller closes it; a sync store's calls
+    run on worker threads), or an async callable opening an ``AsyncStore``,
     which the app's lifespan calls at startup and whose store it closes at shutdown (a mounted
     app's lifespan does not run: mount one over an open store). With
     ``read_only`` no action is reachable: their routes are absent and no page shows a button.
