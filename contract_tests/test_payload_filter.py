@@ -104,7 +104,7 @@ def model(value: Any, probe: Any, top: bool = True) -> bool:
     if value is None or probe is None:
         return value is probe
     if isinstance(value, str) or isinstance(probe, str):
-        return value == probe
+        return bool(value == probe)
     return Decimal(str(value)) == Decimal(str(probe))
 
 

@@ -169,8 +169,8 @@ def test_dead_letters_group_each_queues_dead_jobs_by_task_and_exact_error(served
     assert shown == ["timeout", "refused\nat line 3", "refused\nat line 4", "timeout "]
     dead = served.call(served.store.jobs, "flaky", JobPhase.DEAD)
     by_error: dict[str | None, set[int]] = {}
-    for job in dead.jobs:
-        by_error.setdefault(job.last_error, set()).add(job.id)
+    for info in dead.jobs:
+        by_error.setdefault(info.last_error, set()).add(info.id)
     for row, error in zip(rows, shown, strict=True):
         ids = {int(i) for i in re.findall(r'<input type="checkbox" form="bulk" name="id" value="(\d+)"', row)}
         assert ids == by_error[error], error

@@ -291,7 +291,8 @@ class _Dashboard:
         body = (await request.body()).decode("utf-8", "replace")
         fields = parse_qs(body, keep_blank_values=True)
         session = request.cookies.get(CSRF_COOKIE)
-        if not session or not same_token((fields.get(CSRF_FIELD) or [None])[0], session):
+        sent = fields.get(CSRF_FIELD)
+        if not session or not same_token(sent[0] if sent else None, session):
             raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
         return fields
 
