@@ -108,15 +108,17 @@ def check_page_size(limit: object) -> int:
     return limit
 
 
-def write_cursor(queue: str, phase: JobPhase, key: JobKey) -> str:
-    """An opaque cursor resuming the listing of ``phase`` jobs of ``queue`` after ``key``."""
+def write_cursor(queue: str, phase: JobPhase, key: JobKey, reverse: bool = False) -> str:
+    """An opaque cursor resuming the listing of ``phase`` jobs of ``queue`` (``reverse``: in the order
+    turned round) after ``key``."""
     at = None if key.at is None else (key.at - _EPOCH) // _MICROSECOND
-    text = json.dumps([_CURSOR_VERSION, queue, phase.value, key.id, key.priority, at], separators=(",", ":"))
+    fields: list[object] = [_CURSOR_VERSION, queue, phase.value, key.id, key.priority, at]
+    text = json.dumps([*fields, True] if reverse else fields, separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
 
 
-def read_cursor(cursor: object, queue: str, phase: JobPhase) -> JobKey | None:
-    """The key a cursor of this listing (``queue``, ``phase``) resumes after; ``None`` for no cursor.
+def read_cursor(cursor: object, queue: str, phase: JobPhase, reverse: bool = False) -> JobKey | None:
+    """The key a cursor of this listing (``queue``, ``phase``, ``reverse``) resumes after; ``None`` for no cursor.
 
     A cursor that is not one ``write_cursor`` made for this very listing is ``InvalidOptions``.
     """
@@ -126,11 +128,14 @@ def read_cursor(cursor: object, queue: str, phase: JobPhase) -> JobKey | None:
         raise InvalidArgument(f"cursor must be a str, not {type(cursor).__name__}")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        version, of_queue, of_phase, job_id, priority, at = json.loads(raw.decode("utf-8"))
+        version, of_queue, of_phase, job_id, priority, at, *turned = json.loads(raw.decode("utf-8"))
     except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
         raise InvalidOptions(f"not a job listing cursor: {cursor!r}") from None
-    if version != _CURSOR_VERSION or of_queue != queue or of_phase != phase.value:
-        raise InvalidOptions(f"the cursor is not one of the listing of {phase.value} jobs of queue {queue!r}")
+    if turned not in ([], [True]):
+        raise InvalidOptions(f"not a job listing cursor: {cursor!r}")
+    if version != _CURSOR_VERSION or of_queue != queue or of_phase != phase.value or bool(turned) != reverse:
+        order = " in reverse" if reverse else ""
+        raise InvalidOptions(f"the cursor is not one of the listing of {phase.value} jobs of queue {queue!r}{order}")
     timed = phase is not JobPhase.RUNNING  # every order but the running jobs' has an instant in its key
     if not (
         _int_in(job_id, 0, _MAX_ID)

@@ -368,6 +368,7 @@ class AsyncStore:
         limit: int = DEFAULT_PAGE,
         cursor: str | None = None,
         contains: Any = None,
+        reverse: bool = False,
     ) -> JobPage:
         """A page of ``queue``'s jobs in ``phase``, payloads decoded as ``get_job`` decodes them.
 
@@ -379,19 +380,24 @@ class AsyncStore:
         contains it, as PostgreSQL's ``jsonb @>`` does: ``{"customer": 42}`` matches
         ``{"customer": 42, "total": 9}``. No index serves it: a filtered page reads the phase's
         jobs in order until it has ``limit`` matches, so it is for finding jobs, not for polling.
+
+        ``reverse`` pages the same jobs in the order turned round (ready: lowest priority, newest
+        first; delayed: latest due; running: newest; dead: oldest death first).
         """
         validate_listed_queue(queue)
         wanted = as_phase(phase)
         size = check_page_size(limit)
-        after = read_cursor(cursor, queue, wanted)
+        if not isinstance(reverse, bool):
+            raise InvalidArgument(f"reverse must be a bool, not {type(reverse).__name__}")
+        after = read_cursor(cursor, queue, wanted, reverse)
         kernel = self._kernel
         probe = containment_probe(kernel.codec, contains)
-        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe)
+        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe, reverse)
         records = await kernel.live().list_jobs(query)
         page = records[:size]
         jobs = tuple(info_of(record, kernel.decode_lenient(record.payload)) for record in page)
         more = len(records) > size
-        return JobPage(jobs, write_cursor(queue, wanted, key_of(page[-1], wanted)) if more else None)
+        return JobPage(jobs, write_cursor(queue, wanted, key_of(page[-1], wanted), reverse) if more else None)
 
     async def cancel(self, job_id: int) -> CancelOutcome:
         """Cancel the job: a pending one (ready, delayed or waiting) is deleted at once; a running one is

@@ -736,9 +736,9 @@ class MemoryTables:
             rows = [row for row in source if row.queue == query.queue and phase_at(row, now) is phase]
         if query.contains is not None:
             rows = [row for row in rows if payload_contains(row.payload, query.contains)]
-        rows.sort(key=listing_order(phase))
+        rows.sort(key=listing_order(phase, query.reverse))
         if after is not None:
-            rows = [row for row in rows if after_key(row, after, phase)]
+            rows = [row for row in rows if after_key(row, after, phase, query.reverse)]
         return rows[: query.limit]
 
     def read_lock(self, name: str) -> port.LockRecord | None:

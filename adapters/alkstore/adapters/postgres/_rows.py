@@ -353,6 +353,22 @@ _FIRST_ID = {
     port.JobPhase.RUNNING: 0,
     port.JobPhase.DEAD: 2**63 - 1,
 }
+#: Where a listing in the order turned round starts (``list_*_reversed``): past the other end.
+_FIRST_PRIORITY_REVERSED = -(2**31) - 1
+_FIRST_AT_REVERSED = {
+    port.JobPhase.READY: None,
+    port.JobPhase.DELAYED: datetime.max.replace(tzinfo=UTC),
+    port.JobPhase.WAITING: None,
+    port.JobPhase.RUNNING: None,
+    port.JobPhase.DEAD: datetime.min.replace(tzinfo=UTC),
+}
+_FIRST_ID_REVERSED = {
+    port.JobPhase.READY: 2**63 - 1,
+    port.JobPhase.DELAYED: 2**63 - 1,
+    port.JobPhase.WAITING: 2**63 - 1,
+    port.JobPhase.RUNNING: 2**63 - 1,
+    port.JobPhase.DEAD: 0,
+}
 
 
 def _queue_counts(**c: Any) -> port.QueueCounts:
@@ -393,7 +409,10 @@ TABLE_STATS: BaseRowFactory[port.TableStats] = kwargs_row(port.TableStats)
 def listing_params(query: port.JobQuery) -> dict[str, Any]:
     """A page of a listing as the parameters of its ``list_*`` statement: the key, or the start."""
     after = query.after
-    if after is None:
+    if after is None and query.reverse:
+        phase = query.phase
+        priority, at, job_id = _FIRST_PRIORITY_REVERSED, _FIRST_AT_REVERSED[phase], _FIRST_ID_REVERSED[phase]
+    elif after is None:
         priority, at, job_id = _FIRST_PRIORITY, _FIRST_AT[query.phase], _FIRST_ID[query.phase]
     else:
         priority, at, job_id = after.priority, after.at, after.id
