@@ -230,7 +230,10 @@ def test_pausing_a_queue_from_its_page_shows_it_paused_and_resuming_undoes_it(li
     )
     assert live.call(live.store.queue_stats("browsed"))[0].paused
     browser.find_element(By.LINK_TEXT, "Back").click()
-    assert browser.find_element(By.CSS_SELECTOR, "h1 .badge.paused").text == "paused"
+    badge = WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "h1 .badge.paused"))
+    )
+    assert badge.text == "paused"
     browser.find_element(By.CSS_SELECTOR, 'form[action$="/actions/resume/browsed"] button').click()
     WebDriverWait(browser, PATIENCE).until(
         expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Resumed browsed")
@@ -287,7 +290,10 @@ def test_a_schedule_with_a_bad_spec_is_refused_by_name_and_a_good_one_is_added(l
         expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Fired from-browser now")
     )
     browser.find_element(By.LINK_TEXT, "Back").click()  # to the fired job's page
-    assert browser.find_element(By.CSS_SELECTOR, "dd.state").text == "pending"
+    state = WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "dd.state"))
+    )
+    assert state.text == "pending"
     assert browser.find_element(By.ID, "payload").text.replace(" ", "").replace("\n", "") == '{"from":"browser"}'
     assert console_errors(browser) == []
 
@@ -328,4 +334,16 @@ def test_the_payload_filter_narrows_a_queue_page(live: Live, browser: Any) -> No
     )
     rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
     assert [int(row.get_attribute("data-job")) for row in rows] == [ids[0], ids[2]]
+    assert console_errors(browser) == []
+
+
+def test_the_order_toggle_turns_a_listing_round(live: Live, browser: Any) -> None:
+    ids = live.call(live.store.queue("toggled").enqueue_many([{"n": n} for n in range(3)]))
+    browser.get(live.url + "/queues/toggled")
+    browser.find_element(By.CSS_SELECTOR, "a.toggle").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "turned round")
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
+    assert [int(row.get_attribute("data-job")) for row in rows] == list(reversed(ids))
     assert console_errors(browser) == []

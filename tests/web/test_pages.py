@@ -250,3 +250,27 @@ def test_a_queue_page_filters_its_jobs_by_payload_containment_across_pages(serve
         assert refused.status_code == 400
         assert named in text(refused.text)
         assert "<tr data-job=" not in refused.text
+
+
+def test_a_queue_page_toggles_between_its_order_and_the_order_turned_round(served: Served) -> None:
+    from alkstore.adapters.web import PAGE_SIZE as size
+
+    ids = served.call(served.store.queue("orders").enqueue_many, [{"n": n} for n in range(size + 3)], None)
+    client = served.client()
+    first = client.get("/queues/orders")
+    (toggle,) = re.findall(r'<a class="toggle" href="([^"]+)">Newest first</a>', first.text)
+    shown: list[int] = []
+    path = html.unescape(toggle)
+    while path:
+        page = client.get(path)
+        assert "claim order turned round: lowest priority first, then the newest" in text(page.text)
+        shown += [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)]
+        following = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        path = html.unescape(following.group(1)) if following else ""
+    assert shown == list(reversed(ids)), "every page in the order turned round"
+    back = client.get(html.unescape(toggle))
+    assert '<a class="toggle" href="/queues/orders?state=ready">Claim order</a>' in back.text
+    waiting = client.get("/queues/orders?state=waiting")
+    assert waiting.status_code == 200
+    assert "Oldest first" not in waiting.text
+    assert "Newest first" in waiting.text

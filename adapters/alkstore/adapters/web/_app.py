@@ -47,8 +47,24 @@ WORKERS_WITHIN = 60.0
 _ORDERS = {
     JobPhase.READY: "in claim order: highest priority first, then the longest waiting",
     JobPhase.DELAYED: "the soonest due first",
+    JobPhase.WAITING: "the oldest job first",
     JobPhase.RUNNING: "the oldest job first",
     JobPhase.DEAD: "the newest death first",
+}
+#: The same orders turned round (``AsyncStore.jobs(reverse=True)``), and what the toggle to each says.
+_REVERSED = {
+    JobPhase.READY: "claim order turned round: lowest priority first, then the newest",
+    JobPhase.DELAYED: "the latest due first",
+    JobPhase.WAITING: "the newest job first",
+    JobPhase.RUNNING: "the newest job first",
+    JobPhase.DEAD: "the oldest death first",
+}
+_TOGGLES = {
+    JobPhase.READY: ("Newest first", "Claim order"),
+    JobPhase.DELAYED: ("Latest due first", "Soonest due first"),
+    JobPhase.WAITING: ("Newest first", "Oldest first"),
+    JobPhase.RUNNING: ("Newest first", "Oldest first"),
+    JobPhase.DEAD: ("Oldest first", "Newest first"),
 }
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -209,6 +225,7 @@ class _Dashboard:
         except ValueError:
             raise HTTPException(404, f"no such state: {state}") from None
         cursor = request.query_params.get("cursor") or None
+        reverse = request.query_params.get("order") == "reversed"
         contains_text = request.query_params.get("contains", "").strip()
         problem = None
         try:
@@ -219,7 +236,9 @@ class _Dashboard:
             page = (
                 JobPage((), None)
                 if problem
-                else await self.store.jobs(name, phase, limit=PAGE_SIZE, cursor=cursor, contains=contains)
+                else await self.store.jobs(
+                    name, phase, limit=PAGE_SIZE, cursor=cursor, contains=contains, reverse=reverse
+                )
             )
         except (InvalidArgument, InvalidOptions) as exc:
             page, problem = JobPage((), None), f"{type(exc).__name__}: {exc}"
@@ -238,7 +257,9 @@ class _Dashboard:
             queue=name,
             phase=phase,
             phases=list(JobPhase),
-            order=_ORDERS[phase],
+            order=(_REVERSED if reverse else _ORDERS)[phase],
+            reverse=reverse,
+            toggle=_TOGGLES[phase][reverse],
             jobs=page.jobs,
             next_cursor=page.cursor,
             first_page=cursor is None,

@@ -87,8 +87,11 @@ class ThreadedStore:
         limit: int = 50,
         cursor: str | None = None,
         contains: Any = None,
+        reverse: bool = False,
     ) -> JobPage:
-        return await _run(self._store.jobs, queue, phase, limit=limit, cursor=cursor, contains=contains)
+        return await _run(
+            self._store.jobs, queue, phase, limit=limit, cursor=cursor, contains=contains, reverse=reverse
+        )
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         return await _run(self._store.get_job, job_id)
