@@ -355,20 +355,10 @@ _FIRST_ID = {
 }
 #: Where a listing in the order turned round starts (``list_*_reversed``): past the other end.
 _FIRST_PRIORITY_REVERSED = -(2**31) - 1
-_FIRST_AT_REVERSED = {
-    port.JobPhase.READY: None,
-    port.JobPhase.DELAYED: datetime.max.replace(tzinfo=UTC),
-    port.JobPhase.WAITING: None,
-    port.JobPhase.RUNNING: None,
-    port.JobPhase.DEAD: datetime.min.replace(tzinfo=UTC),
-}
-_FIRST_ID_REVERSED = {
-    port.JobPhase.READY: 2**63 - 1,
-    port.JobPhase.DELAYED: 2**63 - 1,
-    port.JobPhase.WAITING: 2**63 - 1,
-    port.JobPhase.RUNNING: 2**63 - 1,
-    port.JobPhase.DEAD: 0,
-}
+_OTHER_END = {datetime.min.replace(tzinfo=UTC): datetime.max.replace(tzinfo=UTC)}
+_OTHER_END.update({last: first for first, last in _OTHER_END.items()})
+_FIRST_AT_REVERSED = {phase: None if at is None else _OTHER_END[at] for phase, at in _FIRST_AT.items()}
+_FIRST_ID_REVERSED = {phase: 2**63 - 1 - job_id for phase, job_id in _FIRST_ID.items()}
 
 
 def _queue_counts(**c: Any) -> port.QueueCounts:

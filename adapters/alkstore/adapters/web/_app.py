@@ -350,23 +350,24 @@ class _Dashboard:
         return self._done(request, f"Purged {count} dead jobs of {name}.", self.path(request, "dead"))
 
     async def pause_queue(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["queue"]
-        try:
-            await self.store.queue(name).pause()
-        except (AlkstoreError, ValueError) as exc:
-            raise HTTPException(404, str(exc)) from None
-        message = f"Paused {name}: workers stop claiming its jobs within seconds; running jobs finish."
-        return self._done(request, message, self.path(request, "queue", queue=name))
+        return await self._pause(request, paused=True)
 
     async def resume_queue(self, request: Request) -> Response:
+        return await self._pause(request, paused=False)
+
+    async def _pause(self, request: Request, paused: bool) -> Response:
+        """Pause or resume the queue the path names (ADR 033), and say so."""
         await self._form(request)
         name = request.path_params["queue"]
+        queue = self.store.queue(name)
         try:
-            await self.store.queue(name).resume()
+            await (queue.pause() if paused else queue.resume())
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
-        message = f"Resumed {name}: workers claim its jobs again within seconds."
+        if paused:
+            message = f"Paused {name}: workers stop claiming its jobs within seconds; running jobs finish."
+        else:
+            message = f"Resumed {name}: workers claim its jobs again within seconds."
         return self._done(request, message, self.path(request, "queue", queue=name))
 
     async def cancel_job(self, request: Request) -> Response:
