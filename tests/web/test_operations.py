@@ -32,6 +32,9 @@ def test_pausing_and_resuming_a_queue_shows_its_state_and_reaches_the_store(serv
     assert 'action="/actions/resume/emails"' in page
     assert 'action="/actions/pause/emails"' not in page
     assert served.call(served.store.queue("emails").claim, "w9") is None, "a paused queue hands out nothing"
+    overview = re.search(r'<tr data-queue="emails">(.*?)</tr>', client.get("/").text, re.S)
+    assert overview is not None
+    assert '<span class="badge paused">paused</span>' in overview.group(1)
     assert message(client.post("/actions/resume/emails", data={CSRF_FIELD: token}).text).startswith("Resumed emails")
     assert not served.call(served.store.queue_stats, "emails")[0].paused
     assert "badge paused" not in client.get("/queues/emails").text
