@@ -294,6 +294,8 @@ def test_bulk_calls_take_an_iterable_and_refuse_anything_else(store: Store) -> N
     for bad in (None, 1, "12", {1: 2}):
         with pytest.raises(InvalidArgument, match=r"^job_ids must be an iterable"):
             store.requeue_dead_many(bad)
+        with pytest.raises(InvalidArgument, match=r"^job_ids must be an iterable"):
+            store.purge_dead_many(bad)
         with pytest.raises(InvalidArgument, match=r"^payloads must be an iterable"):
             store.queue("jobs").enqueue_many(bad)
         with pytest.raises(InvalidArgument, match=r"^entries must be an iterable"):

@@ -328,6 +328,9 @@ CALLS: dict[str, Call] = {
     "Store.requeue_dead_many": Call(
         st.tuples(mixed(st.lists(mixed(st.integers(-2, 50)), max_size=3))), lambda f, a: f.store.requeue_dead_many(*a)
     ),
+    "Store.purge_dead_many": Call(
+        st.tuples(mixed(st.lists(mixed(st.integers(-2, 50)), max_size=3))), lambda f, a: f.store.purge_dead_many(*a)
+    ),
     "Store.requeue_dead_queue": Call(st.tuples(NAMES), lambda f, a: f.store.requeue_dead_queue(*a)),
     "Store.purge_dead": Call(st.tuples(NAMES, DURATIONS), lambda f, a: f.store.purge_dead(*a)),
     "Store.queue_stats": Call(

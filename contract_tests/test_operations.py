@@ -461,6 +461,23 @@ def test_requeue_dead_many_brings_back_the_dead_among_the_ids_with_0_attempts(st
     assert store.jobs("jobs", "dead").jobs[0].id == dead[1], "a bad id in the batch requeues nothing"
 
 
+def test_purge_dead_many_deletes_the_dead_among_the_ids_and_never_a_live_job(store: Store) -> None:
+    dead = [kill(store) for _ in range(3)]
+    alive = store.queue("jobs").enqueue("alive")
+
+    purged = store.purge_dead_many([dead[2], dead[0], alive, dead[0], 10**12, 0])
+
+    assert purged == [dead[0], dead[2]]
+    assert store.purge_dead_many([dead[0]]) == []
+    assert store.purge_dead_many([]) == []
+    assert must_get(store, alive).state is JobState.PENDING
+    assert store.get_job(dead[0]) is None
+    assert [job.id for job in store.jobs("jobs", "dead").jobs] == [dead[1]]
+    with pytest.raises(InvalidArgument):
+        store.purge_dead_many([dead[1], "2"])  # type: ignore[list-item]
+    assert store.jobs("jobs", "dead").jobs[0].id == dead[1], "a bad id in the batch purges nothing"
+
+
 @pytest.mark.parametrize("batch", [1000, 2])
 def test_requeue_dead_queue_brings_back_every_job_dead_on_that_queue_alone(
     store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, batch: int

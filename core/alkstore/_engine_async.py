@@ -390,6 +390,10 @@ class AsyncEngine(ABC):
         the soonest first; return how many (fewer than ``limit``: none is left to purge)."""
 
     @abstractmethod
+    async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+        """Delete the ``DEAD`` jobs among ``job_ids``; return their ids, ascending (live or missing ids left out)."""
+
+    @abstractmethod
     async def record_worker(self, worker: WorkerRecord) -> None:
         """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat)."""
 

@@ -11,7 +11,10 @@ import base64
 import binascii
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
 
+from ._codec import Codec, JsonCodec
 from ._port import JobKey, JobPhase, QueueCounts
 from ._records import QueueStats
 from .errors import InvalidArgument, InvalidOptions
@@ -26,7 +29,9 @@ __all__ = [
     "as_phase",
     "check_cap",
     "check_page_size",
+    "containment_probe",
     "lag",
+    "payload_contains",
     "read_cursor",
     "stats_of",
     "write_cursor",
@@ -108,15 +113,18 @@ def check_page_size(limit: object) -> int:
 RESULTS_LISTING = "done"
 
 
-def write_cursor(queue: str, phase: str, key: JobKey) -> str:
-    """An opaque cursor resuming the listing of ``phase`` jobs (or ``RESULTS_LISTING``) of ``queue`` after ``key``."""
+def write_cursor(queue: str, phase: str, key: JobKey, reverse: bool = False) -> str:
+    """An opaque cursor resuming the listing of ``phase`` jobs (or ``RESULTS_LISTING``) of ``queue``
+    (``reverse``: in the order turned round) after ``key``."""
     at = None if key.at is None else (key.at - _EPOCH) // _MICROSECOND
-    text = json.dumps([_CURSOR_VERSION, queue, str(phase), key.id, key.priority, at], separators=(",", ":"))
+    fields: list[object] = [_CURSOR_VERSION, queue, str(phase), key.id, key.priority, at]
+    text = json.dumps([*fields, True] if reverse else fields, separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
 
 
-def read_cursor(cursor: object, queue: str, phase: str) -> JobKey | None:
-    """The key a cursor of this listing (``queue``, ``phase``) resumes after; ``None`` for no cursor.
+def read_cursor(cursor: object, queue: str, phase: str, reverse: bool = False) -> JobKey | None:
+    """The key a cursor of this listing (``queue``, ``phase`` or ``RESULTS_LISTING``, ``reverse``) resumes
+    after; ``None`` for no cursor.
 
     A cursor that is not one ``write_cursor`` made for this very listing is ``InvalidOptions``.
     """
@@ -126,11 +134,14 @@ def read_cursor(cursor: object, queue: str, phase: str) -> JobKey | None:
         raise InvalidArgument(f"cursor must be a str, not {type(cursor).__name__}")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        version, of_queue, of_phase, job_id, priority, at = json.loads(raw.decode("utf-8"))
+        version, of_queue, of_phase, job_id, priority, at, *turned = json.loads(raw.decode("utf-8"))
     except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
         raise InvalidOptions(f"not a job listing cursor: {cursor!r}") from None
-    if version != _CURSOR_VERSION or of_queue != queue or of_phase != str(phase):
-        raise InvalidOptions(f"the cursor is not one of the listing of {phase} jobs of queue {queue!r}")
+    if turned not in ([], [True]):
+        raise InvalidOptions(f"not a job listing cursor: {cursor!r}")
+    if version != _CURSOR_VERSION or of_queue != queue or of_phase != str(phase) or bool(turned) != reverse:
+        order = " in reverse" if reverse else ""
+        raise InvalidOptions(f"the cursor is not one of the listing of {phase} jobs of queue {queue!r}{order}")
     timed = phase is not JobPhase.RUNNING  # every order but the running jobs' has an instant in its key
     if not (
         _int_in(job_id, 0, _MAX_ID)
@@ -149,3 +160,51 @@ def _int_in(value: object, low: int | None = None, high: int | None = None) -> b
     if not isinstance(value, int) or isinstance(value, bool):
         return False
     return (low is None or value >= low) and (high is None or value <= high)
+
+
+# -- payload filters -----------------------------------------------------------------------------
+
+
+def containment_probe(codec: Codec, contains: Any) -> str | None:
+    """``contains`` as the JSON text a listing's payload filter takes; ``None`` for no filter.
+
+    A probe is a JSON object or array (a scalar payload can contain neither, so none is left
+    out by the engines' cheap first-byte test), and filtering needs payloads stored as JSON text:
+    the store's codec must be the JSON codec.
+    """
+    if contains is None:
+        return None
+    if not isinstance(contains, dict | list):
+        raise InvalidArgument(f"contains must be a JSON object or array, not {type(contains).__name__}")
+    if type(codec) is not JsonCodec:
+        raise InvalidOptions("a payload filter needs payloads stored as JSON: this store's codec is not JsonCodec")
+    return codec.encode(contains).decode("utf-8")
+
+
+def payload_contains(payload: bytes, probe: str) -> bool:
+    """Whether a stored ``payload`` contains the JSON ``probe`` as PostgreSQL's ``jsonb @>`` decides.
+
+    An object contains another when each of its keys is there with a value containing the probe's;
+    an array contains another when each probe element is contained by some element (order and
+    repeats do not matter); scalars must be equal (``1`` and ``1.0`` are, ``true`` and ``1`` are not).
+    Payloads that are not JSON objects or arrays (raw bytes, scalars) contain no probe.
+    """
+    if not payload or payload[:1] not in (b"{", b"["):
+        return False
+    try:
+        value = json.loads(payload, parse_float=Decimal)
+    except ValueError:
+        return False
+    return _contains(value, json.loads(probe, parse_float=Decimal))
+
+
+def _contains(value: Any, probe: Any) -> bool:
+    if isinstance(probe, dict):
+        return isinstance(value, dict) and all(
+            key in value and _contains(value[key], item) for key, item in probe.items()
+        )
+    if isinstance(probe, list):
+        return isinstance(value, list) and all(any(_contains(mine, item) for mine in value) for item in probe)
+    if isinstance(value, dict | list) or isinstance(value, bool) is not isinstance(probe, bool):
+        return False
+    return bool(value == probe)

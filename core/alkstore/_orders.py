@@ -22,6 +22,7 @@ __all__ = [
     "claim_order",
     "key_of",
     "listing_order",
+    "order_of",
     "phase_at",
 ]
 
@@ -71,9 +72,15 @@ def _micros(instant: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def listing_order(phase: JobPhase) -> Callable[[JobRecord], tuple[Any, ...]]:
-    """The sort key (ascending) of a listing of ``phase``; the claim sorts with ``listing_order(READY)``."""
+def order_of(phase: JobPhase, reverse: bool = False) -> tuple[tuple[str, bool], ...]:
+    """The order a listing of ``phase`` sorts by: ``ORDERS[phase]``, or with ``reverse`` every field turned round."""
     order = ORDERS[phase]
+    return tuple((name, not descending) for name, descending in order) if reverse else order
+
+
+def listing_order(phase: JobPhase, reverse: bool = False) -> Callable[[JobRecord], tuple[Any, ...]]:
+    """The sort key (ascending) of a listing of ``phase``; the claim sorts with ``listing_order(READY)``."""
+    order = order_of(phase, reverse)
     return lambda record: _sortable(order, lambda name: getattr(record, name))
 
 
@@ -88,9 +95,9 @@ def key_of(record: JobRecord, phase: JobPhase) -> JobKey:
     return JobKey(**fields)
 
 
-def after_key(record: JobRecord, key: JobKey, phase: JobPhase) -> bool:
-    """Whether ``record`` sorts strictly after ``key`` in a listing of ``phase``."""
-    order = ORDERS[phase]
+def after_key(record: JobRecord, key: JobKey, phase: JobPhase, reverse: bool = False) -> bool:
+    """Whether ``record`` sorts strictly after ``key`` in a listing of ``phase`` (``reverse``: turned round)."""
+    order = order_of(phase, reverse)
     mine = _sortable(order, lambda name: getattr(record, name))
     theirs = _sortable(order, lambda name: getattr(key, _KEY_FIELD[name]))
     return mine > theirs

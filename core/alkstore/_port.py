@@ -365,13 +365,20 @@ class JobKey:
 
 @dataclass(frozen=True, slots=True)
 class JobQuery:
-    """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``."""
+    """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``.
+
+    With ``contains`` (the JSON text of an object or array), only the jobs whose payload contains it
+    as ``payload_contains`` says (PostgreSQL's ``jsonb @>``). With ``reverse``, the phase's order
+    backwards (``listing_order(phase, reverse=True)``), ``after`` then a key of that order.
+    """
 
     queue: str
     phase: JobPhase
     now: datetime
     limit: int
     after: JobKey | None = None
+    contains: str | None = None
+    reverse: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from ._operations import (
     as_phase,
     check_cap,
     check_page_size,
+    containment_probe,
     read_cursor,
     stats_of,
     write_cursor,
@@ -400,23 +401,37 @@ class AsyncStore:
         *,
         limit: int = DEFAULT_PAGE,
         cursor: str | None = None,
+        contains: Any = None,
+        reverse: bool = False,
     ) -> JobPage:
         """A page of ``queue``'s jobs in ``phase``, payloads decoded as ``get_job`` decodes them.
 
         Orders: ready jobs as claims take them (priority descending, run_at, id); delayed by
         run_at, id; running by id; dead newest death first. Pass the page's ``cursor`` back
-        for the next page (``None`` after the last).
+        for the next page (``None`` after the last), with the same ``contains``.
+
+        ``contains`` (a JSON object or array; the JSON codec only) keeps the jobs whose payload
+        contains it, as PostgreSQL's ``jsonb @>`` does: ``{"customer": 42}`` matches
+        ``{"customer": 42, "total": 9}``. No index serves it: a filtered page reads the phase's
+        jobs in order until it has ``limit`` matches, so it is for finding jobs, not for polling.
+
+        ``reverse`` pages the same jobs in the order turned round (ready: lowest priority, newest
+        first; delayed: latest due; running: newest; dead: oldest death first).
         """
         validate_listed_queue(queue)
         wanted = as_phase(phase)
         size = check_page_size(limit)
-        after = read_cursor(cursor, queue, wanted)
+        if not isinstance(reverse, bool):
+            raise InvalidArgument(f"reverse must be a bool, not {type(reverse).__name__}")
+        after = read_cursor(cursor, queue, wanted, reverse)
         kernel = self._kernel
-        records = await kernel.live().list_jobs(JobQuery(queue, wanted, kernel.clock.now(), size + 1, after))
+        probe = containment_probe(kernel.codec, contains)
+        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe, reverse)
+        records = await kernel.live().list_jobs(query)
         page = records[:size]
         jobs = tuple(info_of(record, kernel.decode_lenient(record.payload)) for record in page)
         more = len(records) > size
-        return JobPage(jobs, write_cursor(queue, wanted, key_of(page[-1], wanted)) if more else None)
+        return JobPage(jobs, write_cursor(queue, wanted, key_of(page[-1], wanted), reverse) if more else None)
 
     async def cancel(self, job_id: int) -> CancelOutcome:
         """Cancel the job: a pending one (ready, delayed or waiting) is deleted at once; a running one is
@@ -475,6 +490,15 @@ class AsyncStore:
         span = as_duration(older_than, "older_than")
         engine = self._kernel.live()
         return await _in_batches(partial(engine.purge_dead, queue, self._kernel.clock.now() - span))
+
+    async def purge_dead_many(self, job_ids: Iterable[int]) -> list[int]:
+        """Delete the dead jobs among ``job_ids`` (live ones are never touched); return those deleted, ascending."""
+        ids = ids_of(job_ids)
+        engine = self._kernel.live()
+        purged: list[int] = []
+        for start in range(0, len(ids), BATCH):
+            purged.extend(await engine.purge_dead_jobs(ids[start : start + BATCH]))
+        return purged
 
     async def leader(self) -> Leader | None:
         """The scheduler's leader (the owner holding its lease) and its lease end; ``None`` when none leads."""

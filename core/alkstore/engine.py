@@ -18,7 +18,8 @@ from ._engine import Engine, Waiter
 from ._engine_async import AsyncEngine, AsyncWaiter
 from ._leader import LEASE_TTL as SCHEDULER_LEASE
 from ._names import RESERVED_PREFIX
-from ._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, phase_at
+from ._operations import payload_contains
+from ._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, order_of, phase_at
 from ._port import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
@@ -103,6 +104,8 @@ __all__ = [
     "claim_order",
     "key_of",
     "listing_order",
+    "order_of",
+    "payload_contains",
     "phase_at",
     "plan_tick",
     "redact",

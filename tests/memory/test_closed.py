@@ -40,6 +40,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "result": lambda s, h: s.result(h["pending_id"]),
     "results": lambda s, h: s.results("q"),
     "purge_results": lambda s, h: s.purge_results(),
+    "purge_dead_many": lambda s, h: s.purge_dead_many([h["dead_id"]]),
     "leader": lambda s, h: s.leader(),
     "workers": lambda s, h: s.workers(),
 }

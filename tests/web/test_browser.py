@@ -219,3 +219,131 @@ def test_purging_asks_first_and_a_dismissed_question_deletes_nothing(live: Live,
     assert browser.find_element(By.TAG_NAME, "h1").text == "Dead letters"
     assert live.call(live.store.queue_stats("hostile"))[0].dead == 1
     assert console_errors(browser) == []
+
+
+def test_pausing_a_queue_from_its_page_shows_it_paused_and_resuming_undoes_it(live: Live, browser: Any) -> None:
+    live.call(live.store.queue("browsed").enqueue({"n": 1}))
+    browser.get(live.url + "/queues/browsed")
+    browser.find_element(By.CSS_SELECTOR, 'form[action$="/actions/pause/browsed"] button').click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Paused browsed")
+    )
+    assert live.call(live.store.queue_stats("browsed"))[0].paused
+    browser.find_element(By.LINK_TEXT, "Back").click()
+    badge = WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "h1 .badge.paused"))
+    )
+    assert badge.text == "paused"
+    browser.find_element(By.CSS_SELECTOR, 'form[action$="/actions/resume/browsed"] button').click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Resumed browsed")
+    )
+    assert not live.call(live.store.queue_stats("browsed"))[0].paused
+    assert console_errors(browser) == []
+
+
+def test_cancelling_a_running_job_says_cancelling(live: Live, browser: Any) -> None:
+    queue = live.store.queue("long-runs")
+    job_id = live.call(queue.enqueue({"n": 1}))
+    assert live.call(queue.claim("w-browser")) is not None
+    browser.get(live.url + "/queues/long-runs?state=running")
+    browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel button').click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "is running: cancelling")
+    )
+    browser.get(live.url + "/queues/long-runs?state=running")
+    assert browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel').text == "cancelling"
+    job = live.call(live.store.get_job(job_id))
+    assert job is not None
+    assert job.cancel_requested
+    assert console_errors(browser) == []
+
+
+def test_a_schedule_with_a_bad_spec_is_refused_by_name_and_a_good_one_is_added(live: Live, browser: Any) -> None:
+    browser.get(live.url + "/schedules")
+    form = browser.find_element(By.CSS_SELECTOR, "form.add")
+    form.find_element(By.NAME, "name").send_keys("from-browser")
+    form.find_element(By.NAME, "spec").send_keys("every 5 minutes")
+    form.find_element(By.NAME, "queue").send_keys("browsed")
+    form.find_element(By.NAME, "payload").send_keys('{"from": "browser"}')
+    form.find_element(By.CSS_SELECTOR, "button").click()
+    shown = expected_conditions.presence_of_element_located((By.ID, "problem"))
+    problem = WebDriverWait(browser, PATIENCE).until(shown)
+    assert "InvalidSpec" in problem.text
+    assert "from-browser" not in [s.name for s in live.call(live.store.schedules())]
+    (refusal,) = console_errors(browser)  # the refusal is a 400, which the console notes
+    assert "/actions/schedules" in refusal["message"]
+    assert "400" in refusal["message"]
+    spec = browser.find_element(By.CSS_SELECTOR, 'form.add [name="spec"]')
+    spec.clear()
+    spec.send_keys("@every 5m")
+    browser.find_element(By.CSS_SELECTOR, "form.add button").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Added schedule from-browser")
+    )
+    added = {s.name: s for s in live.call(live.store.schedules())}["from-browser"]
+    assert (added.spec, added.queue, added.payload) == ("@every 5m", "browsed", {"from": "browser"})
+    browser.get(live.url + "/schedules")
+    fire = 'tr[data-schedule="from-browser"] form[action$="/fire/from-browser"] button'
+    browser.find_element(By.CSS_SELECTOR, fire).click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Fired from-browser now")
+    )
+    browser.find_element(By.LINK_TEXT, "Back").click()  # to the fired job's page
+    state = WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "dd.state"))
+    )
+    assert state.text == "pending"
+    assert browser.find_element(By.ID, "payload").text.replace(" ", "").replace("\n", "") == '{"from":"browser"}'
+    assert console_errors(browser) == []
+
+
+def test_requeueing_a_selection_of_dead_jobs_goes_through_a_confirmation(live: Live, browser: Any) -> None:
+    queue = live.store.queue("selected")
+    ids = live.call(queue.enqueue_many([1, 2, 3]))
+    for n in range(3):
+        job = live.call(queue.claim(f"w{n}"))
+        assert job is not None
+        live.call(job.fail("quota exceeded"))
+    browser.get(live.url + "/dead")
+    for job_id in ids[:2]:
+        browser.find_element(By.CSS_SELECTOR, f'input[type="checkbox"][value="{job_id}"]').click()
+    browser.find_element(By.CSS_SELECTOR, '#bulk button[value="requeue"]').click()
+    question = WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "p.question"))
+    )
+    assert question.text == "Requeue 2 dead jobs (the jobs ticked below)?"
+    assert live.call(live.store.queue_stats("selected"))[0].dead == 3
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Requeued 2 jobs.")
+    )
+    (stats,) = live.call(live.store.queue_stats("selected"))
+    assert (stats.ready, stats.dead) == (2, 1)
+    assert console_errors(browser) == []
+
+
+def test_the_payload_filter_narrows_a_queue_page(live: Live, browser: Any) -> None:
+    ids = live.call(live.store.queue("customers").enqueue_many([{"customer": 42}, {"customer": 7}, {"customer": 42}]))
+    browser.get(live.url + "/queues/customers")
+    field = browser.find_element(By.CSS_SELECTOR, 'form.filter [name="contains"]')
+    field.send_keys('{"customer": 42}')
+    browser.find_element(By.CSS_SELECTOR, "form.filter button").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "whose payload contains")
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
+    assert [int(row.get_attribute("data-job")) for row in rows] == [ids[0], ids[2]]
+    assert console_errors(browser) == []
+
+
+def test_the_order_toggle_turns_a_listing_round(live: Live, browser: Any) -> None:
+    ids = live.call(live.store.queue("toggled").enqueue_many([{"n": n} for n in range(3)]))
+    browser.get(live.url + "/queues/toggled")
+    browser.find_element(By.CSS_SELECTOR, "a.toggle").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "turned round")
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
+    assert [int(row.get_attribute("data-job")) for row in rows] == list(reversed(ids))
+    assert console_errors(browser) == []

@@ -36,6 +36,13 @@ def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]
         "/jobs/{job_id:int}/requeue",
         "/actions/requeue-dead/{queue:path}",
         "/actions/purge-dead/{queue:path}",
+        "/actions/dead",
+        "/actions/pause/{queue:path}",
+        "/actions/resume/{queue:path}",
+        "/jobs/{job_id:int}/cancel",
+        "/actions/schedules",
+        "/actions/unschedule/{schedule:path}",
+        "/actions/fire/{schedule:path}",
     }
 
 

@@ -67,3 +67,17 @@ def test_the_command_serves_the_stores_dashboard_until_interrupted(scratch: Scra
             assert web.finish(PATIENCE) == 0
     finally:
         where.dispose()
+
+
+def test_the_demo_with_web_serves_its_own_stores_dashboard_until_interrupted() -> None:
+    port = free_port()
+    with LiveProcess([ALKSTORE, "demo", "--web", "--port", str(port)]) as demo:
+        demo.wait_log(lambda line: f"dashboard of this demo is at http://127.0.0.1:{port}/" in line, PATIENCE)
+        demo.wait_for(lambda stream, line: stream == "stdout" and " written " in line, PATIENCE)
+        page = get(f"http://127.0.0.1:{port}/")
+        assert page.status_code == 200
+        assert '<tr data-worker="worker-1">' in page.text  # the demo's own worker: its store, not an empty one
+        assert get(f"http://127.0.0.1:{port}/schedules").text.count("<tr data-schedule=") == 2
+        demo.proc.send_signal(signal.SIGINT)
+        assert demo.finish(PATIENCE) == 0
+    assert "summary after" in "".join(demo.stdout)

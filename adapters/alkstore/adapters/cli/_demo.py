@@ -12,6 +12,8 @@ Three threads share one embedded store on the system clock:
   (``EnqueueOpts(max_attempts=2)``), so they die after one retry on the 5 s curve.
 
 Every event is printed as it happens, then a summary. Ctrl-C stops early; a second aborts.
+With ``--web`` the demo also serves the dashboard over its store (found through the
+``alkstore.dashboards`` entry point, so this module imports no web framework) and runs until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from importlib.metadata import entry_points
 from typing import Any, TextIO
 
 import alkstore
@@ -248,7 +252,8 @@ class Demo:
 
     def _banner(self, seconds: float) -> None:
         c = self.console
-        c.line(c.paint(f"alkstore demo: {seconds:g} s on memory:// (the embedded engine), Ctrl-C stops early", "1"))
+        length = "until Ctrl-C" if seconds == float("inf") else f"{seconds:g} s"
+        c.line(c.paint(f"alkstore demo: {length} on memory:// (the embedded engine), Ctrl-C stops early", "1"))
         c.line()
         for name, spec in SCHEDULES:
             c.line(f"  schedule   {name:<10} {spec:<10} fires a task onto {TASKS!r}")
@@ -337,11 +342,40 @@ def _use_color(out: TextIO) -> bool:
     return out.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
-def run_demo(seconds: float, out: TextIO | None = None) -> int:
-    """``alkstore demo``: run the demo for ``seconds`` on a fresh ``memory://`` store."""
+#: Where ``demo --web`` finds the dashboard: a context manager serving it over a sync store.
+DASHBOARDS = "alkstore.dashboards"
+_Serve = Callable[..., AbstractContextManager[str]]
+
+
+def _dashboard() -> _Serve | None:
+    found = list(entry_points(group=DASHBOARDS, name="web"))
+    if not found:
+        return None
+    serve: _Serve = found[0].load()
+    return serve
+
+
+def run_demo(seconds: float, out: TextIO | None = None, *, web_port: int | None = None) -> int:
+    """``alkstore demo``: run the demo for ``seconds`` on a fresh ``memory://`` store; with ``web_port``,
+    serve the dashboard over that store on 127.0.0.1 meanwhile."""
     stream = sys.stdout if out is None else out
     with alkstore.open("memory://") as store:
-        return Demo(store, stream, color=_use_color(stream)).run(seconds)
+        demo = Demo(store, stream, color=_use_color(stream))
+        if web_port is None:
+            return demo.run(seconds)
+        serve = _dashboard()
+        if serve is None:
+            print("alkstore: demo --web needs the dashboard: pip install 'alkstore[web]'", file=sys.stderr)
+            return EXIT_ERROR
+        try:
+            with serve(store, web_port) as url:
+                print(
+                    f"alkstore: the dashboard of this demo is at {url} (Ctrl-C stops both)", file=sys.stderr, flush=True
+                )
+                return demo.run(seconds)
+        except (ImportError, OSError) as exc:
+            print(f"alkstore: cannot serve the dashboard: {exc}", file=sys.stderr)
+            return EXIT_ERROR
 
 
 def add_commands(commands: Any) -> None:
@@ -353,9 +387,16 @@ def add_commands(commands: Any) -> None:
         "delivery that fails for some messages, on memory:// with the system clock; then print a summary. "
         "Ctrl-C stops early (a second Ctrl-C aborts).",
     )
-    demo.add_argument("--seconds", type=seconds_argument, default=15.0, help="how long to run (default: 15)")
+    demo.add_argument(
+        "--seconds", type=seconds_argument, help="how long to run (default: 15; with --web, until Ctrl-C)"
+    )
+    demo.add_argument(
+        "--web", action="store_true", help="also serve the dashboard over the demo's store (needs alkstore[web])"
+    )
+    demo.add_argument("--port", type=int, default=8080, help="the dashboard's port on 127.0.0.1 (default: 8080)")
     demo.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    return run_demo(args.seconds)
+    seconds = args.seconds if args.seconds is not None else (float("inf") if args.web else 15.0)
+    return run_demo(seconds, web_port=args.port if args.web else None)

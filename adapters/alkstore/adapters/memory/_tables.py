@@ -22,7 +22,16 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from alkstore import engine as port
-from alkstore.engine import StopToken, after_key, listing_order, phase_at, plan_tick, registration_boundary, soonest
+from alkstore.engine import (
+    StopToken,
+    after_key,
+    listing_order,
+    payload_contains,
+    phase_at,
+    plan_tick,
+    registration_boundary,
+    soonest,
+)
 from alkstore.errors import InvalidTransaction, LeaseLost, StoreClosed
 
 __all__ = ["MemoryTables", "MemoryTransaction"]
@@ -762,9 +771,11 @@ class MemoryTables:
         with self._cond:
             source = self._dead.values() if phase is port.JobPhase.DEAD else self._jobs.values()
             rows = [row for row in source if row.queue == query.queue and phase_at(row, now) is phase]
-        rows.sort(key=listing_order(phase))
+        if query.contains is not None:
+            rows = [row for row in rows if payload_contains(row.payload, query.contains)]
+        rows.sort(key=listing_order(phase, query.reverse))
         if after is not None:
-            rows = [row for row in rows if after_key(row, after, phase)]
+            rows = [row for row in rows if after_key(row, after, phase, query.reverse)]
         return rows[: query.limit]
 
     def read_lock(self, name: str) -> port.LockRecord | None:
@@ -829,6 +840,10 @@ class MemoryTables:
             for _, job_id in doomed:
                 del self._results[job_id]
         return len(doomed)
+
+    def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+        with self._cond:
+            return [job_id for job_id in sorted(set(job_ids)) if self._dead.pop(job_id, None) is not None]
 
     def record_worker(self, worker: port.WorkerRecord) -> None:
         with self._cond:

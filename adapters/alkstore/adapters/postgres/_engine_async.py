@@ -538,12 +538,17 @@ class AsyncPostgresEngine(port.AsyncEngine):
 
     async def list_jobs(self, query: port.JobQuery) -> list[port.JobRecord]:
         statement = {
-            port.JobPhase.READY: self._sql.list_ready,
-            port.JobPhase.DELAYED: self._sql.list_delayed,
-            port.JobPhase.WAITING: self._sql.list_waiting,
-            port.JobPhase.RUNNING: self._sql.list_running,
-            port.JobPhase.DEAD: self._sql.list_dead,
-        }[query.phase]
+            (port.JobPhase.READY, False): self._sql.list_ready,
+            (port.JobPhase.DELAYED, False): self._sql.list_delayed,
+            (port.JobPhase.WAITING, False): self._sql.list_waiting,
+            (port.JobPhase.RUNNING, False): self._sql.list_running,
+            (port.JobPhase.DEAD, False): self._sql.list_dead,
+            (port.JobPhase.READY, True): self._sql.list_ready_reversed,
+            (port.JobPhase.DELAYED, True): self._sql.list_delayed_reversed,
+            (port.JobPhase.WAITING, True): self._sql.list_waiting_reversed,
+            (port.JobPhase.RUNNING, True): self._sql.list_running_reversed,
+            (port.JobPhase.DEAD, True): self._sql.list_dead_reversed,
+        }[query.phase, query.reverse]
         return await self._connections.all(statement, _rows.listing_params(query), _rows.JOB, binary=True)
 
     async def read_lock(self, name: str) -> port.LockRecord | None:
@@ -586,6 +591,10 @@ class AsyncPostgresEngine(port.AsyncEngine):
     async def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
         params = {"queue": queue, "now": now, "limit": limit}
         return int(await self._connections.one(self._sql.purge_results, params, _SCALAR) or 0)
+
+    async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+        rows = await self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
+        return sorted(int(value) for value in rows)
 
     async def record_worker(self, worker: port.WorkerRecord) -> None:
         await self._connections.one(self._sql.record_worker, _rows.worker_params(worker), _SCALAR)

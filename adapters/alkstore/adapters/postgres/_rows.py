@@ -401,6 +401,12 @@ _FIRST_ID = {
     port.JobPhase.RUNNING: 0,
     port.JobPhase.DEAD: 2**63 - 1,
 }
+#: Where a listing in the order turned round starts (``list_*_reversed``): past the other end.
+_FIRST_PRIORITY_REVERSED = -(2**31) - 1
+_OTHER_END = {datetime.min.replace(tzinfo=UTC): datetime.max.replace(tzinfo=UTC)}
+_OTHER_END.update({last: first for first, last in _OTHER_END.items()})
+_FIRST_AT_REVERSED = {phase: None if at is None else _OTHER_END[at] for phase, at in _FIRST_AT.items()}
+_FIRST_ID_REVERSED = {phase: 2**63 - 1 - job_id for phase, job_id in _FIRST_ID.items()}
 
 
 def _queue_counts(**c: Any) -> port.QueueCounts:
@@ -441,7 +447,10 @@ TABLE_STATS: BaseRowFactory[port.TableStats] = kwargs_row(port.TableStats)
 def listing_params(query: port.JobQuery) -> dict[str, Any]:
     """A page of a listing as the parameters of its ``list_*`` statement: the key, or the start."""
     after = query.after
-    if after is None:
+    if after is None and query.reverse:
+        phase = query.phase
+        priority, at, job_id = _FIRST_PRIORITY_REVERSED, _FIRST_AT_REVERSED[phase], _FIRST_ID_REVERSED[phase]
+    elif after is None:
         priority, at, job_id = _FIRST_PRIORITY, _FIRST_AT[query.phase], _FIRST_ID[query.phase]
     else:
         priority, at, job_id = after.priority, after.at, after.id
@@ -452,6 +461,7 @@ def listing_params(query: port.JobQuery) -> dict[str, Any]:
         "priority": priority,
         "at": at,
         "id": job_id,
+        "contains": query.contains,
     }
 
 

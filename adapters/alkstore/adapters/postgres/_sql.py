@@ -28,7 +28,7 @@ from importlib import resources
 
 from psycopg import sql
 
-from alkstore.engine import CLAIM_ORDER, ORDERS, JobPhase
+from alkstore.engine import CLAIM_ORDER, ORDERS, JobPhase, order_of
 
 __all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "UPKEEP_TABLES", "Statements", "grants", "vacuum"]
 
@@ -115,6 +115,24 @@ def _after(runs: list[_Run]) -> str:
     if len(runs) == 1:
         return _beyond(runs[0])
     return f"({_beyond(runs[0])} OR ({_tied(runs)}))"
+
+
+def _reversed_orders() -> dict[str, str]:
+    """The listings' order fragments for the orders turned round (``order_of(phase, reverse=True)``):
+    what each ``list_<phase>`` statement is expanded with again to make ``list_<phase>_reversed``."""
+    fragments: dict[str, str] = {}
+    for phase in ORDERS:
+        order = order_of(phase, reverse=True)
+        fragments[f"order_{phase.value}"] = _order_by(order)
+        fragments[f"after_{phase.value}"] = _after(_runs(order))
+    runs = _runs(order_of(JobPhase.READY, reverse=True))
+    fragments["after_ready_beyond"] = _beyond(runs[0])
+    fragments["after_ready_tied"] = _tied(runs)
+    return fragments
+
+
+#: The listings read in both directions; each also has a ``_reversed`` statement (``Store.jobs(reverse=True)``).
+_LISTINGS = tuple(f"list_{phase.value}" for phase in ORDERS)
 
 
 def _order_fragments() -> Iterator[tuple[str, str]]:
@@ -251,6 +269,9 @@ def _templates() -> tuple[dict[str, str], dict[str, str]]:
     expanded = {
         key: _expand(section.text, sections, {}, (key,)) for key, section in sections.items() if section.statement
     }
+    turned = _reversed_orders()
+    for key in _LISTINGS:
+        expanded[f"{key}_reversed"] = _expand(sections[key].text, sections, turned, (f"{key}_reversed",))
     included = _included(sections)
     unused = sorted(key for key, section in sections.items() if not section.statement and key not in included)
     if unused:
@@ -330,11 +351,17 @@ class Statements:
     list_waiting: str
     list_running: str
     list_dead: str
+    list_ready_reversed: str
+    list_delayed_reversed: str
+    list_waiting_reversed: str
+    list_running_reversed: str
+    list_dead_reversed: str
     read_lock: str
     cancel: str
     request_cancel: str
     cancel_requested: str
     purge_dead: str
+    purge_dead_jobs: str
     record_worker: str
     remove_worker: str
     workers: str

@@ -7,6 +7,7 @@ dashboard has no action routes at all.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -23,18 +24,22 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from alkstore import STATS_CAP, AsyncStore, JobPhase
-from alkstore.errors import AlkstoreError
+from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPage, JobPhase, Schedule, Store
+from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
 
 from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
+from ._threaded import ThreadedStore
+from ._throughput import Throughput
 from ._views import capped, error_groups, instant, payload_text, span
 
-__all__ = ["DEAD_GROUP_PAGE", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
+__all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
 
 _HERE = Path(__file__).parent
 #: Jobs a queue page lists at a time; dead jobs per queue grouped on the dead-letters page.
 PAGE_SIZE = 50
 DEAD_GROUP_PAGE = 200
+#: The most job ids one bulk action takes (a page's selection is far fewer).
+BULK_LIMIT = 10_000
 #: How often the overview's fragment is asked for again (seconds), and the workers it lists.
 REFRESH_SECONDS = 2.0
 WORKERS_WITHIN = 60.0
@@ -42,8 +47,24 @@ WORKERS_WITHIN = 60.0
 _ORDERS = {
     JobPhase.READY: "in claim order: highest priority first, then the longest waiting",
     JobPhase.DELAYED: "the soonest due first",
+    JobPhase.WAITING: "the oldest job first",
     JobPhase.RUNNING: "the oldest job first",
     JobPhase.DEAD: "the newest death first",
+}
+#: The same orders turned round (``AsyncStore.jobs(reverse=True)``), and what the toggle to each says.
+_REVERSED = {
+    JobPhase.READY: "claim order turned round: lowest priority first, then the newest",
+    JobPhase.DELAYED: "the latest due first",
+    JobPhase.WAITING: "the newest job first",
+    JobPhase.RUNNING: "the newest job first",
+    JobPhase.DEAD: "the oldest death first",
+}
+_TOGGLES = {
+    JobPhase.READY: ("Newest first", "Claim order"),
+    JobPhase.DELAYED: ("Latest due first", "Soonest due first"),
+    JobPhase.WAITING: ("Newest first", "Oldest first"),
+    JobPhase.RUNNING: ("Newest first", "Oldest first"),
+    JobPhase.DEAD: ("Oldest first", "Newest first"),
 }
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -53,7 +74,24 @@ _HEADERS = {
     "Cache-Control": "no-store",
 }
 
-StoreSource = AsyncStore | Callable[[], Awaitable[AsyncStore]]
+#: What a cancel's outcome tells the operator (ADR 035: a running job is asked to stop, not killed).
+_CANCELLED = {
+    CancelOutcome.CANCELLED: "Job {job_id} was waiting to run: it is cancelled and deleted.",
+    CancelOutcome.CANCELLING: "Job {job_id} is running: cancelling. Its worker was asked to stop it and it ends "
+    "cancelled, within seconds (or once its lease lapses, if its worker is gone).",
+    CancelOutcome.DEAD: "Job {job_id} is dead: nothing to cancel (requeue or purge it instead).",
+    CancelOutcome.MISSING: "Job {job_id} is gone (done, cancelled or purged): nothing to cancel.",
+}
+#: The bulk actions on dead jobs, and the word a message says each did with.
+_BULK = {"requeue": "Requeued", "purge": "Purged"}
+
+StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
+
+
+def _fire_opts(schedule: Schedule) -> EnqueueOpts:
+    """The stamps a fire of ``schedule`` gives its job (ADR 003), for a fire asked for now."""
+    opts = schedule.opts
+    return EnqueueOpts(priority=opts.priority, max_attempts=opts.max_attempts, expires=opts.expires)
 
 
 class _Auth:
@@ -85,9 +123,14 @@ class _Dashboard:
     def __init__(self, source: StoreSource, read_only: bool, title: str, cap: int | None) -> None:
         self._source = source
         self.cap = cap
-        self._store = source if isinstance(source, AsyncStore) else None
+        self._store: AsyncStore | ThreadedStore | None = None
+        if isinstance(source, AsyncStore):
+            self._store = source
+        elif isinstance(source, Store):
+            self._store = ThreadedStore(source)
         self.read_only = read_only
         self.title = title
+        self.throughput = Throughput()
         self.router = Router()
         self.templates = Environment(
             loader=FileSystemLoader(_HERE / "templates"),
@@ -98,7 +141,7 @@ class _Dashboard:
         self.templates.filters.update(capped=capped, span=span, instant=instant, payload=payload_text)
 
     @property
-    def store(self) -> AsyncStore:
+    def store(self) -> AsyncStore | ThreadedStore:
         if self._store is None:
             raise RuntimeError("the dashboard's store is not open yet (the app's lifespan opens it)")
         return self._store
@@ -106,7 +149,7 @@ class _Dashboard:
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         """Open the store when the app was given a way to open one, and close it at shutdown."""
-        if isinstance(self._source, AsyncStore):
+        if isinstance(self._source, AsyncStore | Store):
             yield
             return
         self._store = await self._source()
@@ -154,12 +197,16 @@ class _Dashboard:
 
     async def overview_context(self) -> dict[str, Any]:
         store = self.store
+        at = store.clock.now()
+        workers = await store.workers(WORKERS_WITHIN)
+        self.throughput.observe(at, workers)
         return {
-            "at": store.clock.now(),
+            "at": at,
             "queues": await store.queue_stats(cap=self.cap),
             "leader": await store.leader(),
-            "workers": await store.workers(WORKERS_WITHIN),
+            "workers": workers,
             "workers_within": WORKERS_WITHIN,
+            "chart": self.throughput.chart(),
         }
 
     # -- pages -----------------------------------------------------------------------
@@ -178,8 +225,26 @@ class _Dashboard:
         except ValueError:
             raise HTTPException(404, f"no such state: {state}") from None
         cursor = request.query_params.get("cursor") or None
+        reverse = request.query_params.get("order") == "reversed"
+        contains_text = request.query_params.get("contains", "").strip()
+        problem = None
         try:
-            page = await self.store.jobs(name, phase, limit=PAGE_SIZE, cursor=cursor)
+            contains = json.loads(contains_text) if contains_text else None
+        except ValueError as exc:
+            contains, problem = None, f"The payload filter is not JSON: {exc}."
+        try:
+            page = (
+                JobPage((), None)
+                if problem
+                else await self.store.jobs(
+                    name, phase, limit=PAGE_SIZE, cursor=cursor, contains=contains, reverse=reverse
+                )
+            )
+        except (InvalidArgument, InvalidOptions) as exc:
+            page, problem = JobPage((), None), f"{type(exc).__name__}: {exc}"
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        try:
             stats = await self.store.queue_stats(name, cap=self.cap)
             defaults = await self.store.queue(name).defaults()
         except (AlkstoreError, ValueError) as exc:
@@ -187,15 +252,22 @@ class _Dashboard:
         return self.render(
             request,
             "queue.html",
+            status_code=200 if problem is None else 400,
             page="queue",
             queue=name,
             phase=phase,
             phases=list(JobPhase),
-            order=_ORDERS[phase],
+            order=(_REVERSED if reverse else _ORDERS)[phase],
+            reverse=reverse,
+            toggle=_TOGGLES[phase][reverse],
             jobs=page.jobs,
             next_cursor=page.cursor,
             first_page=cursor is None,
+            contains=contains_text or None,
+            problem=problem,
             stats=stats[0] if stats else None,
+            paused=bool(stats and stats[0].paused),
+            cancellable=not self.read_only and phase is not JobPhase.DEAD,
             defaults=defaults,
             at=self.store.clock.now(),
         )
@@ -216,24 +288,38 @@ class _Dashboard:
         return self.render(request, "dead.html", page="dead", queues=groups, sample=DEAD_GROUP_PAGE)
 
     async def schedules(self, request: Request) -> Response:
+        return await self._schedules_page(request)
+
+    async def _schedules_page(
+        self, request: Request, entry: Mapping[str, str] | None = None, problem: str | None = None
+    ) -> Response:
+        """The schedules, with the add form (refilled with ``entry`` and saying ``problem`` when an add was refused)."""
         return self.render(
             request,
             "schedules.html",
+            status_code=200 if problem is None else 400,
             page="schedules",
             schedules=await self.store.schedules(),
             at=self.store.clock.now(),
+            entry=entry or {},
+            problem=problem,
         )
 
     # -- actions (absent when read-only) ---------------------------------------------------
 
-    async def _form(self, request: Request) -> dict[str, str]:
-        """The POSTed form, once its CSRF token is the session's (403 otherwise)."""
+    async def _fields(self, request: Request) -> dict[str, list[str]]:
+        """The POSTed form, every value of each field, once its CSRF token is the session's (403 otherwise)."""
         body = (await request.body()).decode("utf-8", "replace")
-        form = {key: values[0] for key, values in parse_qs(body, keep_blank_values=True).items()}
+        fields = parse_qs(body, keep_blank_values=True)
         session = request.cookies.get(CSRF_COOKIE)
-        if not session or not same_token(form.get(CSRF_FIELD), session):
+        sent = fields.get(CSRF_FIELD)
+        if not session or not same_token(sent[0] if sent else None, session):
             raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
-        return form
+        return fields
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        """The POSTed form's first value of each field, once its CSRF token is the session's (403 otherwise)."""
+        return {key: values[0] for key, values in (await self._fields(request)).items()}
 
     def _done(self, request: Request, message: str, back: str) -> Response:
         return self.render(request, "done.html", page="done", message=message, back=back)
@@ -263,6 +349,98 @@ class _Dashboard:
             raise HTTPException(404, str(exc)) from None
         return self._done(request, f"Purged {count} dead jobs of {name}.", self.path(request, "dead"))
 
+    async def pause_queue(self, request: Request) -> Response:
+        return await self._pause(request, paused=True)
+
+    async def resume_queue(self, request: Request) -> Response:
+        return await self._pause(request, paused=False)
+
+    async def _pause(self, request: Request, paused: bool) -> Response:
+        """Pause or resume the queue the path names (ADR 033), and say so."""
+        await self._form(request)
+        name = request.path_params["queue"]
+        queue = self.store.queue(name)
+        try:
+            await (queue.pause() if paused else queue.resume())
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        if paused:
+            message = f"Paused {name}: workers stop claiming its jobs within seconds; running jobs finish."
+        else:
+            message = f"Resumed {name}: workers claim its jobs again within seconds."
+        return self._done(request, message, self.path(request, "queue", queue=name))
+
+    async def cancel_job(self, request: Request) -> Response:
+        await self._form(request)
+        job_id: int = request.path_params["job_id"]
+        outcome = await self.store.cancel(job_id)
+        return self._done(request, _CANCELLED[outcome].format(job_id=job_id), self.path(request, "job", job_id=job_id))
+
+    async def add_schedule(self, request: Request) -> Response:
+        form = await self._form(request)
+        entry = {key: form.get(key, "").strip() for key in ("name", "spec", "queue", "payload")}
+        try:
+            payload = json.loads(entry["payload"]) if entry["payload"] else None
+        except ValueError as exc:
+            return await self._schedules_page(request, entry, f"The payload is not JSON: {exc}.")
+        if any(schedule.name == entry["name"] for schedule in await self.store.schedules()):
+            return await self._schedules_page(request, entry, f"A schedule named {entry['name']!r} exists already.")
+        try:
+            schedule = await self.store.schedule(entry["name"], entry["spec"], entry["queue"], payload)
+        except AlkstoreError as exc:
+            return await self._schedules_page(request, entry, f"{type(exc).__name__}: {exc}")
+        first = instant(schedule.next_boundary)
+        message = f"Added schedule {schedule.name}: {schedule.spec} onto {schedule.queue}, first at {first}."
+        return self._done(request, message, self.path(request, "schedules"))
+
+    async def remove_schedule(self, request: Request) -> Response:
+        await self._form(request)
+        name = request.path_params["schedule"]
+        try:
+            removed = await self.store.unschedule(name)
+        except AlkstoreError as exc:
+            raise HTTPException(404, str(exc)) from None
+        message = f"Removed schedule {name}; jobs it fired stay." if removed else f"No schedule {name}; nothing done."
+        return self._done(request, message, self.path(request, "schedules"))
+
+    async def fire_schedule(self, request: Request) -> Response:
+        await self._form(request)
+        name = request.path_params["schedule"]
+        schedule = next((s for s in await self.store.schedules() if s.name == name), None)
+        if schedule is None:
+            return self._done(request, f"No schedule {name}; nothing done.", self.path(request, "schedules"))
+        job_id = await self.store.queue(schedule.queue).enqueue(schedule.payload, _fire_opts(schedule))
+        next_at = instant(schedule.next_boundary)
+        message = f"Fired {name} now: job {job_id} on {schedule.queue}. Its next boundary stays {next_at}."
+        return self._done(request, message, self.path(request, "job", job_id=job_id))
+
+    async def dead_bulk(self, request: Request) -> Response:
+        """Requeue or purge the chosen dead jobs, after a page that asks to confirm (with or without JavaScript)."""
+        fields = await self._fields(request)
+        action = (fields.get("action") or [""])[0]
+        if action not in _BULK:
+            raise HTTPException(400, f"no such bulk action: {action}")
+        try:
+            ids = sorted({int(value) for value in fields.get("id", [])})
+        except ValueError:
+            raise HTTPException(400, "a job id is not a number") from None
+        if not ids:
+            return self._done(request, "No dead job was chosen; nothing done.", self.path(request, "dead"))
+        if len(ids) > BULK_LIMIT:
+            raise HTTPException(400, f"at most {BULK_LIMIT:,} jobs at once")
+        if (fields.get("confirmed") or [""])[0] != "yes":
+            return self.render(
+                request, "confirm.html", page="dead", action=action, ids=ids, what=(fields.get("what") or [""])[0]
+            )
+        if action == "requeue":
+            count = len(await self.store.requeue_dead_many(ids))
+        else:
+            count = len(await self.store.purge_dead_many(ids))
+        message = f"{_BULK[action]} {count} jobs" + (
+            "." if count == len(ids) else f" ({len(ids) - count} of those chosen were no longer dead)."
+        )
+        return self._done(request, message, self.path(request, "dead"))
+
     async def error(self, request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
@@ -283,6 +461,18 @@ class _Dashboard:
                 Route("/jobs/{job_id:int}/requeue", self.requeue_job, methods=["POST"], name="requeue_job"),
                 Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
                 Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
+                Route("/actions/dead", self.dead_bulk, methods=["POST"], name="dead_bulk"),
+                Route("/actions/pause/{queue:path}", self.pause_queue, methods=["POST"], name="pause_queue"),
+                Route("/actions/resume/{queue:path}", self.resume_queue, methods=["POST"], name="resume_queue"),
+                Route("/jobs/{job_id:int}/cancel", self.cancel_job, methods=["POST"], name="cancel_job"),
+                Route("/actions/schedules", self.add_schedule, methods=["POST"], name="add_schedule"),
+                Route(
+                    "/actions/unschedule/{schedule:path}",
+                    self.remove_schedule,
+                    methods=["POST"],
+                    name="remove_schedule",
+                ),
+                Route("/actions/fire/{schedule:path}", self.fire_schedule, methods=["POST"], name="fire_schedule"),
             ]
         return routes
 
@@ -297,7 +487,8 @@ def create_app(
 ) -> Starlette:
     """The dashboard over ``store``, an ASGI app to serve or mount in a service.
 
-    ``store`` is an open ``AsyncStore`` (the caller closes it), or an async callable opening one,
+    ``store`` is an open ``AsyncStore`` or sync ``Store`` (the caller closes it; a sync store's calls
+    run on worker threads), or an async callable opening an ``AsyncStore``,
     which the app's lifespan calls at startup and whose store it closes at shutdown (a mounted
     app's lifespan does not run: mount one over an open store). With
     ``read_only`` no action is reachable: their routes are absent and no page shows a button.

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import alkstore
 
 from ._security import TOKEN_VARIABLE, bind_refusal
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "add_commands", "check_bind"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "add_commands", "check_bind", "serve_dashboard"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -62,6 +67,44 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"alkstore: serving the dashboard{mode} at {where}; Ctrl-C stops it", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     return 0
+
+
+#: How long ``serve_dashboard`` waits for uvicorn to listen, or to stop (seconds).
+_START_STOP_SECONDS = 30.0
+
+
+@contextmanager
+def serve_dashboard(store: alkstore.Store, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> Iterator[str]:
+    """Serve the dashboard over a sync ``store`` on a thread while the block runs; yield its URL.
+
+    For a process whose store is the sync runtime's (``alkstore demo --web`` finds this through the
+    ``alkstore.dashboards`` entry point). Loopback only: no token, no ``--insecure`` here. Port 0
+    takes a free port. Raises ``ImportError`` without the ``web`` extra.
+    """
+    import uvicorn
+
+    from ._app import create_app
+
+    refusal = bind_refusal(host, token=None, insecure=False)
+    if refusal is not None:
+        raise ValueError(refusal)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.bind((host, port))
+    server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="alkstore-web", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + _START_STOP_SECONDS
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the dashboard's server did not start")
+            time.sleep(0.02)
+        where = host if ":" not in host else f"[{host}]"
+        yield f"http://{where}:{sock.getsockname()[1]}/"
+    finally:
+        server.should_exit = True
+        thread.join(_START_STOP_SECONDS)
+        sock.close()
 
 
 def add_commands(commands: Any) -> None:

@@ -66,18 +66,23 @@ def payload_text(payload: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ErrorGroup:
-    """Dead jobs of one queue that died of the same error (its first line)."""
+    """Dead jobs of one queue and task (``None``: a plain job) that died of exactly the same error text."""
 
     queue: str
-    error: str
+    task: str | None
+    error: str | None
     jobs: tuple[JobInfo, ...]
+
+    @property
+    def ids(self) -> list[int]:
+        return [job.id for job in self.jobs]
 
 
 def error_groups(queue: str, jobs: Iterable[JobInfo]) -> list[ErrorGroup]:
-    """``jobs`` grouped by the first line of their last error, the biggest group first (then by error)."""
-    groups: dict[str, list[JobInfo]] = {}
+    """``jobs`` grouped by task and the exact text of their last error, the biggest group first (then by
+    task and error). Errors that differ in any character, a line or a trailing space, are two groups."""
+    groups: dict[tuple[str | None, str | None], list[JobInfo]] = {}
     for job in jobs:
-        first = (job.last_error or "").strip().splitlines()
-        groups.setdefault(first[0] if first else "(no error recorded)", []).append(job)
-    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
-    return [ErrorGroup(queue, error, tuple(members)) for error, members in ordered]
+        groups.setdefault((job.task, job.last_error), []).append(job)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0][0] or "", item[0][1] or ""))
+    return [ErrorGroup(queue, task, error, tuple(members)) for (task, error), members in ordered]

@@ -21,46 +21,53 @@ SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_6(%(queue)s, %(now)s,
 
 -- -- listings -----------------------------------------------------------------------------------
 
+-- fragment: payload_contains
+-- A listing's payload filter (%(contains)s, JSON text or NULL), as alkstore.engine.payload_contains
+-- decides it: only a payload stored as a JSON object or array (its first byte '[' or '{') is read
+-- as jsonb, so raw bytes behind the codec's NUL never reach the cast. No index serves it.
+(%(contains)s::jsonb IS NULL OR CASE WHEN length(payload) = 0 THEN NULL
+    WHEN get_byte(payload, 0) IN (91, 123) THEN convert_from(payload, 'UTF8')::jsonb END @> %(contains)s::jsonb)
+
 -- name: list_ready
 -- Ready jobs in claim order after the key: the rest of the key's priority and the lower
 -- priorities ({after_ready_tied} and {after_ready_beyond}), each a range of jobs_claim, then
 -- the due 'delayed' rows.
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
-     AND {after_ready_tied}
+     AND {after_ready_tied} AND {payload_contains}
      ORDER BY {order_ready} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
-     AND {after_ready_beyond}
+     AND {after_ready_beyond} AND {payload_contains}
      ORDER BY {order_ready} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s
-     AND {after_ready}
+     AND {after_ready} AND {payload_contains}
      ORDER BY {order_ready} LIMIT %(limit)s)) AS page
 ORDER BY {order_ready} LIMIT %(limit)s
 
 -- name: list_delayed
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at > %(now)s
-     AND {after_delayed}
+     AND {after_delayed} AND {payload_contains}
      ORDER BY {order_delayed} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at > %(now)s
-     AND {after_delayed}
+     AND {after_delayed} AND {payload_contains}
      ORDER BY {order_delayed} LIMIT %(limit)s)) AS page
 ORDER BY {order_delayed} LIMIT %(limit)s
 
 -- name: list_waiting
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
-WHERE queue = %(queue)s AND state = 'waiting' AND {after_waiting} ORDER BY {order_waiting} LIMIT %(limit)s
+WHERE queue = %(queue)s AND state = 'waiting' AND {after_waiting} AND {payload_contains} ORDER BY {order_waiting} LIMIT %(limit)s
 
 -- name: list_running
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
-WHERE queue = %(queue)s AND state = 'running' AND {after_running} ORDER BY {order_running} LIMIT %(limit)s
+WHERE queue = %(queue)s AND state = 'running' AND {after_running} AND {payload_contains} ORDER BY {order_running} LIMIT %(limit)s
 
 -- name: list_dead
 SELECT {dead_as_job}, died_at FROM {s}.dead_jobs
-WHERE queue = %(queue)s AND {after_dead}
+WHERE queue = %(queue)s AND {after_dead} AND {payload_contains}
 ORDER BY {order_dead} LIMIT %(limit)s
 
 -- -- actions ------------------------------------------------------------------------------------
@@ -86,6 +93,9 @@ WITH gone AS (DELETE FROM {s}.dead_jobs WHERE id IN (
     SELECT id FROM {s}.dead_jobs WHERE queue = %(queue)s AND died_at <= %(before)s
     ORDER BY died_at LIMIT %(limit)s) RETURNING 1)
 SELECT count(*) FROM gone
+
+-- name: purge_dead_jobs
+DELETE FROM {s}.dead_jobs WHERE id = ANY(%(ids)s::bigint[]) RETURNING id
 
 -- -- workers ------------------------------------------------------------------------------------
 

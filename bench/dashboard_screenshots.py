@@ -1,0 +1,174 @@
+"""PNG screenshots of the web dashboard for the docs, taken with headless Chromium.
+
+Run by hand (needs the ``web`` and ``test`` extras and Debian's ``chromium`` and
+``chromium-driver``)::
+
+    .venv/bin/python bench/dashboard_screenshots.py [--out docs/img]
+
+It seeds a fresh ``memory://`` store on a manual clock with a small shop's queues (ready,
+delayed, running and dead jobs, two workers, a leader, schedules), lets the overview sample
+the workers' counters a minute's worth of refreshes so its throughput chart has a line, serves
+the dashboard with uvicorn on a free loopback port, and saves ``overview.png``, ``queue.png``,
+``job.png`` and ``dead-letters.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+import threading
+import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+import alkstore
+from alkstore import AsyncStore, EnqueueOpts, ManualClock
+from alkstore._names import SCHEDULER_LOCK
+from alkstore.adapters.web import create_app
+from alkstore.engine import WorkerRecord
+
+START = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+WORKERS = (("web-1:4242", ("emails", "webhooks"), 8), ("batch-1:1177", ("reports", "thumbnails"), 4))
+
+
+async def seed(store: AsyncStore, clock: ManualClock) -> dict[str, int]:
+    """Queues in every phase, dead letters of a few kinds, schedules and a leader; the ids worth a picture."""
+    ids: dict[str, int] = {}
+    await store.schedule("nightly-digest", "@every 1d", "reports", {"kind": "digest"})
+    await store.schedule("sync-crm", "@every 15m", "webhooks", {"target": "crm"})
+    await store.schedule("warm-cache", "@every 5m", "thumbnails", {"sizes": [64, 256]})
+    emails = store.queue("emails")
+    await emails.enqueue_many([{"to": f"user{n}@example.com", "template": "welcome"} for n in range(137)])
+    await emails.enqueue_many([{"to": f"later{n}@example.com"} for n in range(12)], EnqueueOpts(delay=3600))
+    webhooks = store.queue("webhooks")
+    await webhooks.enqueue_many([{"customer": 4200 + n % 7, "event": "invoice.paid"} for n in range(58)])
+    await store.queue("thumbnails").enqueue_many([{"image": f"img/{n}.jpg"} for n in range(9)])
+    await store.queue("reports").enqueue({"kind": "monthly", "month": "2026-02"}, EnqueueOpts(priority=5))
+    errors = [
+        ("webhooks", "ConnectionError: 503 Service Unavailable from https://crm.example.com/hooks", 14),
+        ("webhooks", "TimeoutError: no answer from https://erp.example.com within 10 s", 5),
+        ("emails", "SMTPRecipientsRefused: 550 5.1.1 mailbox unavailable", 3),
+    ]
+    for queue, error, count in errors:
+        made = await store.queue(queue).enqueue_many(
+            [{"customer": 4200 + n, "attempt": "last"} for n in range(count)], EnqueueOpts(priority=9, max_attempts=1)
+        )
+        for _ in made:
+            job = await store.queue(queue).claim("web-1:4242")
+            assert job is not None
+            await job.fail(error)
+        ids.setdefault("dead", made[0])
+    running = await store.queue("reports").claim("batch-1:1177")
+    assert running is not None
+    ids["running"] = running.id
+    return ids
+
+
+async def lead(store: AsyncStore, at: datetime) -> None:
+    """A scheduler leader holding its lease as of ``at``."""
+    assert await store.engine.try_lock(SCHEDULER_LOCK, "sched-1:880:1772443800:9c21", at, at + timedelta(seconds=30))
+
+
+async def report_workers(store: AsyncStore, at: datetime, step: int) -> None:
+    """Both workers' reports as of ``at``: counters growing at a pace that wanders a little."""
+    for n, (worker_id, queues, concurrency) in enumerate(WORKERS):
+        pace = (14, 5)[n]
+        processed = sum(pace + (k * 7 + n * 3) % 9 for k in range(step)) * 2
+        failed = sum(1 for k in range(step) if (k + n) % 6 == 0)
+        host, pid = worker_id.split(":")
+        record = WorkerRecord(
+            worker_id,
+            host,
+            int(pid),
+            queues,
+            concurrency,
+            START - timedelta(hours=3),
+            at,
+            running=concurrency // 2,
+            processed=1200 + processed,
+            failed=7 + failed,
+        )
+        await store.engine.record_worker(record)
+
+
+def chrome() -> Any:
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,900",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+    ):
+        options.add_argument(argument)
+    return webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "img")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    clock = ManualClock(START)
+    opened: dict[str, Any] = {}
+
+    async def open_store() -> AsyncStore:
+        store = await alkstore.open_async("memory://", clock=clock)
+        opened.update(store=store, loop=asyncio.get_running_loop(), ids=await seed(store, clock))
+        return store
+
+    server = uvicorn.Server(uvicorn.Config(create_app(open_store), log_level="warning", lifespan="on"))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+
+    def call(coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, opened["loop"]).result(30)
+
+    try:
+        for step in range(31):  # a minute of refreshes, two seconds apart
+            call(report_workers(opened["store"], clock.now(), step))
+            urllib.request.urlopen(url + "/fragments/overview", timeout=30).read()
+            clock.advance(timedelta(seconds=2))
+        call(report_workers(opened["store"], clock.now(), 31))
+        call(lead(opened["store"], clock.now()))
+        driver = chrome()
+        try:
+            pages = {
+                "overview.png": "/",
+                "queue.png": "/queues/webhooks?contains=%7B%22customer%22%3A+4203%7D",
+                "job.png": f"/jobs/{opened['ids']['dead']}",
+                "dead-letters.png": "/dead",
+            }
+            for name, path in pages.items():
+                driver.get(url + path)
+                height = driver.execute_script("return document.documentElement.scrollHeight")
+                driver.set_window_size(1280, min(max(int(height), 600), 1800))
+                driver.save_screenshot(str(args.out / name))
+                print(f"wrote {args.out / name}")
+        finally:
+            driver.quit()
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

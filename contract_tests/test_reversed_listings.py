@@ -1,0 +1,67 @@
+"""``Store.jobs(..., reverse=True)``: each phase's listing in its order turned round, paged alike, on every engine."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from alkstore import EnqueueOpts, InvalidArgument, InvalidOptions, JobPhase, ManualClock, Store
+
+
+def listed(store: Store, phase: JobPhase, *, reverse: bool, limit: int, **filters: Any) -> list[int]:
+    found: list[int] = []
+    cursor: str | None = None
+    while True:
+        page = store.jobs("mixed", phase, limit=limit, cursor=cursor, reverse=reverse, **filters)
+        found += [job.id for job in page.jobs]
+        if page.cursor is None:
+            return found
+        cursor = page.cursor
+
+
+def fill(store: Store, clock: ManualClock) -> None:
+    """Jobs of every phase, with ties on priority and instants, so every field of each order counts."""
+    queue = store.queue("mixed")
+    for n in range(12):
+        queue.enqueue({"n": n, "even": n % 2 == 0}, EnqueueOpts(priority=n % 3))
+        if n % 4 == 0:
+            clock.advance(timedelta(seconds=1))
+    for n in range(5):
+        queue.enqueue({"n": 100 + n}, EnqueueOpts(delay=60 * (n % 2 + 1)))
+    queue.enqueue({"key": 1}, EnqueueOpts(ordering_key="k"))
+    queue.enqueue({"key": 2}, EnqueueOpts(ordering_key="k"))  # waits behind the first
+    for n in range(6):
+        job = queue.claim(f"w{n}")
+        assert job is not None
+        if n % 2:
+            job.fail("boom")
+            clock.advance(timedelta(seconds=n % 3))
+
+
+@pytest.mark.parametrize("phase", list(JobPhase))
+def test_a_reversed_listing_is_the_listing_turned_round_page_after_page(
+    store: Store, clock: ManualClock, phase: JobPhase
+) -> None:
+    fill(store, clock)
+    forward = listed(store, phase, reverse=False, limit=1000)
+    assert forward, f"the scenario leaves no {phase.value} job"
+    for limit in (1, 2, 1000):
+        assert listed(store, phase, reverse=True, limit=limit) == forward[::-1], limit
+    evens = listed(store, phase, reverse=False, limit=1000, contains={"even": True})
+    assert listed(store, phase, reverse=True, limit=2, contains={"even": True}) == evens[::-1]
+
+
+def test_a_cursor_belongs_to_its_direction(store: Store, clock: ManualClock) -> None:
+    fill(store, clock)
+    forward = store.jobs("mixed", JobPhase.READY, limit=1)
+    backward = store.jobs("mixed", JobPhase.READY, limit=1, reverse=True)
+    assert forward.cursor is not None
+    assert backward.cursor is not None
+    with pytest.raises(InvalidOptions, match="in reverse"):
+        store.jobs("mixed", JobPhase.READY, cursor=forward.cursor, reverse=True)
+    with pytest.raises(InvalidOptions):
+        store.jobs("mixed", JobPhase.READY, cursor=backward.cursor)
+    with pytest.raises(InvalidArgument, match="reverse must be a bool"):
+        store.jobs("mixed", reverse="yes")  # type: ignore[arg-type]
