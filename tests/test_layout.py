@@ -15,7 +15,14 @@ ADAPTERS = ROOT / "adapters" / "alkstore" / "adapters"
 
 
 #: What an adapter may import of core: these modules (and whatever they export that is not private).
-PUBLIC_CORE = {"alkstore", "alkstore.engine", "alkstore.errors", "alkstore.telemetry", "alkstore.testing"}
+PUBLIC_CORE = {
+    "alkstore",
+    "alkstore.display",
+    "alkstore.engine",
+    "alkstore.errors",
+    "alkstore.telemetry",
+    "alkstore.testing",
+}
 
 
 def adapter_names() -> list[str]:

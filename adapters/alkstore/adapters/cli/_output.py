@@ -10,8 +10,10 @@ import base64
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TextIO
+
+from alkstore.display import span
 
 __all__ = ["Column", "capped", "count", "dump", "fit", "iso", "payload_json", "payload_text", "span", "table", "when"]
 
@@ -27,20 +29,6 @@ def iso(instant: datetime | None) -> str | None:
 def when(instant: datetime | None) -> str:
     """An instant as a table shows it: UTC to the second."""
     return "-" if instant is None else instant.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def span(delta: timedelta) -> str:
-    """A duration in at most 7 characters: ``0s``, ``12.3s``, ``4m05s``, ``3h12m``, ``2d04h``."""
-    seconds = max(delta.total_seconds(), 0.0)
-    if seconds < 60:
-        return "0s" if seconds == 0 else f"{seconds:.1f}s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 86400:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    days = whole // 86400
-    return f"{days}d{whole % 86400 // 3600:02d}h" if days < 100 else f"{days}d"
 
 
 def count(value: int, width: int) -> str:

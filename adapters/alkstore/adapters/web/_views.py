@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from alkstore import JobInfo
+from alkstore.display import span
 
 __all__ = ["ErrorGroup", "capped", "error_groups", "instant", "payload_text", "span"]
 
@@ -19,19 +20,6 @@ __all__ = ["ErrorGroup", "capped", "error_groups", "instant", "payload_text", "s
 def capped(value: int, cap: int | None) -> str:
     """A queue's count as ``alkstore status`` shows it: ``10,000+`` where counting stopped at the cap."""
     return f"{value:,}+" if cap is not None and value >= cap else f"{value:,}"
-
-
-def span(delta: timedelta) -> str:
-    """A duration, short: ``0s``, ``12.3s``, ``4m05s``, ``3h12m``, ``2d04h`` (negative durations show as 0s)."""
-    seconds = max(delta.total_seconds(), 0.0)
-    if seconds < 60:
-        return "0s" if seconds == 0 else f"{seconds:.1f}s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 86400:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
 
 
 def instant(at: datetime | None) -> str:
