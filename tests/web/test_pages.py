@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from functools import partial
 from urllib.parse import urlencode
 
 from alkstore import JobPhase
@@ -124,6 +125,30 @@ def test_a_payload_the_codec_cannot_decode_shows_as_bytes(served: Served) -> Non
     seeded = served.call(seed, served.store)
     shown = text(served.client().get(f"/jobs/{seeded.ids['raw']}").text)
     assert "2 bytes: b'\\xff\\x00'" in shown
+
+
+def test_a_done_job_whose_queue_keeps_results_shows_its_result_and_earlier_failures(served: Served) -> None:
+    queue = served.store.queue("billing")
+    served.call(partial(queue.configure, keep_results=3600))
+    job_id = served.call(queue.enqueue, {"invoice": 7})
+    first = served.call(queue.claim, "web-1:4242")
+    assert first is not None
+    served.call(first.retry, ValueError("card declined <b>"), 0)
+    second = served.call(queue.claim, "web-2:99")
+    assert second is not None
+    served.call(second.ack, {"total": "<script>alert(1)</script>"})
+    kept = served.call(served.store.result, job_id)
+    assert kept is not None
+    page = served.client().get(f"/jobs/{job_id}")
+    assert page.status_code == 200
+    shown = text(page.text)
+    assert f"done (its result is kept until {kept.keep_until:%Y-%m-%d %H:%M:%S} UTC)" in shown
+    assert "Attempts 2 of" in shown
+    assert "Workers web-1:4242, web-2:99" in shown
+    assert '"total": "<script>alert(1)</script>"' in shown
+    assert "<script>alert" not in page.text
+    assert "card declined <b>" in shown
+    assert '"invoice": 7' in shown
 
 
 def test_a_missing_job_is_a_404_that_says_so(served: Served) -> None:

@@ -275,9 +275,12 @@ class _Dashboard:
     async def job(self, request: Request) -> Response:
         job_id: int = request.path_params["job_id"]
         job = await self.store.get_job(job_id)
-        if job is None:
-            return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
-        return self.render(request, "job.html", page="job", job=job, at=self.store.clock.now())
+        if job is not None:
+            return self.render(request, "job.html", page="job", job=job, at=self.store.clock.now())
+        kept = await self.store.result(job_id)  # done, on a queue that keeps results (ADR 042)
+        if kept is not None:
+            return self.render(request, "result.html", page="job", result=kept)
+        return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
 
     async def dead(self, request: Request) -> Response:
         groups = []

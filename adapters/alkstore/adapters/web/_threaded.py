@@ -23,6 +23,7 @@ from alkstore import (
     JobInfo,
     JobPage,
     JobPhase,
+    JobResult,
     Leader,
     Queue,
     QueueDefaults,
@@ -95,6 +96,9 @@ class ThreadedStore:
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         return await _run(self._store.get_job, job_id)
+
+    async def result(self, job_id: int) -> JobResult | None:
+        return await _run(self._store.result, job_id)
 
     async def leader(self) -> Leader | None:
         return await _run(self._store.leader)
