@@ -40,11 +40,6 @@ def enqueue(
     return job
 
 
-def _fence(job: Job) -> int:
-    """The claim's fence, which ``Job`` keeps but does not publish."""
-    return job._record.fence
-
-
 def claim(writer: HistoryWriter, store: alkstore.Store, queue: str) -> Job | None:
     """Claim one job of ``queue`` as this process; log the claim with its fence and lease end."""
     began = time.monotonic()
@@ -55,7 +50,7 @@ def claim(writer: HistoryWriter, store: alkstore.Store, queue: str) -> Job | Non
             Kind.CLAIM,
             began=began,
             job=job.id,
-            fence=_fence(job),
+            fence=job.fence,
             worker=writer.process,
             lease_until=job.lease_until.timestamp(),
         )
@@ -64,7 +59,7 @@ def claim(writer: HistoryWriter, store: alkstore.Store, queue: str) -> Job | Non
 
 def run(writer: HistoryWriter, job: Job, body: Callable[[], object]) -> None:
     """Run ``body`` as the job's task, between a ``run_start`` and a ``run_end``."""
-    fields: dict[str, Any] = {"job": job.id, "fence": _fence(job), "worker": writer.process}
+    fields: dict[str, Any] = {"job": job.id, "fence": job.fence, "worker": writer.process}
     writer.log(Kind.RUN_START, **fields)
     try:
         body()
@@ -74,7 +69,7 @@ def run(writer: HistoryWriter, job: Job, body: Callable[[], object]) -> None:
 
 def ack(writer: HistoryWriter, job: Job) -> bool:
     """Ack the job: its intent, then the outcome (``ok`` false when refused as stale); whether it took."""
-    fields: dict[str, Any] = {"job": job.id, "fence": _fence(job), "worker": writer.process}
+    fields: dict[str, Any] = {"job": job.id, "fence": job.fence, "worker": writer.process}
     began = writer.log(Kind.ACK, **fields).mono
     try:
         job.ack()
@@ -87,7 +82,7 @@ def ack(writer: HistoryWriter, job: Job) -> bool:
 
 def retry(writer: HistoryWriter, job: Job, error: str) -> bool:
     """Retry the job (it buries itself on its last attempt); logged only when it took."""
-    fields: dict[str, Any] = {"job": job.id, "fence": _fence(job), "worker": writer.process}
+    fields: dict[str, Any] = {"job": job.id, "fence": job.fence, "worker": writer.process}
     last = job.attempts >= job.max_attempts
     began = time.monotonic()
     try:
