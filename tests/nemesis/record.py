@@ -15,7 +15,7 @@ from alkstore import EnqueueOpts, Job, LeaseLost
 
 from .history import HistoryWriter, Kind
 
-__all__ = ["ack", "claim", "enqueue", "retry", "run"]
+__all__ = ["ack", "claim", "enqueue", "outbox", "retry", "run"]
 
 
 class _RollBack(Exception):
@@ -38,6 +38,29 @@ def enqueue(
         return job
     writer.log(Kind.ENQUEUE_COMMITTED, began=began, job=job, queue=queue, tag=tag, max_attempts=max_attempts)
     return job
+
+
+def outbox(
+    writer: HistoryWriter,
+    store: alkstore.Store,
+    name: str,
+    message: str,
+    key: str,
+    *,
+    commit: bool = True,
+    **payload: Any,
+) -> None:
+    """Add ``message`` to the outbox ``name`` under the ordering key ``key``, in a transaction of the
+    caller's that commits or rolls back; only a commit is logged (a rolled-back message promises nothing)."""
+    began = time.monotonic()
+    try:
+        with store.transaction() as tx:
+            store.outbox_enqueue_tx(tx, name, {"message": message, **payload}, EnqueueOpts(ordering_key=key))
+            if not commit:
+                raise _RollBack
+    except _RollBack:
+        return
+    writer.log(Kind.OUTBOX_COMMIT, began=began, message=message, key=key, queue=name)
 
 
 def claim(writer: HistoryWriter, store: alkstore.Store, queue: str) -> Job | None:
