@@ -50,8 +50,9 @@ BACKOFF_S = 0.2
 KEYS = tuple(f"k{n}" for n in range(5))
 KEY_SPAN = 100
 #: Job tags by weight: ``ok`` runs and acks; ``fail`` fails its first attempt; ``bury`` fails
-#: every attempt (it goes dead); ``slow`` sleeps past its lease on its first attempt.
-TAGS = {"ok": 80, "fail": 14, "bury": 4, "slow": 2}
+#: every attempt (it goes dead); ``slow`` sleeps past its lease on its first attempt, and most
+#: of a lease on the next, so the first holder's late ack comes while the next holder runs.
+TAGS = {"ok": 78, "fail": 14, "bury": 4, "slow": 4}
 
 
 T = TypeVar("T")
@@ -97,8 +98,8 @@ def _body(job: Job) -> Callable[[], None]:
     tag = job.payload["tag"]
 
     def body() -> None:
-        if tag == "slow" and job.attempts == 1:
-            time.sleep(LEASE_S + 0.5)
+        if tag == "slow":  # past the lease, then (the next holder) within it: the stale ack lands mid-run
+            time.sleep(LEASE_S * (1.5 if job.attempts == 1 else 0.8))
         if tag == "bury" or (tag == "fail" and job.attempts == 1):
             raise RuntimeError(f"{tag} on cue")
 
