@@ -27,9 +27,9 @@ from typing import IO
 import alkstore
 from tests.postgres._proxy import Proxy
 
-from .checker import Params
+from .checker import Params, judged_boundaries
 from .harness import check_run, read_snapshot
-from .history import HistoryWriter, Kind
+from .history import HistoryWriter, Kind, load_history
 from .proc import LEASE_S, OUTBOX, QUEUE, sink_messages
 
 __all__ = ["FAULT_KINDS", "PARAMS", "Config", "Result", "main", "nemesis_run"]
@@ -84,6 +84,8 @@ class Result:
     #: Processes that exited on their own (a crash), with their exit status.
     crashed: list[str] = field(default_factory=list)
     drained: bool = False
+    #: How many schedule boundaries ``missed_fire`` judged (the rest lay near a fault).
+    judged: int = 0
     seconds: float = 0.0
 
 
@@ -344,6 +346,7 @@ def nemesis_run(config: Config, dsn: str, out: Path) -> Result:
                 nemesis.close()
         (out / "snapshot.json").write_text(snapshot.to_json(), encoding="utf-8")
         result.anomalies = check_run(out, PARAMS)
+        result.judged = judged_boundaries(load_history(out / "history"), PARAMS)
     finally:
         drop_schema(dsn, schema)
     result.seconds = time.monotonic() - began
@@ -379,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     result = nemesis_run(config, dsn, args.out)
     print(f"{result.operations} operations in {result.seconds:.0f} s; faults {dict(sorted(result.faults.items()))}")
-    print(f"drained: {result.drained}; crashed: {result.crashed or 'none'}")
+    print(f"drained: {result.drained}; crashed: {result.crashed or 'none'}; boundaries judged: {result.judged}")
     print("\n".join(result.anomalies) if result.anomalies else "no anomaly")
     return 1 if result.anomalies or result.crashed or not result.drained else 0
 
