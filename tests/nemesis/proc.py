@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,8 +58,15 @@ TAGS = {"ok": 78, "fail": 14, "bury": 4, "slow": 4}
 T = TypeVar("T")
 
 
-def _open(args: argparse.Namespace, max_size: int = 2) -> alkstore.Store:
-    return alkstore.open(args.url, schema=args.schema, min_size=0, max_size=max_size)
+@contextlib.contextmanager
+def _opened(args: argparse.Namespace, stop: StopToken) -> Iterator[alkstore.Store | None]:
+    """The run's store (a pool of two), opened however long an outage lasts; ``None`` if stopped first."""
+    store = _patiently(stop, lambda: alkstore.open(args.url, schema=args.schema, min_size=0, max_size=2))
+    try:
+        yield store
+    finally:
+        if store is not None:
+            store.close()
 
 
 def _patiently(stop: StopToken, step: Callable[[], T]) -> T | None:
@@ -77,8 +84,8 @@ def produce(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) ->
     rng = random.Random(args.seed)
     tags, weights = list(TAGS), list(TAGS.values())
     sent = 0
-    with _open(args) as store:
-        while not stop.is_cancelled():
+    with _opened(args, stop) as store:
+        while store is not None and not stop.is_cancelled():
             commit = rng.random() < 0.5
             try:
                 if rng.random() < 0.7:
@@ -108,8 +115,8 @@ def _body(job: Job) -> Callable[[], None]:
 
 def work(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) -> None:
     """A thin worker loop of claim, run, then ack or retry, every step recorded."""
-    with _open(args) as store:
-        while not stop.is_cancelled():
+    with _opened(args, stop) as store:
+        while store is not None and not stop.is_cancelled():
             try:
                 job = record.claim(writer, store, QUEUE)
                 if job is None:
@@ -143,8 +150,11 @@ def schedule(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken, e
     def on_fire(fire: Fire) -> None:
         writer.log(Kind.SCHEDULE_FIRE, schedule=fire.schedule, boundary=fire.boundary.timestamp())
 
-    with _open(args) as store:
-        stored = _patiently(stop, lambda: store.schedule(SCHEDULE, f"@every {INTERVAL_S:g}s", PULSES))
+    with _opened(args, stop) as store:
+        if store is None:
+            return
+        opened = store
+        stored = _patiently(stop, lambda: opened.schedule(SCHEDULE, f"@every {INTERVAL_S:g}s", PULSES))
         if stored is None:
             return
         writer.log(
@@ -176,8 +186,9 @@ def deliver(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) ->
         writer.log(Kind.DELIVERY, began=began, message=payload["message"], key=job.ordering_key)
 
     try:
-        with _open(args) as store:
-            store.outbox(OUTBOX).run(writer.process, delivery, stop, poll_interval=0.2)
+        with _opened(args, stop) as store:
+            if store is not None:
+                store.outbox(OUTBOX).run(writer.process, delivery, stop, poll_interval=0.2)
     finally:
         os.close(sink)
 
