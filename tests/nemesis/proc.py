@@ -51,8 +51,9 @@ KEYS = tuple(f"k{n}" for n in range(5))
 KEY_SPAN = 100
 #: Job tags by weight: ``ok`` runs and acks; ``fail`` fails its first attempt; ``bury`` fails
 #: every attempt (it goes dead); ``slow`` sleeps past its lease on its first attempt, and most
-#: of a lease on the next, so the first holder's late ack comes while the next holder runs.
-TAGS = {"ok": 78, "fail": 14, "bury": 4, "slow": 4}
+#: of a lease on the next, so the first holder's late ack comes while the next holder runs; ``beat``
+#: runs for two leases, heartbeating every 0.4 of one (it stops early once its lease is lost).
+TAGS = {"ok": 78, "fail": 14, "bury": 4, "slow": 2, "beat": 2}
 
 
 T = TypeVar("T")
@@ -100,11 +101,24 @@ def produce(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) ->
             stop.wait(rng.uniform(0.0, 2.0 / args.rate))
 
 
-def _body(job: Job) -> Callable[[], None]:
+def _beat(writer: HistoryWriter, job: Job) -> None:
+    """Two leases of work, heartbeating through them; an outage's heartbeat is skipped, a lost lease ends it."""
+    for _ in range(5):
+        time.sleep(LEASE_S * 0.4)
+        try:
+            if not record.heartbeat(writer, job):
+                return
+        except DatabaseUnavailable:
+            continue
+
+
+def _body(writer: HistoryWriter, job: Job) -> Callable[[], None]:
     """What the job's tag asks of this attempt."""
     tag = job.payload["tag"]
 
     def body() -> None:
+        if tag == "beat":
+            _beat(writer, job)
         if tag == "slow":  # past the lease, then (the next holder) within it: the stale ack lands mid-run
             time.sleep(LEASE_S * (1.5 if job.attempts == 1 else 0.8))
         if tag == "bury" or (tag == "fail" and job.attempts == 1):
@@ -123,7 +137,7 @@ def work(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) -> No
                     stop.wait(0.05)
                     continue
                 try:
-                    record.run(writer, job, _body(job))
+                    record.run(writer, job, _body(writer, job))
                 except RuntimeError as exc:
                     record.retry(writer, job, str(exc))
                 else:
@@ -211,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--schema", required=True)
     parser.add_argument("--run", type=Path, required=True, help="the run directory")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rate", type=float, default=40.0, help="a producer's steps per second, about")
+    parser.add_argument("--rate", type=float, default=25.0, help="a producer's steps per second, about")
     args = parser.parse_args(argv)
     signals = {signal.SIGTERM, signal.SIGINT, signal.SIGUSR1}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # the threads started below inherit the mask

@@ -15,7 +15,7 @@ from alkstore import EnqueueOpts, Job, LeaseLost
 
 from .history import HistoryWriter, Kind
 
-__all__ = ["ack", "claim", "enqueue", "outbox", "retry", "run"]
+__all__ = ["ack", "claim", "enqueue", "heartbeat", "outbox", "retry", "run"]
 
 
 class _RollBack(Exception):
@@ -88,6 +88,18 @@ def run(writer: HistoryWriter, job: Job, body: Callable[[], object]) -> None:
         body()
     finally:
         writer.log(Kind.RUN_END, **fields)
+
+
+def heartbeat(writer: HistoryWriter, job: Job) -> bool:
+    """Extend the job's lease; log the new lease end when it took; whether it did (``False``: lost)."""
+    began = time.monotonic()
+    try:
+        until = job.heartbeat()
+    except LeaseLost:
+        return False
+    fields: dict[str, Any] = {"job": job.id, "fence": job.fence, "worker": writer.process}
+    writer.log(Kind.HEARTBEAT, began=began, lease_until=until.timestamp(), **fields)
+    return True
 
 
 def ack(writer: HistoryWriter, job: Job) -> bool:

@@ -64,7 +64,7 @@ class Config:
     schedulers: int = 2
     couriers: int = 2
     #: A producer's steps per second, about.
-    rate: float = 40.0
+    rate: float = 25.0
     #: The most the drain may take, seconds.
     drain_s: float = 120.0
 

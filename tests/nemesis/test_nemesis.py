@@ -36,6 +36,7 @@ def test_a_short_nemesis_run_injects_every_fault_and_the_checker_finds_no_anomal
     lived = {
         Kind.ENQUEUE_COMMITTED,
         Kind.ENQUEUE_ROLLED_BACK,
+        Kind.HEARTBEAT,
         Kind.ACK,
         Kind.RETRY,
         Kind.BURY,
