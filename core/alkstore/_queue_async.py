@@ -146,6 +146,12 @@ class AsyncJob(JobInfo):
     _claimed_at: datetime | None = field(default=None, repr=False, kw_only=True)
 
     @property
+    def fence(self) -> int:
+        """This claim's fencing token: it grows with every claim of the job, so a holder whose lease
+        lapsed (a lower fence) is refused; a log of claims keyed by it tells the claims apart (ADR 009)."""
+        return self._record.fence
+
+    @property
     def stop(self) -> StopToken:
         """Cancelled when this claim should end early: its lease was lost, its timeout passed, or its
         worker is stopping at once. Long work checks it and returns; its outcome would not count."""

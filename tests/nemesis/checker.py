@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from .history import Event, Kind, Snapshot
 
-__all__ = ["Anomaly", "AnomalyKind", "Params", "check"]
+__all__ = ["Anomaly", "AnomalyKind", "Params", "check", "judged_boundaries"]
 
 
 class AnomalyKind(StrEnum):
@@ -216,11 +216,12 @@ def _outages(history: Sequence[Event], end: float) -> list[tuple[float, float]]:
     return spans
 
 
-def _missed_fires(history: Sequence[Event], params: Params) -> Iterator[Anomaly]:
-    """Every boundary fires, unless an outage covers it or a fault lies within ``ttl + catch_up`` of it.
+def _due_boundaries(history: Sequence[Event], params: Params) -> Iterator[tuple[Event, float, bool]]:
+    """Each registered schedule's boundaries due by the end: its registration, the boundary, whether it is judged.
 
-    Near a fault a boundary may be late, or skipped by catch-up's skip-forward (ADR 003), so it
-    is not required; nor is one whose deadline falls after the history's end.
+    A boundary is not judged when an outage covers it or a fault lies within ``ttl + catch_up``
+    of it: near a fault it may be late, or skipped by catch-up's skip-forward (ADR 003). One
+    whose deadline falls after the history's end is not due.
     """
     if not history:
         return
@@ -228,11 +229,10 @@ def _missed_fires(history: Sequence[Event], params: Params) -> Iterator[Anomaly]
     grace = params.ttl + params.catch_up + params.slack
     faults = [fault.wall for fault in _of(history, Kind.FAULT)]
     outages = _outages(history, end)
-    fired = {(fire.schedule, _boundary_key(fire.boundary)) for fire in _of(history, Kind.SCHEDULE_FIRE)}
     registered: dict[str | None, Event] = {}
     for register in _of(history, Kind.SCHEDULE_REGISTER):
         registered.setdefault(register.schedule, register)
-    for schedule, register in registered.items():
+    for register in registered.values():
         first, interval = register.boundary, register.interval
         assert first is not None
         assert interval is not None
@@ -242,8 +242,21 @@ def _missed_fires(history: Sequence[Event], params: Params) -> Iterator[Anomaly]
             if boundary + grace > end:
                 break
             exempt = any(lo <= boundary <= hi for lo, hi in outages) or any(abs(t - boundary) <= grace for t in faults)
-            if not exempt and (schedule, _boundary_key(boundary)) not in fired:
-                yield Anomaly(AnomalyKind.MISSED_FIRE, f"schedule {schedule} at {boundary}", (register,))
+            yield register, boundary, not exempt
+
+
+def judged_boundaries(events: Sequence[Event], params: Params) -> int:
+    """How many boundaries ``missed_fire`` judges in ``events``: a run whose faults excuse them all checks none."""
+    history = sorted(events, key=lambda event: (event.mono, event.process, event.seq))
+    return sum(judged for _, _, judged in _due_boundaries(history, params))
+
+
+def _missed_fires(history: Sequence[Event], params: Params) -> Iterator[Anomaly]:
+    """Every boundary fires, unless it is excused (``_due_boundaries``)."""
+    fired = {(fire.schedule, _boundary_key(fire.boundary)) for fire in _of(history, Kind.SCHEDULE_FIRE)}
+    for register, boundary, judged in _due_boundaries(history, params):
+        if judged and (register.schedule, _boundary_key(boundary)) not in fired:
+            yield Anomaly(AnomalyKind.MISSED_FIRE, f"schedule {register.schedule} at {boundary}", (register,))
 
 
 def _delivered(history: Sequence[Event], snapshot: Snapshot) -> set[str]:

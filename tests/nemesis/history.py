@@ -40,8 +40,9 @@ class Kind(StrEnum):
     SNAPSHOT = "snapshot"
 
 
-#: The fault actions a nemesis records (``Event.action``); ``cut`` opens an outage, ``heal`` ends it.
-FAULT_ACTIONS = frozenset({"kill", "stop", "cont", "restart", "cut", "heal"})
+#: The fault actions a nemesis records (``Event.action``); ``cut`` opens an outage, ``heal`` ends it;
+#: ``exhaust`` has a scheduler hold every connection of its pool for a while.
+FAULT_ACTIONS = frozenset({"kill", "stop", "cont", "restart", "cut", "heal", "exhaust"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from alkstore import EnqueueOpts, Job, LeaseLost
 
 from .history import HistoryWriter, Kind
 
-__all__ = ["ack", "claim", "enqueue", "retry", "run"]
+__all__ = ["ack", "claim", "enqueue", "heartbeat", "outbox", "retry", "run"]
 
 
 class _RollBack(Exception):
@@ -40,9 +40,27 @@ def enqueue(
     return job
 
 
-def _fence(job: Job) -> int:
-    """The claim's fence, which ``Job`` keeps but does not publish."""
-    return job._record.fence
+def outbox(
+    writer: HistoryWriter,
+    store: alkstore.Store,
+    name: str,
+    message: str,
+    key: str,
+    *,
+    commit: bool = True,
+    **payload: Any,
+) -> None:
+    """Add ``message`` to the outbox ``name`` under the ordering key ``key``, in a transaction of the
+    caller's that commits or rolls back; only a commit is logged (a rolled-back message promises nothing)."""
+    began = time.monotonic()
+    try:
+        with store.transaction() as tx:
+            store.outbox_enqueue_tx(tx, name, {"message": message, **payload}, EnqueueOpts(ordering_key=key))
+            if not commit:
+                raise _RollBack
+    except _RollBack:
+        return
+    writer.log(Kind.OUTBOX_COMMIT, began=began, message=message, key=key, queue=name)
 
 
 def claim(writer: HistoryWriter, store: alkstore.Store, queue: str) -> Job | None:
@@ -55,7 +73,7 @@ def claim(writer: HistoryWriter, store: alkstore.Store, queue: str) -> Job | Non
             Kind.CLAIM,
             began=began,
             job=job.id,
-            fence=_fence(job),
+            fence=job.fence,
             worker=writer.process,
             lease_until=job.lease_until.timestamp(),
         )
@@ -64,7 +82,7 @@ def claim(writer: HistoryWriter, store: alkstore.Store, queue: str) -> Job | Non
 
 def run(writer: HistoryWriter, job: Job, body: Callable[[], object]) -> None:
     """Run ``body`` as the job's task, between a ``run_start`` and a ``run_end``."""
-    fields: dict[str, Any] = {"job": job.id, "fence": _fence(job), "worker": writer.process}
+    fields: dict[str, Any] = {"job": job.id, "fence": job.fence, "worker": writer.process}
     writer.log(Kind.RUN_START, **fields)
     try:
         body()
@@ -72,9 +90,21 @@ def run(writer: HistoryWriter, job: Job, body: Callable[[], object]) -> None:
         writer.log(Kind.RUN_END, **fields)
 
 
+def heartbeat(writer: HistoryWriter, job: Job) -> bool:
+    """Extend the job's lease; log the new lease end when it took; whether it did (``False``: lost)."""
+    began = time.monotonic()
+    try:
+        until = job.heartbeat()
+    except LeaseLost:
+        return False
+    fields: dict[str, Any] = {"job": job.id, "fence": job.fence, "worker": writer.process}
+    writer.log(Kind.HEARTBEAT, began=began, lease_until=until.timestamp(), **fields)
+    return True
+
+
 def ack(writer: HistoryWriter, job: Job) -> bool:
     """Ack the job: its intent, then the outcome (``ok`` false when refused as stale); whether it took."""
-    fields: dict[str, Any] = {"job": job.id, "fence": _fence(job), "worker": writer.process}
+    fields: dict[str, Any] = {"job": job.id, "fence": job.fence, "worker": writer.process}
     began = writer.log(Kind.ACK, **fields).mono
     try:
         job.ack()
@@ -87,7 +117,7 @@ def ack(writer: HistoryWriter, job: Job) -> bool:
 
 def retry(writer: HistoryWriter, job: Job, error: str) -> bool:
     """Retry the job (it buries itself on its last attempt); logged only when it took."""
-    fields: dict[str, Any] = {"job": job.id, "fence": _fence(job), "worker": writer.process}
+    fields: dict[str, Any] = {"job": job.id, "fence": job.fence, "worker": writer.process}
     last = job.attempts >= job.max_attempts
     began = time.monotonic()
     try:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .checker import AnomalyKind, check
+from .checker import AnomalyKind, check, judged_boundaries
 from .history import Event, HistoryWriter, Kind, Snapshot, load_history, load_snapshot
 from .model import PARAMS, PLANTS, Recorder, clean_histories
 
@@ -95,6 +95,18 @@ def test_a_boundary_near_a_fault_may_go_unfired_but_one_far_from_it_may_not() ->
     assert [(a.kind, a.subject, a.evidence) for a in check(rec.events, rec.snapshot(), PARAMS)] == [
         (AnomalyKind.MISSED_FIRE, f"schedule far at {far}", (register_far,))
     ]
+
+
+def test_only_the_boundaries_far_from_every_fault_are_counted_as_judged() -> None:
+    rec = Recorder()
+    grace = PARAMS.ttl + PARAMS.catch_up
+    rec.register("near", rec.now + 0.5, 1e6, ticking=False)
+    rec.log(Kind.FAULT, "nemesis", action="kill", target="scheduler-0")
+    rec.advance(grace + 1)
+    rec.register("far", rec.now, 1e6, ticking=False)
+    rec.finish()
+    assert judged_boundaries(rec.events, PARAMS) == 1
+    assert judged_boundaries([e for e in rec.events if e.schedule != "far"], PARAMS) == 0
 
 
 def test_keyed_order_is_checked_only_in_the_outboxes_that_keep_it() -> None:
