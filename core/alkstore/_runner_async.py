@@ -3,7 +3,8 @@
 Leadership is the engine's own lock ``__alkstore_scheduler`` under an owner token unique to
 this runner instance. The lease (10 s) is renewed at the top of every iteration, which alone
 decides loss, between the transactions of a large tick, and every 2 s across the sleep, which
-is cut in 1 s slices so a stop or a newly registered schedule is noticed within a slice.
+is cut in 1 s slices so a stop is noticed within a slice; each renewal across the sleep also
+reads the soonest boundary, so a newly registered schedule is noticed within one (ADR 044).
 Correctness never rests on the sleep: every tick locks what it fires.
 
 Through an outage (``DatabaseUnavailable``) the leader keeps trying while its lease could
@@ -187,7 +188,8 @@ class _Stopped(Exception):
 
 
 async def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> None:
-    """Sleep in slices until ``deadline`` (re-read each slice), renewing the lease on the way.
+    """Sleep in slices until ``deadline``, renewing the lease on the way; each renewal also re-reads the
+    soonest boundary (one statement, ADR 044), so a sooner one registered meanwhile moves the deadline.
 
     A failed renewal here ends the sleep early and is left to the loop top to judge.
     """
@@ -201,11 +203,11 @@ async def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> No
         if stop.is_cancelled():
             break
         now = clock.now()
+        if now - leadership.renewed_at < RENEW_EVERY:
+            continue
         try:
-            if now - leadership.renewed_at >= RENEW_EVERY:
-                leadership.lock = await engine.renew_lock(leadership.lock, now, now + LEASE_TTL)
-                leadership.renewed_at = now
-            soonest = await engine.soonest_boundary()
+            leadership.lock, soonest = await engine.renew_lock_peek(leadership.lock, now, now + LEASE_TTL)
+            leadership.renewed_at = now
         except AlkstoreError as exc:
             log.warning("scheduler lease renewal failed mid-sleep: %s", exc)
             break
