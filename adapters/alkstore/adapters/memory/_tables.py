@@ -685,8 +685,8 @@ class MemoryTables:
             return self._soonest()
 
     def soonest_due(self, queues: Sequence[str]) -> datetime | None:
-        """The soonest ``run_at``, ``lease_until`` or ``expires_at`` that may make a claim of ``queues``
-        find work (paused queues left out): a scan under the lock, as the inspection reads are."""
+        """The soonest ``run_at`` or ``lease_until`` that may make a claim of ``queues`` find work (paused
+        queues left out): a scan under the lock, as the inspection reads are."""
         with self._cond:
             wanted = {queue for queue in queues if not (config := self._configs.get(queue)) or not config.paused}
             dues: list[datetime] = []
@@ -695,8 +695,6 @@ class MemoryTables:
                     continue
                 if row.state is port.JobState.PENDING:
                     dues.append(row.run_at)
-                    if row.expires_at is not None:
-                        dues.append(row.expires_at)
                 elif row.state is port.JobState.RUNNING and row.lease_until is not None:
                     dues.append(row.lease_until)
             return min(dues, default=None)

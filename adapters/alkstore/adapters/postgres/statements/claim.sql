@@ -76,8 +76,9 @@ SELECT {job_columns_as_null}, false, id FROM acked
 
 -- name: soonest_due
 -- What an idle worker waits for (ADR 044), in one read for all its queues: per queue, the first
--- ready job in claim order, the soonest delayed job, lapsed lease and expiry (each the left end
--- of its partial index); queues stored as paused are left out.
+-- ready job in claim order, the soonest delayed job and lease end (each the left end of its
+-- partial index); queues stored as paused are left out. An expiry is never sooner than its
+-- job's run_at, so it adds nothing here.
 SELECT min(due.at) FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT (SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'pending'
@@ -86,9 +87,5 @@ CROSS JOIN LATERAL (
     SELECT (SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'delayed' ORDER BY run_at LIMIT 1)
     UNION ALL
     SELECT (SELECT lease_until FROM {s}.jobs WHERE queue = q.name AND state = 'running'
-            ORDER BY lease_until LIMIT 1)
-    UNION ALL
-    SELECT (SELECT expires_at FROM {s}.jobs
-            WHERE queue = q.name AND state IN ('pending', 'delayed') AND expires_at IS NOT NULL
-            ORDER BY expires_at LIMIT 1)) AS due(at)
+            ORDER BY lease_until LIMIT 1)) AS due(at)
 WHERE NOT EXISTS (SELECT FROM {s}.queues WHERE name = q.name AND paused)
