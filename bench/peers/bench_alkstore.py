@@ -89,7 +89,7 @@ def _count(what: str) -> str:
 class _Row:
     """What every alkstore row shares: the tables the harness resets and counts, and the drain's count."""
 
-    system: ClassVar[str]
+    system: str
     reset_sql: ClassVar[list[str]] = [
         sql.SQL("TRUNCATE {s}.jobs, {s}.dead_jobs RESTART IDENTITY").format(s=sql.Identifier(SCHEMA)).as_string()
     ]

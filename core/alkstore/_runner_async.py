@@ -16,6 +16,7 @@ the standby rule are ``_leader``'s.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -23,7 +24,7 @@ from datetime import datetime
 from ._acompat import acall
 from ._boundary import CATCH_UP_CAP
 from ._engine_async import AsyncEngine
-from ._leader import LEASE_TTL, RENEW_EVERY, RETRY_EVERY, SLEEP_SLICE, after_leading, owner_token
+from ._leader import LEASE_TTL, LOOK_EVERY, RENEW_EVERY, RETRY_EVERY, SLEEP_SLICE, after_leading, owner_token
 from ._names import SCHEDULER_LOCK
 from ._port import Fire, LockRecord, TickBudget, TickResult
 from ._tick import DEFAULT_BUDGET
@@ -225,9 +226,10 @@ async def serve_schedules(
     """Lead the scheduler when possible and stand by otherwise, until ``stop`` is cancelled.
 
     Every process that runs the scheduler (``alkstore run-schedules``, a worker with schedules)
-    uses this loop: one leads, the others ask again every second and take over once the
-    leader's lease lapses. Permanent errors (``SchemaOutOfDate``, ``StoreClosed``, a
-    ``DatabaseError`` that is not transient) are raised. Standing by is logged once (again
+    uses this loop: one leads, the others stand by and take over once the leader's lease lapses
+    (at its end, read every ``LOOK_EVERY``) or it is released (within ``LOOK_EVERY``). Permanent
+    errors (``SchemaOutOfDate``, ``StoreClosed``, a ``DatabaseError`` that is not transient) are
+    raised. Standing by is logged once (again
     after each loss) on ``logger``: the caller's, so the line names who stands by.
     """
     standing_by = False
@@ -241,9 +243,29 @@ async def serve_schedules(
         if action is None:
             return
         if action.warn:
-            logger.warning("%s; standing by, asking again every %g s", action.reason, action.wait.total_seconds())
+            logger.warning("%s; standing by, asking again once the lease is free", action.reason)
             standing_by = True
         elif not standing_by:
-            logger.info("%s; standing by, asking again every %g s", action.reason, action.wait.total_seconds())
+            logger.info("%s; standing by, asking again once the lease is free", action.reason)
             standing_by = True
-        await stop.wait_async(action.wait.total_seconds())  # a cadence in wall time, whatever the store's clock does
+        await _stand_by(engine, clock, stop, action.wait.total_seconds())
+
+
+async def _stand_by(engine: AsyncEngine, clock: Clock, stop: StopToken, wait: float) -> None:
+    """Wait to ask for leadership again: ``wait`` wall seconds at least, then until the lease read once
+    has lapsed on ``clock``, reading it again every ``LOOK_EVERY`` (a cadence in wall time, whatever the
+    store's clock does). A lease that cannot be read, or is free, means asking after ``wait`` (ADR 044)."""
+    looked = time.monotonic()
+    try:
+        lock = await engine.read_lock(SCHEDULER_LOCK)
+    except AlkstoreError:
+        lock = None
+    while not await stop.wait_async(wait):
+        if lock is None or clock.now() >= lock.expires_at:
+            return
+        if time.monotonic() - looked >= LOOK_EVERY.total_seconds():
+            looked = time.monotonic()
+            try:
+                lock = await engine.read_lock(SCHEDULER_LOCK)
+            except AlkstoreError:
+                return
