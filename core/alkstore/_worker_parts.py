@@ -49,7 +49,9 @@ __all__ = [
 HEARTBEAT_TICK = 1.0
 #: How often (seconds of the store's clock) a busy worker asks whether a running job's cancel was requested.
 CANCEL_CHECK_EVERY = 2.0
-#: How long (wall seconds) an idle worker parks before it looks again without being woken.
+#: How long (wall seconds) an idle worker parks before it looks again without being woken when its
+#: waiter cannot hear enqueues, or its queues hold work it could not take (ADR 044); and the step in
+#: which it checks the store's clock against the instant it waits for.
 DEFAULT_POLL_INTERVAL = 1.0
 #: How often (wall seconds) an idle worker whose waiter hears enqueues reads again the soonest instant its
 #: queues may have work (ADR 044): what bounds the sweep of a lease granted after its last read, and the
