@@ -42,8 +42,10 @@ DATABASE = "alkstore_idle_test"
 WINDOW = 8.0
 #: Windows counted at most. Every idle connection also spends transactions on other databases' work
 #: (catalog invalidations to catch up with, notifications to read; ``bench/idle_cost.py``): nought
-#: on a quiet server, a few a second on a shared one. It only adds, so the least window bounds the
-#: worker's own count, and one quiet window among a few is enough.
+#: on a quiet server, up to several a second on a shared one. Each window's count is less what as
+#: many connections cost an idle control connection meanwhile; that correction is rough (a backend
+#: counts such work only when it next answers a statement), so the least of a few windows is taken.
+#: A worker that polled its queues again (about 33 a second here) fails every window.
 WINDOWS = 3
 #: How late (seconds) a delayed job may start. The worker wakes at its ``run_at`` and claims at
 #: once, a few milliseconds on a quiet machine (``bench/idle_cost.py``'s 100 ms is the target);
@@ -109,7 +111,9 @@ def test_an_idle_worker_on_20_queues_with_the_scheduler_makes_at_most_one_transa
                 before = read()
                 time.sleep(WINDOW)
                 after = read()
-                counts.append(after.transactions - before.transactions)
+                # Less what as many idle connections cost the control meanwhile (less its own poke).
+                elsewhere = max(before.backends, after.backends) * (after.control - before.control - 1)
+                counts.append(after.transactions - before.transactions - elsewhere)
                 if counts[-1] <= WINDOW:
                     break
         assert min(counts) <= WINDOW * 1.0, f"transactions in windows of {WINDOW} s: {counts}"
