@@ -11,10 +11,10 @@ scratch=${PEERS_SCRATCH:-$(mktemp -d)}
 cp -r "$harness" "$scratch/"
 cd "$scratch/bench-peers"
 cp "$root/bench/peers/bench_alkstore.py" bench_alkstore.py
-cp "$root/bench/peers/bench_alkstore_async.py" bench_alkstore_async.py
-# The async runtime is a row of its own, after the sync one.
-grep -q bench_alkstore_async.py run_all.sh ||
-  sed -i 's/^run alkstore  *bench_alkstore.py$/&\nrun alkstore_async      bench_alkstore_async.py/' run_all.sh
+# The async runtime and the prefetching worker (pgqueuer's default consumer's counterpart) are
+# rows of their own, after the sync one; one module runs all three.
+grep -q -- --runtime=async run_all.sh ||
+  sed -i 's/^run alkstore  *bench_alkstore.py$/&\nrun alkstore_async      bench_alkstore.py --runtime=async\nrun alkstore_prefetch   bench_alkstore.py --batch=10 --metrics C/' run_all.sh
 if [[ ! -x .venv-peers/bin/python ]]; then
   python3 -m venv .venv-peers
   .venv-peers/bin/pip install -q 'psycopg[binary]' psycopg-pool 'procrastinate==3.10.*' 'pgqueuer==1.6.*' \

@@ -64,6 +64,15 @@ class AsyncWaiter(ABC):
         signal must cost no more than the timeout.
         """
 
+    @property
+    def hears(self) -> bool:
+        """Whether a wait ends early when a job is enqueued; one that cannot (a polling waiter) only sleeps.
+
+        An idle worker looks at its queues rarely while its waiter hears, every ``poll_interval``
+        while it does not (ADR 044).
+        """
+        return False
+
 
 class AsyncEngine(ABC):
     """Storage and atomic transitions for queues, jobs, locks and schedules.
@@ -192,6 +201,16 @@ class AsyncEngine(ABC):
         """
 
     @abstractmethod
+    async def soonest_due(self, queues: Sequence[str]) -> datetime | None:
+        """The soonest instant a claim of one of ``queues`` may find work, or ``None`` when none may.
+
+        The earliest ``run_at`` of their ``PENDING`` jobs (a ``waiting`` one aside) and
+        ``lease_until`` of their ``RUNNING`` ones (an ``expires_at`` is never sooner than its job's
+        ``run_at``); queues stored as paused are left out. One read for all the queues: what an
+        idle worker waits for (ADR 044).
+        """
+
+    @abstractmethod
     async def ack(self, held: Sequence[Held]) -> list[Held]:
         """Delete each job that is ``RUNNING`` under its fence; return the pairs that were not (stale).
 
@@ -268,6 +287,16 @@ class AsyncEngine(ABC):
     @abstractmethod
     async def renew_lock(self, lock: LockRecord, now: datetime, expires_at: datetime) -> LockRecord:
         """Extend a lock still held under ``lock.token`` and unexpired at ``now``; else ``LeaseLost``."""
+
+    async def renew_lock_peek(
+        self, lock: LockRecord, now: datetime, expires_at: datetime
+    ) -> tuple[LockRecord, datetime | None]:
+        """``renew_lock``, then ``soonest_boundary()``: the leader's renewal across its sleep (ADR 044).
+
+        An engine whose calls cost a transaction each does both in one; this default makes two calls.
+        """
+        renewed = await self.renew_lock(lock, now, expires_at)
+        return renewed, await self.soonest_boundary()
 
     @abstractmethod
     async def release_lock(self, lock: LockRecord) -> bool:

@@ -15,7 +15,16 @@ from datetime import timedelta
 
 from .errors import DatabaseUnavailable, LeadershipLost, LeaseLost
 
-__all__ = ["LEASE_TTL", "RENEW_EVERY", "RETRY_EVERY", "SLEEP_SLICE", "StandBy", "after_leading", "owner_token"]
+__all__ = [
+    "LEASE_TTL",
+    "LOOK_EVERY",
+    "RENEW_EVERY",
+    "RETRY_EVERY",
+    "SLEEP_SLICE",
+    "StandBy",
+    "after_leading",
+    "owner_token",
+]
 
 LEASE_TTL = timedelta(seconds=10)
 RENEW_EVERY = timedelta(seconds=2)
@@ -23,6 +32,11 @@ SLEEP_SLICE = timedelta(seconds=1)
 #: How long a standby waits before asking for leadership again (wall seconds), and a leader
 #: before retrying through an outage (seconds of the store's clock, which its lease is measured in).
 RETRY_EVERY = timedelta(seconds=1)
+#: How often (wall seconds) a standby reads the leader's lease again while it holds (ADR 044): between
+#: reads it asks only once the lease it read has lapsed on the store's clock (looked at every
+#: ``RETRY_EVERY``), so a leader that dies is followed at its lease's end and one that stops cleanly
+#: within this.
+LOOK_EVERY = timedelta(seconds=5)
 
 
 def owner_token() -> str:

@@ -6,7 +6,7 @@ ended where the runtime can: ``end``); every other run whose lease is a third go
 batched heartbeat; a run whose heartbeat finds its lease taken over is given up as lost; every
 ``CANCEL_CHECK_EVERY`` it asks whether a running job's cancel was requested, and stops such a
 run at once, its job ending cancelled (ADR 035). It also has the worker report itself every
-``REPORT_EVERY``.
+``REPORT_EVERY`` (``IDLE_REPORT_EVERY`` while its figures stay the same).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ._port import Heartbeat
 from ._reporting_async import AsyncReporter
 from ._runs_async import AsyncRuns
 from ._time import StopToken
-from ._worker_parts import CANCEL_CHECK_EVERY, HEARTBEAT_TICK, REPORT_EVERY, Run, Tally, describe
+from ._worker_parts import CANCEL_CHECK_EVERY, HEARTBEAT_TICK, Run, Tally, describe
 from .errors import DatabaseUnavailable, LeaseLost
 
 if TYPE_CHECKING:
@@ -66,8 +66,7 @@ class AsyncLiveness:
                 log.warning("worker %s: heartbeats failed (%s); trying again", self._label, exc)
             except Exception:
                 log.exception("worker %s: the heartbeat loop hit an error; it carries on", self._label)
-            reported = self._reporter.reported_at
-            if reported is None or clock.now() - reported >= timedelta(seconds=REPORT_EVERY):
+            if self._reporter.due(clock.now()):
                 await self._reporter.report()
 
     async def beat(self) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -29,13 +29,22 @@ class AsyncMaintenance:
     """One worker's storage duty over ``queues``: vacuum when ``vacuum_due`` says so, prune dead jobs.
 
     ``dead_retention`` is how long a dead job of ``queues`` is kept (``None``: forever). ``label``
-    names the worker in log lines. Every call is best effort: a failure is logged, never raised.
+    names the worker in log lines. With ``churn``, ``run`` looks at the dead rows between prunes only
+    when the count it returns moved (an idle worker leaves none, ADR 044). Every call is best effort:
+    a failure is logged, never raised.
     """
 
     def __init__(
-        self, kernel: AsyncKernel, queues: Sequence[str], *, dead_retention: timedelta | None, label: str
+        self,
+        kernel: AsyncKernel,
+        queues: Sequence[str],
+        *,
+        dead_retention: timedelta | None,
+        label: str,
+        churn: Callable[[], int] | None = None,
     ) -> None:
         self._kernel = kernel
+        self._churn = churn  # a count of what the worker did that leaves dead rows (its finished runs)
         self._queues = list(queues)
         self._retention = dead_retention
         self._label = label
@@ -141,13 +150,18 @@ class AsyncMaintenance:
         return pruned
 
     async def run(self, stop: StopToken) -> None:
-        """Until ``stop``: prune now and every ``PRUNE_EVERY`` seconds, look at the dead rows every
-        ``VACUUM_CHECK_EVERY`` (wall seconds: the storage counts in wall time)."""
+        """Until ``stop``: prune now and every ``PRUNE_EVERY`` seconds, look at the dead rows then and every
+        ``VACUUM_CHECK_EVERY`` between while the worker churns (wall seconds: the storage counts in wall time)."""
         checks = max(1, round(PRUNE_EVERY / VACUUM_CHECK_EVERY))
         check = 0
+        churned: int | None = None
         while not stop.is_cancelled():
+            churn = None if self._churn is None else self._churn()
             if check % checks == 0:
                 await self.prune()
-            await self.vacuum()
+                await self.vacuum()
+            elif churn is None or churn != churned:
+                await self.vacuum()
+            churned = churn
             check += 1
             await stop.wait_async(VACUUM_CHECK_EVERY)

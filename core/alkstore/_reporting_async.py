@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ._port import WorkerRecord
 from ._runs_async import AsyncRuns
-from ._worker_parts import FORGET_AFTER, Tally, WorkerOptions
+from ._worker_parts import FORGET_AFTER, IDLE_REPORT_EVERY, REPORT_EVERY, Tally, WorkerOptions
 from .errors import AlkstoreError, DatabaseUnavailable
 
 if TYPE_CHECKING:
@@ -36,15 +36,28 @@ class AsyncReporter:
         self.started_at: datetime | None = None
         self.reported_at: datetime | None = None
         self._forgot_at: datetime | None = None
+        self._reported: tuple[int, int, int] | None = None  # the figures of the last report
+
+    def _figures(self) -> tuple[int, int, int]:
+        stats = self._tally.stats
+        return self._runs.running(), stats.processed + stats.timed_out, stats.retried + stats.buried + stats.timed_out
+
+    def due(self, now: datetime) -> bool:
+        """Whether to report at ``now``: every ``REPORT_EVERY`` while the figures change, every
+        ``IDLE_REPORT_EVERY`` while they stay the same (an idle worker, ADR 044)."""
+        if self.reported_at is None:
+            return True
+        every = REPORT_EVERY if self._figures() != self._reported else IDLE_REPORT_EVERY
+        return now - self.reported_at >= timedelta(seconds=every)
 
     async def report(self) -> None:
         """Store the worker's record now."""
         kernel = self._kernel
         now = kernel.clock.now()
         options = self._options
-        stats = self._tally.stats
         if self.started_at is None:
             self.started_at = now
+        figures = self._figures()
         record = WorkerRecord(
             options.worker_id,
             socket.gethostname(),
@@ -53,14 +66,13 @@ class AsyncReporter:
             options.concurrency,
             self.started_at,
             now,
-            self._runs.running(),
-            stats.processed + stats.timed_out,
-            stats.retried + stats.buried + stats.timed_out,
+            *figures,
         )
         try:
             engine = kernel.live()
             await engine.record_worker(record)
             self.reported_at = now
+            self._reported = figures
             if self._forgot_at is None or now - self._forgot_at >= FORGET_AFTER / 60:
                 await engine.forget_workers(now - FORGET_AFTER)
                 self._forgot_at = now

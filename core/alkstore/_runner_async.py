@@ -3,7 +3,8 @@
 Leadership is the engine's own lock ``__alkstore_scheduler`` under an owner token unique to
 this runner instance. The lease (10 s) is renewed at the top of every iteration, which alone
 decides loss, between the transactions of a large tick, and every 2 s across the sleep, which
-is cut in 1 s slices so a stop or a newly registered schedule is noticed within a slice.
+is cut in 1 s slices so a stop is noticed within a slice; each renewal across the sleep also
+reads the soonest boundary, so a newly registered schedule is noticed within one (ADR 044).
 Correctness never rests on the sleep: every tick locks what it fires.
 
 Through an outage (``DatabaseUnavailable``) the leader keeps trying while its lease could
@@ -15,6 +16,7 @@ the standby rule are ``_leader``'s.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -22,7 +24,7 @@ from datetime import datetime
 from ._acompat import acall
 from ._boundary import CATCH_UP_CAP
 from ._engine_async import AsyncEngine
-from ._leader import LEASE_TTL, RENEW_EVERY, RETRY_EVERY, SLEEP_SLICE, after_leading, owner_token
+from ._leader import LEASE_TTL, LOOK_EVERY, RENEW_EVERY, RETRY_EVERY, SLEEP_SLICE, after_leading, owner_token
 from ._names import SCHEDULER_LOCK
 from ._port import Fire, LockRecord, TickBudget, TickResult
 from ._tick import DEFAULT_BUDGET
@@ -187,7 +189,8 @@ class _Stopped(Exception):
 
 
 async def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> None:
-    """Sleep in slices until ``deadline`` (re-read each slice), renewing the lease on the way.
+    """Sleep in slices until ``deadline``, renewing the lease on the way; each renewal also re-reads the
+    soonest boundary (one statement, ADR 044), so a sooner one registered meanwhile moves the deadline.
 
     A failed renewal here ends the sleep early and is left to the loop top to judge.
     """
@@ -201,11 +204,11 @@ async def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> No
         if stop.is_cancelled():
             break
         now = clock.now()
+        if now - leadership.renewed_at < RENEW_EVERY:
+            continue
         try:
-            if now - leadership.renewed_at >= RENEW_EVERY:
-                leadership.lock = await engine.renew_lock(leadership.lock, now, now + LEASE_TTL)
-                leadership.renewed_at = now
-            soonest = await engine.soonest_boundary()
+            leadership.lock, soonest = await engine.renew_lock_peek(leadership.lock, now, now + LEASE_TTL)
+            leadership.renewed_at = now
         except AlkstoreError as exc:
             log.warning("scheduler lease renewal failed mid-sleep: %s", exc)
             break
@@ -223,9 +226,10 @@ async def serve_schedules(
     """Lead the scheduler when possible and stand by otherwise, until ``stop`` is cancelled.
 
     Every process that runs the scheduler (``alkstore run-schedules``, a worker with schedules)
-    uses this loop: one leads, the others ask again every second and take over once the
-    leader's lease lapses. Permanent errors (``SchemaOutOfDate``, ``StoreClosed``, a
-    ``DatabaseError`` that is not transient) are raised. Standing by is logged once (again
+    uses this loop: one leads, the others stand by and take over once the leader's lease lapses
+    (at its end, read every ``LOOK_EVERY``) or it is released (within ``LOOK_EVERY``). Permanent
+    errors (``SchemaOutOfDate``, ``StoreClosed``, a ``DatabaseError`` that is not transient) are
+    raised. Standing by is logged once (again
     after each loss) on ``logger``: the caller's, so the line names who stands by.
     """
     standing_by = False
@@ -239,9 +243,29 @@ async def serve_schedules(
         if action is None:
             return
         if action.warn:
-            logger.warning("%s; standing by, asking again every %g s", action.reason, action.wait.total_seconds())
+            logger.warning("%s; standing by, asking again once the lease is free", action.reason)
             standing_by = True
         elif not standing_by:
-            logger.info("%s; standing by, asking again every %g s", action.reason, action.wait.total_seconds())
+            logger.info("%s; standing by, asking again once the lease is free", action.reason)
             standing_by = True
-        await stop.wait_async(action.wait.total_seconds())  # a cadence in wall time, whatever the store's clock does
+        await _stand_by(engine, clock, stop, action.wait.total_seconds())
+
+
+async def _stand_by(engine: AsyncEngine, clock: Clock, stop: StopToken, wait: float) -> None:
+    """Wait to ask for leadership again: ``wait`` wall seconds at least, then until the lease read once
+    has lapsed on ``clock``, reading it again every ``LOOK_EVERY`` (a cadence in wall time, whatever the
+    store's clock does). A lease that cannot be read, or is free, means asking after ``wait`` (ADR 044)."""
+    looked = time.monotonic()
+    try:
+        lock = await engine.read_lock(SCHEDULER_LOCK)
+    except AlkstoreError:
+        lock = None
+    while not await stop.wait_async(wait):
+        if lock is None or clock.now() >= lock.expires_at:
+            return
+        if time.monotonic() - looked >= LOOK_EVERY.total_seconds():
+            looked = time.monotonic()
+            try:
+                lock = await engine.read_lock(SCHEDULER_LOCK)
+            except AlkstoreError:
+                return

@@ -3,8 +3,9 @@
 Every claimed and acked job leaves dead rows, and dead entries where the claim starts reading its
 index; only a vacuum reclaims them. A server whose autovacuum is off, or behind, lets them pile
 up until every claim, and every idle poll, walks them. So a worker checks the storage's counts
-every ``VACUUM_CHECK_EVERY`` seconds and vacuums the tables ``vacuum_due`` names (the rule is
-here, once); a role that may not vacuum them is told once, at warning, and never asked again.
+every ``VACUUM_CHECK_EVERY`` seconds while its runs end (at each prune while it idles) and
+vacuums the tables ``vacuum_due`` names (the rule is here, once); a role that may not vacuum
+them is told once, at warning, and never asked again.
 Dead jobs are kept ``dead_retention`` and then purged a bounded batch at a time. The duty itself
 (``_maintenance_async`` and its sync twin) carries these out.
 """
@@ -32,8 +33,9 @@ __all__ = [
 DEFAULT_DEAD_RETENTION = timedelta(days=7)
 #: How often (wall seconds) a worker looks at its storage's dead rows.
 VACUUM_CHECK_EVERY = 5.0
-#: How often (wall seconds) a worker prunes its queues' dead jobs past their retention.
-PRUNE_EVERY = 60.0
+#: How often (wall seconds) a worker prunes its queues' dead jobs past their retention: a dead job is kept
+#: its retention (days, by default) and at most this longer; one pass costs a statement per queue (ADR 044).
+PRUNE_EVERY = 600.0
 #: Batches of ``BATCH`` jobs one prune pass deletes per queue at most (the rest waits for the next).
 PRUNE_BATCHES = 10
 #: A table the server's autovacuum does not cover is due for a vacuum once it holds this many dead

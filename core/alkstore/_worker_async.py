@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -49,6 +49,7 @@ from ._worker_parts import (
     DEFAULT_ACK_DELAY,
     DEFAULT_GRACE,
     DEFAULT_POLL_INTERVAL,
+    IDLE_RECHECK,
     SUMMARY_EVERY,
     AckBuffer,
     Run,
@@ -128,7 +129,11 @@ class AsyncWorker:
         self._tally = Tally()
         self.stats: WorkerStats = self._tally.stats
         self._maintenance = AsyncMaintenance(
-            self._kernel, options.queues, dead_retention=options.dead_retention, label=self.worker_id
+            self._kernel,
+            options.queues,
+            dead_retention=options.dead_retention,
+            label=self.worker_id,
+            churn=self._churn,
         )
         self._runs = AsyncRuns(options.slots)
         self._acks = AckBuffer()
@@ -145,6 +150,11 @@ class AsyncWorker:
             f"<alkstore.{type(self).__name__} {self.worker_id!r} queues={list(options.queues)}"
             f" concurrency={options.concurrency}>"
         )
+
+    def _churn(self) -> int:
+        """What this worker did that leaves dead rows: its runs ended one way or another."""
+        stats = self.stats
+        return stats.processed + stats.timed_out + stats.lost + stats.released + stats.cancelled
 
     @property
     def queues(self) -> list[str]:
@@ -230,6 +240,7 @@ class AsyncWorker:
                 free = await self._runs.free(stop, abort)
                 if not free:
                     break
+                round_at = kernel.clock.now()
                 acks = self._acks.take()
                 try:
                     claimed = 0
@@ -260,14 +271,52 @@ class AsyncWorker:
                     self._reporter.summary()
                     summary_at = time.monotonic() + SUMMARY_EVERY
                 if not claimed:
-                    await self._idle(waiter, stop)
+                    await self._idle(waiter, stop, round_at)
             await self._flush_acks()
 
-    async def _idle(self, waiter: AsyncWaiter, stop: StopToken) -> None:
-        """Nothing was claimed: park until an enqueue (or, with acks to write or runs going, ``ack_delay``)."""
+    async def _idle(self, waiter: AsyncWaiter, stop: StopToken, round_at: datetime) -> None:
+        """Nothing was claimed by the round begun at ``round_at``: park until an enqueue, or until a job of
+        the queues may be due (with acks to write or runs going, ``ack_delay`` at most)."""
         options = self._options
-        busy = bool(self._acks) or bool(self._runs.live())
-        await waiter.wait(options.ack_delay if busy and options.ack_delay else options.poll_interval, stop)
+        if self._acks or self._runs.live():
+            await waiter.wait(options.ack_delay or options.poll_interval, stop)
+            return
+        try:
+            await self._until_due(waiter, stop, round_at)
+        except DatabaseUnavailable as exc:
+            log.warning(
+                "worker %s: could not look at its queues (%s); again in %g s",
+                self.worker_id,
+                exc,
+                options.poll_interval,
+            )
+            await waiter.wait(options.poll_interval, stop)
+
+    async def _until_due(self, waiter: AsyncWaiter, stop: StopToken, round_at: datetime) -> None:
+        """The idle wait (ADR 044): one read of the soonest instant a claim of the queues may find work, then
+        park until that instant, an enqueue's wake, or ``IDLE_RECHECK`` (``poll_interval`` for a waiter that
+        cannot hear enqueues), then read again. A job that was due when the round began is one the round
+        could not take (its queue at its global limit): it is looked at again every ``poll_interval``."""
+        kernel = self._kernel
+        options = self._options
+        while not stop.is_cancelled():
+            due = await kernel.live().soonest_due(options.queues)
+            looked = time.monotonic()
+            recheck = IDLE_RECHECK if waiter.hears else options.poll_interval
+            if due is not None and due <= round_at:
+                await waiter.wait(options.poll_interval, stop)
+                return
+            while (left := recheck - (time.monotonic() - looked)) > 0:
+                now = kernel.clock.now()
+                if due is not None and now >= due:
+                    return
+                step = min(left, options.poll_interval)
+                if due is not None:
+                    step = min(step, (due - now).total_seconds())
+                began = time.monotonic()
+                await waiter.wait(step, stop)
+                if stop.is_cancelled() or time.monotonic() - began < step:
+                    return  # woken: an enqueue (or a spurious wake: the round finds nothing)
 
     async def _dispatch(self, job: AsyncJob) -> None:
         task = self._options.tasks.get(job.task) if job.task is not None else None

@@ -31,6 +31,8 @@ __all__ = [
     "DEFAULT_POLL_INTERVAL",
     "FORGET_AFTER",
     "HEARTBEAT_TICK",
+    "IDLE_RECHECK",
+    "IDLE_REPORT_EVERY",
     "MAX_CONCURRENCY",
     "REPORT_EVERY",
     "SUMMARY_EVERY",
@@ -47,14 +49,23 @@ __all__ = [
 HEARTBEAT_TICK = 1.0
 #: How often (seconds of the store's clock) a busy worker asks whether a running job's cancel was requested.
 CANCEL_CHECK_EVERY = 2.0
-#: How long (wall seconds) an idle worker parks before it looks again without being woken.
+#: How long (wall seconds) an idle worker parks before it looks again without being woken when its
+#: waiter cannot hear enqueues, or its queues hold work it could not take (ADR 044); and the step in
+#: which it checks the store's clock against the instant it waits for.
 DEFAULT_POLL_INTERVAL = 1.0
+#: How often (wall seconds) an idle worker whose waiter hears enqueues reads again the soonest instant its
+#: queues may have work (ADR 044): what bounds the sweep of a lease granted after its last read, and the
+#: pick-up of a job whose notification was lost.
+IDLE_RECHECK = 5.0
 #: The longest a successful run's ack waits before it is written (wall seconds, ADR 022): acks ride
 #: on the worker's next claim, which follows at once while there is work; this bounds the wait
 #: when there is none. A crash loses at most this much of acks: those jobs run again.
 DEFAULT_ACK_DELAY = 0.02
 #: How often (seconds of the store's clock) a worker reports itself for ``workers()`` (ADR 020).
 REPORT_EVERY = 5.0
+#: How often (seconds of the store's clock) a worker reports itself while its figures stay the same
+#: (ADR 044): well within the minute ``alkstore status`` lists workers for.
+IDLE_REPORT_EVERY = 30.0
 #: A worker that has not reported for this long stopped without saying so; a reporting worker forgets it.
 FORGET_AFTER = timedelta(hours=1)
 #: Default grace a stopping worker gives running jobs (wall seconds).

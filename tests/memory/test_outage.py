@@ -44,9 +44,13 @@ class Flaky(MemoryEngine):
 
     def lease(self) -> LockRecord:
         """The scheduler lease as stored (read behind the outage's back)."""
-        lease = self.read_lock(SCHEDULER_LOCK)
+        lease = super().read_lock(SCHEDULER_LOCK)
         assert lease is not None
         return lease
+
+    def read_lock(self, name: str) -> LockRecord | None:
+        self._gate("read_lock")
+        return super().read_lock(name)
 
     def try_lock(self, name: str, owner: str, now: datetime, expires_at: datetime) -> LockRecord | None:
         self._gate("try_lock")

@@ -148,7 +148,9 @@ def test_a_job_of_a_sigkilled_worker_is_run_again_after_its_visibility_timeout(
     first, second = app.events("start")
     assert (first["job"], first["attempt"], second["job"], second["attempt"]) == (job_id, 1, job_id, 2)
     assert second["pid"] != first["pid"]
-    assert second["at"] - first["at"] >= 2.0, "not before the lease lapsed"
+    # Not before the lease lapsed: the survivor sweeps it at its lapse (ADR 044), and the first run's
+    # stamp came a few milliseconds after the claim the lease counts from.
+    assert second["at"] - first["at"] >= 2.0 - 0.05, "not before the lease lapsed"
     assert rows(db, app.schema) == []
 
 

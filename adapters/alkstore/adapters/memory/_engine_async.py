@@ -41,6 +41,10 @@ class _AsyncMemoryWaiter(port.AsyncWaiter):
     async def wait(self, timeout: float, stop: StopToken | None = None) -> None:
         self._seen = await self._tables.wait_signal_async(self._queues, self._seen, timeout, stop)
 
+    @property
+    def hears(self) -> bool:
+        return True
+
 
 class AsyncMemoryEngine(port.AsyncEngine):
     """All state in this process, guarded by one lock (``MemoryTables``)."""
@@ -159,6 +163,9 @@ class AsyncMemoryEngine(port.AsyncEngine):
 
     async def soonest_boundary(self) -> datetime | None:
         return self._tables.soonest_boundary()
+
+    async def soonest_due(self, queues: Sequence[str]) -> datetime | None:
+        return self._tables.soonest_due(queues)
 
     # -- inspection and actions ----------------------------------------------------
 

@@ -730,6 +730,21 @@ class MemoryTables:
         with self._cond:
             return self._soonest()
 
+    def soonest_due(self, queues: Sequence[str]) -> datetime | None:
+        """The soonest ``run_at`` or ``lease_until`` that may make a claim of ``queues`` find work (paused
+        queues left out): a scan under the lock, as the inspection reads are."""
+        with self._cond:
+            wanted = {queue for queue in queues if not (config := self._configs.get(queue)) or not config.paused}
+            dues: list[datetime] = []
+            for row in self._jobs.values():
+                if row.queue not in wanted or row.waiting:  # a waiting job moves when the one ahead ends
+                    continue
+                if row.state is port.JobState.PENDING:
+                    dues.append(row.run_at)
+                elif row.state is port.JobState.RUNNING and row.lease_until is not None:
+                    dues.append(row.lease_until)
+            return min(dues, default=None)
+
     # -- inspection and actions ----------------------------------------------------
     # Scans under the one lock: a memory store is small, and reads never touch the heaps.
 

@@ -385,6 +385,10 @@ class AsyncPostgresEngine(port.AsyncEngine):
         claimed.sort(key=claim_order)
         return stale, claimed
 
+    async def soonest_due(self, queues: Sequence[str]) -> datetime | None:
+        value = await self._connections.one(self._sql.soonest_due, {"queues": list(queues)}, _SCALAR)
+        return None if value is None else _rows.utc(value)
+
     @asynccontextmanager
     async def waiter(self, *queues: str) -> AsyncIterator[port.AsyncWaiter]:
         with self._parked_lock:
@@ -457,6 +461,17 @@ class AsyncPostgresEngine(port.AsyncEngine):
         if renewed is None:
             raise LeaseLost(f"lock {lock.name!r} is no longer held by {lock.owner!r}")
         return renewed
+
+    async def renew_lock_peek(
+        self, lock: port.LockRecord, now: datetime, expires_at: datetime
+    ) -> tuple[port.LockRecord, datetime | None]:
+        params = {"name": lock.name, "token": lock.token, "now": now, "expires_at": expires_at}
+        left = (lock.expires_at - now).total_seconds()  # the wait for a connection as renew_lock's (ADR 036)
+        wait = min(self._options.pool_timeout, max(left / 2, 0.001))
+        row = await self._connections.one(self._sql.renew_lock_peek, params, _rows.LOCK_AND_SOONEST, wait=wait)
+        if row is None:
+            raise LeaseLost(f"lock {lock.name!r} is no longer held by {lock.owner!r}")
+        return row
 
     async def release_lock(self, lock: port.LockRecord) -> bool:
         params = {"name": lock.name, "token": lock.token}

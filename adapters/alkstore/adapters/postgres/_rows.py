@@ -24,6 +24,7 @@ __all__ = [
     "JOB",
     "JOB_OR_SWEPT",
     "LOCK",
+    "LOCK_AND_SOONEST",
     "NAMED_QUEUE_CONFIG",
     "QUEUE_CONFIG",
     "QUEUE_COUNTS",
@@ -162,6 +163,11 @@ def _lock(**c: Any) -> port.LockRecord:
     return port.LockRecord(name=c["name"], owner=c["owner"], token=int(c["token"]), expires_at=utc(c["expires_at"]))
 
 
+def _lock_and_soonest(*, soonest: datetime | None, **c: Any) -> tuple[port.LockRecord, datetime | None]:
+    """A renewed lock and the soonest boundary, from a row of ``renew_lock_peek``."""
+    return _lock(**c), None if soonest is None else utc(soonest)
+
+
 def _config(**c: Any) -> port.QueueConfig:
     """A queue's stored config from a row of the config columns."""
     return port.QueueConfig(
@@ -219,6 +225,7 @@ SCHEDULE: BaseRowFactory[port.ScheduleRecord] = kwargs_row(_schedule)
 DUE_SCHEDULE: BaseRowFactory[port.DueSchedule] = kwargs_row(_due)
 LOCK: BaseRowFactory[port.LockRecord] = kwargs_row(_lock)
 RESULT: BaseRowFactory[port.ResultRecord] = kwargs_row(_result)
+LOCK_AND_SOONEST: BaseRowFactory[tuple[port.LockRecord, datetime | None]] = kwargs_row(_lock_and_soonest)
 QUEUE_CONFIG: BaseRowFactory[port.QueueConfig] = kwargs_row(_config)
 
 

@@ -316,6 +316,7 @@ class Statements:
     claim: str
     ack_and_claim: str
     lease_probe: str
+    soonest_due: str
     listen: str
     unlisten: str
     ack_one: str
@@ -329,6 +330,7 @@ class Statements:
     requeue_dead: str
     try_lock: str
     renew_lock: str
+    renew_lock_peek: str
     release_lock: str
     lock_schedules: str
     insert_schedules: str

@@ -95,7 +95,7 @@ class AsyncListening:
                 probe = await self._probe(conn)
             except psycopg.Error as exc:
                 raise_translated(exc)  # the connection goes back (or is dropped) below
-            yield _AsyncListeningWaiter(conn, ", ".join(queues), self._closing, probe)
+            yield _AsyncListeningWaiter(conn, ", ".join(queues), self._closing, probe, self)
         finally:
             if probe is not None and not probe.settled:
                 await self._finish_probe(conn, probe)
@@ -209,17 +209,25 @@ class _Probe:
 class _AsyncListeningWaiter(AsyncWaiter):
     """Parks on a connection that LISTENs on the queue's channel (and perhaps a probe's)."""
 
-    def __init__(self, conn: Connection, queue: str, closing: StopToken, probe: _Probe | None) -> None:
+    def __init__(
+        self, conn: Connection, queue: str, closing: StopToken, probe: _Probe | None, listening: AsyncListening
+    ) -> None:
         self._conn: Connection | None = conn
         self._queue = queue
         self._closing = closing
         self._probe = probe
+        self._listening = listening
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.postgres waiter queue={self._queue!r}>"
 
     async def wait(self, timeout: float, stop: StopToken | None = None) -> None:
         await _sliced(timeout, self._closing, stop, self._listen)
+
+    @property
+    def hears(self) -> bool:
+        # Once a probe showed notifications arrive, and until its connection failed (then it polls).
+        return self._conn is not None and self._listening.works is True
 
     async def _listen(self, step: float) -> bool:
         """Wait ``step`` seconds for a notification of the queue; whether one came."""

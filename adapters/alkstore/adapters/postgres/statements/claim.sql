@@ -77,3 +77,19 @@ SELECT {job_columns_as_null}, false, id FROM {acked}
 -- row.
 WITH acked AS ({ack_many}),
 {claim_after: acked}
+
+-- name: soonest_due
+-- What an idle worker waits for (ADR 044), in one read for all its queues: per queue, the first
+-- ready job in claim order, the soonest delayed job and lease end (each the left end of its
+-- partial index); queues stored as paused are left out. An expiry is never sooner than its
+-- job's run_at, so it adds nothing here.
+SELECT min(due.at) FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT (SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'pending'
+            ORDER BY {order_claim} LIMIT 1)
+    UNION ALL
+    SELECT (SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'delayed' ORDER BY run_at LIMIT 1)
+    UNION ALL
+    SELECT (SELECT lease_until FROM {s}.jobs WHERE queue = q.name AND state = 'running'
+            ORDER BY lease_until LIMIT 1)) AS due(at)
+WHERE NOT EXISTS (SELECT FROM {s}.queues WHERE name = q.name AND paused)

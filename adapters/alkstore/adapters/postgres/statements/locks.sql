@@ -16,3 +16,9 @@ DELETE FROM {s}.locks WHERE name = %(name)s AND token = %(token)s RETURNING name
 
 -- name: read_lock
 SELECT {lock_columns} FROM {s}.locks WHERE name = %(name)s
+
+-- name: renew_lock_peek
+-- renew_lock and soonest_boundary in one statement: the leader's renewal across its sleep,
+-- which also reads whether a sooner boundary was registered meanwhile (ADR 044).
+WITH renewed AS ({renew_lock})
+SELECT {lock_columns}, (SELECT min(next_boundary) FROM {s}.schedules) AS soonest FROM renewed
