@@ -204,3 +204,19 @@ def test_the_private_import_check_catches_every_spelling(line: str) -> None:
 )
 def test_the_private_import_check_lets_public_and_adapter_imports_through(line: str) -> None:
     assert private_core_imports(line, "alkstore.adapters.cli._work") == [], line
+
+
+#: The size past which a module says, in its opening docstring, why it is one module.
+LONG_MODULE = 500
+
+
+def test_a_module_over_500_lines_says_why_in_its_opening_docstring() -> None:
+    unexplained = []
+    for path in sorted([*(ROOT / "core").rglob("*.py"), *ADAPTERS.rglob("*.py")]):
+        source = path.read_text(encoding="utf-8")
+        if source.count("\n") <= LONG_MODULE:
+            continue
+        docstring = ast.get_docstring(ast.parse(source)) or ""
+        if f"Over {LONG_MODULE} lines:" not in docstring:
+            unexplained.append(f"{path.relative_to(ROOT)} ({source.count(chr(10))} lines)")
+    assert not unexplained, "long modules that do not say why:\n" + "\n".join(unexplained)

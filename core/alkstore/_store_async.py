@@ -4,6 +4,9 @@
 kernel (``_kernel_async``); queues, jobs, locks and outboxes are handles of their own modules.
 ``open_async`` finds the engine for a URL among the ``alkstore.async_engines`` entry points. The
 sync ``Store`` and ``open`` are generated from this file (ADR 026).
+
+Over 500 lines: one method per public call of the store, each a few lines of validation over the
+kernel; the rules they apply live in core's rule modules, the handles in their own.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ discarded by its fence, so nothing is acked twice and nothing is lost.
 The worker is made of parts with one job each: validated options, stats and the ack buffer
 (``_worker_parts``, no I/O), the run table (``_runs_async``), liveness (``_liveness_async``) and
 reporting (``_reporting_async``); this module is the claim loop and the runs themselves.
+
+Over 500 lines: the claim loop, the idle wait and a run's life (attempt, retry, end, drain) share
+the worker's run table, ack buffer and slots; what has a job of its own is in the parts above.
 """
 
 from __future__ import annotations

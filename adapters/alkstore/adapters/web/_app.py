@@ -3,6 +3,9 @@
 Reads are GETs that work without JavaScript; the overview refreshes one HTML fragment by short
 polling when JavaScript runs. Actions are POSTs behind the session's CSRF token, and a read-only
 dashboard has no action routes at all.
+
+Over 500 lines: one short handler per page and per action, each a call of the public API and a
+template; how values show is ``_views``', the security ``_security``'s.
 """
 
 from __future__ import annotations
