@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -122,10 +123,10 @@ def main() -> int:
         _client_side(memory, None)
         _client_side(postgres, _postgres_params)
         queues = {"core": memory.queue(QUEUE), "postgres": postgres.queue(QUEUE)}
-        subjects: dict[str, Callable[[], None]] = {"floor one": lambda: floor_one(jobs)}
-        subjects.update({f"{name} one": (lambda q=q: one(q, jobs)) for name, q in queues.items()})
-        subjects["floor many"] = lambda: floor_many(jobs)
-        subjects.update({f"{name} many": (lambda q=q: many(q, jobs)) for name, q in queues.items()})
+        subjects: dict[str, Callable[[], None]] = {"floor one": partial(floor_one, jobs)}
+        subjects.update({f"{name} one": partial(one, queue, jobs) for name, queue in queues.items()})
+        subjects["floor many"] = partial(floor_many, jobs)
+        subjects.update({f"{name} many": partial(many, queue, jobs) for name, queue in queues.items()})
         for run in subjects.values():  # warm-up: the queues' configs read and cached, code paths hot
             run()
         if args.profile:
