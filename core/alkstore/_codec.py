@@ -49,7 +49,8 @@ class JsonCodec(Codec):
             return self._RAW + bytes(payload)
         try:
             _check_depth(payload)
-            text = _encode_text(payload)
+            # The encoder's own encode, less its building a C encoder on every call.
+            text = self._ENCODER.encode(payload) if _ONE_SHOT is None else "".join(_ONE_SHOT(payload, 0))
             return text.encode("utf-8")  # a lone surrogate fails here (UnicodeEncodeError is a ValueError)
         except InvalidPayload:
             raise
@@ -89,7 +90,7 @@ def _one_shot_encoder() -> Any:
     It keeps no markers of its own: ``_check_depth`` runs first and refuses every cycle (as too
     deep), so a payload this encoder sees nests at most ``MAX_DEPTH`` levels.
     """
-    make = json.encoder.c_make_encoder
+    make = getattr(json.encoder, "c_make_encoder", None)  # CPython's accelerator, when built
     if make is None:
         return None
     encoder = JsonCodec._ENCODER
@@ -106,24 +107,16 @@ def _one_shot_encoder() -> Any:
     )
 
 
-def _encode_text(payload: Any) -> str:
-    """``JsonCodec._ENCODER.encode(payload)``, less the per-call construction of its C encoder."""
-    if _ONE_SHOT is None or isinstance(payload, str):
-        return JsonCodec._ENCODER.encode(payload)
-    return "".join(_ONE_SHOT(payload, 0))
-
-
 def _check_depth(payload: Any) -> None:
     """Refuse a payload nested deeper than ``MAX_DEPTH`` (walked without recursion; cycles end here too)."""
     if not isinstance(payload, _NESTING):
         return
-    # The common payload is flat, or nearly: its first level is looked at without a stack.
-    nested = [
-        item for item in (payload.values() if isinstance(payload, dict) else payload) if isinstance(item, _NESTING)
-    ]
-    if not nested:
+    for item in payload.values() if isinstance(payload, dict) else payload:
+        if isinstance(item, _NESTING):
+            break
+    else:  # the common payload: flat, so no stack to build
         return
-    stack: list[tuple[Any, int]] = [(item, 2) for item in nested]
+    stack: list[tuple[Any, int]] = [(payload, 1)]
     while stack:
         value, depth = stack.pop()
         if depth > MAX_DEPTH:
