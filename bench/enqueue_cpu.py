@@ -35,10 +35,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _bench import DEFAULT_DSN, load_average
-from queue_throughput import QUEUE, payload
+from queue_throughput import QUEUE, bench_schemas, payload
 
 import alkstore
 from alkstore import engine as port
@@ -118,7 +121,8 @@ def main() -> int:
     args = parser.parse_args()
     jobs = args.jobs - args.jobs % PER_CALL or PER_CALL
     memory = alkstore.open("memory://")
-    postgres = alkstore.open(args.dsn, schema="bench_enqueue_cpu", migrate=True, min_size=1, max_size=1)
+    schema = bench_schemas("enqueue_cpu")[1]
+    postgres = alkstore.open(args.dsn, schema=schema, migrate=True, min_size=1, max_size=1)
     try:
         _client_side(memory, None)
         _client_side(postgres, _postgres_params)
@@ -153,6 +157,8 @@ def main() -> int:
     finally:
         memory.close()
         postgres.close()
+        with psycopg.connect(args.dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     return 0
 
 
