@@ -45,11 +45,12 @@ class JsonCodec(Codec):
     _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
     def encode(self, payload: Any) -> bytes:
-        if isinstance(payload, bytes | bytearray | memoryview):
+        if isinstance(payload, _RAW_TYPES):
             return self._RAW + bytes(payload)
         try:
             _check_depth(payload)
-            text = self._ENCODER.encode(payload)
+            # The encoder's own encode, less its building a C encoder on every call.
+            text = self._ENCODER.encode(payload) if _ONE_SHOT is None else "".join(_ONE_SHOT(payload, 0))
             return text.encode("utf-8")  # a lone surrogate fails here (UnicodeEncodeError is a ValueError)
         except InvalidPayload:
             raise
@@ -57,7 +58,7 @@ class JsonCodec(Codec):
             raise InvalidPayload(f"payload is not JSON-encodable: {type(exc).__name__}: {exc}") from exc
 
     def decode(self, data: bytes) -> Any:
-        if not isinstance(data, bytes | bytearray | memoryview):
+        if not isinstance(data, _RAW_TYPES):
             raise InvalidPayload(f"the JSON codec decodes bytes, not {type(data).__name__}")
         data = bytes(data)
         if data.startswith(self._RAW):
@@ -78,9 +79,42 @@ class JsonCodec(Codec):
         return "<alkstore.JsonCodec>"
 
 
+#: What the codec stores raw, and what JSON nests (tuples, not unions: ``isinstance`` is several times faster).
+_RAW_TYPES = (bytes, bytearray, memoryview)
+_NESTING = (dict, list, tuple)
+
+
+def _one_shot_encoder() -> Any:
+    """The C encoder ``JsonCodec._ENCODER`` would build for each call, built once (``None`` without it).
+
+    It keeps no markers of its own: ``_check_depth`` runs first and refuses every cycle (as too
+    deep), so a payload this encoder sees nests at most ``MAX_DEPTH`` levels.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)  # CPython's accelerator, when built
+    if make is None:
+        return None
+    encoder = JsonCodec._ENCODER
+    return make(
+        None,
+        encoder.default,
+        json.encoder.encode_basestring,
+        None,
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
+    )
+
+
 def _check_depth(payload: Any) -> None:
     """Refuse a payload nested deeper than ``MAX_DEPTH`` (walked without recursion; cycles end here too)."""
-    if not isinstance(payload, dict | list | tuple):
+    if not isinstance(payload, _NESTING):
+        return
+    for item in payload.values() if isinstance(payload, dict) else payload:
+        if isinstance(item, _NESTING):
+            break
+    else:  # the common payload: flat, so no stack to build
         return
     stack: list[tuple[Any, int]] = [(payload, 1)]
     while stack:
@@ -88,7 +122,7 @@ def _check_depth(payload: Any) -> None:
         if depth > MAX_DEPTH:
             raise InvalidPayload(f"payload is nested deeper than {MAX_DEPTH} levels")
         for item in value.values() if isinstance(value, dict) else value:
-            if isinstance(item, dict | list | tuple):
+            if isinstance(item, _NESTING):
                 stack.append((item, depth + 1))
 
 
@@ -120,3 +154,4 @@ def _reject_constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_ONE_SHOT = _one_shot_encoder()

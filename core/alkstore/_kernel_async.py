@@ -20,7 +20,7 @@ from ._args import check_opts
 from ._codec import Codec
 from ._engine_async import AsyncEngine
 from ._lifecycle import Decoded, Undecodable, decode_claimed
-from ._options import EnqueueOpts, QueueDefaults, queue_defaults, resolve_enqueue
+from ._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_defaults, stamp_enqueue
 from ._port import Burial, ClaimRequest, Held, JobRecord, NewSchedule, QueueConfig, ScheduleRecord
 from ._queue_async import AsyncJob
 from ._records import JobId, fields_of, job_ids, new_jobs
@@ -40,8 +40,6 @@ log = logging.getLogger("alkstore")
 CONFIG_TTL = timedelta(seconds=2)
 #: The store class of this runtime, as errors name it.
 _STORE = "AsyncStore"
-#: The options of an enqueue given none (frozen, so one instance serves every call).
-_DEFAULT_ENQUEUE = EnqueueOpts()
 
 
 def kernel_of(store: AsyncStore) -> AsyncKernel:
@@ -93,12 +91,15 @@ class AsyncKernel:
 
     # -- queue configuration ----------------------------------------------------------
 
-    async def config(self, queue: str, tx: Any = None) -> tuple[QueueConfig | None, QueueDefaults]:
+    async def config(
+        self, queue: str, tx: Any = None, now: datetime | None = None
+    ) -> tuple[QueueConfig | None, QueueDefaults]:
         """The queue's stored config and the defaults it makes, as read at most ``CONFIG_TTL`` of the
         clock ago. ``tx`` (the caller's transaction, as the engine took it) is where to read it, if
-        it must be read."""
+        it must be read; ``now``, the clock as the caller just read it."""
         engine = self.live()
-        now = self.clock.now()
+        if now is None:
+            now = self.clock.now()
         cached = self._configs.get(queue)
         if cached is None or now >= cached[0]:
             config = await engine.queue_config(queue, tx)
@@ -144,16 +145,17 @@ class AsyncKernel:
         key where ``opts`` gives none. Each id says whether it was created or found holding its
         unique key (``JobId.created``).
         """
-        opts = _DEFAULT_ENQUEUE if opts is None else check_opts(opts, EnqueueOpts)
-        data = [self.codec.encode(payload) for payload in payloads]
+        opts = NO_OPTS if opts is None else check_opts(opts, EnqueueOpts)
+        encode = self.codec.encode
+        data = [encode(payload) for payload in payloads]
         now = self.clock.now()
-        stamps = resolve_enqueue(opts, queue, now)
+        # Options that could be refused are resolved before any I/O; again below only if a stored config changes them.
+        derived = None if opts is NO_OPTS else stamp_enqueue(opts, queue_defaults(queue), now)
         engine = self.live()
         if in_caller_tx:
             tx = await engine.caller_transaction(tx)
-        stored = (await self.config(queue, tx))[0]
-        if stored is not None:
-            stamps = resolve_enqueue(opts, queue, now, stored)
+        stored, defaults = await self.config(queue, tx, now)
+        stamps = derived if derived is not None and stored is None else stamp_enqueue(opts, defaults, now)
         keyed = None if keys is None else [keys(payload) for payload in payloads]
         telemetry = self.telemetry
         if telemetry is None:

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_CONCURRENCY",
     "MAX_DURATION",
     "MAX_KEY_LENGTH",
+    "NO_OPTS",
     "EnqueueOpts",
     "JobStamps",
     "QueueDefaults",
@@ -35,6 +36,7 @@ __all__ = [
     "resolve_enqueue",
     "resolve_schedule",
     "retry_delay",
+    "stamp_enqueue",
 ]
 
 _INT32_MAX = 2**31 - 1
@@ -303,9 +305,22 @@ class JobStamps:
     ordering_key: str | None = None
 
 
+#: The options of an enqueue given none (frozen, so one instance serves every call).
+NO_OPTS = EnqueueOpts()
+
+
 def resolve_enqueue(opts: EnqueueOpts, queue: str, now: datetime, stored: QueueConfig | None = None) -> JobStamps:
     """Resolve ``opts`` over the defaults of ``queue`` (and its ``stored`` config) at the enqueue instant ``now``."""
-    defaults = queue_defaults(queue, stored)
+    return stamp_enqueue(opts, queue_defaults(queue, stored), now)
+
+
+def stamp_enqueue(opts: EnqueueOpts, defaults: QueueDefaults, now: datetime) -> JobStamps:
+    """Resolve ``opts`` over a queue's ``defaults`` (``queue_defaults``'s) at the enqueue instant ``now``.
+
+    ``NO_OPTS`` (an enqueue given none) is stamped at once: it has nothing to resolve or refuse.
+    """
+    if opts is NO_OPTS:
+        return JobStamps(defaults.priority, now, None, defaults.max_attempts)
     if opts.run_at is not None:
         run_at = opts.run_at
     elif isinstance(opts.delay, timedelta):

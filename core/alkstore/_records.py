@@ -104,8 +104,36 @@ def new_jobs(
 
     ``keyed`` gives each job's (unique key, unique_running, ordering key) where the stamps give none.
     """
-    if keyed is None:
-        return [_new_job(queue, payload, stamps, task, trace) for payload in data]
+    if keyed is None:  # the common batch: every field but the payload read once
+        priority, run_at, expires_at, max_attempts = (
+            stamps.priority,
+            stamps.run_at,
+            stamps.expires_at,
+            stamps.max_attempts,
+        )
+        visibility, unique, running, ordering = (
+            stamps.visibility,
+            stamps.unique_key,
+            stamps.unique_running,
+            stamps.ordering_key,
+        )
+        return [
+            NewJob(
+                queue,
+                payload,
+                priority,
+                run_at,
+                expires_at,
+                max_attempts,
+                visibility,
+                task,
+                trace,
+                unique,
+                running,
+                ordering,
+            )
+            for payload in data
+        ]
     return [
         _new_job(
             queue,

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel tests need opentelemetry-sdk (the test extra)")
 
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, NumberDataPoint
+from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import NoOpTracerProvider
 
 import alkstore
 from alkstore import ManualClock, Store
 from alkstore._kernel import kernel_of
-from alkstore.adapters.otel import Telemetry
-from alkstore.engine import NewJob
+from alkstore.adapters import otel
+from alkstore.adapters.otel import Telemetry, _telemetry
+from alkstore.engine import JobRecord, NewJob
 from tests.support import MIDNIGHT
 
 
@@ -97,3 +104,60 @@ def test_without_an_sdk_the_global_providers_record_nothing_and_jobs_carry_no_tr
         seen.append(job._record.trace)
         job.ack()
     assert seen == [None]
+
+
+def _always_off() -> TracerProvider:
+    return TracerProvider(sampler=ALWAYS_OFF)
+
+
+@pytest.mark.parametrize(
+    ("provider", "spans"),
+    [
+        pytest.param(_always_off, 0, id="sdk-sampler-drops-every-span"),
+        pytest.param(NoOpTracerProvider, 0, id="api-no-op"),
+        pytest.param(lambda: None, 0, id="global-without-an-sdk"),
+        pytest.param(TracerProvider, 3, id="sdk-recording"),  # the control: two sends and a process span
+    ],
+)
+def test_no_span_and_no_span_attributes_are_built_when_no_tracer_would_record(
+    monkeypatch: pytest.MonkeyPatch, provider: Callable[[], TracerProvider | None], spans: int
+) -> None:
+    started: list[str] = []
+    built: list[str] = []
+
+    def counted(start: Callable[..., Any]) -> Callable[..., Any]:
+        def start_span(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+            started.append(name)
+            return start(self, name, *args, **kwargs)
+
+        return start_span
+
+    for tracer in (SdkTracer, trace.NoOpTracer, trace.ProxyTracer):
+        monkeypatch.setattr(tracer, "start_span", counted(tracer.start_span))
+    attributes = _telemetry._run_attributes
+
+    def run_attributes(job: JobRecord) -> dict[str, str | int]:
+        built.append(job.queue)
+        return attributes(job)
+
+    monkeypatch.setattr(_telemetry, "_run_attributes", run_attributes)
+    reader = InMemoryMetricReader()
+    telemetry = Telemetry(meter_provider=MeterProvider([reader]), tracer_provider=provider(), queue_depth=False)
+
+    with alkstore.open("memory://", clock=ManualClock(MIDNIGHT), telemetry=telemetry) as store:
+        store.queue("q").enqueue(1)
+        traces = [store.queue("q").claim("w")._record.trace]  # type: ignore[union-attr]
+        store.queue("q").enqueue(2)
+        run_one(store, "q")
+
+    assert len(started) == spans
+    assert len(built) == (1 if spans else 0)
+    assert (traces[0] is None) == (spans == 0)
+    data = reader.get_metrics_data()
+    assert data is not None
+    (scope,) = data.resource_metrics[0].scope_metrics
+    measured = {metric.name: metric.data.data_points[0] for metric in scope.metrics}
+    enqueued, ran = measured[otel.ENQUEUED], measured[otel.RUN_DURATION]
+    assert isinstance(enqueued, NumberDataPoint)
+    assert isinstance(ran, HistogramDataPoint)
+    assert (enqueued.value, ran.count) == (2, 1)  # metrics are kept whatever the tracer records

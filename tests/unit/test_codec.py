@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alkstore import Codec, InvalidPayload, JsonCodec
+from alkstore._codec import MAX_DEPTH
 
 codec = JsonCodec()
 
@@ -145,3 +146,32 @@ def test_every_json_value_round_trips(payload: Any) -> None:
 @given(st.binary())
 def test_every_byte_string_round_trips(payload: bytes) -> None:
     assert codec.decode(codec.encode(payload)) == payload
+
+
+#: The stdlib's encoder with the codec's settings: what every JSON payload must encode to, byte for byte.
+_STDLIB = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+json_payloads = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=8) | st.integers() | st.booleans() | st.none(), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_payloads)
+def test_a_payload_encodes_as_the_stdlib_encoder_writes_it(payload: Any) -> None:
+    assert codec.encode(payload) == _STDLIB.encode(payload).encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "wrap", [lambda inner: [inner], lambda inner: (inner,), lambda inner: {"k": inner}, lambda inner: [1, "x", inner]]
+)
+def test_the_depth_limit_holds_at_any_level(wrap: Any) -> None:
+    # One level of wrapping around a payload MAX_DEPTH - 1 deep is at the limit; around one more, past it.
+    assert codec.decode(codec.encode(wrap(_nested(MAX_DEPTH - 2)))) is not None
+    with pytest.raises(InvalidPayload, match="deeper"):
+        codec.encode(wrap(_nested(MAX_DEPTH - 1)))

@@ -61,9 +61,11 @@ class Telemetry(port.Telemetry):
         queue_depth: bool = True,
     ) -> None:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(INSTRUMENTATION, alkstore.__version__)
-        self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
-            INSTRUMENTATION, alkstore.__version__
-        )
+        self._tracer_provider = tracer_provider
+        #: The tracer spans start on, or ``None`` while no span would record; final once ``_settled``.
+        self._tracer: trace.Tracer | None = None
+        self._settled = False
+        self._spans()
         self._attributes: dict[tuple[str, str | None, str | None], dict[str, str]] = {}
         self._enqueued = _Tally(meter, ENQUEUED, "{job}", "Jobs enqueued", self._of)
         self._claimed = _Tally(meter, CLAIMED, "{job}", "Jobs claimed (leased) by a worker", self._of)
@@ -94,6 +96,25 @@ class Telemetry(port.Telemetry):
 
     def __repr__(self) -> str:
         return "<alkstore.adapters.otel.Telemetry>"
+
+    def _spans(self) -> trace.Tracer | None:
+        """The tracer to start spans on, or ``None`` when no span would record: then none is started
+        and no attributes are built for one.
+
+        Settled once the provider is known: the given one, or the global one once an SDK has set
+        it (before that the API's proxy hands out no-op spans, so none is started meanwhile).
+        """
+        if self._settled:
+            return self._tracer
+        provider = self._tracer_provider
+        if provider is None or isinstance(provider, trace.ProxyTracerProvider):
+            provider = trace.get_tracer_provider()
+            if isinstance(provider, trace.ProxyTracerProvider):
+                return None
+        tracer = provider.get_tracer(INSTRUMENTATION, alkstore.__version__)
+        self._tracer = tracer if _may_record(tracer) else None
+        self._settled = True
+        return self._tracer
 
     def _of(self, queue: str, task: str | None, outcome: str | None = None) -> dict[str, str]:
         """The attributes of a queue's (and task's, and a run's outcome's) measurements: made once, then shared."""
@@ -233,8 +254,13 @@ class _Run(port.RunReport):
         self._started = clock.now()
 
     def __enter__(self) -> _Run:
+        telemetry = self._telemetry
+        tracer = telemetry._tracer if telemetry._settled else telemetry._spans()
+        if tracer is None:  # nothing would record: no span, no attributes, no context to switch
+            self._started = self._clock.now()
+            return self
         job = self._job
-        self._span = self._telemetry._tracer.start_span(
+        self._span = tracer.start_span(
             f"process {job.queue}",
             kind=SpanKind.CONSUMER,
             links=_links(job.trace),
@@ -253,17 +279,19 @@ class _Run(port.RunReport):
     ) -> None:
         span = self._span
         try:
-            self._use.__exit__(exc_type, exc, tb)
+            if span is not None:
+                self._use.__exit__(exc_type, exc, tb)
         finally:
             failed = exc is not None or self._reason is not None
-            if exc is None and self._reason is not None:
+            if span is not None and exc is None and self._reason is not None:
                 span.set_status(Status(StatusCode.ERROR, self._reason))
             seconds = max((self._clock.now() - self._started).total_seconds(), 0.0)
             job = self._job
             self._telemetry._run_duration.record(
                 seconds, self._telemetry._of(job.queue, job.task, "error" if failed else "ok")
             )
-            span.end()
+            if span is not None:
+                span.end()
 
 
 class _Enqueue:
@@ -276,8 +304,14 @@ class _Enqueue:
         self._queue = queue
         self._task = task
         self._count = count
+        self._span: trace.Span | None = None
 
     def __enter__(self) -> str | None:
+        telemetry = self._telemetry
+        tracer = telemetry._tracer if telemetry._settled else telemetry._spans()
+        if tracer is None:  # nothing would record: no span, no attributes, and no context to carry
+            self._span = None
+            return None
         # Started, not made current: nothing inside the enqueue traces, and attaching a context
         # would cost as much again as the span's attributes.
         attributes: dict[str, str | int] = {"messaging.destination.name": self._queue}
@@ -285,21 +319,21 @@ class _Enqueue:
             attributes["alkstore.task"] = self._task
         if self._count != 1:
             attributes["messaging.batch.message_count"] = self._count
-        self._span = span = self._telemetry._tracer.start_span(
-            f"send {self._queue}", kind=SpanKind.PRODUCER, attributes=attributes
-        )
+        self._span = span = tracer.start_span(f"send {self._queue}", kind=SpanKind.PRODUCER, attributes=attributes)
         return _traceparent(span.get_span_context())
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         span = self._span
-        if exc is not None:
+        if exc is None:
+            if self._count:
+                self._telemetry._enqueued.add((self._queue, self._task), self._count)
+        elif span is not None:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-        elif self._count:
-            self._telemetry._enqueued.add((self._queue, self._task), self._count)
-        span.end()
+        if span is not None:
+            span.end()
 
 
 class _Tally:
@@ -341,6 +375,19 @@ class _Tally:
             totals = list(self._counts.items())
         for (first, second), total in totals:
             yield Observation(total, self._attributes(first, second))
+
+
+def _may_record(tracer: trace.Tracer) -> bool:
+    """Whether ``tracer`` may record any span: not the API's no-op tracer, nor an SDK tracer whose
+    sampler drops every span (``ALWAYS_OFF``; a sampler that decides span by span may record)."""
+    if isinstance(tracer, trace.NoOpTracer):
+        return False
+    sampler = getattr(tracer, "sampler", None)
+    return sampler is None or sampler.get_description() != _ALWAYS_OFF
+
+
+#: How the SDK's ``ALWAYS_OFF`` sampler describes itself (``Sampler.get_description``).
+_ALWAYS_OFF = "AlwaysOffSampler"
 
 
 def _fire_attributes(queue: str, schedule: str | None) -> dict[str, str]:

@@ -273,15 +273,17 @@ def job_params(job: port.NewJob, now: datetime, channel: str) -> dict[str, Any]:
 def alike(jobs: Sequence[port.NewJob]) -> bool:
     """Whether ``jobs`` differ in their payloads only (what one ``enqueue_many`` call makes)."""
     first = jobs[0]
+    queue, priority, run_at, expires_at = first.queue, first.priority, first.run_at, first.expires_at
+    max_attempts, visibility, task, trace = first.max_attempts, first.visibility, first.task, first.trace
     return all(
-        job.queue == first.queue
-        and job.priority == first.priority
-        and job.run_at == first.run_at
-        and job.expires_at == first.expires_at
-        and job.max_attempts == first.max_attempts
-        and job.visibility == first.visibility
-        and job.task == first.task
-        and job.trace == first.trace
+        job.queue == queue
+        and job.priority == priority
+        and job.run_at == run_at
+        and job.expires_at == expires_at
+        and job.max_attempts == max_attempts
+        and job.visibility == visibility
+        and job.task == task
+        and job.trace == trace
         for job in jobs
     )
 
