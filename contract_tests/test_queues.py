@@ -148,6 +148,13 @@ def test_a_worker_whose_lease_lapsed_and_was_reclaimed_gets_lease_lost_and_chang
     assert store.get_job(fresh.id) is None
 
 
+def test_each_claim_of_a_job_holds_a_greater_fence_than_the_one_before(store: Store, clock: ManualClock) -> None:
+    stale, fresh = _lapse_and_reclaim(store, clock)
+    assert (stale.id, stale.fence) != (fresh.id, fresh.fence)
+    assert stale.id == fresh.id
+    assert fresh.fence > stale.fence
+
+
 @pytest.mark.parametrize("call", FENCED_CALLS)
 def test_a_finished_job_cannot_be_finished_twice(store: Store, call: str) -> None:
     store.queue("jobs").enqueue("once")

@@ -313,6 +313,10 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert store.requeue_dead_queue("emails") == 1
     job = must_claim(queue, "w1")
     job.fail("dead for good")
+    assert store.purge_dead_many([dying]) == [dying]
+    dying = queue.enqueue("dies at last")
+    job = must_claim(queue, "w1")
+    job.fail("dead at last")
     assert store.purge_dead("emails") == 1
     assert store.leader() is None  # the leader loop above gave its lease up
     assert store.workers() == []
