@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from alkstore import InvalidPayload, JsonCodec, ManualClock, StopToken, Store
+from alkstore import EnqueueOpts, InvalidPayload, JsonCodec, ManualClock, StopToken, Store
 from alkstore.adapters.postgres import _migrate
 from alkstore.errors import LeadershipLost
 
@@ -27,7 +27,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -36,6 +36,7 @@ MIGRATIONS = [
     (5, "bounded_tables"),
     (6, "queue_controls"),
     (7, "kept_results"),
+    (8, "promotion_straight_to_pending"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -182,6 +183,10 @@ INDEXES = {
     "jobs_ordering": (
         "CREATE INDEX jobs_ordering ON {s}.jobs USING btree (queue, ordering_key, id) WHERE (ordering_key IS NOT NULL)"
     ),
+    "jobs_ordering_head": (
+        "CREATE INDEX jobs_ordering_head ON {s}.jobs USING btree (queue, ordering_key)"
+        " WHERE ((ordering_key IS NOT NULL) AND (state <> 'waiting'::text))"
+    ),
     "jobs_pkey": "CREATE UNIQUE INDEX jobs_pkey ON {s}.jobs USING btree (id)",
     "jobs_unique": (
         "CREATE UNIQUE INDEX jobs_unique ON {s}.jobs USING btree (queue, unique_key) WHERE (unique_key IS NOT NULL)"
@@ -218,6 +223,7 @@ FUNCTIONS = {
         " waiting bigint, paused boolean)"
     ),
     "promote_6()": "trigger",
+    "promote_8()": "trigger",
     "queues_4()": "SETOF text",
     f"sweep(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_3(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
@@ -481,3 +487,31 @@ def test_a_job_due_at_once_is_stored_pending_and_one_ahead_delayed(
     third.release()
     query = sql.SQL("SELECT id, state FROM {} WHERE queue = 'states'").format(table(schema, "jobs"))
     assert dict(db.execute(query).fetchall()) == {first.id: "pending", second.id: "delayed", third.id: "pending"}
+
+
+def test_the_next_job_of_an_ordering_key_is_promoted_pending_when_due_and_delayed_when_not(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    """Promotion (promote_8) spares the next claim a sweep when the promoted job is due by the database's
+    clock; one whose run_at is still ahead is promoted delayed, for the claim's sweep to make pending."""
+    store = open_store()
+    queue = store.queue("lines")
+    keyed = EnqueueOpts(ordering_key="k")
+    head, due = queue.enqueue("head", keyed), queue.enqueue("next", keyed)
+    later = EnqueueOpts(ordering_key="later")
+    ahead_head, ahead = (
+        queue.enqueue("head", later),
+        queue.enqueue("next", EnqueueOpts(ordering_key="later", delay=3600)),
+    )
+    query = sql.SQL("SELECT id, state FROM {} WHERE queue = 'lines'").format(table(schema, "jobs"))
+    assert dict(db.execute(query).fetchall()) == {
+        head: "pending",
+        due: "waiting",
+        ahead_head: "pending",
+        ahead: "waiting",
+    }
+    heads = queue.claim_many("w", 2)
+    assert sorted(job.id for job in heads) == [head, ahead_head]
+    for job in heads:
+        job.ack()
+    assert dict(db.execute(query).fetchall()) == {due: "pending", ahead: "delayed"}
