@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.management import call_command
 from django.tasks import TaskResultStatus, task_backends
 from django.tasks.exceptions import TaskResultDoesNotExist
 
@@ -47,6 +48,12 @@ def claim(job_id: str, worker_id: str) -> Any:
     return claimed[0]
 
 
+def stored_settings(queue: str) -> Any:
+    """``queue``'s settings as stored now (read by a store of its own: the backend's caches them for a while)."""
+    with backend().open_store(max_size=1) as store:
+        return store.queue(queue).defaults()
+
+
 def finished(result: Any) -> bool:
     """Whether ``result``, read again, is finished."""
     result.refresh()
@@ -61,11 +68,16 @@ def raised(error: Exception) -> Exception:
         return exc
 
 
-def test_alkstore_migrate_has_every_queue_of_the_backend_keep_results_for_a_day() -> None:
-    store = backend().store
-    assert {queue: store.queue(queue).defaults().keep_results for queue in backend().queues} == dict.fromkeys(
-        backend().queues, DAY
-    )
+def test_alkstore_migrate_has_every_queue_keep_results_for_a_day_and_leaves_its_other_settings() -> None:
+    emails = backend().store.queue("emails")
+    emails.configure(keep_results=60, max_attempts=4)
+    try:
+        call_command("alkstore_migrate")
+        assert (stored_settings("emails").keep_results, stored_settings("emails").max_attempts) == (DAY, 4)
+        kept = {queue: stored_settings(queue).keep_results for queue in backend().queues}
+        assert kept == dict.fromkeys(backend().queues, DAY)
+    finally:
+        emails.configure(keep_results=DAY)
 
 
 def test_a_kept_result_is_successful_with_its_return_value_earlier_errors_workers_and_times() -> None:
@@ -163,7 +175,7 @@ def test_a_worker_process_keeps_return_values_earlier_errors_and_failures_for_go
                 wait_until(functools.partial(finished, each), f"task {each.id} finished")
             process.proc.send_signal(signal.SIGTERM)
             assert process.finish() == 0
-        settings = results.defaults()
+        settings = stored_settings("results")
         assert (settings.keep_results, settings.max_attempts, settings.backoff_base) == (
             DAY,
             2,
