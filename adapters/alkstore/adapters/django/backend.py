@@ -19,7 +19,7 @@ import asyncio
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import fields
 from datetime import timedelta
 from typing import Any
@@ -79,17 +79,22 @@ _stores: dict[tuple[str, str, int], Store] = {}
 _stores_lock = threading.Lock()
 
 #: The async runtime's likewise, per event loop (an ``AsyncStore`` lives on one), each with the
-#: async generator that closes it when its loop shuts down (``asyncio.run`` and ``Runner`` close
-#: a loop's async generators, so the store's pool is closed while the loop still runs).
+#: task that closes it when its loop shuts down (``asyncio.run`` and ``Runner`` cancel a loop's
+#: tasks, so the store's pool is closed while the loop still runs; ADR 046).
 _async_stores: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str, int], tuple[AsyncStore, AsyncIterator[None]]]
+    asyncio.AbstractEventLoop, dict[tuple[str, str, int], tuple[AsyncStore, asyncio.Task[None]]]
 ] = weakref.WeakKeyDictionary()
 
 
-async def _closed_with_the_loop(store: AsyncStore) -> AsyncIterator[None]:
-    """Suspended until its loop shuts its async generators down, then closes ``store``."""
+async def _closed_with_the_loop(store: AsyncStore) -> None:
+    """Wait until cancelled (as a loop's tasks are when it shuts down), then close ``store``.
+
+    A task, not an async generator: ``asyncio.run`` cancels every task before it closes async
+    generators, and a pool worker cancelled in the middle of its work carries on waiting for
+    more (psycopg's pool catches the cancel), which only the pool's close ends.
+    """
     try:
-        yield
+        await asyncio.get_running_loop().create_future()
     finally:
         await store.close()
 
@@ -293,8 +298,7 @@ class AlkstoreBackend(BaseTaskBackend):
             if key in opened:  # another task of this loop opened one meanwhile
                 await store.close()
             else:
-                lifetime = _closed_with_the_loop(store)
-                await anext(lifetime)
+                lifetime = asyncio.get_running_loop().create_task(_closed_with_the_loop(store), name="alkstore-django")
                 opened[key] = (store, lifetime)
         return opened[key][0]
 
@@ -412,12 +416,23 @@ class AlkstoreBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> Any:
         """The ``TaskResult`` of a stored job (``READY``, ``RUNNING``, ``FAILED`` when dead) or of a kept
-        result (``SUCCESSFUL``, ADR 046); ``TaskResultDoesNotExist`` for any other id. ``aget_result`` is
-        Django's: this, on the thread where Django runs sync code."""
+        result (``SUCCESSFUL``, ADR 046); ``TaskResultDoesNotExist`` for any other id."""
         job_id = _job_id(result_id)
         store = self.store
         info = store.get_job(job_id)
         kept = store.result(job_id) if info is None else None  # gone: finished, kept if its queue keeps results
+        return self._result(result_id, info, kept)
+
+    async def aget_result(self, result_id: str) -> Any:
+        """``get_result`` on the event loop's ``AsyncStore`` (the one ``aenqueue`` writes through)."""
+        job_id = _job_id(result_id)
+        store = await self.astore()
+        info = await store.get_job(job_id)
+        kept = await store.result(job_id) if info is None else None
+        return self._result(result_id, info, kept)
+
+    def _result(self, result_id: str, info: JobInfo | None, kept: JobResult | None) -> Any:
+        """The ``TaskResult`` of what ``get_job`` and ``result`` read for ``result_id``."""
         if info is not None and info.task is not None:
             return self.result_of(info)
         if kept is not None and kept.task is not None:
