@@ -157,7 +157,7 @@ def test_the_queue_name_is_the_alkstore_queue() -> None:
 def test_the_flags_say_what_the_backend_does() -> None:
     configured = backend()
     assert (configured.supports_defer, configured.supports_priority) == (True, True)
-    assert (configured.supports_get_result, configured.supports_async_task) == (False, True)
+    assert (configured.supports_get_result, configured.supports_async_task) == (True, True)
 
 
 def test_django_priorities_are_kept_as_alkstore_priorities_and_claimed_highest_first() -> None:

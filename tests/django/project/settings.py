@@ -62,7 +62,7 @@ DATABASES = {
 TASKS = {
     "default": {
         "BACKEND": "alkstore.adapters.django.backend.AlkstoreBackend",
-        "QUEUES": ["default", "emails", "ticks"],
+        "QUEUES": ["default", "emails", "ticks", "results"],
         "OPTIONS": {
             "database": "default",
             "schema": os.environ.get("ALKSTORE_DJANGO_SCHEMA", "alkstore"),

@@ -19,7 +19,9 @@ import asyncio
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
+from dataclasses import fields
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -29,6 +31,7 @@ from django.core import checks
 from django.db import connections
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
@@ -36,12 +39,31 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 import alkstore
-from alkstore import AlkstoreError, AsyncStore, EnqueueOpts, JobInfo, JobState, Store, Tasks, parse_spec
+from alkstore import (
+    AlkstoreError,
+    AsyncStore,
+    EnqueueOpts,
+    JobInfo,
+    JobResult,
+    JobState,
+    QueueDefaults,
+    Store,
+    Tasks,
+    parse_spec,
+)
 
-__all__ = ["DEFAULT_OPTIONS", "AlkstoreBackend", "database_url"]
+__all__ = ["DEFAULT_OPTIONS", "AlkstoreBackend", "database_url", "task_error"]
 
 #: What ``OPTIONS`` may say, and what each is when it does not.
-DEFAULT_OPTIONS: Mapping[str, Any] = {"database": "default", "schema": "alkstore", "max_size": 4, "schedules": {}}
+#: ``keep_results`` is how long (seconds) a finished task's result is kept for ``get_result``: a
+#: day by default, so that the result of a task that just finished can be read (``None``: not kept).
+DEFAULT_OPTIONS: Mapping[str, Any] = {
+    "database": "default",
+    "schema": "alkstore",
+    "max_size": 4,
+    "schedules": {},
+    "keep_results": 86400,
+}
 
 #: The Django database engine whose connections alkstore can write on.
 POSTGRES_ENGINE = "django.db.backends.postgresql"
@@ -57,17 +79,22 @@ _stores: dict[tuple[str, str, int], Store] = {}
 _stores_lock = threading.Lock()
 
 #: The async runtime's likewise, per event loop (an ``AsyncStore`` lives on one), each with the
-#: async generator that closes it when its loop shuts down (``asyncio.run`` and ``Runner`` close
-#: a loop's async generators, so the store's pool is closed while the loop still runs).
+#: task that closes it when its loop shuts down (``asyncio.run`` and ``Runner`` cancel a loop's
+#: tasks, so the store's pool is closed while the loop still runs; ADR 046).
 _async_stores: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str, int], tuple[AsyncStore, AsyncIterator[None]]]
+    asyncio.AbstractEventLoop, dict[tuple[str, str, int], tuple[AsyncStore, asyncio.Task[None]]]
 ] = weakref.WeakKeyDictionary()
 
 
-async def _closed_with_the_loop(store: AsyncStore) -> AsyncIterator[None]:
-    """Suspended until its loop shuts its async generators down, then closes ``store``."""
+async def _closed_with_the_loop(store: AsyncStore) -> None:
+    """Wait until cancelled (as a loop's tasks are when it shuts down), then close ``store``.
+
+    A task, not an async generator: ``asyncio.run`` cancels every task before it closes async
+    generators, and a pool worker cancelled in the middle of its work carries on waiting for
+    more (psycopg's pool catches the cancel), which only the pool's close ends.
+    """
     try:
-        yield
+        await asyncio.get_running_loop().create_future()
     finally:
         await store.close()
 
@@ -103,8 +130,8 @@ class AlkstoreBackend(BaseTaskBackend):
     supports_async_task = True
     #: alkstore claims higher priorities first, as Django orders them.
     supports_priority = True
-    #: A finished job is deleted ("done and gone"): no outcome to return once it succeeds. Results
-    #: of jobs alkstore still keeps (ready, running, dead) are answered by ``get_result``.
+    #: ``True`` unless ``OPTIONS["keep_results"]`` is ``None`` (set per instance): the backend's queues
+    #: then keep a finished task's result, which ``get_result`` reads from any process (ADR 046).
     supports_get_result = False
 
     def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
@@ -113,6 +140,8 @@ class AlkstoreBackend(BaseTaskBackend):
         self.schema: str = self.options.get("schema", DEFAULT_OPTIONS["schema"])
         self.max_size: int = self.options.get("max_size", DEFAULT_OPTIONS["max_size"])
         self.schedules: Any = self.options.get("schedules", DEFAULT_OPTIONS["schedules"])
+        self.keep_results: Any = self.options.get("keep_results", DEFAULT_OPTIONS["keep_results"])
+        self.supports_get_result = self.keep_results is not None
 
     # -- configuration -------------------------------------------------------------------
 
@@ -158,6 +187,16 @@ class AlkstoreBackend(BaseTaskBackend):
                     f"{where}['OPTIONS']['max_size'] is {self.max_size!r}, not a positive whole number",
                     hint="the most connections the backend's own pool opens (default 4)",
                     id="alkstore.E005",
+                )
+            )
+        keep = self.keep_results
+        if keep is not None and (not isinstance(keep, int | float) or isinstance(keep, bool) or not 0 < keep < 1e9):
+            errors.append(
+                checks.Error(
+                    f"{where}['OPTIONS']['keep_results'] is {keep!r}, not a positive number of seconds or None",
+                    hint="how long a finished task's result is kept for get_result (default 86400, a day; "
+                    "None: not kept)",
+                    id="alkstore.E008",
                 )
             )
         for queue in sorted(self.queues):
@@ -259,10 +298,36 @@ class AlkstoreBackend(BaseTaskBackend):
             if key in opened:  # another task of this loop opened one meanwhile
                 await store.close()
             else:
-                lifetime = _closed_with_the_loop(store)
-                await anext(lifetime)
+                lifetime = asyncio.get_running_loop().create_task(_closed_with_the_loop(store), name="alkstore-django")
                 opened[key] = (store, lifetime)
         return opened[key][0]
+
+    # -- kept results ------------------------------------------------------------------
+
+    def keeping(self, defaults: QueueDefaults) -> dict[str, Any] | None:
+        """What ``Queue.configure`` is given for a queue of ``defaults`` to keep results as ``OPTIONS`` say:
+        its settings as they are with ``keep_results`` changed; ``None`` when nothing is to change.
+
+        ``configure`` replaces a queue's stored settings, so the others are given as they are now.
+        """
+        if self.keep_results is None or defaults.keep_results == timedelta(seconds=self.keep_results):
+            return None
+        now = {field.name: getattr(defaults, field.name) for field in fields(defaults)}
+        return {**now, "keep_results": self.keep_results}
+
+    def configure_queues(self, store: Store) -> None:
+        """Have the backend's queues keep results as ``OPTIONS["keep_results"]`` says (``alkstore_migrate``)."""
+        for queue in sorted(self.queues):
+            wanted = self.keeping(store.queue(queue).defaults())
+            if wanted is not None:
+                store.queue(queue).configure(**wanted)
+
+    async def aconfigure_queues(self, store: AsyncStore) -> None:
+        """``configure_queues`` on an ``AsyncStore`` (the worker's, before it claims)."""
+        for queue in sorted(self.queues):
+            wanted = self.keeping(await store.queue(queue).defaults())
+            if wanted is not None:
+                await store.queue(queue).configure(**wanted)
 
     # -- enqueue -------------------------------------------------------------------------
 
@@ -350,31 +415,52 @@ class AlkstoreBackend(BaseTaskBackend):
     # -- results -------------------------------------------------------------------------
 
     def get_result(self, result_id: str) -> Any:
-        """The result of a job alkstore still keeps (ready, running, or dead as FAILED).
+        """The ``TaskResult`` of a stored job (``READY``, ``RUNNING``, ``FAILED`` when dead) or of a kept
+        result (``SUCCESSFUL``, ADR 046); ``TaskResultDoesNotExist`` for any other id."""
+        job_id = _job_id(result_id)
+        store = self.store
+        info = store.get_job(job_id)
+        kept = store.result(job_id) if info is None else None  # gone: finished, kept if its queue keeps results
+        return self._result(result_id, info, kept)
 
-        ``TaskResultDoesNotExist`` for an id that never was a job, and for one that finished: a
-        successful job is deleted, so its outcome is not kept (ADR 039).
-        """
-        info = self.store.get_job(int(result_id)) if str(result_id).isdigit() else None
-        if info is None or info.task is None:
-            raise TaskResultDoesNotExist(result_id)
-        return self.result_of(info)
+    async def aget_result(self, result_id: str) -> Any:
+        """``get_result`` on the event loop's ``AsyncStore`` (the one ``aenqueue`` writes through)."""
+        job_id = _job_id(result_id)
+        store = await self.astore()
+        info = await store.get_job(job_id)
+        kept = await store.result(job_id) if info is None else None
+        return self._result(result_id, info, kept)
+
+    def _result(self, result_id: str, info: JobInfo | None, kept: JobResult | None) -> Any:
+        """The ``TaskResult`` of what ``get_job`` and ``result`` read for ``result_id``."""
+        if info is not None and info.task is not None:
+            return self.result_of(info)
+        if kept is not None and kept.task is not None:
+            return self.kept_result_of(kept)
+        raise TaskResultDoesNotExist(result_id)
+
+    def _task(self, path: str, job_id: int, **using: Any) -> Any:
+        """The Django task of this backend that ``path`` names (``TaskResultDoesNotExist`` if none)."""
+        try:
+            found = import_string(path)
+        except ImportError as exc:
+            raise TaskResultDoesNotExist(str(job_id)) from exc
+        if not isinstance(found, self.task_class):
+            raise TaskResultDoesNotExist(str(job_id))
+        return found.using(backend=self.alias, **using)
 
     def result_of(self, info: JobInfo) -> Any:
-        """The ``TaskResult`` of a stored job of a Django task."""
-        try:
-            found = import_string(str(info.task))
-        except ImportError as exc:
-            raise TaskResultDoesNotExist(str(info.id)) from exc
-        if not isinstance(found, self.task_class):
-            raise TaskResultDoesNotExist(str(info.id))
-        task = found.using(priority=info.priority, queue_name=info.queue, backend=self.alias)
+        """The ``TaskResult`` of a stored job of a Django task: ready, running, or failed for good (dead).
+
+        Its errors are the last failure's (a job's own row keeps that one, ADR 046)."""
+        task = self._task(str(info.task), info.id, priority=info.priority, queue_name=info.queue)
         payload = info.payload if isinstance(info.payload, dict) else {}
         status = {
             JobState.PENDING: TaskResultStatus.READY,
             JobState.RUNNING: TaskResultStatus.RUNNING,
             JobState.DEAD: TaskResultStatus.FAILED,
         }[info.state]
+        last = [task_error(info.last_error, info.last_traceback)] if info.last_error is not None else []
         return TaskResult(
             task=task,
             id=str(info.id),
@@ -386,6 +472,62 @@ class AlkstoreBackend(BaseTaskBackend):
             args=payload.get("args", []),
             kwargs=payload.get("kwargs", {}),
             backend=self.alias,
-            errors=[],
-            worker_ids=[info.worker_id] if info.worker_id else [],
+            errors=last,
+            worker_ids=_worker_ids([info.worker_id] if info.worker_id else [], info.attempts),
         )
+
+    def kept_result_of(self, kept: JobResult) -> Any:
+        """The ``SUCCESSFUL`` ``TaskResult`` of a Django task's kept result: its return value, the errors
+        of its earlier attempts and one worker id per attempt (ADR 046)."""
+        task = self._task(str(kept.task), kept.id, queue_name=kept.queue)
+        payload = kept.payload if isinstance(kept.payload, dict) else {}
+        result = TaskResult(
+            task=task,
+            id=str(kept.id),
+            status=TaskResultStatus.SUCCESSFUL,
+            enqueued_at=kept.enqueued_at,
+            started_at=kept.started_at,
+            last_attempted_at=kept.started_at,
+            finished_at=kept.finished_at,
+            args=payload.get("args", []),
+            kwargs=payload.get("kwargs", {}),
+            backend=self.alias,
+            errors=[task_error(failed.error, failed.traceback, failed.exception) for failed in kept.errors],
+            worker_ids=_worker_ids(
+                [failed.worker_id or "" for failed in kept.errors] + [kept.worker_id or ""], kept.attempts
+            ),
+        )
+        object.__setattr__(result, "_return_value", kept.result)
+        return result
+
+
+def _worker_ids(known: list[str], attempts: int) -> list[str]:
+    """One worker id per attempt (Django counts ``attempts`` by them): those known, the latest last, led
+    by ``""`` for each attempt whose worker is not known (a lease that lapsed, a dead job's)."""
+    return [""] * (attempts - len(known)) + known
+
+
+def _job_id(result_id: str) -> int:
+    """The job id a ``TaskResult.id`` names (0, which no job has, for one that is not a number)."""
+    text = str(result_id)
+    return int(text) if text.isdigit() else 0
+
+
+#: The line of a formatted traceback that names the exception raised: its type, then its message.
+_RAISED = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
+
+
+def task_error(error: str, traceback: str | None, exception: str | None = None) -> TaskError:
+    """A Django ``TaskError`` for a failed attempt: its exception's class path and its traceback.
+
+    A dead job's row keeps its traceback but not the class path, so that is read from the
+    traceback's line naming the exception (``traceback`` prints builtins without their module);
+    ``builtins.Exception`` when neither says (an error given as text), with the text as traceback.
+    """
+    if exception is None and traceback:
+        tail = traceback.rsplit("Traceback (most recent call last):\n", 1)[-1]
+        named = next((m for line in tail.splitlines() if (m := _RAISED.match(line))), None)
+        if named is not None:
+            kind = named["type"]
+            exception = kind if "." in kind else f"builtins.{kind}"
+    return TaskError(exception_class_path=exception or "builtins.Exception", traceback=traceback or error)

@@ -6,7 +6,8 @@ a ``TaskContext`` first for ``takes_context`` tasks), and sends ``task_started``
 ``task_finished`` around the call. An ``async def`` task is awaited on the worker's event loop; a
 plain one runs, signals and all, on one of the worker's daemon threads, as a sync view would. Django's
 stale connections are closed before and after each run, as a request would. A task that raises
-fails the run: alkstore retries it, then keeps it dead.
+fails the run: alkstore retries it, then keeps it dead. Its return value, normalised to JSON as
+Django's own backends do (a value that is not JSON fails the run, as there), is the job's result.
 
 Periodic tasks (``OPTIONS["schedules"]``) are registered in an ``alkstore.Tasks`` registry whose
 every entry runs through the same handler, so a fired job and an enqueued one run alike.
@@ -86,11 +87,12 @@ class DaemonThreads(Executor):
                 self._idle += 1
 
 
-def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaitable[None]]:
-    """The async handler that runs the Django task each job of ``backend`` names (plain ones on ``executor``)."""
+def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaitable[Any]]:
+    """The async handler that runs the Django task each job of ``backend`` names (plain ones on ``executor``);
+    it returns the task's return value normalised to JSON, which the worker's ack keeps (ADR 046)."""
     sender = type(backend)
 
-    def run_sync(task: Any, result: TaskResult) -> None:
+    def run_sync(task: Any, result: TaskResult) -> Any:
         close_old_connections()
         try:
             task_started.send(sender=sender, task_result=result)
@@ -101,13 +103,14 @@ def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaita
                 task_finished.send(sender=sender, task_result=_failed(result, exc))
                 raise
             task_finished.send(sender=sender, task_result=_succeeded(result, value))
+            return value
         finally:
             close_old_connections()
 
     in_thread = sync_to_async(run_sync, thread_sensitive=False, executor=executor)
     close_async = sync_to_async(close_old_connections)
 
-    async def run_async(task: Any, result: TaskResult) -> None:
+    async def run_async(task: Any, result: TaskResult) -> Any:
         await close_async()
         try:
             await task_started.asend(sender=sender, task_result=result)
@@ -118,28 +121,28 @@ def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaita
                 await task_finished.asend(sender=sender, task_result=_failed(result, exc))
                 raise
             await task_finished.asend(sender=sender, task_result=_succeeded(result, value))
+            return value
         finally:
             await close_async()
 
-    async def handle(payload: Any, job: Any) -> None:
+    async def handle(payload: Any, job: Any) -> Any:
         task, result = _started(backend, payload, job)
         if iscoroutinefunction(task.func):
-            await run_async(task, result)
-        else:
-            await in_thread(task, result)
+            return await run_async(task, result)
+        return await in_thread(task, result)
 
     return handle
 
 
-def periodic_registry(schedules: Mapping[str, Any], handle: Callable[[Any, Any], Awaitable[None]]) -> Tasks:
+def periodic_registry(schedules: Mapping[str, Any], handle: Callable[[Any, Any], Awaitable[Any]]) -> Tasks:
     """An ``alkstore.Tasks`` of the periodic Django tasks (``backend.periodic()``), each run by ``handle``.
 
     Each is named by its module path, on its task's queue with its priority, firing the payload
     ``{"args": …, "kwargs": …}`` an enqueue writes; the worker registers the schedules when it starts.
     """
 
-    async def fired(args: list[Any], kwargs: dict[str, Any]) -> None:
-        await handle({"args": args, "kwargs": kwargs}, current_job())
+    async def fired(args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return await handle({"args": args, "kwargs": kwargs}, current_job())
 
     registry = Tasks()
     for path, (task, every, args, kwargs) in schedules.items():

@@ -59,5 +59,29 @@ def tick() -> None:
             log.write(f"{job.id} {job.boundary.isoformat()} {job.enqueued_at.isoformat()}\n")
 
 
+class Boom(Exception):
+    """What ``explode`` raises: an exception class of the project's own, named by its module path."""
+
+
+@task(queue_name="results", takes_context=True)
+def flaky(context: Any, failures: int) -> dict[str, Any]:
+    """Fail the first ``failures`` attempts, then return what the last one was (a tuple: JSON makes it a list)."""
+    if context.attempt <= failures:
+        raise ValueError(f"attempt {context.attempt} fails")
+    return {"attempt": context.attempt, "pair": (1, "two")}
+
+
+@task(queue_name="results")
+def explode(text: str) -> None:
+    """Fail every attempt with ``Boom(text)``."""
+    raise Boom(text)
+
+
+@task(queue_name="results")
+def returns_a_set() -> set[int]:
+    """Return a value that is not JSON, which fails the run as it does on Django's own backends."""
+    return {1, 2}
+
+
 def not_a_task() -> None:
     """A plain function, which the worker refuses to run."""

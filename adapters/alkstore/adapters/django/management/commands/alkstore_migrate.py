@@ -1,4 +1,5 @@
-"""``manage.py alkstore_migrate``: create or upgrade the alkstore schema of a task backend (ADR 039)."""
+"""``manage.py alkstore_migrate``: create or upgrade the alkstore schema of a task backend (ADR 039), and
+have its queues keep results as ``OPTIONS["keep_results"]`` says (ADR 046)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = alkstore_backend(options["backend"])
-        with backend.open_store(migrate=True, grant=options["grant"], max_size=1):
-            pass
+        with backend.open_store(migrate=True, grant=options["grant"], max_size=1) as store:
+            backend.configure_queues(store)  # its queues keep results as OPTIONS say (ADR 046)
         self.stdout.write(f"alkstore schema {backend.schema!r} on database {backend.database!r} is current")

@@ -68,6 +68,7 @@ class Command(BaseCommand):
         threads = DaemonThreads("alkstore-django-task")
         try:
             async with await backend.open_async_store(max_size=concurrency + 2) as store:
+                await backend.aconfigure_queues(store)  # before any of its acks: they keep results as OPTIONS say
                 handle = handler_for(backend, threads)
                 worker = AsyncWorker(
                     store,
