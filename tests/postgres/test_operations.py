@@ -65,6 +65,15 @@ def test_version_4_adds_the_workers_table_and_no_index_on_jobs(
         "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'jobs' ORDER BY indexname",
         [pg_module_schema],
     ).fetchall()
-    # Version 6 adds the keys' two (ADR 031, ADR 032); version 4 added none.
-    names = ["jobs_claim", "jobs_delayed", "jobs_expiry", "jobs_lease", "jobs_ordering", "jobs_pkey", "jobs_unique"]
+    # Version 6 adds the keys' two (ADR 031, ADR 032), version 8 the keys' heads; version 4 added none.
+    names = [
+        "jobs_claim",
+        "jobs_delayed",
+        "jobs_expiry",
+        "jobs_lease",
+        "jobs_ordering",
+        "jobs_ordering_head",
+        "jobs_pkey",
+        "jobs_unique",
+    ]
     assert [name for (name,) in indexes] == names

@@ -31,7 +31,6 @@ from django.core import checks
 from django.db import connections
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
@@ -45,12 +44,13 @@ from alkstore import (
     EnqueueOpts,
     JobInfo,
     JobResult,
-    JobState,
     QueueDefaults,
     Store,
     Tasks,
     parse_spec,
 )
+
+from .results import kept_result_of, result_of, task_error
 
 __all__ = ["DEFAULT_OPTIONS", "AlkstoreBackend", "database_url", "task_error"]
 
@@ -434,9 +434,10 @@ class AlkstoreBackend(BaseTaskBackend):
     def _result(self, result_id: str, info: JobInfo | None, kept: JobResult | None) -> Any:
         """The ``TaskResult`` of what ``get_job`` and ``result`` read for ``result_id``."""
         if info is not None and info.task is not None:
-            return self.result_of(info)
+            task = self._task(str(info.task), info.id, priority=info.priority, queue_name=info.queue)
+            return result_of(task, info, self.alias)
         if kept is not None and kept.task is not None:
-            return self.kept_result_of(kept)
+            return kept_result_of(self._task(str(kept.task), kept.id, queue_name=kept.queue), kept, self.alias)
         raise TaskResultDoesNotExist(result_id)
 
     def _task(self, path: str, job_id: int, **using: Any) -> Any:
@@ -449,85 +450,8 @@ class AlkstoreBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(str(job_id))
         return found.using(backend=self.alias, **using)
 
-    def result_of(self, info: JobInfo) -> Any:
-        """The ``TaskResult`` of a stored job of a Django task: ready, running, or failed for good (dead).
-
-        Its errors are the last failure's (a job's own row keeps that one, ADR 046)."""
-        task = self._task(str(info.task), info.id, priority=info.priority, queue_name=info.queue)
-        payload = info.payload if isinstance(info.payload, dict) else {}
-        status = {
-            JobState.PENDING: TaskResultStatus.READY,
-            JobState.RUNNING: TaskResultStatus.RUNNING,
-            JobState.DEAD: TaskResultStatus.FAILED,
-        }[info.state]
-        last = [task_error(info.last_error, info.last_traceback)] if info.last_error is not None else []
-        return TaskResult(
-            task=task,
-            id=str(info.id),
-            status=status,
-            enqueued_at=info.enqueued_at,
-            started_at=None,
-            last_attempted_at=None,
-            finished_at=info.died_at,
-            args=payload.get("args", []),
-            kwargs=payload.get("kwargs", {}),
-            backend=self.alias,
-            errors=last,
-            worker_ids=_worker_ids([info.worker_id] if info.worker_id else [], info.attempts),
-        )
-
-    def kept_result_of(self, kept: JobResult) -> Any:
-        """The ``SUCCESSFUL`` ``TaskResult`` of a Django task's kept result: its return value, the errors
-        of its earlier attempts and one worker id per attempt (ADR 046)."""
-        task = self._task(str(kept.task), kept.id, queue_name=kept.queue)
-        payload = kept.payload if isinstance(kept.payload, dict) else {}
-        result = TaskResult(
-            task=task,
-            id=str(kept.id),
-            status=TaskResultStatus.SUCCESSFUL,
-            enqueued_at=kept.enqueued_at,
-            started_at=kept.started_at,
-            last_attempted_at=kept.started_at,
-            finished_at=kept.finished_at,
-            args=payload.get("args", []),
-            kwargs=payload.get("kwargs", {}),
-            backend=self.alias,
-            errors=[task_error(failed.error, failed.traceback, failed.exception) for failed in kept.errors],
-            worker_ids=_worker_ids(
-                [failed.worker_id or "" for failed in kept.errors] + [kept.worker_id or ""], kept.attempts
-            ),
-        )
-        object.__setattr__(result, "_return_value", kept.result)
-        return result
-
-
-def _worker_ids(known: list[str], attempts: int) -> list[str]:
-    """One worker id per attempt (Django counts ``attempts`` by them): those known, the latest last, led
-    by ``""`` for each attempt whose worker is not known (a lease that lapsed, a dead job's)."""
-    return [""] * (attempts - len(known)) + known
-
 
 def _job_id(result_id: str) -> int:
     """The job id a ``TaskResult.id`` names (0, which no job has, for one that is not a number)."""
     text = str(result_id)
     return int(text) if text.isdigit() else 0
-
-
-#: The line of a formatted traceback that names the exception raised: its type, then its message.
-_RAISED = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
-
-
-def task_error(error: str, traceback: str | None, exception: str | None = None) -> TaskError:
-    """A Django ``TaskError`` for a failed attempt: its exception's class path and its traceback.
-
-    A dead job's row keeps its traceback but not the class path, so that is read from the
-    traceback's line naming the exception (``traceback`` prints builtins without their module);
-    ``builtins.Exception`` when neither says (an error given as text), with the text as traceback.
-    """
-    if exception is None and traceback:
-        tail = traceback.rsplit("Traceback (most recent call last):\n", 1)[-1]
-        named = next((m for line in tail.splitlines() if (m := _RAISED.match(line))), None)
-        if named is not None:
-            kind = named["type"]
-            exception = kind if "." in kind else f"builtins.{kind}"
-    return TaskError(exception_class_path=exception or "builtins.Exception", traceback=traceback or error)
