@@ -142,6 +142,10 @@ class AlkstoreBackend(BaseTaskBackend):
         self.schedules: Any = self.options.get("schedules", DEFAULT_OPTIONS["schedules"])
         self.keep_results: Any = self.options.get("keep_results", DEFAULT_OPTIONS["keep_results"])
         self.supports_get_result = self.keep_results is not None
+        #: The store's key, worked out for the settings of the database it was worked out from (a test
+        #: that overrides ``DATABASES`` gets a new one), and each task's alkstore twin: an enqueue reads both.
+        self._store_key: tuple[object, tuple[str, str, int]] | None = None
+        self._twins: dict[tuple[str, str, int], Any] = {}
 
     # -- configuration -------------------------------------------------------------------
 
@@ -260,14 +264,24 @@ class AlkstoreBackend(BaseTaskBackend):
             found[task.module_path] = (task, spec, args, kwargs)
         return found
 
-    @property
-    def store(self) -> Store:
-        """The store this backend writes through outside a transaction (opened at first use, then shared)."""
+    def _key(self) -> tuple[str, str, int]:
+        """The store's URL, schema and pool bound, checked once per ``DATABASES`` entry it comes from
+        (``InvalidTask`` when the backend is misconfigured)."""
+        entry = settings.DATABASES.get(self.database)
+        if self._store_key is not None and self._store_key[0] is entry:
+            return self._store_key[1]
         errors = self._errors()
         if errors:
             raise InvalidTask(f"the alkstore backend {self.alias!r} is misconfigured: {errors[0].msg}")
-        url = database_url(settings.DATABASES[self.database])
-        key = (url, self.schema, self.max_size)
+        key = (database_url(settings.DATABASES[self.database]), self.schema, self.max_size)
+        self._store_key = (entry, key)
+        return key
+
+    @property
+    def store(self) -> Store:
+        """The store this backend writes through outside a transaction (opened at first use, then shared)."""
+        key = self._key()
+        url = key[0]
         with _stores_lock:
             store = _stores.get(key)
             if store is None:
@@ -287,11 +301,8 @@ class AlkstoreBackend(BaseTaskBackend):
     async def astore(self) -> AsyncStore:
         """The ``AsyncStore`` of the running event loop that ``aenqueue`` writes through (opened at first
         use on that loop, closed when the loop shuts down)."""
-        errors = self._errors()
-        if errors:
-            raise InvalidTask(f"the alkstore backend {self.alias!r} is misconfigured: {errors[0].msg}")
-        url = database_url(settings.DATABASES[self.database])
-        key = (url, self.schema, self.max_size)
+        key = self._key()
+        url = key[0]
         opened = _async_stores.setdefault(asyncio.get_running_loop(), {})
         if key not in opened:
             store = await alkstore.open_async(url, schema=self.schema, max_size=self.max_size)
@@ -334,10 +345,22 @@ class AlkstoreBackend(BaseTaskBackend):
     def validate_task(self, task: Any) -> None:
         """Django's checks, and alkstore's rules for the names (a queue alkstore refuses is an invalid task)."""
         super().validate_task(task)
-        try:
-            Tasks().task(task.module_path, queue=task.queue_name)
-        except AlkstoreError as exc:
-            raise InvalidTask(f"alkstore cannot enqueue {task.module_path!r} on {task.queue_name!r}: {exc}") from exc
+        self._twin(task)
+
+    def _twin(self, task: Any) -> Any:
+        """The alkstore task a Django task is enqueued as (its name, queue and priority checked by alkstore's
+        rules once, then kept): ``InvalidTask`` for one alkstore refuses."""
+        key = (task.module_path, task.queue_name, task.priority)
+        twin = self._twins.get(key)
+        if twin is None:
+            try:
+                twin = Tasks().task(task.module_path, queue=task.queue_name, priority=task.priority)(task.func)
+            except AlkstoreError as exc:
+                raise InvalidTask(
+                    f"alkstore cannot enqueue {task.module_path!r} on {task.queue_name!r}: {exc}"
+                ) from exc
+            twin = self._twins.setdefault(key, twin)
+        return twin
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone."""
@@ -400,7 +423,7 @@ class AlkstoreBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[],
         )
-        job = Tasks().task(task.module_path, queue=task.queue_name, priority=task.priority)(task.func)
+        job = self._twin(task)
         if task.run_after is not None:
             job = job.with_options(EnqueueOpts(run_at=task.run_after))
         return result, job, {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
