@@ -188,6 +188,7 @@ INDEXES = {
         " WHERE ((ordering_key IS NOT NULL) AND (state <> 'waiting'::text))"
     ),
     "jobs_pkey": "CREATE UNIQUE INDEX jobs_pkey ON {s}.jobs USING btree (id)",
+    "jobs_waiting": "CREATE INDEX jobs_waiting ON {s}.jobs USING btree (queue, id) WHERE (state = 'waiting'::text)",
     "jobs_unique": (
         "CREATE UNIQUE INDEX jobs_unique ON {s}.jobs USING btree (queue, unique_key) WHERE (unique_key IS NOT NULL)"
     ),

@@ -7,13 +7,18 @@
 -- ADR 015), 'delayed' otherwise, where the claim's sweep makes it pending in time as before. A
 -- store on another clock loses nothing: a claim takes only jobs whose run_at has come by its own.
 --
--- Not online: the new partial index reads all of jobs under a SHARE lock (writes wait for the
+-- Not online: each new partial index reads all of jobs under a SHARE lock (writes wait for the
 -- build); the function and the trigger re-pointed to it cost a moment. Code of version 7 runs
 -- unchanged against this schema: no statement of it calls the trigger's function.
 
 -- The head of each ordering key (its one job not waiting), so the trigger's "has the key still a
 -- head?" is an index probe: through jobs_ordering it read every waiting job of the key.
 CREATE INDEX jobs_ordering_head ON jobs (queue, ordering_key) WHERE ordering_key IS NOT NULL AND state <> 'waiting';
+
+-- The waiting jobs of each queue in id order (the waiting listing's order), so counting and listing
+-- them are index probes: with no index of their own both read every job of the queue (a capped
+-- count of a queue with nothing waiting never reaches its cap).
+CREATE INDEX jobs_waiting ON jobs (queue, id) WHERE state = 'waiting';
 
 CREATE FUNCTION promote_8() RETURNS trigger
 LANGUAGE plpgsql
