@@ -48,7 +48,8 @@ class JobInfo:
     traceback of the failure that left ``last_error``, when that was an exception. ``unique_key``
     is set while the job holds its key (ADR 031); a pending job is ``waiting`` while an earlier
     job of its ``ordering_key`` is unfinished (ADR 032); a running job has ``cancel_requested``
-    once a cancel asked its worker to stop it (ADR 035).
+    once a cancel asked its worker to stop it (ADR 035). ``trace`` is the W3C ``traceparent`` of the
+    enqueue that wrote it, when telemetry stored one (ADR 024).
     """
 
     id: int
@@ -73,6 +74,7 @@ class JobInfo:
     ordering_key: str | None = None
     waiting: bool = False
     cancel_requested: bool = False
+    trace: str | None = None
 
 
 #: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload

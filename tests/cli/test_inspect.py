@@ -316,6 +316,7 @@ def test_jobs_list_json_carries_the_jobs_and_the_cursor(busy: Prepared, capsys: 
         "died_at": None,
         "task": None,
         "last_traceback": None,
+        "trace": None,
         "payload": None,
         "payload_base64": "/wA=",
     }
@@ -348,6 +349,7 @@ def test_jobs_show_prints_every_field_and_the_payload_decoded(
         "died_at         2030-01-01T00:00:30+00:00",
         "task            -",
         "last_traceback  -",
+        "trace           -",
         "payload         {",
         '                  "to": "bounce@example.com"',
         "                }",

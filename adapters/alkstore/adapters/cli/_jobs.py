@@ -51,6 +51,7 @@ def job_json(job: JobInfo) -> dict[str, Any]:
         "died_at": iso(job.died_at),
         "task": job.task,
         "last_traceback": job.last_traceback,
+        "trace": job.trace,
         **payload_json(job.payload),
     }
 
