@@ -309,7 +309,8 @@ def test_a_batch_enqueue_carries_its_trace_to_every_job_it_writes(instrumented: 
     assert send.attributes["messaging.batch.message_count"] == 3
     for job_id in ids:  # the inspection API shows what each job carries
         info = instrumented.get_job(job_id)
-        assert info is not None and info.trace is not None
+        assert info is not None
+        assert info.trace is not None
         assert info.trace.split("-")[1:3] == [f"{send.context.trace_id:032x}", f"{send.context.span_id:016x}"]
     assert send.attributes["alkstore.task"] == "count"
     work(worker_of(instrumented, tasks, poll_interval=0.02), lambda stats: stats.succeeded == 3)
