@@ -65,7 +65,8 @@ def test_version_4_adds_the_workers_table_and_no_index_on_jobs(
         "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'jobs' ORDER BY indexname",
         [pg_module_schema],
     ).fetchall()
-    # Version 6 adds the keys' two (ADR 031, ADR 032), version 8 the keys' heads and the waiting jobs; version 4 added none.
+    # Version 6 adds the keys' two (ADR 031, ADR 032), version 8 the keys' heads and the waiting
+    # jobs; version 4 added none.
     names = [
         "jobs_claim",
         "jobs_delayed",
