@@ -301,6 +301,7 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "ordering_key": None,
         "waiting": False,
         "cancel_requested": False,
+        "trace": None,
     }
 
     claimed_at = clock.advance(5)
