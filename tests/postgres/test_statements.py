@@ -23,6 +23,7 @@ from alkstore.engine import (
     CLAIM_ORDER,
     ORDERS,
     ClaimRequest,
+    Held,
     JobPhase,
     JobQuery,
     JobRecord,
@@ -134,7 +135,7 @@ def test_a_listing_sorts_every_part_in_its_phases_declared_order(phase: JobPhase
 @pytest.mark.parametrize("name", ["claim", "ack_and_claim"])
 def test_the_claim_takes_jobs_in_the_declared_claim_order(name: str) -> None:
     text = flat(_sql._TEMPLATES[name])
-    found = re.findall(r"ORDER BY ([^()]*?) LIMIT (?:%\(limit\)s|CASE WHEN .*? END) FOR UPDATE SKIP LOCKED", text)
+    found = re.findall(r"ORDER BY ([^()]*?) LIMIT (?:%\(limit\)s|\(SELECT CASE WHEN .*? END\)) FOR UPDATE SKIP LOCKED", text)
     assert found == [order_by(CLAIM_ORDER)]
 
 
@@ -237,3 +238,30 @@ def test_claims_take_the_ready_jobs_one_by_one_in_the_declared_claim_order(fille
     while jobs := engine.claim(request):
         claimed.extend(job.id for job in jobs)
     assert claimed == [job.id for job in ready]
+
+
+def test_the_workers_claim_is_planned_once_and_not_at_every_call(pg_dsn: str, pg_module_schema: str) -> None:
+    """The claim that carries a worker's acks runs thousands of times a second: after its first five runs
+    the server must reuse a generic plan rather than plan it again each time, which cost more than the
+    claim itself. A limit the planner could fold into each custom plan made every custom plan look
+    cheaper than the generic one (whose limit it guesses as a tenth of the rows) once the table held
+    some thousands of jobs, so none was ever reused."""
+    store = alkstore.open(pg_dsn, schema=pg_module_schema, migrate=True, min_size=1, max_size=1)
+    try:
+        for name in ("planned", "other", "third"):
+            store.queue(name).enqueue_many(list(range(6000)))
+        engine = engine_of(store)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f'ANALYZE "{pg_module_schema}".jobs')
+        request = ClaimRequest("planned", "w", store.clock.now(), timedelta(minutes=5))
+        held = [engine.claim(request)[0]]
+        for _ in range(20):  # psycopg prepares it at its sixth run; the server plans it generically after five more
+            _, held = engine.ack_and_claim([Held(job.id, job.fence) for job in held], request)
+        with engine.pool.connection() as conn:
+            plans = conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'WITH acked AS%'"
+            ).fetchall()
+        assert plans, "the claim with acks is a prepared statement"
+        assert all(generic >= 5 and custom <= 5 for generic, custom in plans), plans
+    finally:
+        store.close()

@@ -33,6 +33,9 @@ SELECT {s}.sweep_6(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_er
 -- The CTE "claimed": the best ready jobs, leased, unless the sweep is needed first. A claimed job
 -- keeps its unique key only if it holds it while it runs; a claim of a queue with a global limit
 -- (limited) takes no more than allowance_6 leaves.
+-- The limit is a subquery so that no plan knows it: a custom plan that folded it looked cheaper
+-- than the generic one (which guesses a tenth of the rows) on any table of some thousands of
+-- jobs, and the server then planned the claim anew at every call (ADR 049).
 claimed AS (
     UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
                         worker_id = %(worker)s,
@@ -44,7 +47,7 @@ claimed AS (
           AND (expires_at IS NULL OR expires_at > %(now)s)
           AND NOT (SELECT needed FROM sweep)
         ORDER BY {order_claim}
-        LIMIT CASE WHEN %(limited)s THEN {s}.allowance_6(%(queue)s, %(now)s, %(limit)s) ELSE %(limit)s END
+        LIMIT (SELECT CASE WHEN %(limited)s THEN {s}.allowance_6(%(queue)s, %(now)s, %(limit)s) ELSE %(limit)s END)
         FOR UPDATE SKIP LOCKED))
     RETURNING {job_columns})
 
