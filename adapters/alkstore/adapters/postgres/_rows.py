@@ -1,7 +1,8 @@
 """Rows to records and records to parameters: the one place the engine's columns meet the port's fields.
 
 Rows are read by column name (psycopg's ``kwargs_row`` calls these functions with a keyword
-per column), so a statement may list its columns in any order. Instants are read in UTC (every
+per column; the jobs' rows, the claim's hot path, find each column's position once per result
+instead), so a statement may list its columns in any order. Instants are read in UTC (every
 session runs with ``TimeZone = 'UTC'``); durations are stored as whole microseconds; error
 texts and tracebacks as UTF-8 with lone surrogates passed through, so every ``str`` round-trips.
 """
@@ -9,11 +10,12 @@ texts and tracebacks as UTF-8 with lone surrogates passed through, so every ``st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from operator import itemgetter
+from typing import Any, TypeVar
 
-from psycopg.rows import BaseRowFactory, kwargs_row
+from psycopg.rows import BaseRowFactory, RowMaker, kwargs_row
 
 from alkstore import engine as port
 from alkstore.engine import TickPlan, registration_boundary
@@ -23,6 +25,7 @@ __all__ = [
     "DUE_SCHEDULE",
     "JOB",
     "JOB_OR_SWEPT",
+    "JOB_READ",
     "LOCK",
     "LOCK_AND_SOONEST",
     "NAMED_QUEUE_CONFIG",
@@ -53,6 +56,9 @@ __all__ = [
 ]
 
 _MICROSECOND = timedelta(microseconds=1)
+_R = TypeVar("_R")
+#: What takes a job's values (in ``JOB_READ``'s order) out of a row.
+_Pick = Callable[[Sequence[Any]], tuple[Any, ...]]
 #: The engine's storage states, as the port names them ('delayed' is a pending job not yet due).
 _STATES = {
     "pending": port.JobState.PENDING,
@@ -94,36 +100,101 @@ def text(data: bytes | None) -> str | None:
     return None if data is None else bytes(data).decode("utf-8", "surrogatepass")
 
 
-def _job(**c: Any) -> port.JobRecord:
-    """A job from a row of ``JOB_COLUMNS`` (and ``died_at``, for a dead one), column by column."""
+#: The columns a job is read from, in the order ``_job`` takes them (each statement's own order may differ).
+JOB_READ = (
+    "id", "queue", "payload", "state", "priority", "run_at", "expires_at", "attempts", "max_attempts",
+    "last_error", "last_traceback", "schedule", "boundary", "enqueued_at", "worker_id", "lease_until",
+    "lease", "visibility_us", "task", "trace", "unique_key", "unique_running", "ordering_key",
+    "cancel_requested",
+)  # fmt: skip
+
+
+def _job(c: tuple[Any, ...], died_at: datetime | None = None) -> port.JobRecord:
+    """A job from the values of ``JOB_READ``, in that order (and ``died_at``, for a dead one)."""
+    (
+        id_, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,
+        last_error, last_traceback, schedule, boundary, enqueued_at, worker_id, lease_until,
+        lease, visibility_us, task, trace, unique_key, unique_running, ordering_key,
+        cancel_requested,
+    ) = c  # fmt: skip
     return port.JobRecord(
-        id=int(c["id"]),
-        queue=c["queue"],
-        payload=bytes(c["payload"]),
-        state=_STATES[c["state"]],
-        priority=c["priority"],
-        run_at=utc(c["run_at"]),
-        expires_at=_utc_or_none(c["expires_at"]),
-        attempts=c["attempts"],
-        max_attempts=c["max_attempts"],
-        last_error=text(c["last_error"]),
-        schedule=c["schedule"],
-        boundary=_utc_or_none(c["boundary"]),
-        enqueued_at=utc(c["enqueued_at"]),
-        worker_id=c["worker_id"],
-        lease_until=_utc_or_none(c["lease_until"]),
-        died_at=_utc_or_none(c.get("died_at")),
-        fence=int(c["lease"]),
-        visibility=duration(c["visibility_us"]),
-        task=c["task"],
-        last_traceback=text(c["last_traceback"]),
-        trace=c["trace"],
-        unique_key=c["unique_key"],
-        unique_running=c["unique_running"],
-        ordering_key=c["ordering_key"],
-        waiting=c["state"] == "waiting",
-        cancel_requested=c["cancel_requested"],
+        id=int(id_),
+        queue=queue,
+        payload=bytes(payload),
+        state=_STATES[state],
+        priority=priority,
+        run_at=utc(run_at),
+        expires_at=_utc_or_none(expires_at),
+        attempts=attempts,
+        max_attempts=max_attempts,
+        last_error=text(last_error),
+        schedule=schedule,
+        boundary=_utc_or_none(boundary),
+        enqueued_at=utc(enqueued_at),
+        worker_id=worker_id,
+        lease_until=_utc_or_none(lease_until),
+        died_at=_utc_or_none(died_at),
+        fence=int(lease),
+        visibility=duration(visibility_us),
+        task=task,
+        last_traceback=text(last_traceback),
+        trace=trace,
+        unique_key=unique_key,
+        unique_running=unique_running,
+        ordering_key=ordering_key,
+        waiting=state == "waiting",
+        cancel_requested=cancel_requested,
     )
+
+
+def _job_rows(make: Callable[[_Pick, dict[str, int]], RowMaker[_R]]) -> BaseRowFactory[_R]:
+    """A row factory for rows holding a job's columns, by name: ``make`` is given what picks ``JOB_READ``'s
+    values out of a row and every column's position, and returns the row maker; made once per result shape
+    (a statement's columns), not per result or row."""
+    makers: dict[tuple[bytes | None, ...], RowMaker[_R]] = {}
+
+    def factory(cursor: Any) -> RowMaker[_R]:
+        result = cursor.pgresult
+        if result is None or not result.nfields:
+            return _no_rows
+        shape = tuple(result.fname(at) for at in range(result.nfields))
+        maker = makers.get(shape)
+        if maker is None:
+            positions = {bytes(name).decode(): at for at, name in enumerate(shape) if name is not None}
+            maker = makers[shape] = make(itemgetter(*(positions[name] for name in JOB_READ)), positions)
+        return maker
+
+    return factory
+
+
+def _no_rows(values: Sequence[Any]) -> Any:
+    raise AssertionError("a statement without columns returned a row")
+
+
+def _job_or_died(pick: _Pick, positions: dict[str, int]) -> RowMaker[port.JobRecord]:
+    """A live job, or a dead one with its ``died_at`` where the statement reads it."""
+    died = positions.get("died_at")
+    if died is None:
+        return lambda values: _job(pick(values))
+    return lambda values: _job(pick(values), values[died])
+
+
+def _job_or_swept(pick: _Pick, positions: dict[str, int]) -> RowMaker[port.JobRecord | None]:
+    """A claimed job, or ``None`` for the claim statement's row that says it swept instead."""
+    swept = positions["swept"]
+    return lambda values: None if values[swept] else _job(pick(values))
+
+
+def _claim_row(pick: _Pick, positions: dict[str, int]) -> RowMaker[port.JobRecord | int | None]:
+    """A row of ``ack_and_claim``: an acked job's id, ``None`` for the sweep marker, or a claimed job."""
+    swept, acked = positions["swept"], positions["acked"]
+
+    def row(values: Sequence[Any]) -> port.JobRecord | int | None:
+        if values[acked] is not None:
+            return int(values[acked])
+        return None if values[swept] else _job(pick(values))
+
+    return row
 
 
 def _schedule(**c: Any) -> port.ScheduleRecord:
@@ -201,25 +272,13 @@ def _result(**c: Any) -> port.ResultRecord:
     )
 
 
-def _job_or_swept(*, swept: bool, **columns: Any) -> port.JobRecord | None:
-    """A claimed job, or ``None`` for the claim statement's row that says it swept instead."""
-    return None if swept else _job(**columns)
-
-
-def _claim_row(*, swept: bool, acked: int | None, **columns: Any) -> port.JobRecord | int | None:
-    """A row of ``ack_and_claim``: an acked job's id, ``None`` for the sweep marker, or a claimed job."""
-    if acked is not None:
-        return int(acked)
-    return None if swept else _job(**columns)
-
-
 def _named_config(*, name: str, **columns: Any) -> tuple[str, port.QueueConfig]:
     return name, _config(**columns)
 
 
-JOB: BaseRowFactory[port.JobRecord] = kwargs_row(_job)
-JOB_OR_SWEPT: BaseRowFactory[port.JobRecord | None] = kwargs_row(_job_or_swept)
-CLAIM_ROW: BaseRowFactory[port.JobRecord | int | None] = kwargs_row(_claim_row)
+JOB: BaseRowFactory[port.JobRecord] = _job_rows(_job_or_died)
+JOB_OR_SWEPT: BaseRowFactory[port.JobRecord | None] = _job_rows(_job_or_swept)
+CLAIM_ROW: BaseRowFactory[port.JobRecord | int | None] = _job_rows(_claim_row)
 NAMED_QUEUE_CONFIG: BaseRowFactory[tuple[str, port.QueueConfig]] = kwargs_row(_named_config)
 SCHEDULE: BaseRowFactory[port.ScheduleRecord] = kwargs_row(_schedule)
 DUE_SCHEDULE: BaseRowFactory[port.DueSchedule] = kwargs_row(_due)

@@ -30,15 +30,12 @@ from psycopg import sql
 
 from alkstore.engine import CLAIM_ORDER, ORDERS, JobPhase, order_of
 
+from ._rows import JOB_READ
+
 __all__ = ["JOB_COLUMNS", "SCHEDULE_COLUMNS", "UPKEEP_TABLES", "Statements", "grants", "vacuum"]
 
-#: A live job's columns as the engine reads them (``_rows.JOB`` takes them by name).
-_JOB = (
-    "id", "queue", "payload", "state", "priority", "run_at", "expires_at", "attempts", "max_attempts",
-    "last_error", "last_traceback", "schedule", "boundary", "enqueued_at", "worker_id", "lease_until",
-    "lease", "visibility_us", "task", "trace", "unique_key", "unique_running", "ordering_key",
-    "cancel_requested",
-)  # fmt: skip
+#: A live job's columns as the engine reads them (``_rows`` owns the list: its job rows take them by name).
+_JOB = JOB_READ
 JOB_COLUMNS = ", ".join(_JOB)
 #: What a dead job's row has in place of the live columns it lacks, so both are one row shape.
 _DEAD_IN_PLACE = {
