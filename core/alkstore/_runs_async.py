@@ -4,6 +4,10 @@ The claim loop waits here for a free slot; a slot marks a run started or finishe
 runs up; a stopping worker gives up the waiting ones at once and drains the running ones within
 its grace, then hands back (``hand_back``) what it gave up. Every change happens under one
 condition, which wakes whoever waits.
+
+Claims take turns: one round at a time claims for every free slot, by the claim loop or by a slot
+whose run just ended (``take_turn``), which so claims its own next job without waking the claim
+loop (ADR 049).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class AsyncRuns:
         self.slots = slots
         self._cond = ACondition()
         self._by_id: dict[int, Run] = {}
+        self._turn = False  # a claim round is under way
 
     def live(self) -> list[Run]:
         """The runs not given up (read without the condition: the list is a snapshot)."""
@@ -43,14 +48,35 @@ class AsyncRuns:
         return sum(1 for run in self.live() if run.running)
 
     async def free(self, stop: StopToken, abort: StopToken) -> int:
-        """Wait for at least one free slot (or a stop); how many are free."""
+        """Wait for at least one free slot and the claiming turn (or a stop); how many are free. The turn is
+        the caller's until ``end_turn``."""
         async with self._cond:
             while not stop.is_cancelled() and not abort.is_cancelled():
                 free = self.slots - len(self.live())
-                if free > 0:
+                if free > 0 and not self._turn:
+                    self._turn = True
                     return free
                 await self._cond.wait(0.2)
         return 0
+
+    async def take_turn(self, run: Run) -> int:
+        """A slot whose ``run`` ended claims next: ``run`` is forgotten without waking anyone, and the turn
+        is the slot's until ``end_turn``; how many slots are free. ``0`` (and nothing changed) while
+        another round is under way or claimed jobs wait for a slot: the slot takes those instead."""
+        async with self._cond:
+            if self._turn or any(not other.running and not other.abandoned for other in self._by_id.values()):
+                return 0
+            if self._by_id.get(run.job.id) is run:
+                del self._by_id[run.job.id]
+            self._turn = True
+            return self.slots - len(self.live())
+
+    async def end_turn(self) -> None:
+        """The round ended: the next may begin (the claim loop is woken only if slots are still free)."""
+        async with self._cond:
+            self._turn = False
+            if self.slots > len(self.live()):
+                self._cond.notify_all()
 
     async def add(self, run: Run) -> None:
         """A job was claimed: it waits for a slot."""

@@ -2,7 +2,9 @@
 
 A worker holds ``concurrency`` run slots (in the async runtime, tasks of its event loop; in the
 sync twin, threads) and claims only for free ones, so it never holds a lease it cannot work on;
-idle, it parks on one waiter over all its queues. An ``async def`` task or handler is awaited in
+idle, it parks on one waiter over all its queues. Claim rounds take turns: the claim loop's, or
+that of a slot whose run just ended and which so claims its own next job with the ack of the
+last, without a wake of the claim loop and back per job (ADR 049). An ``async def`` task or handler is awaited in
 its slot; a plain one runs on a thread (in the sync twin: the slot's own), so one that blocks
 stalls nothing else. While jobs run, one liveness loop extends the leases of every running job
 (a third of the way into each lease) and gives up the runs past their task's timeout: an async
@@ -146,6 +148,11 @@ class AsyncWorker:
         self._calls = AThreads(options.concurrency)
         self._slots: list[AHelper] = []
         self._stopping = StopToken()  # the internal stop of the helper loops
+        self._stop: StopToken | None = None  # run()'s tokens, for the slots that claim
+        self._abort: StopToken | None = None
+        self._healthy = True  # the last claim round went through
+        self._next_queue = 0  # where the next round begins in the queues (each round begins one further)
+        self._summary_at = time.monotonic() + SUMMARY_EVERY
 
     def __repr__(self) -> str:
         options = self._options
@@ -236,46 +243,79 @@ class AsyncWorker:
         kernel = self._kernel
         queues = self._options.queues
         backoff = Backoff()
-        start = 0
-        summary_at = time.monotonic() + SUMMARY_EVERY
+        self._stop, self._abort = stop, abort
+        self._summary_at = time.monotonic() + SUMMARY_EVERY
         async with kernel.live().waiter(*queues) as waiter:
             while not stop.is_cancelled() and not abort.is_cancelled():
                 free = await self._runs.free(stop, abort)
                 if not free:
                     break
                 round_at = kernel.clock.now()
-                acks = self._acks.take()
                 try:
-                    claimed = 0
-                    for offset in range(len(queues)):
-                        queue = queues[(start + offset) % len(queues)]
-                        held = [pair for _, _, pair in acks]
-                        stale, jobs = await kernel.claim(queue, self.worker_id, free - claimed, held)
-                        self._acked(acks, stale)
-                        acks = []
-                        for job in jobs:
-                            await self._dispatch(job)
-                        claimed += len(jobs)
-                        if claimed >= free:
-                            break
-                    start = (start + 1) % len(queues)
+                    claimed = await self._round(free)
                     backoff.reset()
                 except DatabaseUnavailable as exc:
-                    self._acks.put_back(acks)  # fenced: written again later, or found done
+                    await self._runs.end_turn()
                     pause = backoff.next()
                     log.warning("worker %s: database unavailable (%s); again in %.1f s", self.worker_id, exc, pause)
                     await stop.wait_async(pause)
                     continue
                 except (RecursionError, MemoryError) as exc:  # a job handed back by the claim (see _lifecycle)
+                    await self._runs.end_turn()
                     log.error("worker %s: a claimed job could not be decoded (%r); handed back", self.worker_id, exc)
                     await stop.wait_async(backoff.next())
                     continue
-                if time.monotonic() >= summary_at:
-                    self._reporter.summary()
-                    summary_at = time.monotonic() + SUMMARY_EVERY
+                await self._runs.end_turn()
                 if not claimed:
                     await self._idle(waiter, stop, round_at)
             await self._flush_acks()
+
+    async def _round(self, free: int) -> int:
+        """One claim round, the turn held: up to ``free`` jobs from the queues in turn, with the acks waiting,
+        each dispatched to a slot as it comes; how many. Unwritten acks are put back if the store fails."""
+        kernel = self._kernel
+        queues = self._options.queues
+        acks = self._acks.take()
+        self._healthy = False  # until the round is through: a slot leaves the rounds of an outage to the loop
+        claimed = 0
+        try:
+            for offset in range(len(queues)):
+                queue = queues[(self._next_queue + offset) % len(queues)]
+                stale, jobs = await kernel.claim(queue, self.worker_id, free - claimed, [pair for _, _, pair in acks])
+                self._acked(acks, stale)
+                acks = []
+                for job in jobs:
+                    await self._dispatch(job)
+                claimed += len(jobs)
+                if claimed >= free:
+                    break
+        except DatabaseUnavailable:
+            self._acks.put_back(acks)  # fenced: written again later, or found done
+            raise
+        self._next_queue = (self._next_queue + 1) % len(queues)
+        self._healthy = True
+        if time.monotonic() >= self._summary_at:
+            self._reporter.summary()
+            self._summary_at = time.monotonic() + SUMMARY_EVERY
+        return claimed
+
+    async def _claim_next(self, run: Run) -> bool:
+        """A slot whose ``run`` ended claims for the free slots itself (its own included) when no other round
+        is under way, the worker is not stopping and the last round went through: no wake of the claim
+        loop and back per job (ADR 049). Whether it did; if not, ``run`` is left for ``finished``."""
+        stop, abort = self._stop, self._abort
+        if not self._healthy or stop is None or stop.is_cancelled() or (abort is not None and abort.is_cancelled()):
+            return False
+        free = await self._runs.take_turn(run)
+        if not free:
+            return False
+        try:
+            await self._round(free)
+        except (AlkstoreError, RecursionError, MemoryError) as exc:  # the claim loop's next round meets it too
+            log.debug("worker %s: a slot's claim failed (%r); left to the claim loop", self.worker_id, exc)
+        finally:
+            await self._runs.end_turn()  # wakes the claim loop if slots are still free (too little came)
+        return True
 
     async def _idle(self, waiter: AsyncWaiter, stop: StopToken, round_at: datetime) -> None:
         """Nothing was claimed by the round begun at ``round_at``: park until an enqueue, or until a job of
@@ -377,9 +417,11 @@ class AsyncWorker:
             run.started_at = self._kernel.clock.now()  # its run (and its timeout) starts now
             run.started = time.monotonic()
             await self._execute(run)
-            await self._runs.finished(run)
             if self._retires(run):
+                await self._runs.finished(run)
                 return
+            if not await self._claim_next(run):
+                await self._runs.finished(run)
 
     def _retires(self, run: Run) -> bool:
         """Whether the slot that ran ``run`` ends now: a thread whose run was given up has been replaced

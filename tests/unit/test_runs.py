@@ -1,0 +1,86 @@
+"""The run table's claiming turn (ADR 049): one claim round at a time, by the claim loop or by a slot whose
+run just ended, which then claims without waking the claim loop; the turn goes back to the claim loop
+whenever a slot cannot take it."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from alkstore import StopToken
+from alkstore._runs import Runs
+from alkstore._worker_parts import Run
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class FakeJob:
+    id: int
+
+
+def run_of(job_id: int, *, running: bool = True) -> Run:
+    run = Run(FakeJob(job_id), NOW, NOW, None)
+    run.running = running
+    return run
+
+
+def table(slots: int, *runs: Run) -> Runs:
+    table = Runs(slots)
+    for run in runs:
+        table.add(run)
+    return table
+
+
+def test_the_claim_loop_takes_the_turn_for_the_free_slots_and_waits_while_a_round_is_under_way() -> None:
+    runs = table(2, run_of(1))
+    stop = StopToken()
+    assert runs.free(stop, StopToken()) == 1
+    # the turn is held: the loop's next wait ends only with a stop, though a slot is free
+    waiting = threading.Thread(target=lambda: results.append(runs.free(stop, StopToken())))
+    results: list[int] = []
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive() and results == []
+    runs.end_turn()
+    waiting.join(5)
+    assert results == [1]
+
+
+def test_a_slot_whose_run_ended_takes_the_turn_and_counts_its_own_slot_free() -> None:
+    ended, other = run_of(1), run_of(2)
+    runs = table(3, ended, other)
+    assert runs.take_turn(ended) == 2
+    assert [run.job.id for run in runs.live()] == [2], "the ended run is forgotten"
+    assert runs.take_turn(other) == 0, "one round at a time"
+    assert [run.job.id for run in runs.live()] == [2], "a slot refused the turn changes nothing"
+    runs.end_turn()
+    assert runs.take_turn(other) == 3
+
+
+def test_a_slot_takes_no_turn_while_claimed_jobs_wait_for_a_slot() -> None:
+    ended, prefetched = run_of(1), run_of(2, running=False)
+    runs = table(2, ended, prefetched)
+    assert runs.take_turn(ended) == 0
+    assert {run.job.id for run in runs.live()} == {1, 2}
+    prefetched.abandoned = True  # handed back: it no longer waits
+    assert runs.take_turn(ended) == 2
+
+
+def test_the_claim_loop_gets_the_turn_back_only_once_a_slot_is_free() -> None:
+    ended = run_of(1)
+    runs = table(1, ended)
+    stop = StopToken()
+    woken: list[int] = []
+    loop = threading.Thread(target=lambda: woken.append(runs.free(stop, StopToken())))
+    loop.start()
+    assert runs.take_turn(ended) == 1
+    runs.add(run_of(2))  # the round claimed the slot's next job
+    runs.end_turn()
+    loop.join(0.5)
+    assert loop.is_alive() and woken == [], "no free slot: the claim loop sleeps on"
+    assert runs.take_turn(runs.live()[0]) == 1
+    runs.end_turn()  # nothing came this time
+    loop.join(5)
+    assert woken == [1]
