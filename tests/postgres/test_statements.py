@@ -135,7 +135,8 @@ def test_a_listing_sorts_every_part_in_its_phases_declared_order(phase: JobPhase
 @pytest.mark.parametrize("name", ["claim", "ack_and_claim"])
 def test_the_claim_takes_jobs_in_the_declared_claim_order(name: str) -> None:
     text = flat(_sql._TEMPLATES[name])
-    found = re.findall(r"ORDER BY ([^()]*?) LIMIT (?:%\(limit\)s|\(SELECT CASE WHEN .*? END\)) FOR UPDATE SKIP LOCKED", text)
+    limit = r"(?:%\(limit\)s|\(SELECT CASE WHEN .*? END\))"
+    found = re.findall(rf"ORDER BY ([^()]*?) LIMIT {limit} FOR UPDATE SKIP LOCKED", text)
     assert found == [order_by(CLAIM_ORDER)]
 
 

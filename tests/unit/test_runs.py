@@ -42,7 +42,8 @@ def test_the_claim_loop_takes_the_turn_for_the_free_slots_and_waits_while_a_roun
     results: list[int] = []
     waiting.start()
     waiting.join(0.5)
-    assert waiting.is_alive() and results == []
+    assert waiting.is_alive()
+    assert results == []
     runs.end_turn()
     waiting.join(5)
     assert results == [1]
@@ -79,7 +80,8 @@ def test_the_claim_loop_gets_the_turn_back_only_once_a_slot_is_free() -> None:
     runs.add(run_of(2))  # the round claimed the slot's next job
     runs.end_turn()
     loop.join(0.5)
-    assert loop.is_alive() and woken == [], "no free slot: the claim loop sleeps on"
+    assert loop.is_alive(), "no free slot: the claim loop sleeps on"
+    assert woken == []
     assert runs.take_turn(runs.live()[0]) == 1
     runs.end_turn()  # nothing came this time
     loop.join(5)

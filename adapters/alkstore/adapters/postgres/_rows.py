@@ -5,6 +5,9 @@ per column; the jobs' rows, the claim's hot path, find each column's position on
 instead), so a statement may list its columns in any order. Instants are read in UTC (every
 session runs with ``TimeZone = 'UTC'``); durations are stored as whole microseconds; error
 texts and tracebacks as UTF-8 with lone surrogates passed through, so every ``str`` round-trips.
+
+Over 500 lines: both directions of every table's mapping (rows to records, records to parameters)
+stay in this one module, so that a column's reading and its writing change together.
 """
 
 from __future__ import annotations
