@@ -26,6 +26,7 @@ from alkstore import (
     InvalidPayload,
     JobResult,
     JobState,
+    LeaseLost,
     ManualClock,
     Store,
     Tasks,
@@ -210,6 +211,23 @@ def test_a_job_whose_cancel_was_requested_ends_cancelled_and_keeps_nothing(store
     job.ack(result="too late")
     assert store.get_job(job_id) is None
     assert store.result(job_id) is None
+
+
+def test_an_ack_that_lost_its_lease_keeps_nothing_and_the_new_holders_ack_keeps_its_outcome(
+    store: Store, clock: ManualClock
+) -> None:
+    keeping(store)
+    queue = store.queue("jobs")
+    job_id = queue.enqueue("x", EnqueueOpts(visibility_timeout=10))
+    first = must_claim(queue)
+    clock.advance(11)
+    second = must_claim(queue)
+    assert second.id == job_id
+    with pytest.raises(LeaseLost):
+        first.ack(result="stale")
+    assert store.result(job_id) is None, "a stale ack keeps nothing"
+    second.ack(result="fresh")
+    assert must_result(store, job_id).result == "fresh"
 
 
 def test_a_kept_result_holds_neither_the_ordering_key_nor_the_unique_key(store: Store) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "job_params",
     "jobs_params",
     "keeping_params",
+    "kept_params",
     "listing_params",
     "micros",
     "retry_params",
@@ -396,6 +397,18 @@ def keeping_params(items: Sequence[port.Held]) -> dict[str, Any]:
         "started_ats": [None if item is None else item.started_at for item in done],
         "finished_ats": [None if item is None else item.finished_at for item in done],
         "keep_untils": [None if item is None else item.keep_until for item in done],
+    }
+
+
+def kept_params(done: port.Done) -> dict[str, Any]:
+    """One ack that keeps its job's outcome, as ``ack_keeping_one`` takes it."""
+    return {
+        "id": int(done.job_id),
+        "fence": done.fence,
+        "result": done.result,
+        "started_at": done.started_at,
+        "finished_at": done.finished_at,
+        "keep_until": done.keep_until,
     }
 
 

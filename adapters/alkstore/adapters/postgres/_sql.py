@@ -368,6 +368,7 @@ class Statements:
     table_stats: str
     # -- kept results (ADR 042)
     ack_keeping: str
+    ack_keeping_one: str
     ack_keeping_and_claim: str
     get_result: str
     list_results: str

@@ -27,6 +27,19 @@ kept AS (
 WITH {keeping_acks}
 SELECT id FROM acked
 
+-- name: ack_keeping_one
+-- ack_keeping for one job, shaped as ack_one is: a delete by primary key, no arrays to join.
+WITH acked AS (
+    DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(fence)s
+    RETURNING id, queue, payload, task, attempts, max_attempts, enqueued_at, worker_id, attempt_log,
+              cancel_requested),
+kept AS (
+    INSERT INTO {s}.results ({result_columns})
+    SELECT id, queue, payload, task, attempts, max_attempts, enqueued_at, %(started_at)s::timestamptz,
+           %(finished_at)s::timestamptz, %(keep_until)s::timestamptz, worker_id, %(result)b::bytea, attempt_log
+    FROM acked WHERE NOT cancel_requested)
+SELECT id FROM acked
+
 -- name: ack_keeping_and_claim
 -- ack_and_claim (claim.sql) with acks of which some keep their outcome.
 WITH {keeping_acks},
