@@ -246,7 +246,8 @@ def test_the_workers_claim_is_planned_once_and_not_at_every_call(pg_dsn: str, pg
     the server must reuse a generic plan rather than plan it again each time, which cost more than the
     claim itself. A limit the planner could fold into each custom plan made every custom plan look
     cheaper than the generic one (whose limit it guesses as a tenth of the rows) once the table held
-    some thousands of jobs, so none was ever reused."""
+    some thousands of jobs, so none was ever reused; and a custom plan that knew its queue was
+    empty looked cheaper than one for a queue of average size."""
     store = alkstore.open(pg_dsn, schema=pg_module_schema, migrate=True, min_size=1, max_size=1)
     try:
         for name in ("planned", "other", "third"):
@@ -263,6 +264,15 @@ def test_the_workers_claim_is_planned_once_and_not_at_every_call(pg_dsn: str, pg
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'WITH acked AS%'"
             ).fetchall()
         assert plans, "the claim with acks is a prepared statement"
+        assert all(generic >= 5 and custom <= 5 for generic, custom in plans), plans
+        idle = ClaimRequest("empty", "w", store.clock.now(), timedelta(minutes=5))
+        for _ in range(20):  # an idle worker's claims, and the first after its wake, find a queue (nearly) empty
+            assert engine.claim(idle) == []
+        with engine.pool.connection() as conn:
+            plans = conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'WITH sweep AS%'"
+            ).fetchall()
+        assert plans, "the claim is a prepared statement"
         assert all(generic >= 5 and custom <= 5 for generic, custom in plans), plans
     finally:
         store.close()

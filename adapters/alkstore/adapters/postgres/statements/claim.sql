@@ -9,7 +9,7 @@
 -- The claim's look for a lapsed lease in the queue: the left end of jobs_lease, up to now. A
 -- statement of its own too, for inspecting its cost (bench/churn.py explains it).
 SELECT lease_until FROM {s}.jobs
-WHERE queue = %(queue)s AND state = 'running' AND lease_until <= %(now)s
+WHERE queue = (SELECT %(queue)s::text) AND state = 'running' AND lease_until <= %(now)s
 ORDER BY lease_until LIMIT 1
 
 -- fragment: sweep_needed
@@ -19,10 +19,10 @@ sweep AS MATERIALIZED (
     SELECT %(probe)s AND (
         ({lease_probe}) IS NOT NULL
         OR (SELECT expires_at FROM {s}.jobs
-            WHERE queue = %(queue)s AND state IN ('pending', 'delayed') AND expires_at <= %(now)s
+            WHERE queue = (SELECT %(queue)s::text) AND state IN ('pending', 'delayed') AND expires_at <= %(now)s
             ORDER BY expires_at LIMIT 1) IS NOT NULL
         OR (SELECT run_at FROM {s}.jobs
-            WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s
+            WHERE queue = (SELECT %(queue)s::text) AND state = 'delayed' AND run_at <= %(now)s
             ORDER BY run_at LIMIT 1) IS NOT NULL) AS needed)
 
 -- fragment: sweep_call
@@ -33,9 +33,10 @@ SELECT {s}.sweep_6(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_er
 -- The CTE "claimed": the best ready jobs, leased, unless the sweep is needed first. A claimed job
 -- keeps its unique key only if it holds it while it runs; a claim of a queue with a global limit
 -- (limited) takes no more than allowance_6 leaves.
--- The limit is a subquery so that no plan knows it: a custom plan that folded it looked cheaper
--- than the generic one (which guesses a tenth of the rows) on any table of some thousands of
--- jobs, and the server then planned the claim anew at every call (ADR 049).
+-- The limit and the queue are subqueries so that no plan knows them: a custom plan that folded
+-- the limit looked cheaper than the generic one (which guesses a tenth of the rows) on any table
+-- of some thousands of jobs, one that knew its queue was empty looked cheaper than one for an
+-- average queue, and the server then planned the claim anew at every call (ADR 049).
 claimed AS (
     UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
                         worker_id = %(worker)s,
@@ -43,7 +44,7 @@ claimed AS (
                         lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'
     WHERE id = ANY(ARRAY(
         SELECT id FROM {s}.jobs
-        WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
+        WHERE queue = (SELECT %(queue)s::text) AND state = 'pending' AND run_at <= %(now)s
           AND (expires_at IS NULL OR expires_at > %(now)s)
           AND NOT (SELECT needed FROM sweep)
         ORDER BY {order_claim}
