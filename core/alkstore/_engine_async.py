@@ -355,8 +355,9 @@ class AsyncEngine(ABC):
         earliest ``run_at`` of the ready jobs (``None`` when none is), exact whatever the cap.
         With ``cap``, each count stops there (``cap`` then means "at least that many"), so the
         cost is bounded by the cap per queue and phase, not by the table; without, counts are
-        exact. Without ``queue``, every queue holding a job, live or dead, appears; with it,
-        that queue alone (zeros when it holds none). One snapshot, read without writing anything.
+        exact. Without ``queue``, every queue holding a job, live or dead, and every paused queue
+        (empty or not) appears; with it, that queue alone (zeros when it holds none). One
+        snapshot, read without writing anything.
         """
 
     @abstractmethod

@@ -385,7 +385,8 @@ class AsyncStore:
     async def queue_stats(self, queue: str | None = None, *, cap: int | None = STATS_CAP) -> list[QueueStats]:
         """Each queue's ready, delayed, running and dead jobs and its lag now, ordered by name.
 
-        Every queue holding a job (live or dead) appears; with ``queue``, that queue alone.
+        Every queue holding a job (live or dead) appears, and every paused queue (an empty one too, so it
+        can be seen paused and resumed); with ``queue``, that queue alone.
         Counts stop at ``cap`` (10,000 by default; ``None`` counts everything, at a cost that
         grows with the table), which keeps a call cheap enough to poll every few seconds on
         any table (ADR 020); the lag is exact either way. Reads only.

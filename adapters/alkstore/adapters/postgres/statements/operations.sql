@@ -12,8 +12,9 @@
 
 -- name: queue_counts
 -- Per queue, capped counts from the functions of version 6 (each a few index probes and at most
--- the cap of index entries per phase); the queue list is a loose index scan.
-SELECT q AS queue, c.* FROM {s}.queues_4() AS q,
+-- the cap of index entries per phase); the queue list is a loose index scan, and the paused queues
+-- (an empty one too: the overview shows it paused, to be resumed).
+SELECT q AS queue, c.* FROM (SELECT {s}.queues_4() UNION SELECT name FROM {s}.queues WHERE paused) AS listed (q),
 LATERAL {s}.queue_counts_6(q, %(now)s, %(cap)s) AS c ORDER BY q COLLATE "C"
 
 -- name: queue_counts_one
