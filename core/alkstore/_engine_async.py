@@ -43,6 +43,7 @@ from ._port import (
     Retry,
     ScheduleRecord,
     TableStats,
+    ThroughputRecord,
     TickBudget,
     TickResult,
     WorkerRecord,
@@ -424,8 +425,13 @@ class AsyncEngine(ABC):
         """Delete the ``DEAD`` jobs among ``job_ids``; return their ids, ascending (live or missing ids left out)."""
 
     @abstractmethod
-    async def record_worker(self, worker: WorkerRecord) -> None:
-        """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat)."""
+    async def record_worker(self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = ()) -> None:
+        """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat).
+
+        In the same transaction, add each of ``throughput``'s ``done`` and ``failed`` to the counts
+        stored for its queue and minute (a new pair starts at zero), so that many workers' counts of
+        one minute add up and a worker's counts cost no transaction of their own (ADR 048).
+        """
 
     @abstractmethod
     async def remove_worker(self, worker_id: str) -> bool:
@@ -438,6 +444,15 @@ class AsyncEngine(ABC):
     @abstractmethod
     async def forget_workers(self, seen_before: datetime) -> int:
         """Delete the workers whose ``seen_at < seen_before`` (stopped without saying so); return how many."""
+
+    @abstractmethod
+    async def throughput(self, since: datetime) -> list[ThroughputRecord]:
+        """The counts stored by ``record_worker`` for every queue and minute with ``minute >= since``,
+        ordered by minute, then queue; nothing is written."""
+
+    @abstractmethod
+    async def purge_throughput(self, before: datetime) -> int:
+        """Delete the counts of every minute with ``minute < before``; return how many queue-minutes."""
 
     # -- storage upkeep (ADR 023) ------------------------------------------------------
     # What a worker's maintenance reads and does so that churn leaves the tables flat: core

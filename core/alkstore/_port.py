@@ -38,6 +38,7 @@ __all__ = [
     "Retry",
     "ScheduleRecord",
     "TableStats",
+    "ThroughputRecord",
     "TickBudget",
     "TickResult",
     "WorkerRecord",
@@ -401,6 +402,17 @@ class WorkerRecord:
     running: int = 0
     processed: int = 0
     failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputRecord:
+    """Runs of ``queue`` that ended in the minute starting at ``minute`` (``minute_of``): ``done`` succeeded,
+    ``failed`` failed (to be retried, dead, or given up after their timeout), as the workers counted them."""
+
+    queue: str
+    minute: datetime
+    done: int
+    failed: int
 
 
 @dataclass(frozen=True, slots=True)

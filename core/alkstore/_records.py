@@ -18,7 +18,7 @@ from ._args import check_opts
 from ._codec import Codec
 from ._names import validate_name
 from ._options import JobStamps, ScheduleOpts
-from ._port import Existing, JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, WorkerRecord
+from ._port import Existing, JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, ThroughputRecord, WorkerRecord
 from ._spec import parse_spec
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "QueueStats",
     "Schedule",
     "ScheduleEntry",
+    "ThroughputInfo",
     "WorkerInfo",
     "fields_of",
     "info_of",
@@ -306,6 +307,9 @@ class Leader:
 #: A worker process as it last reported itself (see ``workers``): the port's record, which holds
 #: only plain values, handed out as it is.
 WorkerInfo = WorkerRecord
+#: The runs of one queue that ended in one minute, done and failed (see ``throughput``): the port's
+#: record, handed out as it is.
+ThroughputInfo = ThroughputRecord
 
 
 class CancelOutcome(enum.StrEnum):

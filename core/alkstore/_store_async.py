@@ -34,8 +34,10 @@ from ._operations import (
     STATS_CAP,
     as_phase,
     check_cap,
+    check_minutes,
     check_page_size,
     containment_probe,
+    minute_of,
     read_cursor,
     stats_of,
     write_cursor,
@@ -54,6 +56,7 @@ from ._records import (
     QueueStats,
     Schedule,
     ScheduleEntry,
+    ThroughputInfo,
     WorkerInfo,
     info_of,
     new_schedule,
@@ -517,6 +520,18 @@ class AsyncStore:
         span = as_duration(within, "within", allow_zero=False)
         engine = self._kernel.live()
         return await engine.workers(self._kernel.clock.now() - span)
+
+    async def throughput(self, minutes: int = 60) -> list[ThroughputInfo]:
+        """Runs done and failed per queue and minute over the last ``minutes`` minutes, the current one
+        included, oldest minute first, then by queue; a queue-minute with no run ended is absent.
+
+        The workers count their runs and store the counts with their reports (every few seconds
+        while busy), so the current minute fills in as it passes; counts are kept a day (ADR 048).
+        """
+        wanted = check_minutes(minutes)
+        engine = self._kernel.live()
+        since = minute_of(self._kernel.clock.now()) - timedelta(minutes=wanted - 1)
+        return await engine.throughput(since)
 
 
 def _reporting(telemetry: Telemetry, on_fire: OnFire | None) -> OnFire:

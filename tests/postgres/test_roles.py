@@ -337,6 +337,8 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     stats = worker.run(worker_stop)  # its maintenance (prune, the vacuum check) runs as this role too
     assert (ran, stats.succeeded) == ([1], 1)
     assert store.workers() == []
+    minute = clock.now().replace(second=0, microsecond=0)
+    assert store.throughput() == [alkstore.ThroughputInfo("emails", minute, 1, 0)], "counted as this role too"
 
     store.migrate()
 

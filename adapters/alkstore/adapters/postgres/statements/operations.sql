@@ -112,6 +112,20 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues 
     running = excluded.running, processed = excluded.processed, failed = excluded.failed
 RETURNING id
 
+-- name: record_worker_counting
+-- A worker's report with its runs done and failed per queue and minute since its last (ADR 048),
+-- one statement: the counts cost no transaction of their own. Rows are added in key order, so
+-- two workers adding to the same minutes wait for each other rather than deadlock.
+WITH reported AS ({record_worker}),
+counted AS (
+    INSERT INTO {s}.throughput AS t (minute, queue, done, failed)
+    SELECT minute, queue, done, failed
+      FROM unnest(%(t_minutes)s::timestamptz[], %(t_queues)s::text[], %(t_done)s::bigint[], %(t_failed)s::bigint[])
+           AS c (minute, queue, done, failed)
+     ORDER BY minute, queue COLLATE "C"
+    ON CONFLICT (minute, queue) DO UPDATE SET done = t.done + excluded.done, failed = t.failed + excluded.failed)
+SELECT id FROM reported
+
 -- name: remove_worker
 DELETE FROM {s}.workers WHERE id = %(id)s RETURNING id
 
@@ -120,3 +134,12 @@ SELECT {worker_columns} FROM {s}.workers WHERE seen_at >= %(since)s ORDER BY id
 
 -- name: forget_workers
 WITH gone AS (DELETE FROM {s}.workers WHERE seen_at < %(before)s RETURNING 1) SELECT count(*) FROM gone
+
+-- -- throughput (ADR 048) ---------------------------------------------------------------------
+
+-- name: throughput
+-- The counts from a minute on: one range of the primary key.
+SELECT minute, queue, done, failed FROM {s}.throughput WHERE minute >= %(since)s ORDER BY minute, queue
+
+-- name: purge_throughput
+WITH gone AS (DELETE FROM {s}.throughput WHERE minute < %(before)s RETURNING 1) SELECT count(*) FROM gone
