@@ -7,7 +7,7 @@ import re
 from functools import partial
 from urllib.parse import urlencode
 
-from alkstore import JobPhase
+from alkstore import EnqueueOpts, JobPhase
 from alkstore.adapters.web import PAGE_SIZE
 from tests.web._seed import HOSTILE, LEADER, seed
 from tests.web.conftest import Served
@@ -57,6 +57,27 @@ def test_counts_at_the_cap_show_as_at_least_the_cap(served: Served) -> None:
     exact = re.search(r'<tr data-queue="bulk">(.*?)</tr>', served.client(cap=None).get("/").text, re.S)
     assert exact is not None
     assert text(exact.group(1)).split()[1] == "5"
+
+
+def test_a_queue_with_nothing_ready_shows_no_oldest_ready_age(served: Served) -> None:
+    served.call(served.store.queue("later").enqueue, {"n": 1}, EnqueueOpts(delay=3600))
+    served.call(served.store.queue("now").enqueue, {"n": 2})
+    stats = {s.queue: s for s in served.call(served.store.queue_stats)}
+    assert (stats["later"].ready, stats["now"].ready) == (0, 1)
+    page = served.client().get("/").text
+    lags = dict(re.findall(r'<tr data-queue="([^"]+)">.*?<td class="n lag">([^<]*)</td>', page, re.S))
+    assert lags["later"] == "—"
+    assert lags["now"] != "—"
+    assert "oldest ready —" in text(served.client().get("/queues/later").text)
+
+
+def test_an_empty_paused_queue_is_on_the_overview_paused_and_its_page_resumes_it(served: Served) -> None:
+    served.call(served.store.queue("quiet").pause)
+    page = served.client().get("/").text
+    row = re.search(r'<tr data-queue="quiet">(.*?)</tr>', page, re.S)
+    assert row is not None
+    assert text(row.group(1)).split() == ["quiet", "paused", "0", "0", "0", "0", "—"]
+    assert "Resume quiet" in text(served.client().get("/queues/quiet").text)
 
 
 def test_an_empty_store_says_there_is_nothing(served: Served) -> None:

@@ -32,7 +32,7 @@ from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
 
 from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
 from ._threaded import ThreadedStore
-from ._throughput import Throughput
+from ._throughput import MINUTES, chart_of, per_minute
 from ._views import capped, error_groups, instant, payload_text, span
 
 __all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
@@ -133,7 +133,6 @@ class _Dashboard:
             self._store = ThreadedStore(source)
         self.read_only = read_only
         self.title = title
-        self.throughput = Throughput()
         self.router = Router()
         self.templates = Environment(
             loader=FileSystemLoader(_HERE / "templates"),
@@ -201,15 +200,13 @@ class _Dashboard:
     async def overview_context(self) -> dict[str, Any]:
         store = self.store
         at = store.clock.now()
-        workers = await store.workers(WORKERS_WITHIN)
-        self.throughput.observe(at, workers)
         return {
             "at": at,
             "queues": await store.queue_stats(cap=self.cap),
             "leader": await store.leader(),
-            "workers": workers,
+            "workers": await store.workers(WORKERS_WITHIN),
             "workers_within": WORKERS_WITHIN,
-            "chart": self.throughput.chart(),
+            "chart": chart_of(per_minute(await store.throughput(MINUTES), at)),
         }
 
     # -- pages -----------------------------------------------------------------------

@@ -30,6 +30,7 @@ from alkstore import (
     QueueStats,
     Schedule,
     Store,
+    ThroughputInfo,
     WorkerInfo,
 )
 
@@ -105,6 +106,9 @@ class ThreadedStore:
 
     async def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
         return await _run(self._store.workers, within)
+
+    async def throughput(self, minutes: int = 60) -> list[ThroughputInfo]:
+        return await _run(self._store.throughput, minutes)
 
     async def cancel(self, job_id: int) -> CancelOutcome:
         return await _run(self._store.cancel, job_id)
