@@ -370,7 +370,8 @@ class AsyncEngine(ABC):
         order); ``DELAYED`` (pending, ``run_at > now``): ``run_at``, id; ``RUNNING``: id;
         ``DEAD``: ``died_at`` descending, id descending (the newest death first). With
         ``query.after`` (a ``JobKey``), only the jobs that sort strictly after that key are
-        listed. Records are as ``get_job`` returns them.
+        listed; with ``query.contains`` and ``query.task`` (see ``JobQuery``), only the jobs that
+        match both. Records are as ``get_job`` returns them.
         """
 
     @abstractmethod

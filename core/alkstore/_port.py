@@ -369,8 +369,9 @@ class JobQuery:
     """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``.
 
     With ``contains`` (the JSON text of an object or array), only the jobs whose payload contains it
-    as ``payload_contains`` says (PostgreSQL's ``jsonb @>``). With ``reverse``, the phase's order
-    backwards (``listing_order(phase, reverse=True)``), ``after`` then a key of that order.
+    as ``payload_contains`` says (PostgreSQL's ``jsonb @>``). With ``task``, only the jobs of that
+    task. With ``reverse``, the phase's order backwards (``listing_order(phase, reverse=True)``),
+    ``after`` then a key of that order.
     """
 
     queue: str
@@ -380,6 +381,7 @@ class JobQuery:
     after: JobKey | None = None
     contains: str | None = None
     reverse: bool = False
+    task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -410,17 +410,21 @@ class AsyncStore:
         cursor: str | None = None,
         contains: Any = None,
         reverse: bool = False,
+        task: str | None = None,
     ) -> JobPage:
         """A page of ``queue``'s jobs in ``phase``, payloads decoded as ``get_job`` decodes them.
 
         Orders: ready jobs as claims take them (priority descending, run_at, id); delayed by
         run_at, id; running by id; dead newest death first. Pass the page's ``cursor`` back
-        for the next page (``None`` after the last), with the same ``contains``.
+        for the next page (``None`` after the last), with the same ``contains`` and ``task``.
 
         ``contains`` (a JSON object or array; the JSON codec only) keeps the jobs whose payload
         contains it, as PostgreSQL's ``jsonb @>`` does: ``{"customer": 42}`` matches
         ``{"customer": 42, "total": 9}``. No index serves it: a filtered page reads the phase's
         jobs in order until it has ``limit`` matches, so it is for finding jobs, not for polling.
+
+        ``task`` keeps the jobs of that task (``Task.name``): on PostgreSQL a filtered page reads the
+        phase's jobs in order until it has ``limit`` of the task's, as ``contains`` does (ADR 048).
 
         ``reverse`` pages the same jobs in the order turned round (ready: lowest priority, newest
         first; delayed: latest due; running: newest; dead: oldest death first).
@@ -430,10 +434,12 @@ class AsyncStore:
         size = check_page_size(limit)
         if not isinstance(reverse, bool):
             raise InvalidArgument(f"reverse must be a bool, not {type(reverse).__name__}")
+        if task is not None:
+            validate_label(task, "task")
         after = read_cursor(cursor, queue, wanted, reverse)
         kernel = self._kernel
         probe = containment_probe(kernel.codec, contains)
-        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe, reverse)
+        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe, reverse, task)
         records = await kernel.live().list_jobs(query)
         page = records[:size]
         jobs = tuple(info_of(record, kernel.decode_lenient(record.payload)) for record in page)

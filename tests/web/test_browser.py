@@ -29,7 +29,7 @@ from alkstore import AsyncStore, open_async
 from alkstore.adapters.web import create_app
 from alkstore.adapters.web._views import instant
 from alkstore.display import minute_of
-from alkstore.engine import ThroughputRecord, WorkerRecord
+from alkstore.engine import NewJob, ThroughputRecord, WorkerRecord
 from tests.support import PATIENCE, under_ci
 from tests.web._seed import HOSTILE, LEADER, Seeded, seed
 
@@ -379,6 +379,30 @@ def test_the_payload_filter_narrows_a_queue_page(live: Live, browser: Any) -> No
     )
     rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
     assert [int(row.get_attribute("data-job")) for row in rows] == [ids[0], ids[2]]
+    assert console_errors(browser) == []
+
+
+def test_the_task_filter_narrows_a_queue_page_and_the_tabs_keep_it(live: Live, browser: Any) -> None:
+    now = live.store.clock.now()
+    tasks = ["receipt", "invoice", "receipt", None, "receipt"]
+    jobs = [NewJob("billing", b'{"n": 1}', 0, now, None, 3, task=task) for task in tasks]
+    live.call(live.store.engine.enqueue(jobs, now))
+    browser.get(live.url + "/queues/billing")
+    browser.find_element(By.CSS_SELECTOR, 'form.filter [name="task"]').send_keys("receipt")
+    browser.find_element(By.CSS_SELECTOR, "form.filter button").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "of task receipt")
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
+    expected = live.call(live.store.jobs("billing", task="receipt")).jobs
+    assert [int(row.get_attribute("data-job")) for row in rows] == [job.id for job in expected]
+    assert {row.find_element(By.CSS_SELECTOR, "td.task").text for row in rows} == {"receipt"}
+    assert len(expected) == 3
+    browser.find_element(By.LINK_TEXT, "Dead").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "Dead jobs of task receipt")
+    )
+    assert browser.find_element(By.CSS_SELECTOR, 'form.filter [name="task"]').get_attribute("value") == "receipt"
     assert console_errors(browser) == []
 
 

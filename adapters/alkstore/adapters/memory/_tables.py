@@ -789,6 +789,8 @@ class MemoryTables:
             rows = [row for row in source if row.queue == query.queue and phase_at(row, now) is phase]
         if query.contains is not None:
             rows = [row for row in rows if payload_contains(row.payload, query.contains)]
+        if query.task is not None:
+            rows = [row for row in rows if row.task == query.task]
         rows.sort(key=listing_order(phase, query.reverse))
         if after is not None:
             rows = [row for row in rows if after_key(row, after, phase, query.reverse)]

@@ -479,6 +479,7 @@ def listing_params(query: port.JobQuery) -> dict[str, Any]:
         "at": at,
         "id": job_id,
         "contains": query.contains,
+        "task": query.task,
     }
 
 

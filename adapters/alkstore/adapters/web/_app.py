@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPage, JobPhase, Schedule, Store
-from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
+from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
 from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
 from ._threaded import ThreadedStore
@@ -227,6 +227,7 @@ class _Dashboard:
         cursor = request.query_params.get("cursor") or None
         reverse = request.query_params.get("order") == "reversed"
         contains_text = request.query_params.get("contains", "").strip()
+        task = request.query_params.get("task", "").strip() or None
         problem = None
         try:
             contains = json.loads(contains_text) if contains_text else None
@@ -237,11 +238,15 @@ class _Dashboard:
                 JobPage((), None)
                 if problem
                 else await self.store.jobs(
-                    name, phase, limit=PAGE_SIZE, cursor=cursor, contains=contains, reverse=reverse
+                    name, phase, limit=PAGE_SIZE, cursor=cursor, contains=contains, reverse=reverse, task=task
                 )
             )
         except (InvalidArgument, InvalidOptions) as exc:
             page, problem = JobPage((), None), f"{type(exc).__name__}: {exc}"
+        except InvalidName as exc:
+            if task is None:
+                raise HTTPException(404, str(exc)) from None
+            page, problem = JobPage((), None), f"The task filter is not a task name: {exc}"
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
         try:
@@ -264,6 +269,8 @@ class _Dashboard:
             next_cursor=page.cursor,
             first_page=cursor is None,
             contains=contains_text or None,
+            task=task,
+            filters={"contains": contains_text or None, "task": task, "order": "reversed" if reverse else None},
             problem=problem,
             stats=stats[0] if stats else None,
             paused=bool(stats and stats[0].paused),

@@ -90,9 +90,10 @@ class ThreadedStore:
         cursor: str | None = None,
         contains: Any = None,
         reverse: bool = False,
+        task: str | None = None,
     ) -> JobPage:
         return await _run(
-            self._store.jobs, queue, phase, limit=limit, cursor=cursor, contains=contains, reverse=reverse
+            self._store.jobs, queue, phase, limit=limit, cursor=cursor, contains=contains, reverse=reverse, task=task
         )
 
     async def get_job(self, job_id: int) -> JobInfo | None:

@@ -29,46 +29,51 @@ SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_6(%(queue)s, %(now)s,
 (%(contains)s::jsonb IS NULL OR CASE WHEN length(payload) = 0 THEN NULL
     WHEN get_byte(payload, 0) IN (91, 123) THEN convert_from(payload, 'UTF8')::jsonb END @> %(contains)s::jsonb)
 
+-- fragment: task_is
+-- A listing's task filter (%(task)s, a task name or NULL): one more condition on the rows the
+-- phase's index yields in order; no index leads with the task (ADR 048).
+(%(task)s::text IS NULL OR task = %(task)s::text)
+
 -- name: list_ready
 -- Ready jobs in claim order after the key: the rest of the key's priority and the lower
 -- priorities ({after_ready_tied} and {after_ready_beyond}), each a range of jobs_claim, then
 -- the due 'delayed' rows.
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
-     AND {after_ready_tied} AND {payload_contains}
+     AND {after_ready_tied} AND {payload_contains} AND {task_is}
      ORDER BY {order_ready} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
-     AND {after_ready_beyond} AND {payload_contains}
+     AND {after_ready_beyond} AND {payload_contains} AND {task_is}
      ORDER BY {order_ready} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s
-     AND {after_ready} AND {payload_contains}
+     AND {after_ready} AND {payload_contains} AND {task_is}
      ORDER BY {order_ready} LIMIT %(limit)s)) AS page
 ORDER BY {order_ready} LIMIT %(limit)s
 
 -- name: list_delayed
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at > %(now)s
-     AND {after_delayed} AND {payload_contains}
+     AND {after_delayed} AND {payload_contains} AND {task_is}
      ORDER BY {order_delayed} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at > %(now)s
-     AND {after_delayed} AND {payload_contains}
+     AND {after_delayed} AND {payload_contains} AND {task_is}
      ORDER BY {order_delayed} LIMIT %(limit)s)) AS page
 ORDER BY {order_delayed} LIMIT %(limit)s
 
 -- name: list_waiting
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
-WHERE queue = %(queue)s AND state = 'waiting' AND {after_waiting} AND {payload_contains} ORDER BY {order_waiting} LIMIT %(limit)s
+WHERE queue = %(queue)s AND state = 'waiting' AND {after_waiting} AND {payload_contains} AND {task_is} ORDER BY {order_waiting} LIMIT %(limit)s
 
 -- name: list_running
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
-WHERE queue = %(queue)s AND state = 'running' AND {after_running} AND {payload_contains} ORDER BY {order_running} LIMIT %(limit)s
+WHERE queue = %(queue)s AND state = 'running' AND {after_running} AND {payload_contains} AND {task_is} ORDER BY {order_running} LIMIT %(limit)s
 
 -- name: list_dead
 SELECT {dead_as_job}, died_at FROM {s}.dead_jobs
-WHERE queue = %(queue)s AND {after_dead} AND {payload_contains}
+WHERE queue = %(queue)s AND {after_dead} AND {payload_contains} AND {task_is}
 ORDER BY {order_dead} LIMIT %(limit)s
 
 -- -- actions ------------------------------------------------------------------------------------
