@@ -210,7 +210,8 @@ def job_ids(ids: Sequence[int]) -> list[JobId]:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A registered schedule, as stored: ``next_boundary`` is the next instant it fires."""
+    """A registered schedule, as stored: ``next_boundary`` is the next instant it fires; ``task`` the task
+    its jobs run (a periodic task's schedule, ``Tasks.periodic``), ``None`` for plain jobs."""
 
     name: str
     spec: str
@@ -220,6 +221,7 @@ class Schedule:
     opts: ScheduleOpts
     next_boundary: datetime
     last_boundary: datetime | None = None  # the last boundary fired (None before the first)
+    task: str | None = None
 
 
 def schedule_of(record: ScheduleRecord, payload: Any) -> Schedule:
@@ -235,6 +237,7 @@ def schedule_of(record: ScheduleRecord, payload: Any) -> Schedule:
         ),
         next_boundary=record.next_boundary,
         last_boundary=record.last_boundary,
+        task=record.task,
     )
 
 

@@ -349,6 +349,21 @@ class AsyncStore:
         """Every registered schedule, ordered by name."""
         return [self._schedule(record) for record in await self._kernel.live().schedules()]
 
+    async def fire_now(self, name: str) -> JobId | None:
+        """Enqueue now the job a fire of schedule ``name`` enqueues (its payload, task, priority, attempts and
+        expiry, resolved over its queue's settings as a fire's are), leaving its boundaries as they are; the
+        job's id, or ``None`` when there is no such schedule. The job carries no schedule or boundary: no
+        boundary was fired (ADR 048).
+        """
+        validate_name(name, "schedule")
+        kernel = self._kernel
+        record = next((each for each in await kernel.live().schedules() if each.name == name), None)
+        if record is None:
+            return None
+        opts = EnqueueOpts(priority=record.priority, max_attempts=record.max_attempts, expires=record.expires)
+        payload = kernel.decode_lenient(record.payload)
+        return (await kernel.enqueue(record.queue, (payload,), opts, task=record.task))[0]
+
     async def tick(self) -> list[Fire]:
         """Fire every elapsed boundary now, without leadership (safe: the tick locks what it fires).
 

@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPage, JobPhase, Schedule, Store
+from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobPage, JobPhase, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
 from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
@@ -89,12 +89,6 @@ _CANCELLED = {
 _BULK = {"requeue": "Requeued", "purge": "Purged"}
 
 StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
-
-
-def _fire_opts(schedule: Schedule) -> EnqueueOpts:
-    """The stamps a fire of ``schedule`` gives its job (ADR 003), for a fire asked for now."""
-    opts = schedule.opts
-    return EnqueueOpts(priority=opts.priority, max_attempts=opts.max_attempts, expires=opts.expires)
 
 
 class _Auth:
@@ -417,11 +411,12 @@ class _Dashboard:
         await self._form(request)
         name = request.path_params["schedule"]
         schedule = next((s for s in await self.store.schedules() if s.name == name), None)
-        if schedule is None:
+        job_id = None if schedule is None else await self.store.fire_now(name)
+        if schedule is None or job_id is None:
             return self._done(request, f"No schedule {name}; nothing done.", self.path(request, "schedules"))
-        job_id = await self.store.queue(schedule.queue).enqueue(schedule.payload, _fire_opts(schedule))
         next_at = instant(schedule.next_boundary)
-        message = f"Fired {name} now: job {job_id} on {schedule.queue}. Its next boundary stays {next_at}."
+        task = f" (task {schedule.task})" if schedule.task else ""
+        message = f"Fired {name} now: job {job_id}{task} on {schedule.queue}. Its next boundary stays {next_at}."
         return self._done(request, message, self.path(request, "job", job_id=job_id))
 
     async def dead_bulk(self, request: Request) -> Response:

@@ -137,3 +137,6 @@ class ThreadedStore:
 
     async def unschedule(self, name: str) -> bool:
         return await _run(self._store.unschedule, name)
+
+    async def fire_now(self, name: str) -> JobId | None:
+        return await _run(self._store.fire_now, name)
