@@ -70,15 +70,15 @@ class AsyncReporter:
             now,
             *figures,
         )
-        counts = self._tally.take_counts()
-        minute = minute_of(now)  # the runs since the last report (seconds ago) count in the minute of this one
-        throughput = [ThroughputRecord(queue, minute, *counts[queue]) for queue in sorted(counts)]
         try:
             engine = kernel.live()
+            counts = self._tally.take_counts()
+            minute = minute_of(now)  # the runs since the last report (seconds ago) count in the minute of this one
+            throughput = [ThroughputRecord(queue, minute, *counts[queue]) for queue in sorted(counts)]
             try:
                 await engine.record_worker(record, throughput)
             except BaseException:
-                self._tally.put_back_counts(counts)
+                self._tally.put_back_counts(counts)  # counted again with the next report
                 raise
             self.reported_at = now
             self._reported = figures
