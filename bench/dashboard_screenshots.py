@@ -6,9 +6,8 @@ Run by hand (needs the ``web`` and ``test`` extras and Debian's ``chromium`` and
     .venv/bin/python bench/dashboard_screenshots.py [--out docs/img]
 
 It seeds a fresh ``memory://`` store on a manual clock with a small shop's queues (ready,
-delayed, running and dead jobs, two workers, a leader, schedules), lets the overview sample
-the workers' counters a minute's worth of refreshes so its throughput chart has a line, serves
-the dashboard with uvicorn on a free loopback port, and saves ``overview.png``, ``queue.png``,
+delayed, running and dead jobs, two workers with an hour of stored throughput counts, a leader,
+schedules), serves the dashboard with uvicorn on a free loopback port, and saves ``overview.png``, ``queue.png``,
 ``job.png`` and ``dead-letters.png``.
 """
 
@@ -16,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import socket
 import sys
 import threading
 import time
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,8 @@ import alkstore
 from alkstore import AsyncStore, EnqueueOpts, ManualClock
 from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.web import create_app
-from alkstore.engine import WorkerRecord
+from alkstore.display import minute_of
+from alkstore.engine import NewJob, ThroughputRecord, WorkerRecord
 
 START = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 WORKERS = (("web-1:4242", ("emails", "webhooks"), 8), ("batch-1:1177", ("reports", "thumbnails"), 4))
@@ -48,8 +48,11 @@ async def seed(store: AsyncStore, clock: ManualClock) -> dict[str, int]:
     emails = store.queue("emails")
     await emails.enqueue_many([{"to": f"user{n}@example.com", "template": "welcome"} for n in range(137)])
     await emails.enqueue_many([{"to": f"later{n}@example.com"} for n in range(12)], EnqueueOpts(delay=3600))
-    webhooks = store.queue("webhooks")
-    await webhooks.enqueue_many([{"customer": 4200 + n % 7, "event": "invoice.paid"} for n in range(58)])
+    now = clock.now()
+    hooks = [{"customer": 4200 + n % 7, "event": "invoice.paid"} for n in range(58)]
+    await store.engine.enqueue(
+        [NewJob("webhooks", json.dumps(hook).encode(), 0, now, None, 3, task="deliver_webhook") for hook in hooks], now
+    )
     await store.queue("thumbnails").enqueue_many([{"image": f"img/{n}.jpg"} for n in range(9)])
     await store.queue("reports").enqueue({"kind": "monthly", "month": "2026-02"}, EnqueueOpts(priority=5))
     errors = [
@@ -77,12 +80,24 @@ async def lead(store: AsyncStore, at: datetime) -> None:
     assert await store.engine.try_lock(SCHEDULER_LOCK, "sched-1:880:1772443800:9c21", at, at + timedelta(seconds=30))
 
 
-async def report_workers(store: AsyncStore, at: datetime, step: int) -> None:
-    """Both workers' reports as of ``at``: counters growing at a pace that wanders a little."""
+def an_hour(n: int, queues: tuple[str, ...], at: datetime) -> list[ThroughputRecord]:
+    """Worker ``n``'s runs per queue and minute over the hour up to ``at``, at a pace that wanders a little."""
+    counts = []
+    for back in range(59, -1, -1):
+        minute = minute_of(at) - timedelta(minutes=back)
+        for q, queue in enumerate(queues):
+            done = (140, 50)[n] // (q + 1) + (back * 7 + n * 3 + q) % 23 + (40 if 18 <= back <= 24 else 0)
+            failed = 6 if (queue == "webhooks" and 30 <= back <= 33) else int((back + n + q) % 9 == 0)
+            counts.append(ThroughputRecord(queue, minute, done, failed))
+    return counts
+
+
+async def report_workers(store: AsyncStore, at: datetime) -> None:
+    """Both workers' reports as of ``at``, each with its last hour's runs per queue and minute."""
     for n, (worker_id, queues, concurrency) in enumerate(WORKERS):
-        pace = (14, 5)[n]
-        processed = sum(pace + (k * 7 + n * 3) % 9 for k in range(step)) * 2
-        failed = sum(1 for k in range(step) if (k + n) % 6 == 0)
+        counts = an_hour(n, queues, at)
+        processed = sum(count.done + count.failed for count in counts)
+        failed = sum(count.failed for count in counts)
         host, pid = worker_id.split(":")
         record = WorkerRecord(
             worker_id,
@@ -96,7 +111,7 @@ async def report_workers(store: AsyncStore, at: datetime, step: int) -> None:
             processed=1200 + processed,
             failed=7 + failed,
         )
-        await store.engine.record_worker(record)
+        await store.engine.record_worker(record, counts)
 
 
 def chrome() -> Any:
@@ -141,11 +156,7 @@ def main() -> int:
         return asyncio.run_coroutine_threadsafe(coroutine, opened["loop"]).result(30)
 
     try:
-        for step in range(31):  # a minute of refreshes, two seconds apart
-            call(report_workers(opened["store"], clock.now(), step))
-            urllib.request.urlopen(url + "/fragments/overview", timeout=30).read()
-            clock.advance(timedelta(seconds=2))
-        call(report_workers(opened["store"], clock.now(), 31))
+        call(report_workers(opened["store"], clock.now()))
         call(lead(opened["store"], clock.now()))
         driver = chrome()
         try:

@@ -73,6 +73,20 @@ def test_configuring_a_paused_queue_keeps_it_paused(store: Store) -> None:
     assert queue.defaults().max_attempts == 3
 
 
+def test_an_empty_paused_queue_is_listed_paused_until_it_is_resumed(store: Store) -> None:
+    store.queue("busy").enqueue("x")
+    store.queue("quiet").pause()
+
+    listed = {stats.queue: stats for stats in store.queue_stats()}
+    assert sorted(listed) == ["busy", "quiet"]
+    quiet = listed["quiet"]
+    assert quiet.paused
+    assert (quiet.ready, quiet.delayed, quiet.running, quiet.dead) == (0, 0, 0, 0)
+    assert not listed["busy"].paused
+    store.queue("quiet").resume()
+    assert [stats.queue for stats in store.queue_stats()] == ["busy"], "an empty queue running as usual is not listed"
+
+
 def test_a_global_limit_bounds_the_running_jobs_of_a_queue_across_stores(store: Store, clock: ManualClock) -> None:
     store.queue("scarce").configure(concurrency=2, visibility_timeout=30)
     other = store_of(store.engine, clock=clock)

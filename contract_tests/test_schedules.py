@@ -10,6 +10,7 @@ import pytest
 
 import alkstore
 from alkstore import JobState, ManualClock, ScheduleOpts, Store
+from alkstore.engine import NewSchedule
 from tests.support import must_claim, must_get
 
 from ._checks import assert_utc
@@ -262,3 +263,33 @@ def test_schedule_many_rejects_the_whole_batch_on_bad_input_before_anything_is_s
         with pytest.raises(error, match=match):
             store.schedule_many(batch)  # type: ignore[arg-type]
     assert store.schedules() == []
+
+
+def test_fire_now_enqueues_what_a_fire_would_with_its_task_and_leaves_the_boundaries(
+    store: Store, clock: ManualClock
+) -> None:
+    plain = store.schedule("digest", "@every 1h", "mail", {"kind": "digest"}, ScheduleOpts(priority=4, expires=600))
+    (periodic,) = store.engine.register_schedules(
+        [NewSchedule("nightly", "@every 1d", 86400, "reports", b'{"full": true}', max_attempts=9, task="rebuild")],
+        clock.now(),
+    )
+    (listed,) = [schedule for schedule in store.schedules() if schedule.name == "nightly"]
+    assert (listed.task, plain.task) == ("rebuild", None), "a schedule names the task its fires run"
+
+    clock.advance(5)
+    fired, again = store.fire_now("nightly"), store.fire_now("digest")
+    assert fired is not None
+    assert again is not None
+    job = must_get(store, fired)
+    assert (job.queue, job.task, job.payload, job.max_attempts) == ("reports", "rebuild", {"full": True}, 9)
+    assert (job.state, job.run_at, job.schedule, job.boundary) == (JobState.PENDING, clock.now(), None, None)
+    other = must_get(store, again)
+    assert (other.queue, other.task, other.payload, other.priority) == ("mail", None, {"kind": "digest"}, 4)
+    assert other.expires_at == clock.now() + timedelta(seconds=600)
+    assert {s.name: s.next_boundary for s in store.schedules()} == {
+        "digest": plain.next_boundary,
+        "nightly": periodic.next_boundary,
+    }, "firing now moves no boundary"
+    assert store.fire_now("missing") is None
+    with pytest.raises(alkstore.InvalidName):
+        store.fire_now("")

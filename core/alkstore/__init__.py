@@ -29,7 +29,18 @@ from ._outbox_async import AsyncDelivery, AsyncOutbox
 from ._port import Fire, JobPhase, JobState
 from ._queue import Job, Queue
 from ._queue_async import AsyncJob, AsyncQueue
-from ._records import CancelOutcome, JobId, JobInfo, JobPage, Leader, QueueStats, Schedule, ScheduleEntry, WorkerInfo
+from ._records import (
+    CancelOutcome,
+    JobId,
+    JobInfo,
+    JobPage,
+    Leader,
+    QueueStats,
+    Schedule,
+    ScheduleEntry,
+    ThroughputInfo,
+    WorkerInfo,
+)
 from ._results import AttemptFailure, JobResult, ResultPage
 from ._spec import Every, parse_spec
 from ._store import Store, open  # noqa: A004
@@ -122,6 +133,7 @@ __all__ = [
     "SystemClock",
     "Task",
     "Tasks",
+    "ThroughputInfo",
     "Worker",
     "WorkerInfo",
     "WorkerStats",

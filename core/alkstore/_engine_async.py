@@ -43,6 +43,7 @@ from ._port import (
     Retry,
     ScheduleRecord,
     TableStats,
+    ThroughputRecord,
     TickBudget,
     TickResult,
     WorkerRecord,
@@ -355,8 +356,9 @@ class AsyncEngine(ABC):
         earliest ``run_at`` of the ready jobs (``None`` when none is), exact whatever the cap.
         With ``cap``, each count stops there (``cap`` then means "at least that many"), so the
         cost is bounded by the cap per queue and phase, not by the table; without, counts are
-        exact. Without ``queue``, every queue holding a job, live or dead, appears; with it,
-        that queue alone (zeros when it holds none). One snapshot, read without writing anything.
+        exact. Without ``queue``, every queue holding a job, live or dead, and every paused queue
+        (empty or not) appears; with it, that queue alone (zeros when it holds none). One
+        snapshot, read without writing anything.
         """
 
     @abstractmethod
@@ -368,7 +370,8 @@ class AsyncEngine(ABC):
         order); ``DELAYED`` (pending, ``run_at > now``): ``run_at``, id; ``RUNNING``: id;
         ``DEAD``: ``died_at`` descending, id descending (the newest death first). With
         ``query.after`` (a ``JobKey``), only the jobs that sort strictly after that key are
-        listed. Records are as ``get_job`` returns them.
+        listed; with ``query.contains`` and ``query.task`` (see ``JobQuery``), only the jobs that
+        match both. Records are as ``get_job`` returns them.
         """
 
     @abstractmethod
@@ -423,8 +426,13 @@ class AsyncEngine(ABC):
         """Delete the ``DEAD`` jobs among ``job_ids``; return their ids, ascending (live or missing ids left out)."""
 
     @abstractmethod
-    async def record_worker(self, worker: WorkerRecord) -> None:
-        """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat)."""
+    async def record_worker(self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = ()) -> None:
+        """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat).
+
+        In the same transaction, add each of ``throughput``'s ``done`` and ``failed`` to the counts
+        stored for its queue and minute (a new pair starts at zero), so that many workers' counts of
+        one minute add up and a worker's counts cost no transaction of their own (ADR 048).
+        """
 
     @abstractmethod
     async def remove_worker(self, worker_id: str) -> bool:
@@ -437,6 +445,15 @@ class AsyncEngine(ABC):
     @abstractmethod
     async def forget_workers(self, seen_before: datetime) -> int:
         """Delete the workers whose ``seen_at < seen_before`` (stopped without saying so); return how many."""
+
+    @abstractmethod
+    async def throughput(self, since: datetime) -> list[ThroughputRecord]:
+        """The counts stored by ``record_worker`` for every queue and minute with ``minute >= since``,
+        ordered by minute, then queue; nothing is written."""
+
+    @abstractmethod
+    async def purge_throughput(self, before: datetime) -> int:
+        """Delete the counts of every minute with ``minute < before``; return how many queue-minutes."""
 
     # -- storage upkeep (ADR 023) ------------------------------------------------------
     # What a worker's maintenance reads and does so that churn leaves the tables flat: core

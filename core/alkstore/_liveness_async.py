@@ -115,7 +115,7 @@ class AsyncLiveness:
         if not await self._runs.abandon(run):
             return
         job.stop.cancel()
-        self._tally.add(timed_out=1)
+        self._tally.add(job.queue, timed_out=1)
         log.warning("job %s (%s) %s; it is given up and retried", job.id, describe(job), reason)
         self._end(run)
         try:

@@ -1,4 +1,5 @@
-"""A worker's storage duty (ADR 023): vacuum the tables ``_upkeep.vacuum_due`` names, prune old dead jobs.
+"""A worker's storage duty (ADR 023): vacuum the tables ``_upkeep.vacuum_due`` names, prune old dead jobs,
+expired results and the throughput counts past their retention (ADR 048).
 
 Every call is best effort: a failure is logged, never raised, and the next pass tries again.
 """
@@ -11,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from ._operations import BATCH
+from ._operations import BATCH, THROUGHPUT_RETENTION
 from ._port import TableStats
 from ._time import StopToken
 from ._upkeep import HELD_BACK_PAUSE, PRUNE_BATCHES, PRUNE_EVERY, VACUUM_CHECK_EVERY, vacuum_due
@@ -115,7 +116,8 @@ class AsyncMaintenance:
 
     async def prune(self) -> int:
         """Purge dead jobs of the queues that died more than the retention ago, and their kept results past
-        their ``keep_until`` (ADR 042), a bounded pass; how many dead jobs."""
+        their ``keep_until`` (ADR 042), a bounded pass, and every queue's throughput counts older than a day
+        (ADR 048); how many dead jobs."""
         pruned = expired = 0
         try:
             engine = self._kernel.live()
@@ -133,6 +135,7 @@ class AsyncMaintenance:
                     expired += count
                     if count < BATCH:
                         break
+            await engine.purge_throughput(now - THROUGHPUT_RETENTION)
         except DatabaseUnavailable as exc:
             log.warning("worker %s: could not prune dead jobs (%s); trying again later", self._label, exc)
         except AlkstoreError as exc:

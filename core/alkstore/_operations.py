@@ -26,11 +26,14 @@ __all__ = [
     "MAX_PAGE",
     "RESULTS_LISTING",
     "STATS_CAP",
+    "THROUGHPUT_RETENTION",
     "as_phase",
     "check_cap",
+    "check_minutes",
     "check_page_size",
     "containment_probe",
     "lag",
+    "minute_of",
     "payload_contains",
     "read_cursor",
     "stats_of",
@@ -46,6 +49,10 @@ BATCH = 1000
 #: cheap on any table (ADR 020); and the largest cap accepted.
 STATS_CAP = 10_000
 MAX_CAP = 2**62
+#: How long the workers' per-minute counts of done and failed runs are kept (ADR 048): the pruning
+#: worker deletes older minutes, and ``Store.throughput`` reads at most this far back.
+THROUGHPUT_RETENTION = timedelta(days=1)
+_MINUTE = timedelta(minutes=1)
 #: The cursor format's version: a cursor of another version is refused, never misread.
 _CURSOR_VERSION = 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -59,6 +66,21 @@ def lag(oldest_ready: datetime | None, now: datetime) -> timedelta:
     if oldest_ready is None or oldest_ready >= now:
         return timedelta(0)
     return now - oldest_ready
+
+
+def minute_of(at: datetime) -> datetime:
+    """The start of the UTC minute holding ``at``: the bucket a run that ended at ``at`` counts in (ADR 048)."""
+    return at.astimezone(UTC).replace(second=0, microsecond=0)
+
+
+def check_minutes(minutes: object) -> int:
+    """How many minutes of throughput to read: an int from 1 to the retention's (1,440)."""
+    most = THROUGHPUT_RETENTION // _MINUTE
+    if not isinstance(minutes, int) or isinstance(minutes, bool):
+        raise InvalidArgument(f"minutes must be an int, not {type(minutes).__name__}")
+    if not 1 <= minutes <= most:
+        raise InvalidOptions(f"minutes must be between 1 and {most}, not {minutes}")
+    return minutes
 
 
 def stats_of(counts: QueueCounts, now: datetime, cap: int | None) -> QueueStats:

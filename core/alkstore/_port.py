@@ -38,6 +38,7 @@ __all__ = [
     "Retry",
     "ScheduleRecord",
     "TableStats",
+    "ThroughputRecord",
     "TickBudget",
     "TickResult",
     "WorkerRecord",
@@ -368,8 +369,9 @@ class JobQuery:
     """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``.
 
     With ``contains`` (the JSON text of an object or array), only the jobs whose payload contains it
-    as ``payload_contains`` says (PostgreSQL's ``jsonb @>``). With ``reverse``, the phase's order
-    backwards (``listing_order(phase, reverse=True)``), ``after`` then a key of that order.
+    as ``payload_contains`` says (PostgreSQL's ``jsonb @>``). With ``task``, only the jobs of that
+    task. With ``reverse``, the phase's order backwards (``listing_order(phase, reverse=True)``),
+    ``after`` then a key of that order.
     """
 
     queue: str
@@ -379,6 +381,7 @@ class JobQuery:
     after: JobKey | None = None
     contains: str | None = None
     reverse: bool = False
+    task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +404,17 @@ class WorkerRecord:
     running: int = 0
     processed: int = 0
     failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputRecord:
+    """Runs of ``queue`` that ended in the minute starting at ``minute`` (``minute_of``): ``done`` succeeded,
+    ``failed`` failed (to be retried, dead, or given up after their timeout), as the workers counted them."""
+
+    queue: str
+    minute: datetime
+    done: int
+    failed: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from ._args import check_opts
 from ._codec import Codec
 from ._names import validate_name
 from ._options import JobStamps, ScheduleOpts
-from ._port import Existing, JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, WorkerRecord
+from ._port import Existing, JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, ThroughputRecord, WorkerRecord
 from ._spec import parse_spec
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "QueueStats",
     "Schedule",
     "ScheduleEntry",
+    "ThroughputInfo",
     "WorkerInfo",
     "fields_of",
     "info_of",
@@ -209,7 +210,8 @@ def job_ids(ids: Sequence[int]) -> list[JobId]:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A registered schedule, as stored: ``next_boundary`` is the next instant it fires."""
+    """A registered schedule, as stored: ``next_boundary`` is the next instant it fires; ``task`` the task
+    its jobs run (a periodic task's schedule, ``Tasks.periodic``), ``None`` for plain jobs."""
 
     name: str
     spec: str
@@ -219,6 +221,7 @@ class Schedule:
     opts: ScheduleOpts
     next_boundary: datetime
     last_boundary: datetime | None = None  # the last boundary fired (None before the first)
+    task: str | None = None
 
 
 def schedule_of(record: ScheduleRecord, payload: Any) -> Schedule:
@@ -234,6 +237,7 @@ def schedule_of(record: ScheduleRecord, payload: Any) -> Schedule:
         ),
         next_boundary=record.next_boundary,
         last_boundary=record.last_boundary,
+        task=record.task,
     )
 
 
@@ -306,6 +310,9 @@ class Leader:
 #: A worker process as it last reported itself (see ``workers``): the port's record, which holds
 #: only plain values, handed out as it is.
 WorkerInfo = WorkerRecord
+#: The runs of one queue that ended in one minute, done and failed (see ``throughput``): the port's
+#: record, handed out as it is.
+ThroughputInfo = ThroughputRecord
 
 
 class CancelOutcome(enum.StrEnum):

@@ -1,4 +1,5 @@
-"""How a worker reports itself for operators (``workers()``, ``alkstore status``; ADR 020).
+"""How a worker reports itself for operators (``workers()``, ``alkstore status``; ADR 020), and stores its
+runs done and failed per queue and minute with each report (``throughput()``, ADR 048).
 
 Best effort throughout: a failure is logged and the next report tries again; it never stops
 the worker.
@@ -12,7 +13,8 @@ import socket
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ._port import WorkerRecord
+from ._operations import minute_of
+from ._port import ThroughputRecord, WorkerRecord
 from ._runs_async import AsyncRuns
 from ._worker_parts import FORGET_AFTER, IDLE_REPORT_EVERY, REPORT_EVERY, Tally, WorkerOptions
 from .errors import AlkstoreError, DatabaseUnavailable
@@ -70,7 +72,14 @@ class AsyncReporter:
         )
         try:
             engine = kernel.live()
-            await engine.record_worker(record)
+            counts = self._tally.take_counts()
+            minute = minute_of(now)  # the runs since the last report (seconds ago) count in the minute of this one
+            throughput = [ThroughputRecord(queue, minute, *counts[queue]) for queue in sorted(counts)]
+            try:
+                await engine.record_worker(record, throughput)
+            except BaseException:
+                self._tally.put_back_counts(counts)  # counted again with the next report
+                raise
             self.reported_at = now
             self._reported = figures
             if self._forgot_at is None or now - self._forgot_at >= FORGET_AFTER / 60:
@@ -84,6 +93,8 @@ class AsyncReporter:
     async def unreport(self) -> None:
         """A clean stop: the worker is no longer one of ``workers()``."""
         label = self._options.worker_id
+        if self._figures() != self._reported:
+            await self.report()  # the runs since the last report count too
         try:
             await self._kernel.live().remove_worker(label)
         except AlkstoreError as exc:

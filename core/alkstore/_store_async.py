@@ -34,8 +34,10 @@ from ._operations import (
     STATS_CAP,
     as_phase,
     check_cap,
+    check_minutes,
     check_page_size,
     containment_probe,
+    minute_of,
     read_cursor,
     stats_of,
     write_cursor,
@@ -54,6 +56,7 @@ from ._records import (
     QueueStats,
     Schedule,
     ScheduleEntry,
+    ThroughputInfo,
     WorkerInfo,
     info_of,
     new_schedule,
@@ -346,6 +349,21 @@ class AsyncStore:
         """Every registered schedule, ordered by name."""
         return [self._schedule(record) for record in await self._kernel.live().schedules()]
 
+    async def fire_now(self, name: str) -> JobId | None:
+        """Enqueue now the job a fire of schedule ``name`` enqueues (its payload, task, priority, attempts and
+        expiry, resolved over its queue's settings as a fire's are), leaving its boundaries as they are; the
+        job's id, or ``None`` when there is no such schedule. The job carries no schedule or boundary: no
+        boundary was fired (ADR 048).
+        """
+        validate_name(name, "schedule")
+        kernel = self._kernel
+        record = next((each for each in await kernel.live().schedules() if each.name == name), None)
+        if record is None:
+            return None
+        opts = EnqueueOpts(priority=record.priority, max_attempts=record.max_attempts, expires=record.expires)
+        payload = kernel.decode_lenient(record.payload)
+        return (await kernel.enqueue(record.queue, (payload,), opts, task=record.task))[0]
+
     async def tick(self) -> list[Fire]:
         """Fire every elapsed boundary now, without leadership (safe: the tick locks what it fires).
 
@@ -385,7 +403,8 @@ class AsyncStore:
     async def queue_stats(self, queue: str | None = None, *, cap: int | None = STATS_CAP) -> list[QueueStats]:
         """Each queue's ready, delayed, running and dead jobs and its lag now, ordered by name.
 
-        Every queue holding a job (live or dead) appears; with ``queue``, that queue alone.
+        Every queue holding a job (live or dead) appears, and every paused queue (an empty one too, so it
+        can be seen paused and resumed); with ``queue``, that queue alone.
         Counts stop at ``cap`` (10,000 by default; ``None`` counts everything, at a cost that
         grows with the table), which keeps a call cheap enough to poll every few seconds on
         any table (ADR 020); the lag is exact either way. Reads only.
@@ -406,17 +425,21 @@ class AsyncStore:
         cursor: str | None = None,
         contains: Any = None,
         reverse: bool = False,
+        task: str | None = None,
     ) -> JobPage:
         """A page of ``queue``'s jobs in ``phase``, payloads decoded as ``get_job`` decodes them.
 
         Orders: ready jobs as claims take them (priority descending, run_at, id); delayed by
         run_at, id; running by id; dead newest death first. Pass the page's ``cursor`` back
-        for the next page (``None`` after the last), with the same ``contains``.
+        for the next page (``None`` after the last), with the same ``contains`` and ``task``.
 
         ``contains`` (a JSON object or array; the JSON codec only) keeps the jobs whose payload
         contains it, as PostgreSQL's ``jsonb @>`` does: ``{"customer": 42}`` matches
         ``{"customer": 42, "total": 9}``. No index serves it: a filtered page reads the phase's
         jobs in order until it has ``limit`` matches, so it is for finding jobs, not for polling.
+
+        ``task`` keeps the jobs of that task (``Task.name``): on PostgreSQL a filtered page reads the
+        phase's jobs in order until it has ``limit`` of the task's, as ``contains`` does (ADR 048).
 
         ``reverse`` pages the same jobs in the order turned round (ready: lowest priority, newest
         first; delayed: latest due; running: newest; dead: oldest death first).
@@ -426,10 +449,12 @@ class AsyncStore:
         size = check_page_size(limit)
         if not isinstance(reverse, bool):
             raise InvalidArgument(f"reverse must be a bool, not {type(reverse).__name__}")
+        if task is not None:
+            validate_label(task, "task")
         after = read_cursor(cursor, queue, wanted, reverse)
         kernel = self._kernel
         probe = containment_probe(kernel.codec, contains)
-        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe, reverse)
+        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe, reverse, task)
         records = await kernel.live().list_jobs(query)
         page = records[:size]
         jobs = tuple(info_of(record, kernel.decode_lenient(record.payload)) for record in page)
@@ -516,6 +541,18 @@ class AsyncStore:
         span = as_duration(within, "within", allow_zero=False)
         engine = self._kernel.live()
         return await engine.workers(self._kernel.clock.now() - span)
+
+    async def throughput(self, minutes: int = 60) -> list[ThroughputInfo]:
+        """Runs done and failed per queue and minute over the last ``minutes`` minutes, the current one
+        included, oldest minute first, then by queue; a queue-minute with no run ended is absent.
+
+        The workers count their runs and store the counts with their reports (every few seconds
+        while busy), so the current minute fills in as it passes; counts are kept a day (ADR 048).
+        """
+        wanted = check_minutes(minutes)
+        engine = self._kernel.live()
+        since = minute_of(self._kernel.clock.now()) - timedelta(minutes=wanted - 1)
+        return await engine.throughput(since)
 
 
 def _reporting(telemetry: Telemetry, on_fire: OnFire | None) -> OnFire:

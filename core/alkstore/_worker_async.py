@@ -396,7 +396,7 @@ class AsyncWorker:
     def _acked(self, acks: list[tuple[AsyncJob, float, Held]], stale: list[Held]) -> None:
         """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
         lost = {pair.job_id for pair in stale}
-        self._tally.add(succeeded=len(acks) - len(lost), lost=len(lost))
+        self._tally.acked([job.queue for job, _, _ in acks if job.id not in lost], len(lost))
         kernel = self._kernel
         if kernel.telemetry is not None and acks:
             kernel.telemetry.acked([kernel.record_of(job) for job, _, _ in acks if job.id not in lost])
@@ -485,7 +485,7 @@ class AsyncWorker:
                 return
             if error is None:
                 await self._with_retries(partial(kernel.ack, job, held))
-                self._tally.add(succeeded=1)
+                self._tally.add(job.queue, succeeded=1)
                 log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
                 return
             failed = error
@@ -495,7 +495,7 @@ class AsyncWorker:
 
             await self._with_retries(retry)
             buried = job.attempts >= job.max_attempts
-            self._tally.add(**({"buried": 1} if buried else {"retried": 1}))
+            self._tally.add(job.queue, **({"buried": 1} if buried else {"retried": 1}))
             log.info(
                 "job %s (%s) failed in %.1f ms: %s; %s",
                 job.id,

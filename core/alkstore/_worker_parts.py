@@ -93,19 +93,56 @@ class WorkerStats:
         return self.succeeded + self.retried + self.buried
 
 
-class Tally:
-    """A worker's ``WorkerStats``, added to from any of its threads or tasks."""
+#: The outcomes a run that failed ends in, for the per-queue counts (ADR 048): retried, dead, given up.
+_FAILED = ("retried", "buried", "timed_out")
 
-    __slots__ = ("_lock", "stats")
+
+class Tally:
+    """A worker's ``WorkerStats``, added to from any of its threads or tasks; and, per queue, the runs done and
+    failed since the counts were last taken (its report stores them, ADR 048)."""
+
+    __slots__ = ("_lock", "_queues", "stats")
 
     def __init__(self) -> None:
         self.stats = WorkerStats()
         self._lock = threading.Lock()
+        self._queues: dict[str, list[int]] = {}  # queue -> [done, failed] since the last take
 
-    def add(self, **increments: int) -> None:
+    def add(self, queue: str | None = None, **increments: int) -> None:
+        """Add ``increments`` to the stats; with ``queue``, count the runs they say succeeded or failed as that
+        queue's too."""
         with self._lock:
             for name, value in increments.items():
                 setattr(self.stats, name, getattr(self.stats, name) + value)
+            if queue is not None:
+                done = increments.get("succeeded", 0)
+                failed = sum(increments.get(name, 0) for name in _FAILED)
+                if done or failed:
+                    counts = self._queues.setdefault(queue, [0, 0])
+                    counts[0] += done
+                    counts[1] += failed
+
+    def acked(self, queues: Sequence[str], lost: int) -> None:
+        """Acks written: a run succeeded on each of ``queues`` (a queue per ack), ``lost`` more lost their lease."""
+        with self._lock:
+            self.stats.succeeded += len(queues)
+            self.stats.lost += lost
+            for queue in queues:
+                self._queues.setdefault(queue, [0, 0])[0] += 1
+
+    def take_counts(self) -> dict[str, tuple[int, int]]:
+        """The runs done and failed per queue since the last take (none counted after)."""
+        with self._lock:
+            taken, self._queues = self._queues, {}
+        return {queue: (done, failed) for queue, (done, failed) in taken.items()}
+
+    def put_back_counts(self, counts: Mapping[str, tuple[int, int]]) -> None:
+        """Counts taken that could not be stored (an outage): counted again for the next take."""
+        with self._lock:
+            for queue, (done, failed) in counts.items():
+                mine = self._queues.setdefault(queue, [0, 0])
+                mine[0] += done
+                mine[1] += failed
 
 
 @dataclass(eq=False)

@@ -1,11 +1,14 @@
 """How the drivers show the store's values to people (``alkstore`` commands, the dashboard): one
-spelling of a duration, so a lease reads the same in a terminal and in a browser."""
+spelling of a duration, so a lease reads the same in a terminal and in a browser; and the minute a
+throughput count belongs to (``minute_of``, ADR 048), so a chart lines its points up with the store's."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-__all__ = ["span"]
+from ._operations import minute_of
+
+__all__ = ["minute_of", "span"]
 
 
 def span(delta: timedelta) -> str:

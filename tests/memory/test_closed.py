@@ -28,6 +28,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "schedule": lambda s, h: s.schedule("s2", "@every 1m", "q"),
     "schedule_many": lambda s, h: s.schedule_many([alkstore.ScheduleEntry("s3", "@every 1m", "q")]),
     "unschedule": lambda s, h: s.unschedule("s"),
+    "fire_now": lambda s, h: s.fire_now("s"),
     "schedules": lambda s, h: s.schedules(),
     "tick": lambda s, h: s.tick(),
     "run_schedules": lambda s, h: s.run_schedules(StopToken()),
@@ -43,6 +44,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "purge_dead_many": lambda s, h: s.purge_dead_many([h["dead_id"]]),
     "leader": lambda s, h: s.leader(),
     "workers": lambda s, h: s.workers(),
+    "throughput": lambda s, h: s.throughput(),
 }
 QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "enqueue": lambda q: q.enqueue(1),

@@ -293,7 +293,8 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     runner.join(PATIENCE)
     assert not runner.is_alive(), "the leader loop did not stop"
     assert [fire.schedule for fire in fires] == ["beat"]
-    assert len(store.queue("beats").claim_many("w1", 10)) == 2
+    assert store.fire_now("beat") is not None
+    assert len(store.queue("beats").claim_many("w1", 10)) == 3
 
     # Inspection and the operator's actions (reads only, then fenced changes).
     (emails,) = store.queue_stats("emails")
@@ -337,6 +338,8 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     stats = worker.run(worker_stop)  # its maintenance (prune, the vacuum check) runs as this role too
     assert (ran, stats.succeeded) == ([1], 1)
     assert store.workers() == []
+    minute = clock.now().replace(second=0, microsecond=0)
+    assert store.throughput() == [alkstore.ThroughputInfo("emails", minute, 1, 0)], "counted as this role too"
 
     store.migrate()
 

@@ -20,6 +20,7 @@ from psycopg import sql
 
 from alkstore import EnqueueOpts, InvalidPayload, JsonCodec, ManualClock, StopToken, Store
 from alkstore.adapters.postgres import _migrate
+from alkstore.engine import ThroughputRecord, WorkerRecord
 from alkstore.errors import LeadershipLost
 
 from .conftest import PATIENCE, T0, OpenStore, engine_of, table
@@ -27,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -37,6 +38,7 @@ MIGRATIONS = [
     (6, "queue_controls"),
     (7, "kept_results"),
     (8, "promotion_straight_to_pending"),
+    (9, "throughput"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -46,6 +48,8 @@ JOBS_RELOPTIONS = [
     "autovacuum_vacuum_insert_scale_factor=0",
     "autovacuum_vacuum_cost_delay=0",
 ]
+#: Migration 9's throughput table leaves half of each page free, so a report's update stays on its page (HOT).
+THROUGHPUT_RELOPTIONS = ["fillfactor=50"]
 
 _TS = "timestamp with time zone"
 _C = ' COLLATE "C"'
@@ -150,6 +154,12 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("name", "text NOT NULL"),
         ("applied_at", f"{_TS} NOT NULL"),
     ],
+    "throughput": [
+        ("minute", f"{_TS} NOT NULL"),
+        ("queue", "text NOT NULL" + _C),
+        ("done", "bigint NOT NULL"),
+        ("failed", "bigint NOT NULL"),
+    ],
     "workers": [
         ("id", "text NOT NULL" + _C),
         ("host", "text NOT NULL"),
@@ -200,6 +210,7 @@ INDEXES = {
     "schedules_next_boundary": ("CREATE INDEX schedules_next_boundary ON {s}.schedules USING btree (next_boundary)"),
     "schedules_pkey": "CREATE UNIQUE INDEX schedules_pkey ON {s}.schedules USING btree (name)",
     "schema_version_pkey": "CREATE UNIQUE INDEX schema_version_pkey ON {s}.schema_version USING btree (version)",
+    "throughput_pkey": "CREATE UNIQUE INDEX throughput_pkey ON {s}.throughput USING btree (minute, queue)",
     "workers_pkey": "CREATE UNIQUE INDEX workers_pkey ON {s}.workers USING btree (id)",
 }
 #: Every function, by its versioned name and arguments, with its result type. Older versions stay:
@@ -289,12 +300,12 @@ def test_tables_and_columns_are_pinned(db: psycopg.Connection[Any], schema: str)
     assert [name for (name,) in sequences] == SEQUENCES
 
 
-def test_the_jobs_tables_storage_parameters_are_pinned(db: psycopg.Connection[Any], schema: str) -> None:
+def test_the_tables_storage_parameters_are_pinned(db: psycopg.Connection[Any], schema: str) -> None:
     query = (
         "SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
         " WHERE n.nspname = %(schema)s AND c.relkind = 'r' AND c.reloptions IS NOT NULL ORDER BY c.relname"
     )
-    assert _rows(db, query, schema) == [("jobs", JOBS_RELOPTIONS)]
+    assert _rows(db, query, schema) == [("jobs", JOBS_RELOPTIONS), ("throughput", THROUGHPUT_RELOPTIONS)]
 
 
 def test_indexes_are_pinned(db: psycopg.Connection[Any], schema: str) -> None:
@@ -339,6 +350,16 @@ def test_the_payload_encoding_is_pinned(db: psycopg.Connection[Any], schema: str
     }
     query = sql.SQL("SELECT id, payload FROM {} WHERE queue = %s").format(table(schema, "jobs"))
     assert {job_id: bytes(payload) for job_id, payload in db.execute(query, ["payload-bytes"])} == stored
+
+
+def test_the_throughput_counts_are_pinned(db: psycopg.Connection[Any], schema: str, open_store: OpenStore) -> None:
+    store = open_store()
+    minute = T0.replace(second=0, microsecond=0)
+    worker = WorkerRecord("pinned", "web-1", 1, ("q",), 1, T0, T0)
+    store.engine.record_worker(worker, [ThroughputRecord("pinned-q", minute, 3, 1)])
+    store.engine.record_worker(worker, [ThroughputRecord("pinned-q", minute, 2, 0)])
+    query = sql.SQL("SELECT minute, queue, done, failed FROM {} WHERE queue = %s").format(table(schema, "throughput"))
+    assert db.execute(query, ["pinned-q"]).fetchall() == [(minute, "pinned-q", 5, 1)]
 
 
 def test_a_kept_result_and_its_attempt_log_are_pinned(

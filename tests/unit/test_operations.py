@@ -1,16 +1,16 @@
-"""The rules behind inspection (``alkstore._operations``): lag, listing keys and their cursors."""
+"""The rules behind inspection (``alkstore._operations``): lag, listing keys and their cursors, throughput's minutes."""
 
 from __future__ import annotations
 
 import base64
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from alkstore import InvalidArgument, InvalidOptions, JobPhase
-from alkstore._operations import as_phase, check_page_size, lag, read_cursor, write_cursor
+from alkstore._operations import as_phase, check_page_size, lag, minute_of, read_cursor, write_cursor
 from alkstore.engine import JobKey
 from tests.support import T0
 
@@ -23,6 +23,15 @@ def test_lag_is_how_long_the_oldest_ready_job_has_waited_and_never_negative() ->
     assert lag(T0, T0) == timedelta(0)
     assert lag(T0 + timedelta(seconds=1), T0) == timedelta(0)
     assert lag(None, T0) == timedelta(0)
+
+
+@given(at=instants, offset=st.integers(-14 * 60, 14 * 60))
+def test_a_run_counts_in_the_utc_minute_that_holds_the_instant_it_ended(at: datetime, offset: int) -> None:
+    minute = minute_of(at)
+    assert minute <= at < minute + timedelta(minutes=1)
+    assert (minute.second, minute.microsecond, minute.utcoffset()) == (0, 0, timedelta(0))
+    assert minute_of(minute) == minute
+    assert minute_of(at.astimezone(timezone(timedelta(minutes=offset)))) == minute, "the instant, not its zone"
 
 
 @given(

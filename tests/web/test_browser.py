@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 from alkstore import AsyncStore, open_async
 from alkstore.adapters.web import create_app
+from alkstore.adapters.web._views import instant
+from alkstore.display import minute_of
+from alkstore.engine import NewJob, ThroughputRecord, WorkerRecord
 from tests.support import PATIENCE, under_ci
 from tests.web._seed import HOSTILE, LEADER, Seeded, seed
 
@@ -133,6 +137,47 @@ def test_the_overview_shows_the_queues_leader_and_workers_and_refreshes_in_place
     WebDriverWait(browser, PATIENCE, ignored_exceptions=[StaleElementReferenceException]).until(
         lambda driver: driver.find_element(*ready).text == "3", "the overview never showed the new jobs"
     )
+    assert browser.execute_script("return window.notReloaded === true;"), "the page reloaded instead of refreshing"
+    assert console_errors(browser) == []
+
+
+def charted(browser: Any) -> dict[str, tuple[int, int]]:
+    """The minutes the overview's chart draws with runs in them: each minute's instant, its done and failed."""
+    found = {}
+    for minute in browser.find_elements(By.CSS_SELECTOR, "#throughput rect.minute"):
+        done, failed = int(minute.get_attribute("data-done")), int(minute.get_attribute("data-failed"))
+        if done or failed:
+            found[minute.get_attribute("data-minute")] = (done, failed)
+    return found
+
+
+def stored(live: Live) -> dict[str, tuple[int, int]]:
+    """What ``throughput()`` says of the last hour, summed over the queues per minute as the chart shows it."""
+    sums: dict[str, tuple[int, int]] = {}
+    for count in live.call(live.store.throughput()):
+        done, failed = sums.get(instant(count.minute), (0, 0))
+        sums[instant(count.minute)] = (done + count.done, failed + count.failed)
+    return sums
+
+
+def test_the_throughput_chart_shows_the_stored_hour_at_once_and_takes_new_counts_in_place(
+    live: Live, browser: Any
+) -> None:
+    # Minutes well inside the hour, so a minute turning over between the page and the store changes nothing.
+    earlier = minute_of(live.store.clock.now()) - timedelta(minutes=30)
+    later = earlier + timedelta(minutes=25)
+    worker = WorkerRecord("charting", "web-9", 9, ("emails",), 2, earlier, live.store.clock.now())
+    counts = [ThroughputRecord("emails", earlier, 40, 3), ThroughputRecord("reports", earlier, 2, 0)]
+    live.call(live.store.engine.record_worker(worker, counts))
+    browser.get(live.url + "/")
+    assert charted(browser) == stored(live) == {instant(earlier): (42, 3)}
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#throughput rect.minute")) == 60
+    browser.execute_script("window.notReloaded = true;")
+    live.call(live.store.engine.record_worker(worker, [ThroughputRecord("emails", later, 5, 1)]))
+    WebDriverWait(browser, PATIENCE, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda driver: instant(later) in charted(driver), "the chart never showed the new minute"
+    )
+    assert charted(browser) == stored(live) == {instant(earlier): (42, 3), instant(later): (5, 1)}
     assert browser.execute_script("return window.notReloaded === true;"), "the page reloaded instead of refreshing"
     assert console_errors(browser) == []
 
@@ -334,6 +379,30 @@ def test_the_payload_filter_narrows_a_queue_page(live: Live, browser: Any) -> No
     )
     rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
     assert [int(row.get_attribute("data-job")) for row in rows] == [ids[0], ids[2]]
+    assert console_errors(browser) == []
+
+
+def test_the_task_filter_narrows_a_queue_page_and_the_tabs_keep_it(live: Live, browser: Any) -> None:
+    now = live.store.clock.now()
+    tasks = ["receipt", "invoice", "receipt", None, "receipt"]
+    jobs = [NewJob("billing", b'{"n": 1}', 0, now, None, 3, task=task) for task in tasks]
+    live.call(live.store.engine.enqueue(jobs, now))
+    browser.get(live.url + "/queues/billing")
+    browser.find_element(By.CSS_SELECTOR, 'form.filter [name="task"]').send_keys("receipt")
+    browser.find_element(By.CSS_SELECTOR, "form.filter button").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "of task receipt")
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
+    expected = live.call(live.store.jobs("billing", task="receipt")).jobs
+    assert [int(row.get_attribute("data-job")) for row in rows] == [job.id for job in expected]
+    assert {row.find_element(By.CSS_SELECTOR, "td.task").text for row in rows} == {"receipt"}
+    assert len(expected) == 3
+    browser.find_element(By.LINK_TEXT, "Dead").click()
+    WebDriverWait(browser, PATIENCE).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "Dead jobs of task receipt")
+    )
+    assert browser.find_element(By.CSS_SELECTOR, 'form.filter [name="task"]').get_attribute("value") == "receipt"
     assert console_errors(browser) == []
 
 

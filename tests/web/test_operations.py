@@ -7,6 +7,7 @@ import re
 
 from alkstore import JobPhase
 from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD
+from alkstore.engine import NewSchedule
 from tests.web._seed import seed
 from tests.web.conftest import Served
 from tests.web.test_actions import csrf_of
@@ -116,6 +117,24 @@ def test_firing_a_schedule_now_enqueues_its_job_and_leaves_its_boundaries(served
     assert served.call(served.store.get_job, job_id) is not None
     again = client.post("/actions/unschedule/nightly-digest", data={CSRF_FIELD: token})
     assert message(again.text) == "No schedule nightly-digest; nothing done."
+
+
+def test_firing_a_periodic_tasks_schedule_now_enqueues_a_job_of_its_task(served: Served) -> None:
+    store = served.store
+    periodic = NewSchedule("rebuild-index", "@every 1d", 86400, "reports", b'{"full": true}', task="rebuild")
+    served.call(store.engine.register_schedules, [periodic], store.clock.now())
+    client = served.client()
+    token = csrf_of(client, "/schedules")
+    row = re.search(r'<tr data-schedule="rebuild-index">(.*?)</tr>', client.get("/schedules").text, re.S)
+    assert row is not None
+    assert '<td class="task"><a href="/queues/reports?task=rebuild">rebuild</a></td>' in row.group(1)
+    said = message(client.post("/actions/fire/rebuild-index", data={CSRF_FIELD: token}).text)
+    assert said.startswith("Fired rebuild-index now: job ")
+    assert " (task rebuild) on reports." in said
+    job_id = int(re.search(r"job (\d+) ", said).group(1))  # type: ignore[union-attr]
+    job = served.call(store.get_job, job_id)
+    assert job is not None
+    assert (job.queue, job.task, job.payload, job.boundary) == ("reports", "rebuild", {"full": True}, None)
 
 
 def kill_many(served: Served, queue: str, errors: list[str]) -> list[int]:

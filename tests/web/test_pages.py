@@ -7,8 +7,9 @@ import re
 from functools import partial
 from urllib.parse import urlencode
 
-from alkstore import JobPhase
+from alkstore import EnqueueOpts, JobPhase
 from alkstore.adapters.web import PAGE_SIZE
+from alkstore.engine import NewJob
 from tests.web._seed import HOSTILE, LEADER, seed
 from tests.web.conftest import Served
 
@@ -57,6 +58,27 @@ def test_counts_at_the_cap_show_as_at_least_the_cap(served: Served) -> None:
     exact = re.search(r'<tr data-queue="bulk">(.*?)</tr>', served.client(cap=None).get("/").text, re.S)
     assert exact is not None
     assert text(exact.group(1)).split()[1] == "5"
+
+
+def test_a_queue_with_nothing_ready_shows_no_oldest_ready_age(served: Served) -> None:
+    served.call(served.store.queue("later").enqueue, {"n": 1}, EnqueueOpts(delay=3600))
+    served.call(served.store.queue("now").enqueue, {"n": 2})
+    stats = {s.queue: s for s in served.call(served.store.queue_stats)}
+    assert (stats["later"].ready, stats["now"].ready) == (0, 1)
+    page = served.client().get("/").text
+    lags = dict(re.findall(r'<tr data-queue="([^"]+)">.*?<td class="n lag">([^<]*)</td>', page, re.S))
+    assert lags["later"] == "—"
+    assert lags["now"] != "—"
+    assert "oldest ready —" in text(served.client().get("/queues/later").text)
+
+
+def test_an_empty_paused_queue_is_on_the_overview_paused_and_its_page_resumes_it(served: Served) -> None:
+    served.call(served.store.queue("quiet").pause)
+    page = served.client().get("/").text
+    row = re.search(r'<tr data-queue="quiet">(.*?)</tr>', page, re.S)
+    assert row is not None
+    assert text(row.group(1)).split() == ["quiet", "paused", "0", "0", "0", "0", "—"]
+    assert "Resume quiet" in text(served.client().get("/queues/quiet").text)
 
 
 def test_an_empty_store_says_there_is_nothing(served: Served) -> None:
@@ -275,6 +297,45 @@ def test_a_queue_page_filters_its_jobs_by_payload_containment_across_pages(serve
         assert refused.status_code == 400
         assert named in text(refused.text)
         assert "<tr data-job=" not in refused.text
+
+
+def test_a_queue_page_filters_its_jobs_by_task_across_pages_and_each_jobs_task_links_to_its_filter(
+    served: Served,
+) -> None:
+    from alkstore.adapters.web import PAGE_SIZE as size
+
+    store = served.store
+    now = store.clock.now()
+    tasks = ["mail" if n % 3 else "report" for n in range(2 * size + 5)]
+    jobs = [NewJob("work", f'{{"n": {n}}}'.encode(), 0, now, None, 3, task=task) for n, task in enumerate(tasks)]
+    served.call(store.engine.enqueue, jobs, now)
+    wanted: list[int] = []
+    cursor = None
+    while True:
+        listing = served.call(partial(store.jobs, "work", cursor=cursor, task="mail"))
+        wanted += [job.id for job in listing.jobs]
+        if (cursor := listing.cursor) is None:
+            break
+    assert len(wanted) == tasks.count("mail")
+    client = served.client()
+    first = client.get("/queues/work")
+    (link,) = set(re.findall(r'<td class="task"><a href="([^"]+)"[^>]*>report</a>', first.text))
+    assert "task=report" in html.unescape(link)
+    shown: list[int] = []
+    path = "/queues/work?" + urlencode({"state": "ready", "task": "mail", "order": "reversed"})
+    while path:
+        page = client.get(path)
+        assert page.status_code == 200
+        assert "Ready jobs of task mail , claim order turned round" in text(page.text)
+        assert set(re.findall(r'<td class="task"><a [^>]*>([^<]+)</a>', page.text)) == {"mail"}
+        shown += [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)]
+        following = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        path = html.unescape(following.group(1)) if following else ""
+        assert not following or ("task=mail" in path and "order=reversed" in path), "the next page keeps both"
+    assert shown == list(reversed(wanted))
+    refused = client.get("/queues/work?" + urlencode({"task": "x" * 200}))
+    assert refused.status_code == 400
+    assert "The task filter is not a task name" in text(refused.text)
 
 
 def test_a_queue_page_toggles_between_its_order_and_the_order_turned_round(served: Served) -> None:

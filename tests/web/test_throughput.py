@@ -1,4 +1,4 @@
-"""The overview's throughput chart: rates from the workers' counters, and the chart the page draws."""
+"""The overview's throughput chart: the last hour per minute, from the counts the workers stored (ADR 048)."""
 
 from __future__ import annotations
 
@@ -10,69 +10,104 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from starlette.testclient import TestClient
 
-from alkstore import AsyncStore, ManualClock, WorkerInfo, open_async
+from alkstore import ManualClock, ThroughputInfo
 from alkstore.adapters.web import create_app
-from alkstore.adapters.web._throughput import Throughput
-from alkstore.engine import WorkerRecord
+from alkstore.adapters.web._throughput import Minute, chart_of, per_minute
+from alkstore.adapters.web._views import instant
+from alkstore.engine import ThroughputRecord, WorkerRecord
+from alkstore.testing import Scratch, open_scratch_async
 
-T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+from .conftest import Served
 
-
-def worker(name: str, processed: int, failed: int = 0, started: datetime = T0 - timedelta(hours=1)) -> WorkerInfo:
-    return WorkerRecord(name, "host", 1, ("q",), 4, started, T0, processed=processed, failed=failed)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
+T0 = datetime(2026, 1, 5, 9, 0, 40, tzinfo=UTC)
+NOW = T0.replace(second=0)  # the current minute's start
+_MINUTE = re.compile(r'<rect class="minute"[^>]* data-minute="([^"]+)" data-done="(\d+)" data-failed="(\d+)">')
 
 
-def test_rates_count_each_workers_increase_a_restart_from_zero_and_nothing_for_one_gone() -> None:
-    throughput = Throughput()
-    throughput.observe(at(0), [worker("a", 100, 1), worker("b", 50)])
-    throughput.observe(at(2), [worker("a", 120, 3), worker("b", 60)])  # +20 +10 done, +2 failed in 2 s
-    throughput.observe(at(4), [worker("a", 4, started=at(3)), worker("c", 900)])  # a restarted: 4 since; c is old
-    rates = throughput.rates()
-    assert [(r.done, r.failed) for r in rates] == [(15.0, 1.0), (2.0, 0.0)]
-    assert (rates[0].start, rates[1].end) == (at(0), at(4))
+def minutes_ago(count: int) -> datetime:
+    return NOW - timedelta(minutes=count)
 
 
-def test_samples_closer_than_the_spacing_are_one_sample() -> None:
-    throughput = Throughput(every=timedelta(seconds=1))
-    throughput.observe(at(0), [worker("a", 0)])
-    throughput.observe(at(0.5), [worker("a", 1000)])  # a second tab's poll: ignored
-    throughput.observe(at(1), [worker("a", 10)])
-    assert [r.done for r in throughput.rates()] == [10.0]
-    chart = throughput.chart(width=100, height=50)
-    assert chart.done == "100.0,0.0"  # the only rate, at the right edge and the top of the scale
-    assert chart.top == 10.0
+def test_the_chart_sums_the_queues_of_each_minute_over_the_hour_the_current_one_last() -> None:
+    counts = [
+        ThroughputInfo("a", minutes_ago(60), 100, 100),  # the 61st minute back: not drawn
+        ThroughputInfo("a", minutes_ago(59), 3, 0),
+        ThroughputInfo("a", minutes_ago(1), 4, 1),
+        ThroughputInfo("b", minutes_ago(1), 6, 0),
+        ThroughputInfo("b", NOW, 2, 0),
+    ]
+    minutes = per_minute(counts, T0)
+    assert len(minutes) == 60
+    assert minutes[0] == Minute(minutes_ago(59), 3, 0)
+    assert minutes[-2:] == [Minute(minutes_ago(1), 10, 1), Minute(NOW, 2, 0)]
+    assert sum(minute.done for minute in minutes[1:-2]) == sum(minute.failed for minute in minutes[1:-2]) == 0
+
+    chart = chart_of(minutes, width=590, height=100)
+    assert (chart.top, chart.total_done, chart.total_failed, chart.latest) == (10, 15, 1, minutes[-2])
+    done = chart.done.split()
+    assert (done[0], done[-2], done[-1]) == ("0.0,70.0", "580.0,0.0", "590.0,80.0")  # 10 a minute at the top
+
+
+def test_a_quiet_hour_is_a_flat_line_at_zero() -> None:
+    chart = chart_of(per_minute([], T0), width=590, height=100)
+    assert chart.top == 1
+    assert chart.done.split() == [f"{x * 10}.0,100.0" for x in range(60)]
+    assert chart.failed == chart.done
 
 
 @pytest.fixture
-def manual() -> Iterator[tuple[AsyncStore, ManualClock, TestClient]]:
-    clock = ManualClock(T0)
+def charted(scratch: Scratch) -> Iterator[Served]:
+    """A dashboard over a fresh store of each engine on a manual clock at ``T0``."""
     with start_blocking_portal() as portal:
-        store = portal.call(lambda: open_async("memory://", clock=clock))
-        client = TestClient(create_app(store), base_url="http://127.0.0.1")
-        client.portal = portal
+        store, cleanup = portal.call(open_scratch_async, scratch, ManualClock(T0))
         try:
-            yield store, clock, client
+            yield Served(store, portal, {})
         finally:
-            portal.call(store.close)
+            portal.call(cleanup)
 
 
-def test_the_overview_charts_what_the_workers_did_between_two_refreshes(
-    manual: tuple[AsyncStore, ManualClock, TestClient],
-) -> None:
-    store, clock, client = manual
-    record = store.engine.record_worker
-    client.portal.call(record, worker("w", 100))  # type: ignore[union-attr]
-    first = client.get("/fragments/overview").text
-    assert "<svg" not in first
-    assert "appear here as this page refreshes" in first
-    clock.advance(timedelta(seconds=2))
-    seen = WorkerRecord("w", "host", 1, ("q",), 4, T0 - timedelta(hours=1), clock.now(), processed=110, failed=1)
-    client.portal.call(record, seen)  # type: ignore[union-attr]
-    page = client.get("/").text
-    assert "Now 5.0 done/s · 0.5 failed/s" in re.sub(r"<[^>]+>", "", page)
-    (done,) = re.findall(r'<polyline class="done" fill="none" points="([^"]+)"/>', page)
-    assert done == "600.0,0.0"
+def drawn(page: str) -> dict[str, tuple[int, int]]:
+    """The minutes the chart draws: their instants, with the done and failed each says."""
+    return {minute: (int(done), int(failed)) for minute, done, failed in _MINUTE.findall(page)}
+
+
+def test_a_freshly_opened_overview_charts_the_hour_the_workers_stored(charted: Served) -> None:
+    store = charted.store
+    worker = WorkerRecord("w", "host", 1, ("mail",), 4, T0, T0)
+    counts = [
+        ThroughputRecord("mail", minutes_ago(42), 7, 2),
+        ThroughputRecord("reports", minutes_ago(42), 5, 0),
+        ThroughputRecord("mail", minutes_ago(1), 3, 0),
+        ThroughputRecord("mail", NOW, 1, 1),
+    ]
+    charted.call(store.engine.record_worker, worker, counts)
+
+    page = charted.client().get("/").text  # no earlier request: nothing sampled, all stored
+    minutes = drawn(page)
+    assert len(minutes) == 60
+    stored = charted.call(store.throughput)
+    expected = {instant(minutes_ago(back)): (0, 0) for back in range(60)}
+    for count in stored:
+        done, failed = expected[instant(count.minute)]
+        expected[instant(count.minute)] = (done + count.done, failed + count.failed)
+    assert minutes == expected
+    assert minutes[instant(minutes_ago(42))] == (12, 2)
+    text = re.sub(r"<[^>]+>", "", page)
+    assert "Last hour 16 done · 3 failed; the last full minute 3 done · 0 failed" in text
+    assert f"{instant(minutes_ago(42))}: 12 done, 2 failed" in text, "each minute says its counts on hover"
+
+
+def test_an_hour_without_runs_says_so(charted: Served) -> None:
+    fragment = charted.client().get("/fragments/overview").text
+    assert set(drawn(fragment).values()) == {(0, 0)}
+    assert "No job ended in the last hour" in fragment
+
+
+def test_the_served_app_reads_a_sync_store_too() -> None:
+    import alkstore
+
+    clock = ManualClock(T0)
+    with alkstore.open("memory://", clock=clock) as store:
+        store.engine.record_worker(WorkerRecord("w", "h", 1, ("q",), 1, T0, T0), [ThroughputRecord("q", NOW, 9, 0)])
+        with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
+            assert drawn(client.get("/").text)[instant(NOW)] == (9, 0)

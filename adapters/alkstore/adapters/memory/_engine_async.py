@@ -201,8 +201,8 @@ class AsyncMemoryEngine(port.AsyncEngine):
     async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.purge_dead_jobs(job_ids)
 
-    async def record_worker(self, worker: port.WorkerRecord) -> None:
-        self._tables.record_worker(worker)
+    async def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
+        self._tables.record_worker(worker, throughput)
 
     async def remove_worker(self, worker_id: str) -> bool:
         return self._tables.remove_worker(worker_id)
@@ -212,6 +212,12 @@ class AsyncMemoryEngine(port.AsyncEngine):
 
     async def forget_workers(self, seen_before: datetime) -> int:
         return self._tables.forget_workers(seen_before)
+
+    async def throughput(self, since: datetime) -> list[port.ThroughputRecord]:
+        return self._tables.throughput(since)
+
+    async def purge_throughput(self, before: datetime) -> int:
+        return self._tables.purge_throughput(before)
 
     # -- storage upkeep: a dict keeps no dead rows, so there is nothing to count or reclaim ------
 

@@ -156,6 +156,7 @@ class MemoryTables:
         self._locks: dict[str, port.LockRecord] = {}
         self._schedules: dict[str, port.ScheduleRecord] = {}
         self._workers: dict[str, port.WorkerRecord] = {}
+        self._throughput: dict[tuple[datetime, str], tuple[int, int]] = {}  # (minute, queue) -> (done, failed)
         self._closed = False
         #: The job holding each (queue, unique key), and each (queue, ordering key)'s line (ADR 031, 032).
         self._holders: dict[tuple[str, str], int] = {}
@@ -788,6 +789,8 @@ class MemoryTables:
             rows = [row for row in source if row.queue == query.queue and phase_at(row, now) is phase]
         if query.contains is not None:
             rows = [row for row in rows if payload_contains(row.payload, query.contains)]
+        if query.task is not None:
+            rows = [row for row in rows if row.task == query.task]
         rows.sort(key=listing_order(phase, query.reverse))
         if after is not None:
             rows = [row for row in rows if after_key(row, after, phase, query.reverse)]
@@ -860,9 +863,12 @@ class MemoryTables:
         with self._cond:
             return [job_id for job_id in sorted(set(job_ids)) if self._dead.pop(job_id, None) is not None]
 
-    def record_worker(self, worker: port.WorkerRecord) -> None:
+    def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
         with self._cond:
             self._workers[worker.id] = worker
+            for count in throughput:
+                done, failed = self._throughput.get((count.minute, count.queue), (0, 0))
+                self._throughput[(count.minute, count.queue)] = (done + count.done, failed + count.failed)
 
     def remove_worker(self, worker_id: str) -> bool:
         with self._cond:
@@ -878,6 +884,18 @@ class MemoryTables:
             for key in stale:
                 del self._workers[key]
         return len(stale)
+
+    def throughput(self, since: datetime) -> list[port.ThroughputRecord]:
+        with self._cond:
+            rows = sorted((key, counts) for key, counts in self._throughput.items() if key[0] >= since)
+        return [port.ThroughputRecord(queue, minute, done, failed) for (minute, queue), (done, failed) in rows]
+
+    def purge_throughput(self, before: datetime) -> int:
+        with self._cond:
+            doomed = [key for key in self._throughput if key[0] < before]
+            for key in doomed:
+                del self._throughput[key]
+        return len(doomed)
 
     # -- storage upkeep: a dict keeps no dead rows, so there is nothing to count or reclaim ------
 

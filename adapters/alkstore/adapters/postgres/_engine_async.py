@@ -614,8 +614,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
         rows = await self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
 
-    async def record_worker(self, worker: port.WorkerRecord) -> None:
-        await self._connections.one(self._sql.record_worker, _rows.worker_params(worker), _SCALAR)
+    async def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
+        statement = self._sql.record_worker_counting if throughput else self._sql.record_worker
+        await self._connections.one(statement, _rows.worker_params(worker, throughput), _SCALAR)
 
     async def remove_worker(self, worker_id: str) -> bool:
         return await self._connections.one(self._sql.remove_worker, {"id": worker_id}, _SCALAR) is not None
@@ -625,6 +626,12 @@ class AsyncPostgresEngine(port.AsyncEngine):
 
     async def forget_workers(self, seen_before: datetime) -> int:
         return int(await self._connections.one(self._sql.forget_workers, {"before": seen_before}, _SCALAR) or 0)
+
+    async def throughput(self, since: datetime) -> list[port.ThroughputRecord]:
+        return await self._connections.all(self._sql.throughput, {"since": since}, _rows.THROUGHPUT)
+
+    async def purge_throughput(self, before: datetime) -> int:
+        return int(await self._connections.one(self._sql.purge_throughput, {"before": before}, _SCALAR) or 0)
 
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 

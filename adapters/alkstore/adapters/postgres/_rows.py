@@ -37,6 +37,7 @@ __all__ = [
     "RESULT",
     "SCHEDULE",
     "TABLE_STATS",
+    "THROUGHPUT",
     "WORKER",
     "alike",
     "alike_params",
@@ -528,6 +529,13 @@ WORKER: BaseRowFactory[port.WorkerRecord] = kwargs_row(_worker)
 TABLE_STATS: BaseRowFactory[port.TableStats] = kwargs_row(port.TableStats)
 
 
+def _throughput(minute: datetime, queue: str, done: int, failed: int) -> port.ThroughputRecord:
+    return port.ThroughputRecord(queue, utc(minute), int(done), int(failed))
+
+
+THROUGHPUT: BaseRowFactory[port.ThroughputRecord] = kwargs_row(_throughput)
+
+
 def listing_params(query: port.JobQuery) -> dict[str, Any]:
     """A page of a listing as the parameters of its ``list_*`` statement: the key, or the start."""
     after = query.after
@@ -546,9 +554,19 @@ def listing_params(query: port.JobQuery) -> dict[str, Any]:
         "at": at,
         "id": job_id,
         "contains": query.contains,
+        "task": query.task,
     }
 
 
-def worker_params(worker: port.WorkerRecord) -> dict[str, Any]:
-    """A worker as the parameters of ``record_worker`` (its fields by name; the queues as an array)."""
-    return {**dataclasses.asdict(worker), "queues": list(worker.queues)}
+def worker_params(worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> dict[str, Any]:
+    """A worker as the parameters of ``record_worker`` (its fields by name; the queues as an array), and its
+    counts as those of ``record_worker_counting`` (an array per column)."""
+    params = {**dataclasses.asdict(worker), "queues": list(worker.queues)}
+    if throughput:
+        params.update(
+            t_minutes=[count.minute for count in throughput],
+            t_queues=[count.queue for count in throughput],
+            t_done=[count.done for count in throughput],
+            t_failed=[count.failed for count in throughput],
+        )
+    return params

@@ -53,7 +53,7 @@ _SCHEDULE = (
 )  # fmt: skip
 SCHEDULE_COLUMNS = ", ".join(_SCHEDULE)
 #: The tables whose dead rows a worker's maintenance counts and reclaims (ADR 023): every data table.
-UPKEEP_TABLES = ("dead_jobs", "jobs", "locks", "queues", "results", "schedules", "workers")
+UPKEEP_TABLES = ("dead_jobs", "jobs", "locks", "queues", "results", "schedules", "throughput", "workers")
 
 # -- the orders (ADR 027) --------------------------------------------------------------------
 
@@ -362,9 +362,12 @@ class Statements:
     purge_dead: str
     purge_dead_jobs: str
     record_worker: str
+    record_worker_counting: str
     remove_worker: str
     workers: str
     forget_workers: str
+    throughput: str
+    purge_throughput: str
     table_stats: str
     # -- kept results (ADR 042)
     ack_keeping: str

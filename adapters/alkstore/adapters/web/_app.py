@@ -27,12 +27,12 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from alkstore import STATS_CAP, AsyncStore, CancelOutcome, EnqueueOpts, JobPage, JobPhase, Schedule, Store
-from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
+from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobPage, JobPhase, Store
+from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
 from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
 from ._threaded import ThreadedStore
-from ._throughput import Throughput
+from ._throughput import MINUTES, chart_of, per_minute
 from ._views import capped, error_groups, instant, payload_text, span
 
 __all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
@@ -91,12 +91,6 @@ _BULK = {"requeue": "Requeued", "purge": "Purged"}
 StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
 
 
-def _fire_opts(schedule: Schedule) -> EnqueueOpts:
-    """The stamps a fire of ``schedule`` gives its job (ADR 003), for a fire asked for now."""
-    opts = schedule.opts
-    return EnqueueOpts(priority=opts.priority, max_attempts=opts.max_attempts, expires=opts.expires)
-
-
 class _Auth:
     """Every request must present ``token`` (basic auth's password or a bearer token); else 401."""
 
@@ -133,7 +127,6 @@ class _Dashboard:
             self._store = ThreadedStore(source)
         self.read_only = read_only
         self.title = title
-        self.throughput = Throughput()
         self.router = Router()
         self.templates = Environment(
             loader=FileSystemLoader(_HERE / "templates"),
@@ -201,15 +194,13 @@ class _Dashboard:
     async def overview_context(self) -> dict[str, Any]:
         store = self.store
         at = store.clock.now()
-        workers = await store.workers(WORKERS_WITHIN)
-        self.throughput.observe(at, workers)
         return {
             "at": at,
             "queues": await store.queue_stats(cap=self.cap),
             "leader": await store.leader(),
-            "workers": workers,
+            "workers": await store.workers(WORKERS_WITHIN),
             "workers_within": WORKERS_WITHIN,
-            "chart": self.throughput.chart(),
+            "chart": chart_of(per_minute(await store.throughput(MINUTES), at)),
         }
 
     # -- pages -----------------------------------------------------------------------
@@ -230,6 +221,7 @@ class _Dashboard:
         cursor = request.query_params.get("cursor") or None
         reverse = request.query_params.get("order") == "reversed"
         contains_text = request.query_params.get("contains", "").strip()
+        task = request.query_params.get("task", "").strip() or None
         problem = None
         try:
             contains = json.loads(contains_text) if contains_text else None
@@ -240,11 +232,15 @@ class _Dashboard:
                 JobPage((), None)
                 if problem
                 else await self.store.jobs(
-                    name, phase, limit=PAGE_SIZE, cursor=cursor, contains=contains, reverse=reverse
+                    name, phase, limit=PAGE_SIZE, cursor=cursor, contains=contains, reverse=reverse, task=task
                 )
             )
         except (InvalidArgument, InvalidOptions) as exc:
             page, problem = JobPage((), None), f"{type(exc).__name__}: {exc}"
+        except InvalidName as exc:
+            if task is None:
+                raise HTTPException(404, str(exc)) from None
+            page, problem = JobPage((), None), f"The task filter is not a task name: {exc}"
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
         try:
@@ -267,6 +263,8 @@ class _Dashboard:
             next_cursor=page.cursor,
             first_page=cursor is None,
             contains=contains_text or None,
+            task=task,
+            filters={"contains": contains_text or None, "task": task, "order": "reversed" if reverse else None},
             problem=problem,
             stats=stats[0] if stats else None,
             paused=bool(stats and stats[0].paused),
@@ -413,11 +411,12 @@ class _Dashboard:
         await self._form(request)
         name = request.path_params["schedule"]
         schedule = next((s for s in await self.store.schedules() if s.name == name), None)
-        if schedule is None:
+        job_id = None if schedule is None else await self.store.fire_now(name)
+        if schedule is None or job_id is None:
             return self._done(request, f"No schedule {name}; nothing done.", self.path(request, "schedules"))
-        job_id = await self.store.queue(schedule.queue).enqueue(schedule.payload, _fire_opts(schedule))
         next_at = instant(schedule.next_boundary)
-        message = f"Fired {name} now: job {job_id} on {schedule.queue}. Its next boundary stays {next_at}."
+        task = f" (task {schedule.task})" if schedule.task else ""
+        message = f"Fired {name} now: job {job_id}{task} on {schedule.queue}. Its next boundary stays {next_at}."
         return self._done(request, message, self.path(request, "job", job_id=job_id))
 
     async def dead_bulk(self, request: Request) -> Response:

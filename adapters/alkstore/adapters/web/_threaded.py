@@ -30,6 +30,7 @@ from alkstore import (
     QueueStats,
     Schedule,
     Store,
+    ThroughputInfo,
     WorkerInfo,
 )
 
@@ -89,9 +90,10 @@ class ThreadedStore:
         cursor: str | None = None,
         contains: Any = None,
         reverse: bool = False,
+        task: str | None = None,
     ) -> JobPage:
         return await _run(
-            self._store.jobs, queue, phase, limit=limit, cursor=cursor, contains=contains, reverse=reverse
+            self._store.jobs, queue, phase, limit=limit, cursor=cursor, contains=contains, reverse=reverse, task=task
         )
 
     async def get_job(self, job_id: int) -> JobInfo | None:
@@ -105,6 +107,9 @@ class ThreadedStore:
 
     async def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
         return await _run(self._store.workers, within)
+
+    async def throughput(self, minutes: int = 60) -> list[ThroughputInfo]:
+        return await _run(self._store.throughput, minutes)
 
     async def cancel(self, job_id: int) -> CancelOutcome:
         return await _run(self._store.cancel, job_id)
@@ -132,3 +137,6 @@ class ThreadedStore:
 
     async def unschedule(self, name: str) -> bool:
         return await _run(self._store.unschedule, name)
+
+    async def fire_now(self, name: str) -> JobId | None:
+        return await _run(self._store.fire_now, name)

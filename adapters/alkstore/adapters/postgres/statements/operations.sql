@@ -12,8 +12,9 @@
 
 -- name: queue_counts
 -- Per queue, capped counts from the functions of version 6 (each a few index probes and at most
--- the cap of index entries per phase); the queue list is a loose index scan.
-SELECT q AS queue, c.* FROM {s}.queues_4() AS q,
+-- the cap of index entries per phase); the queue list is a loose index scan, and the paused queues
+-- (an empty one too: the overview shows it paused, to be resumed).
+SELECT q AS queue, c.* FROM (SELECT {s}.queues_4() UNION SELECT name FROM {s}.queues WHERE paused) AS listed (q),
 LATERAL {s}.queue_counts_6(q, %(now)s, %(cap)s) AS c ORDER BY q COLLATE "C"
 
 -- name: queue_counts_one
@@ -28,46 +29,51 @@ SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_6(%(queue)s, %(now)s,
 (%(contains)s::jsonb IS NULL OR CASE WHEN length(payload) = 0 THEN NULL
     WHEN get_byte(payload, 0) IN (91, 123) THEN convert_from(payload, 'UTF8')::jsonb END @> %(contains)s::jsonb)
 
+-- fragment: task_is
+-- A listing's task filter (%(task)s, a task name or NULL): one more condition on the rows the
+-- phase's index yields in order; no index leads with the task (ADR 048).
+(%(task)s::text IS NULL OR task = %(task)s::text)
+
 -- name: list_ready
 -- Ready jobs in claim order after the key: the rest of the key's priority and the lower
 -- priorities ({after_ready_tied} and {after_ready_beyond}), each a range of jobs_claim, then
 -- the due 'delayed' rows.
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
-     AND {after_ready_tied} AND {payload_contains}
+     AND {after_ready_tied} AND {payload_contains} AND {task_is}
      ORDER BY {order_ready} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at <= %(now)s
-     AND {after_ready_beyond} AND {payload_contains}
+     AND {after_ready_beyond} AND {payload_contains} AND {task_is}
      ORDER BY {order_ready} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at <= %(now)s
-     AND {after_ready} AND {payload_contains}
+     AND {after_ready} AND {payload_contains} AND {task_is}
      ORDER BY {order_ready} LIMIT %(limit)s)) AS page
 ORDER BY {order_ready} LIMIT %(limit)s
 
 -- name: list_delayed
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM (
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'delayed' AND run_at > %(now)s
-     AND {after_delayed} AND {payload_contains}
+     AND {after_delayed} AND {payload_contains} AND {task_is}
      ORDER BY {order_delayed} LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM {s}.jobs WHERE queue = %(queue)s AND state = 'pending' AND run_at > %(now)s
-     AND {after_delayed} AND {payload_contains}
+     AND {after_delayed} AND {payload_contains} AND {task_is}
      ORDER BY {order_delayed} LIMIT %(limit)s)) AS page
 ORDER BY {order_delayed} LIMIT %(limit)s
 
 -- name: list_waiting
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
-WHERE queue = %(queue)s AND state = 'waiting' AND {after_waiting} AND {payload_contains} ORDER BY {order_waiting} LIMIT %(limit)s
+WHERE queue = %(queue)s AND state = 'waiting' AND {after_waiting} AND {payload_contains} AND {task_is} ORDER BY {order_waiting} LIMIT %(limit)s
 
 -- name: list_running
 SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs
-WHERE queue = %(queue)s AND state = 'running' AND {after_running} AND {payload_contains} ORDER BY {order_running} LIMIT %(limit)s
+WHERE queue = %(queue)s AND state = 'running' AND {after_running} AND {payload_contains} AND {task_is} ORDER BY {order_running} LIMIT %(limit)s
 
 -- name: list_dead
 SELECT {dead_as_job}, died_at FROM {s}.dead_jobs
-WHERE queue = %(queue)s AND {after_dead} AND {payload_contains}
+WHERE queue = %(queue)s AND {after_dead} AND {payload_contains} AND {task_is}
 ORDER BY {order_dead} LIMIT %(limit)s
 
 -- -- actions ------------------------------------------------------------------------------------
@@ -111,6 +117,20 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues 
     running = excluded.running, processed = excluded.processed, failed = excluded.failed
 RETURNING id
 
+-- name: record_worker_counting
+-- A worker's report with its runs done and failed per queue and minute since its last (ADR 048),
+-- one statement: the counts cost no transaction of their own. Rows are added in key order, so
+-- two workers adding to the same minutes wait for each other rather than deadlock.
+WITH reported AS ({record_worker}),
+counted AS (
+    INSERT INTO {s}.throughput AS t (minute, queue, done, failed)
+    SELECT minute, queue, done, failed
+      FROM unnest(%(t_minutes)s::timestamptz[], %(t_queues)s::text[], %(t_done)s::bigint[], %(t_failed)s::bigint[])
+           AS c (minute, queue, done, failed)
+     ORDER BY minute, queue COLLATE "C"
+    ON CONFLICT (minute, queue) DO UPDATE SET done = t.done + excluded.done, failed = t.failed + excluded.failed)
+SELECT id FROM reported
+
 -- name: remove_worker
 DELETE FROM {s}.workers WHERE id = %(id)s RETURNING id
 
@@ -119,3 +139,12 @@ SELECT {worker_columns} FROM {s}.workers WHERE seen_at >= %(since)s ORDER BY id
 
 -- name: forget_workers
 WITH gone AS (DELETE FROM {s}.workers WHERE seen_at < %(before)s RETURNING 1) SELECT count(*) FROM gone
+
+-- -- throughput (ADR 048) ---------------------------------------------------------------------
+
+-- name: throughput
+-- The counts from a minute on: one range of the primary key.
+SELECT minute, queue, done, failed FROM {s}.throughput WHERE minute >= %(since)s ORDER BY minute, queue
+
+-- name: purge_throughput
+WITH gone AS (DELETE FROM {s}.throughput WHERE minute < %(before)s RETURNING 1) SELECT count(*) FROM gone

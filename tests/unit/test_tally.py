@@ -1,0 +1,84 @@
+"""A worker's ``Tally`` and reports: its stats, and the runs done and failed per queue its reports store (ADR 048)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import Any, cast
+
+from alkstore import ManualClock
+from alkstore._reporting import Reporter
+from alkstore._worker_parts import Tally, WorkerOptions
+from alkstore.engine import ThroughputRecord, WorkerRecord
+from alkstore.errors import DatabaseUnavailable
+from tests.support import T0
+
+
+def test_runs_count_per_queue_as_done_or_failed_until_taken_and_a_failed_store_puts_them_back() -> None:
+    tally = Tally()
+    tally.add("mail", succeeded=1)
+    tally.add("mail", retried=1)
+    tally.add("mail", buried=1)
+    tally.add("reports", timed_out=1)
+    tally.acked(["mail", "reports", "mail"], lost=1)
+    tally.add("mail", lost=1)  # neither done nor failed
+    tally.add(cancelled=1)
+
+    stats = tally.stats
+    assert (stats.succeeded, stats.retried, stats.buried, stats.timed_out) == (4, 1, 1, 1)
+    assert (stats.lost, stats.cancelled) == (2, 1)
+    taken = tally.take_counts()
+    assert taken == {"mail": (3, 2), "reports": (1, 1)}
+    assert tally.take_counts() == {}, "taken once"
+
+    tally.add("reports", succeeded=2)
+    tally.put_back_counts(taken)  # a report that could not be stored
+    assert tally.take_counts() == {"mail": (3, 2), "reports": (3, 1)}
+
+
+class _Failing:
+    """An engine whose ``record_worker`` fails while ``down``, and keeps what it was given otherwise."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.stored: list[tuple[str, datetime, int, int]] = []
+
+    def record_worker(self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = ()) -> None:
+        if self.down:
+            raise DatabaseUnavailable("the database is away")
+        self.stored += [(count.queue, count.minute, count.done, count.failed) for count in throughput]
+
+    def forget_workers(self, seen_before: datetime) -> int:
+        return 0
+
+
+def test_a_report_that_cannot_be_stored_keeps_its_counts_for_the_next() -> None:
+    clock = ManualClock(T0)
+    engine = _Failing()
+    kernel = SimpleNamespace(clock=clock, live=lambda: engine)
+    runs = SimpleNamespace(running=lambda: 0)
+    options = WorkerOptions.check(
+        None,
+        handlers={"mail": lambda payload, job: None},
+        queues=None,
+        concurrency=1,
+        grace=1,
+        schedules=False,
+        worker_id="w",
+        poll_interval=1,
+        ack_delay=0,
+        prefetch=0,
+        dead_retention=None,
+        runtime="sync",
+    )
+    tally = Tally()
+    reporter = Reporter(cast(Any, kernel), options, cast(Any, runs), tally)
+    tally.add("mail", succeeded=2)
+    reporter.report()  # logged, not raised
+    assert engine.stored == []
+    tally.add("mail", retried=1)
+    clock.advance(61)
+    engine.down = False
+    reporter.report()
+    assert engine.stored == [("mail", T0.replace(second=0, microsecond=0) + timedelta(minutes=1), 2, 1)]
