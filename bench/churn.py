@@ -143,6 +143,7 @@ def poll(store: alkstore.Store, conn: psycopg.Connection[Any]) -> Poll:
         "now": now,
         "lease_us": int(VISIBILITY_S * 1e6),
         "limit": 1,
+        "limited": False,
         "lease_expired_error": "lease expired",
         "job_expired_error": "expired",
     }

@@ -404,9 +404,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
                         del self._parked[queue]
 
     async def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
-        if len(held) == 1 and isinstance(done := held[0], port.Done):
-            done_id = await self._connections.one(self._sql.ack_keeping_one, _rows.kept_params(done), _SCALAR)
-            return [] if done_id is not None else [done]
+        if len(held) == 1 and isinstance(kept := held[0], port.Done):
+            acked = await self._connections.one(self._sql.ack_keeping_one, _rows.kept_params(kept), _SCALAR)
+            return [] if acked is not None else [kept]
         if _keeping(held):
             params = _rows.keeping_params(held)
             return _stale(held, await self._connections.all(self._sql.ack_keeping, params, _SCALAR, binary=True))
