@@ -17,9 +17,10 @@ from psycopg import sql
 import alkstore
 from alkstore import DatabaseError, EnqueueOpts, InvalidOptions, JobState, SchemaOutOfDate
 from alkstore.adapters.postgres import PostgresEngine, _migrate
+from alkstore.adapters.postgres._migrations import lock_key
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.engine import Held
-from tests.support import must_claim
+from tests.support import must_claim, wait_until
 
 from . import _procs
 from .conftest import PATIENCE, OpenStore, table
@@ -279,3 +280,48 @@ def test_a_password_in_the_url_never_appears_in_the_error_of_an_unmigrated_schem
         alkstore.open(with_password, schema=pg_schema)  # trust auth ignores the password
     assert "s3cret" not in str(raised.value)
     assert f"{user}:***@" in str(raised.value)
+
+
+def test_a_migration_rolled_back_to_break_a_deadlock_is_tried_again_and_applied_once(
+    pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A migration that is not online locks tables that running old workers hold: when the server breaks
+    the deadlock by rolling the migration back, migrate tries the whole transaction again."""
+    statements = Statements.for_schema(pg_schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        _migrate.apply(conn, statements, pg_schema)
+    last = _migrate.migrations()[-1]
+    db.execute(sql.SQL("DELETE FROM {} WHERE version = %s").format(table(pg_schema, "schema_version")), [last.version])
+    db.execute(sql.SQL("DROP TABLE {}").format(table(pg_schema, "throughput")))  # what the last version made
+    applied: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def migrate() -> None:
+        try:
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                applied.append(_migrate.apply(conn, statements, pg_schema))
+        except BaseException as exc:
+            errors.append(exc)
+
+    with psycopg.connect(pg_dsn) as other:  # a transaction of other work, holding a lock the migration needs
+        other.execute("SET deadlock_timeout = '30s'")  # the server breaks the cycle on the migration's side
+        other.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(table(pg_schema, "schema_version")))
+        migrator = threading.Thread(target=migrate)
+        migrator.start()
+
+        def migration_waits() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                " AND query LIKE 'INSERT INTO%%schema_version%%'"
+            ).fetchone()
+            return row is not None and row[0] > 0
+
+        wait_until(migration_waits, "the migration to wait for the version table")
+        # ... while this work waits for the migration's lock: a cycle, which the server breaks
+        other.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(pg_schema)])
+        other.commit()
+    migrator.join(PATIENCE)
+    assert errors == []
+    assert applied == [[last.version]]
+    assert versions(db, pg_schema) == expected_versions()
+    assert any("met a deadlock" in record.getMessage() for record in caplog.records)

@@ -2,21 +2,31 @@
 
 ``apply`` runs every missing version in one transaction that holds a per-schema advisory lock, so
 concurrent migrators serialise and the late ones find nothing left to do; ``check`` compares the
-stored version with this code's (``_migrations``).
+stored version with this code's (``_migrations``). A migration that is not online takes table locks
+that running workers of the old code may hold in another order: when the server breaks such a
+deadlock by rolling the migration back, the whole transaction is tried again (nothing of it stayed).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import psycopg
-from psycopg import sql
+from psycopg import errors, sql
+
+from alkstore.engine import wall_sleep_async
 
 from ._migrations import Migration, current_version, lock_key, migrations, out_of_date, refuse_newer
 from ._sql import Statements, grants
 
-__all__ = ["Migration", "apply", "check", "current_version", "migrations", "stored_version"]
+__all__ = ["DEADLOCK_TRIES", "Migration", "apply", "check", "current_version", "migrations", "stored_version"]
+
+log = logging.getLogger("alkstore.postgres")
+
+#: How many times a migration rolled back to break a deadlock is run (a second apart, then two, …).
+DEADLOCK_TRIES = 5
 
 
 async def stored_version(conn: psycopg.AsyncConnection[Any], statements: Statements, schema: str) -> int:
@@ -39,6 +49,27 @@ async def apply(
     roles in ``grant``, and those already granted what one needs) is granted what it needs on
     everything the schema holds now, so grants survive upgrades (ADR 019).
     """
+    for attempt in range(1, DEADLOCK_TRIES + 1):
+        try:
+            return await _apply_once(conn, statements, schema, grant)
+        except errors.DeadlockDetected as exc:
+            if attempt == DEADLOCK_TRIES:
+                raise
+            log.warning(
+                "migrating schema %r met a deadlock with running work (%s); rolled back, trying again (%d of %d)",
+                schema,
+                str(exc).splitlines()[0],
+                attempt + 1,
+                DEADLOCK_TRIES,
+            )
+            await wall_sleep_async(attempt)
+    raise AssertionError("unreachable")
+
+
+async def _apply_once(
+    conn: psycopg.AsyncConnection[Any], statements: Statements, schema: str, grant: Sequence[str]
+) -> list[int]:
+    """One try of ``apply``: one transaction, all of it or nothing."""
     have = await stored_version(conn, statements, schema)
     refuse_newer(have, schema)
     if have == current_version() and not grant:
