@@ -18,11 +18,11 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from inspect import iscoroutinefunction
 from queue import SimpleQueue
 from traceback import format_exception
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -108,7 +108,8 @@ def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaita
         finally:
             close_old_connections()
 
-    in_thread = sync_to_async(run_sync, thread_sensitive=False, executor=executor)
+    # asgiref's hints say ThreadPoolExecutor; it hands the call to ``loop.run_in_executor``, which any Executor serves.
+    in_thread = sync_to_async(run_sync, thread_sensitive=False, executor=cast(ThreadPoolExecutor, executor))
     close_async = sync_to_async(close_old_connections)
 
     async def run_async(task: Any, result: TaskResult) -> Any:
