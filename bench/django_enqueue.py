@@ -1,20 +1,30 @@
-"""The Django backend's cost over plain alkstore on PostgreSQL: enqueue, and a worker's drain.
+"""The Django backend's cost over plain alkstore on PostgreSQL: enqueue, and a worker's drain, with their bounds.
 
 Run by hand on Python 3.12 or later, never from the test suite (figures depend on the machine)::
 
-    .venv312/bin/python bench/django_enqueue.py [--dsn URL] [--repeats 3] [--quick]
+    .venv312/bin/python bench/django_enqueue.py [--dsn URL] [--repeats 5] [--quick]
 
 Enqueue, one job per call and per transaction, on one store's connection settings (the URL the
 backend derives from ``DATABASES``, its schema and pool bound): ``Task.enqueue`` through Django's
 API outside a transaction (the backend's pool), ``Task.enqueue`` inside ``transaction.atomic()``
-(Django's connection, one atomic block per job), ``Task.aenqueue`` (the loop's ``AsyncStore``),
-and ``Queue.enqueue`` on an ``alkstore.open`` store of the same settings. Drain: a block of no-op
-jobs loaded, then drained by ``AsyncWorker`` as ``manage.py alkstore_worker`` runs it (the Django
-handler: import by module path, ``TaskResult``, signals, connections closed around each run, the
-run on a thread) and by ``AsyncWorker`` running a plain no-op alkstore task on its threads, timed
-from the start until every job of the block is acked. Subjects alternate block by block, so load
-that comes and goes hits each alike; the set runs ``--repeats`` times and each figure is the
-median of the runs.
+(Django's connection, one atomic block per job), ``Task.aenqueue`` (the loop's ``AsyncStore``;
+through ``async_to_sync``, so a new loop and pool per block), ``Queue.enqueue`` on an
+``alkstore.open`` store of the same settings, and ``Store.enqueue_tx`` on Django's connection
+inside ``atomic()`` (the floor of the atomic path). The bound: a null backend
+(``_django_tasks.NullBackend``: Django's own work of an enqueue, nothing stored) alone, and
+followed by ``Queue.enqueue`` in each call, which is the fastest any backend's ``Task.enqueue``
+can be on this store.
+
+Drain: a block of no-op jobs loaded, then drained by ``AsyncWorker`` as ``manage.py
+alkstore_worker`` runs it (the Django handler: import by module path, ``TaskResult``, signals,
+connections closed around each run, the run on a thread), by ``AsyncWorker`` running a plain no-op
+alkstore task on its threads, and by ``AsyncWorker`` running the null handler
+(``_django_tasks.null_handler``: Django's own work of a run, on the worker's own threads), timed
+from the start until every job of the block is acked.
+
+Subjects alternate in small blocks whose order turns from one round to the next, so load that comes
+and goes, and whatever the previous subject left behind, hits each alike. Ratios are taken within
+each run (enqueue) or round (drain), and each figure is the median of them.
 """
 
 from __future__ import annotations
@@ -46,13 +56,17 @@ QUEUE = "bench-django"
 @dataclass(frozen=True, slots=True)
 class Config:
     enqueues: int = 2000
+    chunks: int = 4
     block: int = 2000
     blocks: int = 3
     concurrency: int = 4
-    repeats: int = 3
+    repeats: int = 5
 
 
-QUICK = Config(enqueues=40, block=40, blocks=1, repeats=1)
+QUICK = Config(enqueues=40, chunks=2, block=40, blocks=1, repeats=1)
+
+#: The drain's subjects: the Django worker's handler, the null handler (Django's own work of a run), a plain task.
+DRAINS = ("django worker", "null handler", "plain worker")
 
 
 def set_up_django(dsn: str, schema: str, concurrency: int) -> None:
@@ -79,51 +93,75 @@ def set_up_django(dsn: str, schema: str, concurrency: int) -> None:
                 "BACKEND": "alkstore.adapters.django.backend.AlkstoreBackend",
                 "QUEUES": [QUEUE],
                 "OPTIONS": {"schema": schema, "max_size": concurrency + 2},
-            }
+            },
+            "null": {"BACKEND": "_django_tasks.NullBackend", "QUEUES": [QUEUE]},
         },
     )
     django.setup()
 
 
-def per_second(count: int, call: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    call()
-    return count / (time.perf_counter() - started)
-
-
-def enqueue_run(store: alkstore.Store, n: int) -> dict[str, float]:
-    """Jobs per second of each enqueue path, one block of ``n`` each, in turn."""
+def enqueue_run(store: alkstore.Store, n: int, chunks: int, turn: int) -> dict[str, float]:
+    """Jobs per second of each enqueue path: ``chunks`` blocks of ``n // chunks`` each, the subjects in an order
+    that turns by one each block (starting at ``turn``)."""
     from _django_tasks import noop
     from asgiref.sync import async_to_sync
-    from django.db import transaction
+    from django.db import connection, transaction
 
     queue = store.queue(QUEUE)
+    null = noop.using(backend="null")
 
-    def django_enqueue() -> None:
-        for i in range(n):
+    def django_enqueue(size: int) -> None:
+        for i in range(size):
             noop.enqueue(n=i)
 
-    def django_atomic() -> None:
-        for i in range(n):
+    def django_atomic(size: int) -> None:
+        for i in range(size):
             with transaction.atomic():
                 noop.enqueue(n=i)
 
-    async def aenqueue_all() -> None:
-        for i in range(n):
+    async def aenqueue_all(size: int) -> None:
+        for i in range(size):
             await noop.aenqueue(n=i)
 
-    def plain() -> None:
-        for i in range(n):
+    def plain(size: int) -> None:
+        for i in range(size):
             queue.enqueue({"args": [], "kwargs": {"n": i}})
 
-    subjects: dict[str, Callable[[], object]] = {
+    def plain_atomic(size: int) -> None:
+        for i in range(size):
+            with transaction.atomic():
+                connection.ensure_connection()
+                store.enqueue_tx(connection.connection, QUEUE, {"args": [], "kwargs": {"n": i}})
+
+    def null_alone(size: int) -> None:
+        for i in range(size):
+            null.enqueue(n=i)
+
+    def null_then_plain(size: int) -> None:
+        for i in range(size):
+            null.enqueue(n=i)
+            queue.enqueue({"args": [], "kwargs": {"n": i}})
+
+    subjects: dict[str, Callable[[int], object]] = {
         "django enqueue": django_enqueue,
         "django enqueue in atomic": django_atomic,
         "django aenqueue": async_to_sync(aenqueue_all),
         "Queue.enqueue": plain,
+        "Store.enqueue_tx in atomic": plain_atomic,
+        "null backend": null_alone,
+        "null backend + Queue.enqueue": null_then_plain,
     }
     noop.enqueue(n=-1)  # the backend's pool opened before the clock runs
-    return {name: per_second(n, call) for name, call in subjects.items()}
+    size = max(n // chunks, 1)
+    seconds = dict.fromkeys(subjects, 0.0)
+    names = list(subjects)
+    for chunk in range(chunks):
+        at = (turn + chunk) % len(names)
+        for name in names[at:] + names[:at]:
+            started = time.perf_counter()
+            subjects[name](size)
+            seconds[name] += time.perf_counter() - started
+    return {name: size * chunks / spent for name, spent in seconds.items()}
 
 
 class Drain:
@@ -158,24 +196,27 @@ class Drain:
         else:
             self.plain_noop.enqueue_many(store, [{"n": n} for n in range(count)])
 
-    def drain(self, django: bool, count: int) -> float:
+    def drain(self, subject: str, count: int) -> float:
         """Seconds from starting the worker until ``count`` jobs are durably done (its stop not counted)."""
-        return asyncio.run(self._drain(django, count))
+        return asyncio.run(self._drain(subject, count))
 
-    async def _drain(self, django: bool, count: int) -> float:
+    async def _drain(self, subject: str, count: int) -> float:
         import _django_tasks
 
         from alkstore.adapters.django.runner import DaemonThreads, handler_for
 
+        django = subject != "plain worker"
         before = _django_tasks.runs if django else self.plain_runs
         executor = DaemonThreads("bench-django")
         try:
             async with await self.backend.open_async_store(max_size=self.concurrency + 2) as store:
                 options: dict[str, Any] = {"concurrency": self.concurrency, "poll_interval": 0.05}
-                if django:
-                    worker = alkstore.AsyncWorker(
-                        store, handlers={QUEUE: handler_for(self.backend, executor)}, **options
-                    )
+                if subject == "django worker":
+                    handlers = {QUEUE: handler_for(self.backend, executor)}
+                    worker = alkstore.AsyncWorker(store, handlers=handlers, **options)
+                elif subject == "null handler":
+                    handler = _django_tasks.null_handler(_django_tasks.noop, type(self.backend))
+                    worker = alkstore.AsyncWorker(store, handlers={QUEUE: handler}, **options)
                 else:
                     worker = alkstore.AsyncWorker(store, self.tasks, **options)
                 stop = alkstore.StopToken()
@@ -211,35 +252,64 @@ def main() -> int:
     url = database_url(backend_settings())
     print(f"load             {load_average()}")
     print(
-        f"sizes            enqueue {config.enqueues} a path, drain {config.blocks} blocks of {config.block} "
-        f"at concurrency {config.concurrency}; {config.repeats} run(s), interleaved"
+        f"sizes            enqueue {config.enqueues} a path in {config.chunks} blocks, drain {config.blocks} blocks "
+        f"of {config.block} a subject at concurrency {config.concurrency}; {config.repeats} run(s), interleaved"
     )
     try:
         with alkstore.open(url, schema=schema, migrate=True, max_size=backend.max_size) as store:
             drain = Drain(backend, args.dsn, schema, config.concurrency)
-            enqueues: dict[str, list[float]] = {}
-            drains: dict[str, list[float]] = {"django worker": [], "plain worker": []}
-            for _ in range(config.repeats):
-                for name, rate in enqueue_run(store, config.enqueues).items():
-                    enqueues.setdefault(name, []).append(rate)
+            enqueues: list[dict[str, float]] = []
+            drains: list[dict[str, float]] = []
+            for run in range(config.repeats):
+                enqueues.append(enqueue_run(store, config.enqueues, config.chunks, run))
                 drain.clear()
                 for block in range(config.blocks):
-                    for django in (block % 2 == 0, block % 2 != 0):
-                        drain.load(django, config.block)
-                        seconds = drain.drain(django, config.block)
-                        drains["django worker" if django else "plain worker"].append(config.block / seconds)
-            print("enqueue, jobs/s (median of runs)")
-            for name, rates in enqueues.items():
-                print(f"  {name:<26} {statistics.median(rates):>10.0f}")
-            print(f"drain, jobs/s (median of blocks), concurrency {config.concurrency}")
-            for name, rates in drains.items():
-                print(f"  {name:<26} {statistics.median(rates):>10.0f}")
-            ratio = statistics.median(drains["django worker"]) / statistics.median(drains["plain worker"])
-            print(f"  django / plain             {ratio:>10.2f}")
+                    at = (run * config.blocks + block) % len(DRAINS)
+                    rates = {}
+                    for subject in DRAINS[at:] + DRAINS[:at]:
+                        drain.load(subject != "plain worker", config.block)
+                        rates[subject] = config.block / drain.drain(subject, config.block)
+                    drains.append(rates)
+            report(enqueues, drains, config.concurrency)
+            print(f"load             {load_average()}")
     finally:
         with psycopg.connect(args.dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     return 0
+
+
+def report(enqueues: list[dict[str, float]], drains: list[dict[str, float]], concurrency: int) -> None:
+    """Each subject's median rate, and the ratios the targets and their bounds are read from (medians of ratios
+    taken within a run or a round)."""
+
+    def median_ratio(runs: list[dict[str, float]], subject: str, baseline: str) -> float:
+        return statistics.median(run[subject] / run[baseline] for run in runs)
+
+    print("enqueue, jobs/s (median of runs)")
+    for name in enqueues[0]:
+        print(f"  {name:<32} {statistics.median(run[name] for run in enqueues):>10.0f}")
+    null_us = statistics.median(1e6 / run["null backend"] for run in enqueues)
+    print(f"  null backend, µs a call          {null_us:>10.1f}")
+    print("  ratios (median of the runs')")
+    for subject, baseline in (
+        ("django enqueue", "Queue.enqueue"),
+        ("null backend + Queue.enqueue", "Queue.enqueue"),
+        ("django enqueue", "null backend + Queue.enqueue"),
+        ("django enqueue in atomic", "Store.enqueue_tx in atomic"),
+    ):
+        label = f"{subject} / {baseline}"
+        print(f"    {label:<60} {median_ratio(enqueues, subject, baseline):>5.2f}")
+    print(f"drain, jobs/s (median of blocks), concurrency {concurrency}")
+    for name in DRAINS:
+        print(f"  {name:<32} {statistics.median(block[name] for block in drains):>10.0f}")
+    print("  ratios (median of the rounds')")
+    for subject, baseline in (
+        ("django worker", "plain worker"),
+        ("null handler", "plain worker"),
+        ("django worker", "null handler"),
+    ):
+        label = f"{subject} / {baseline}"
+        print(f"    {label:<60} {median_ratio(drains, subject, baseline):>5.2f}")
 
 
 def backend_settings() -> Any:

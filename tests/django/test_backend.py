@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import transaction
 from django.tasks import TaskResultStatus, task_backends
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.test import override_settings
 
 from alkstore import AsyncStore, JobState, StoreClosed
 from alkstore.adapters.django.backend import AlkstoreBackend, database_url
@@ -294,3 +296,32 @@ def test_a_unix_socket_host_goes_into_the_query_string() -> None:
 
 def test_the_scratch_schema_is_the_one_configured() -> None:
     assert backend().schema == os.environ["ALKSTORE_DJANGO_SCHEMA"]
+
+
+def changed_databases(**default: Any) -> Any:
+    """``override_settings`` of ``DATABASES`` with ``default`` changed as given (``None``: without it); Django
+    warns that overriding them is unusual, which here is the point."""
+    databases = {alias: dict(entry) for alias, entry in settings.DATABASES.items()}
+    if default.pop("gone", False):
+        del databases["default"]
+    else:
+        databases["default"].update(default)
+    return override_settings(DATABASES=databases)
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_the_store_follows_the_database_settings_when_they_change(tmp_path: Path) -> None:
+    before = backend().store
+    write.enqueue(path=str(tmp_path / "out"), text="before")
+    options = {**settings.DATABASES["default"].get("OPTIONS", {}), "application_name": "alkstore-changed"}
+    with changed_databases(OPTIONS=options):
+        assert backend().store is not before
+        assert "application_name=alkstore-changed" in backend()._key()[0]
+    assert backend().store is before
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_a_backend_whose_database_is_gone_from_the_settings_refuses_to_enqueue(tmp_path: Path) -> None:
+    write.enqueue(path=str(tmp_path / "out"), text="before")
+    with changed_databases(gone=True), pytest.raises(InvalidTask, match="misconfigured"):
+        write.enqueue(path=str(tmp_path / "out"), text="after")

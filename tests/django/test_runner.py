@@ -1,12 +1,21 @@
-"""``runner.DaemonThreads``, the threads plain tasks run on: no run waits for another, and none outlives the process."""
+"""``runner.DaemonThreads``, the threads plain tasks run on: no run waits for another, and none outlives the process;
+and the Django task a job names, made for its priority and queue once per kind of job."""
 
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from django.tasks import task_backends
+from django.tasks.exceptions import InvalidTask
 
-from alkstore.adapters.django.runner import DaemonThreads
+from alkstore.adapters.django.runner import DaemonThreads, _started
+from tests.django.project.shop import tasks
+from tests.django.project.shop.tasks import write
+
+WRITE = "tests.django.project.shop.tasks.write"
 
 
 def test_calls_at_once_each_get_a_thread_of_their_own() -> None:
@@ -27,3 +36,43 @@ def test_a_call_that_raises_fails_its_future_and_the_threads_are_daemons() -> No
         threads.submit(fail).result(timeout=30)
     assert threads.submit(lambda: threading.current_thread().daemon).result(timeout=30)
     threads.shutdown()
+
+
+def job_of(path: str, *, priority: int = 0, queue: str = "default") -> Any:
+    """What ``_started`` reads of a claimed job of the Django task at ``path``."""
+    return SimpleNamespace(task=path, id=1, priority=priority, queue=queue, enqueued_at=None, worker_id="w", attempts=1)
+
+
+def made() -> dict[tuple[str, int, str], tuple[Any, Any]]:
+    """An empty record of the tasks made for jobs, as the handler keeps one."""
+    return {}
+
+
+def test_a_task_made_for_a_job_is_reused_for_the_next_job_of_its_kind_and_remade_for_another() -> None:
+    backend, known = task_backends["default"], made()
+    payload: dict[str, Any] = {"args": [], "kwargs": {"path": "p", "text": "t"}}
+    first, _ = _started(backend, payload, job_of(WRITE), known)
+    again, result = _started(backend, payload, job_of(WRITE), known)
+    other, _ = _started(backend, payload, job_of(WRITE, priority=7, queue="emails"), known)
+    assert again is first
+    assert result.task is first
+    assert (other.priority, other.queue_name) == (7, "emails")
+    assert (first.priority, first.queue_name) == (0, "default")
+
+
+def test_a_task_replaced_at_its_path_is_the_one_the_next_job_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend, known = task_backends["default"], made()
+    payload: dict[str, Any] = {"args": [], "kwargs": {}}
+    before, _ = _started(backend, payload, job_of(WRITE), known)
+    monkeypatch.setattr(tasks, "write", tasks.send_email.using(queue_name="default"))
+    after, _ = _started(backend, payload, job_of(WRITE), known)
+    assert before.func is write.func
+    assert after.func is tasks.send_email.func
+
+
+def test_a_job_on_a_queue_the_backend_refuses_fails_each_time() -> None:
+    backend, known = task_backends["default"], made()
+    for _ in range(2):
+        with pytest.raises(InvalidTask, match="not valid"):
+            _started(backend, {"args": [], "kwargs": {}}, job_of(WRITE, queue="nowhere"), known)
+    assert known == {}

@@ -145,6 +145,8 @@ class AlkstoreBackend(BaseTaskBackend):
         #: The store's key, worked out for the settings of the database it was worked out from (a test
         #: that overrides ``DATABASES`` gets a new one), and each task's alkstore twin: an enqueue reads both.
         self._store_key: tuple[object, tuple[str, str, int]] | None = None
+        #: The store, for the ``DATABASES`` entry it was found for (as ``_store_key``): read by every enqueue.
+        self._store: tuple[object, Store] | None = None
         self._twins: dict[tuple[str, str, int], Any] = {}
 
     # -- configuration -------------------------------------------------------------------
@@ -279,14 +281,23 @@ class AlkstoreBackend(BaseTaskBackend):
 
     @property
     def store(self) -> Store:
-        """The store this backend writes through outside a transaction (opened at first use, then shared)."""
+        """The store this backend writes through outside a transaction (opened at first use, then shared).
+
+        Found once per ``DATABASES`` entry, as its key is: a test that overrides ``DATABASES`` gets the
+        store of its settings, and stores are never closed while the process runs.
+        """
+        entry = settings.DATABASES.get(self.database)
+        found = self._store
+        if found is not None and found[0] is entry:
+            return found[1]
         key = self._key()
         url = key[0]
         with _stores_lock:
             store = _stores.get(key)
             if store is None:
                 store = _stores[key] = alkstore.open(url, schema=self.schema, max_size=self.max_size)
-            return store
+        self._store = (entry, store)
+        return store
 
     def open_store(self, **options: Any) -> Store:
         """A store of its own on the backend's database and schema (for commands: ``migrate=True``, …)."""
@@ -365,9 +376,9 @@ class AlkstoreBackend(BaseTaskBackend):
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone."""
         result, job, payload = self._prepare(task, args, kwargs)
-        store = self.store
+        store = self.store  # InvalidTask if misconfigured, so the database is in DATABASES from here
         connection = connections[self.database]
-        if self._in_transaction():
+        if _in_transaction(connection):
             connection.ensure_connection()
             job_id = job.enqueue_tx(store, connection.connection, **payload)
         else:
@@ -397,10 +408,7 @@ class AlkstoreBackend(BaseTaskBackend):
         or autocommit turned off."""
         if self.database not in settings.DATABASES:
             return False  # misconfigured: the write refuses it (InvalidTask)
-        connection = connections[self.database]
-        return bool(
-            connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit())
-        )
+        return _in_transaction(connections[self.database])
 
     def _enqueue_in_transaction(self, task: Any, args: Any, kwargs: Any) -> Any:
         """``enqueue`` if this thread is in a transaction (its result), else ``None``: nothing written."""
@@ -472,6 +480,11 @@ class AlkstoreBackend(BaseTaskBackend):
         if not isinstance(found, self.task_class):
             raise TaskResultDoesNotExist(str(job_id))
         return found.using(backend=self.alias, **using)
+
+
+def _in_transaction(connection: Any) -> bool:
+    """Whether a Django connection is in a transaction: an atomic block, or autocommit turned off."""
+    return bool(connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit()))
 
 
 def _job_id(result_id: str) -> int:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from inspect import iscoroutinefunction
 from queue import SimpleQueue
 from traceback import format_exception
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -91,6 +91,7 @@ def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaita
     """The async handler that runs the Django task each job of ``backend`` names (plain ones on ``executor``);
     it returns the task's return value normalised to JSON, which the worker's ack keeps (ADR 046)."""
     sender = type(backend)
+    known: dict[tuple[str, int, str], tuple[Any, Any]] = {}
 
     def run_sync(task: Any, result: TaskResult) -> Any:
         close_old_connections()
@@ -107,7 +108,8 @@ def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaita
         finally:
             close_old_connections()
 
-    in_thread = sync_to_async(run_sync, thread_sensitive=False, executor=executor)
+    # asgiref's hints say ThreadPoolExecutor; it hands the call to ``loop.run_in_executor``, which any Executor serves.
+    in_thread = sync_to_async(run_sync, thread_sensitive=False, executor=cast(ThreadPoolExecutor, executor))
     close_async = sync_to_async(close_old_connections)
 
     async def run_async(task: Any, result: TaskResult) -> Any:
@@ -126,7 +128,7 @@ def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaita
             await close_async()
 
     async def handle(payload: Any, job: Any) -> Any:
-        task, result = _started(backend, payload, job)
+        task, result = _started(backend, payload, job, known)
         if iscoroutinefunction(task.func):
             return await run_async(task, result)
         return await in_thread(task, result)
@@ -153,17 +155,30 @@ def periodic_registry(schedules: Mapping[str, Any], handle: Callable[[Any, Any],
     return registry
 
 
-def _started(backend: Any, payload: Any, job: Any) -> tuple[Any, TaskResult]:
-    """The Django task the job names, and its ``TaskResult`` as it starts (``RUNNING``)."""
+def _started(
+    backend: Any, payload: Any, job: Any, known: dict[tuple[str, int, str], tuple[Any, Any]] | None = None
+) -> tuple[Any, TaskResult]:
+    """The Django task the job names, and its ``TaskResult`` as it starts (``RUNNING``).
+
+    ``known`` keeps each task as ``using`` made it for a job's priority and queue (a new, validated
+    ``Task`` each time), keyed by module path, priority and queue, while that path still names the
+    same object: the next job of the same kind reuses it.
+    """
     if job.task is None:
         raise ValueError(f"job {job.id} names no task; the Django worker runs only jobs of Django tasks")
     found = import_string(job.task)
-    if not isinstance(found, backend.task_class):
-        raise TypeError(f"{job.task!r} is not a Django task (a django.tasks.Task), but {type(found).__name__}")
+    key = (job.task, job.priority, job.queue)
+    made = known.get(key) if known is not None else None
+    if made is None or made[0] is not found:
+        if not isinstance(found, backend.task_class):
+            raise TypeError(f"{job.task!r} is not a Django task (a django.tasks.Task), but {type(found).__name__}")
+        made = (found, found.using(priority=job.priority, queue_name=job.queue, backend=backend.alias))
+        if known is not None:
+            known[key] = made
     if not isinstance(payload, dict):
         kind = type(payload).__name__
         raise TypeError(f"the payload of a Django task's job is {{'args': …, 'kwargs': …}}, not {kind}")
-    task = found.using(priority=job.priority, queue_name=job.queue, backend=backend.alias)
+    task = made[1]
     started = timezone.now()
     result = TaskResult(
         task=task,
