@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ._operations import BATCH, THROUGHPUT_RETENTION
 from ._port import TableStats
 from ._time import StopToken
-from ._upkeep import HELD_BACK_PAUSE, PRUNE_BATCHES, PRUNE_EVERY, VACUUM_CHECK_EVERY, vacuum_due
+from ._upkeep import CHURN_POLL, HELD_BACK_PAUSE, PRUNE_BATCHES, PRUNE_EVERY, VACUUM_CHECK_EVERY, look_due, vacuum_due
 from .errors import AlkstoreError, DatabaseUnavailable
 
 if TYPE_CHECKING:
@@ -30,9 +30,9 @@ class AsyncMaintenance:
     """One worker's storage duty over ``queues``: vacuum when ``vacuum_due`` says so, prune dead jobs.
 
     ``dead_retention`` is how long a dead job of ``queues`` is kept (``None``: forever). ``label``
-    names the worker in log lines. With ``churn``, ``run`` looks at the dead rows between prunes only
-    when the count it returns moved (an idle worker leaves none, ADR 044). Every call is best effort:
-    a failure is logged, never raised.
+    names the worker in log lines. With ``churn`` (the runs the worker ended so far), ``run`` looks at
+    the dead rows between prunes when ``look_due`` says so (an idle worker leaves none, ADR 044).
+    Every call is best effort: a failure is logged, never raised.
     """
 
     def __init__(
@@ -153,18 +153,23 @@ class AsyncMaintenance:
         return pruned
 
     async def run(self, stop: StopToken) -> None:
-        """Until ``stop``: prune now and every ``PRUNE_EVERY`` seconds, look at the dead rows then and every
-        ``VACUUM_CHECK_EVERY`` between while the worker churns (wall seconds: the storage counts in wall time)."""
-        checks = max(1, round(PRUNE_EVERY / VACUUM_CHECK_EVERY))
-        check = 0
-        churned: int | None = None
-        while not stop.is_cancelled():
-            churn = None if self._churn is None else self._churn()
-            if check % checks == 0:
+        """Until ``stop``: prune now and every ``PRUNE_EVERY`` seconds, look at the dead rows then and,
+        between, when ``look_due`` says so (every ``VACUUM_CHECK_EVERY`` without ``churn``); wall seconds,
+        as the storage counts in wall time. While runs end, their count is polled every ``CHURN_POLL``."""
+        pruned_at = looked_at = time.monotonic()
+        looked = polled = self._churn() if self._churn is not None else 0
+        moving = False
+        await self.prune()
+        await self.vacuum()
+        while not await stop.wait_async(CHURN_POLL if moving else VACUUM_CHECK_EVERY):
+            now = time.monotonic()
+            churn = self._churn() if self._churn is not None else None
+            if churn is not None:
+                moving, polled = churn != polled, churn
+            if now - pruned_at >= PRUNE_EVERY:
                 await self.prune()
-                await self.vacuum()
-            elif churn is None or churn != churned:
-                await self.vacuum()
-            churned = churn
-            check += 1
-            await stop.wait_async(VACUUM_CHECK_EVERY)
+                pruned_at = now
+            elif churn is not None and not look_due(churn - looked, now - looked_at):
+                continue
+            await self.vacuum()
+            looked, looked_at = polled, now

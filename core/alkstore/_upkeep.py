@@ -3,7 +3,8 @@
 Every claimed and acked job leaves dead rows, and dead entries where the claim starts reading its
 index; only a vacuum reclaims them. A server whose autovacuum is off, or behind, lets them pile
 up until every claim, and every idle poll, walks them. So a worker checks the storage's counts
-every ``VACUUM_CHECK_EVERY`` seconds while its runs end (at each prune while it idles) and
+every ``VACUUM_CHECK_EVERY`` seconds while its runs end, at once after ``VACUUM_CHURN_RUNS`` of them
+(``look_due``), and at each prune while it idles; it
 vacuums the tables ``vacuum_due`` names (the rule is here, once); a role that may not vacuum
 them is told once, at warning, and never asked again.
 Dead jobs are kept ``dead_retention`` and then purged a bounded batch at a time. The duty itself
@@ -19,13 +20,16 @@ from ._port import TableStats
 
 __all__ = [
     "BEHIND_DEAD_ROWS",
+    "CHURN_POLL",
     "DEFAULT_DEAD_RETENTION",
     "HELD_BACK_PAUSE",
     "PRUNE_BATCHES",
     "PRUNE_EVERY",
     "VACUUM_CHECK_EVERY",
+    "VACUUM_CHURN_RUNS",
     "VACUUM_DEAD_FRACTION",
     "VACUUM_DEAD_ROWS",
+    "look_due",
     "vacuum_due",
 ]
 
@@ -33,6 +37,14 @@ __all__ = [
 DEFAULT_DEAD_RETENTION = timedelta(days=7)
 #: How often (wall seconds) a worker looks at its storage's dead rows.
 VACUUM_CHECK_EVERY = 5.0
+#: Runs a worker ends before it looks at the dead rows at once, without waiting for ``VACUUM_CHECK_EVERY``:
+#: each run leaves about two dead rows (the version the claim replaced and the row the ack deleted), so
+#: this many reach ``VACUUM_DEAD_ROWS``. A fast worker (2,000 jobs/s) would otherwise leave 20,000
+#: between two looks, and its claims slow down as they pile up (ADR 023).
+VACUUM_CHURN_RUNS = 1_000
+#: How often (wall seconds) a worker whose runs are ending counts them against ``VACUUM_CHURN_RUNS``
+#: (in memory; no statement). An idle worker waits ``VACUUM_CHECK_EVERY`` instead.
+CHURN_POLL = 0.2
 #: How often (wall seconds) a worker prunes its queues' dead jobs past their retention: a dead job is kept
 #: its retention (days, by default) and at most this longer; one pass costs a statement per queue (ADR 044).
 PRUNE_EVERY = 600.0
@@ -50,6 +62,13 @@ BEHIND_DEAD_ROWS = 50_000
 #: How long (wall seconds) a table a vacuum could not bring below the threshold is left alone: its
 #: dead rows are younger than the oldest open transaction, and vacuuming again would find the same.
 HELD_BACK_PAUSE = 60.0
+
+
+def look_due(runs: int, seconds: float) -> bool:
+    """Whether a worker that has ended ``runs`` runs in the ``seconds`` since it last looked at its
+    storage's dead rows looks now: at once after ``VACUUM_CHURN_RUNS``, after ``VACUUM_CHECK_EVERY``
+    if it ended any, never while it idles (it then looks only at its prunes, ADR 044)."""
+    return runs >= VACUUM_CHURN_RUNS or (runs > 0 and seconds >= VACUUM_CHECK_EVERY)
 
 
 def vacuum_due(stats: Sequence[TableStats]) -> list[TableStats]:

@@ -1,11 +1,26 @@
 """The vacuum rule (ADR 023): a table is due once its dead rows pass a floor plus a tenth of its live rows,
-a low floor where the server's autovacuum does not cover it and a high one where it does."""
+a low floor where the server's autovacuum does not cover it and a high one where it does; a worker looks
+at them after a thousand runs or five seconds of runs, whichever comes first."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
 import pytest
 
-from alkstore._upkeep import BEHIND_DEAD_ROWS, VACUUM_DEAD_FRACTION, VACUUM_DEAD_ROWS, vacuum_due
+from alkstore import StopToken, SystemClock, _maintenance, _upkeep
+from alkstore._upkeep import (
+    BEHIND_DEAD_ROWS,
+    VACUUM_CHECK_EVERY,
+    VACUUM_CHURN_RUNS,
+    VACUUM_DEAD_FRACTION,
+    VACUUM_DEAD_ROWS,
+    look_due,
+    vacuum_due,
+)
 from alkstore.engine import TableStats
 
 
@@ -35,3 +50,96 @@ def test_only_the_due_tables_are_named_in_their_order() -> None:
     busy = TableStats("jobs", 1000, 50_000, False, True)
     assert vacuum_due([quiet, busy]) == [busy]
     assert vacuum_due([]) == []
+
+
+@pytest.mark.parametrize(
+    ("runs", "seconds", "due"),
+    [
+        (0, 0.0, False),
+        (0, 3600.0, False),  # an idle worker looks only at its prunes
+        (1, VACUUM_CHECK_EVERY - 0.1, False),
+        (1, VACUUM_CHECK_EVERY, True),
+        (VACUUM_CHURN_RUNS - 1, 0.0, False),
+        (VACUUM_CHURN_RUNS, 0.0, True),  # a fast worker looks without waiting for the clock
+    ],
+)
+def test_a_worker_looks_at_its_dead_rows_after_some_runs_or_some_seconds_of_them(
+    runs: int, seconds: float, due: bool
+) -> None:
+    assert look_due(runs, seconds) is due
+
+
+def test_the_runs_a_worker_ends_leave_about_the_dead_rows_that_make_a_table_due() -> None:
+    # Two dead rows a run (the claimed version, the acked row): the count reaches the floor.
+    assert 2 * VACUUM_CHURN_RUNS >= VACUUM_DEAD_ROWS
+
+
+class Storage:
+    """An engine's storage upkeep, counting how often the duty looks at its dead rows."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    def table_stats(self) -> list[TableStats]:
+        self.looks += 1
+        return []
+
+    def vacuum(self, tables: list[str]) -> list[str]:
+        return []
+
+    def purge_dead(self, queue: str, before: object, limit: int) -> int:
+        return 0
+
+    def purge_results(self, queue: str, now: object, limit: int) -> int:
+        return 0
+
+    def purge_throughput(self, before: object) -> int:
+        return 0
+
+
+class Kernel:
+    clock = SystemClock()
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def live(self) -> Storage:
+        return self.storage
+
+
+def eventually(check: Callable[[], bool], within: float = 20.0) -> bool:
+    end = time.monotonic() + within
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_worker_that_ends_many_runs_looks_at_its_dead_rows_without_waiting_for_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The clock's rule is put out of reach: only the count of runs can make the duty look.
+    monkeypatch.setattr(_upkeep, "VACUUM_CHECK_EVERY", 3600.0)
+    monkeypatch.setattr(_maintenance, "VACUUM_CHECK_EVERY", 0.5)  # how long an idle duty sleeps
+    storage = Storage()
+    runs = [0]
+    duty = _maintenance.Maintenance(
+        cast("Any", Kernel(storage)), ["q"], dead_retention=None, label="t", churn=lambda: runs[0]
+    )
+    stop = StopToken()
+    thread = threading.Thread(target=duty.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert eventually(lambda: storage.looks == 1)  # the first look, with the first prune
+        runs[0] = VACUUM_CHURN_RUNS - 1
+        time.sleep(2.0)  # several polls see the runs: too few to look
+        assert storage.looks == 1
+        runs[0] = VACUUM_CHURN_RUNS
+        assert eventually(lambda: storage.looks == 2)
+        runs[0] = 2 * VACUUM_CHURN_RUNS
+        assert eventually(lambda: storage.looks == 3)
+    finally:
+        stop.cancel()
+        thread.join(10)
+    assert not thread.is_alive()
