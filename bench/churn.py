@@ -13,7 +13,7 @@ claim of the next, one statement each, ADR 022) on one thread, the backlog kept 
 - ``none``: nothing reclaims dead rows but what the server does itself (on a server with
   ``autovacuum = off``, nothing);
 - ``alkstore``: a thread runs the worker's storage duty (``alkstore._maintenance``) as a
-  worker does, every ``VACUUM_CHECK_EVERY`` seconds.
+  worker does (``Maintenance.run``, counting this process's claimed and acked jobs as its runs).
 
 The machine may be shared, so every rate is a ratio against **the reference**: the same queue
 at the same depth in a schema of its own, vacuumed (untimed) after each of its blocks, so it
@@ -47,7 +47,7 @@ from _bench import DEFAULT_DSN, load_average
 from psycopg import sql
 
 import alkstore
-from alkstore import _maintenance, _upkeep
+from alkstore import _maintenance
 from alkstore._kernel import kernel_of
 from alkstore.engine import Held
 
@@ -61,6 +61,8 @@ BLOCK = 1000
 SAMPLE_BLOCKS = 5
 #: Set by SIGUSR1: end the churn now and measure the rest.
 ENOUGH = threading.Event()
+#: Jobs claimed and acked by this process so far: the ended runs the duty counts (``Duty``).
+RUNS = [0]
 #: Jobs per block of the reference (the same queue on a table vacuumed after every block).
 REF_BLOCK = 250
 
@@ -106,6 +108,7 @@ def claim_ack(store: alkstore.Store, count: int) -> float:
             raise RuntimeError("the queue ran dry under a timed block, or an ack went stale")
         job = jobs[0]
         held = [kernel.held_of(job)]
+        RUNS[0] += 1
     if job is not None:
         job.ack()
     return count / (time.perf_counter() - started)
@@ -172,18 +175,27 @@ def sizes(conn: psycopg.Connection[Any], schema: str) -> dict[str, int]:
 
 
 class Duty(threading.Thread):
-    """The worker's storage duty on its own thread, as a worker runs it."""
+    """The worker's storage duty on its own thread, as a worker runs it (``Maintenance.run``), counting
+    the jobs this process claimed and acked as the worker counts its ended runs."""
 
     def __init__(self, store: alkstore.Store) -> None:
         super().__init__(name="churn-duty", daemon=True)
-        self.every = _upkeep.VACUUM_CHECK_EVERY
-        self.duty = _maintenance.Maintenance(kernel_of(store), [QUEUE], dead_retention=None, label="bench")
+        self.duty = _maintenance.Maintenance(
+            kernel_of(store), [QUEUE], dead_retention=None, label="bench", churn=lambda: RUNS[0]
+        )
         self.stop = alkstore.StopToken()
         self.vacuums = 0
+        vacuum = self.duty.vacuum
+
+        def counted() -> list[str]:
+            done = vacuum()
+            self.vacuums += len(done)
+            return done
+
+        self.duty.vacuum = counted  # type: ignore[method-assign]
 
     def run(self) -> None:
-        while not self.stop.wait(self.every):
-            self.vacuums += len(self.duty.vacuum())
+        self.duty.run(self.stop)
 
 
 class Reference:
