@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, cast
 
 import pytest
 
-from alkstore import StopToken, SystemClock, _maintenance, _upkeep
+import alkstore
+from alkstore import StopToken, _maintenance, _upkeep
+from alkstore._kernel import kernel_of
 from alkstore._upkeep import (
     BEHIND_DEAD_ROWS,
     VACUUM_CHECK_EVERY,
@@ -22,6 +22,7 @@ from alkstore._upkeep import (
     vacuum_due,
 )
 from alkstore.engine import TableStats
+from tests.support import PATIENCE, wait_until
 
 
 def stats(dead: int, live: int = 0, *, autovacuum: bool = False) -> TableStats:
@@ -74,72 +75,39 @@ def test_the_runs_a_worker_ends_leave_about_the_dead_rows_that_make_a_table_due(
     assert 2 * VACUUM_CHURN_RUNS >= VACUUM_DEAD_ROWS
 
 
-class Storage:
-    """An engine's storage upkeep, counting how often the duty looks at its dead rows."""
-
-    def __init__(self) -> None:
-        self.looks = 0
-
-    def table_stats(self) -> list[TableStats]:
-        self.looks += 1
-        return []
-
-    def vacuum(self, tables: list[str]) -> list[str]:
-        return []
-
-    def purge_dead(self, queue: str, before: object, limit: int) -> int:
-        return 0
-
-    def purge_results(self, queue: str, now: object, limit: int) -> int:
-        return 0
-
-    def purge_throughput(self, before: object) -> int:
-        return 0
-
-
-class Kernel:
-    clock = SystemClock()
-
-    def __init__(self, storage: Storage) -> None:
-        self.storage = storage
-
-    def live(self) -> Storage:
-        return self.storage
-
-
-def eventually(check: Callable[[], bool], within: float = 20.0) -> bool:
-    end = time.monotonic() + within
-    while not check():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_a_worker_that_ends_many_runs_looks_at_its_dead_rows_without_waiting_for_the_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The clock's rule is put out of reach: only the count of runs can make the duty look.
     monkeypatch.setattr(_upkeep, "VACUUM_CHECK_EVERY", 3600.0)
     monkeypatch.setattr(_maintenance, "VACUUM_CHECK_EVERY", 0.5)  # how long an idle duty sleeps
-    storage = Storage()
+    store = alkstore.open("memory://")
+    kernel = kernel_of(store)
+    engine = kernel.live()
+    table_stats = engine.table_stats
+    looks = [0]
+
+    def counted() -> list[TableStats]:
+        looks[0] += 1
+        return table_stats()
+
+    monkeypatch.setattr(engine, "table_stats", counted)
     runs = [0]
-    duty = _maintenance.Maintenance(
-        cast("Any", Kernel(storage)), ["q"], dead_retention=None, label="t", churn=lambda: runs[0]
-    )
+    duty = _maintenance.Maintenance(kernel, ["q"], dead_retention=None, label="t", churn=lambda: runs[0])
     stop = StopToken()
     thread = threading.Thread(target=duty.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        assert eventually(lambda: storage.looks == 1)  # the first look, with the first prune
+        wait_until(lambda: looks[0] == 1, "the first look, with the first prune")
         runs[0] = VACUUM_CHURN_RUNS - 1
         time.sleep(2.0)  # several polls see the runs: too few to look
-        assert storage.looks == 1
+        assert looks[0] == 1
         runs[0] = VACUUM_CHURN_RUNS
-        assert eventually(lambda: storage.looks == 2)
+        wait_until(lambda: looks[0] == 2, "a look after a thousand runs")
         runs[0] = 2 * VACUUM_CHURN_RUNS
-        assert eventually(lambda: storage.looks == 3)
+        wait_until(lambda: looks[0] == 3, "a look after a thousand more")
     finally:
         stop.cancel()
-        thread.join(10)
+        thread.join(PATIENCE)
+        store.close()
     assert not thread.is_alive()
