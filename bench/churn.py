@@ -174,25 +174,29 @@ def sizes(conn: psycopg.Connection[Any], schema: str) -> dict[str, int]:
     return dict(zip(keys, (int(value) for value in row), strict=True))
 
 
+class Counted(_maintenance.Maintenance):
+    """The worker's storage duty, counting the tables it vacuumed."""
+
+    vacuums = 0
+
+    def vacuum(self) -> list[str]:
+        done = super().vacuum()
+        self.vacuums += len(done)
+        return done
+
+
 class Duty(threading.Thread):
     """The worker's storage duty on its own thread, as a worker runs it (``Maintenance.run``), counting
     the jobs this process claimed and acked as the worker counts its ended runs."""
 
     def __init__(self, store: alkstore.Store) -> None:
         super().__init__(name="churn-duty", daemon=True)
-        self.duty = _maintenance.Maintenance(
-            kernel_of(store), [QUEUE], dead_retention=None, label="bench", churn=lambda: RUNS[0]
-        )
+        self.duty = Counted(kernel_of(store), [QUEUE], dead_retention=None, label="bench", churn=lambda: RUNS[0])
         self.stop = alkstore.StopToken()
-        self.vacuums = 0
-        vacuum = self.duty.vacuum
 
-        def counted() -> list[str]:
-            done = vacuum()
-            self.vacuums += len(done)
-            return done
-
-        self.duty.vacuum = counted  # type: ignore[method-assign]
+    @property
+    def vacuums(self) -> int:
+        return self.duty.vacuums
 
     def run(self) -> None:
         self.duty.run(self.stop)
