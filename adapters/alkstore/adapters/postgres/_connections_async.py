@@ -118,7 +118,7 @@ class AsyncConnections:
             max_size=options.max_size,
             open=False,
             configure=self._configure,
-            check=check_connection,
+            check=None,  # checked by _getconn instead, without the pool's pauses
             timeout=options.pool_timeout,
             name=f"alkstore:{options.schema}",
             num_workers=2,
@@ -155,9 +155,37 @@ class AsyncConnections:
         finally:
             await self.pool.putconn(conn)
 
-    async def _getconn(self, wait: float | None = None) -> AsyncPooledConnection:
+    @asynccontextmanager
+    async def lend(self, wait: float | None = None) -> AsyncIterator[AsyncPooledConnection]:
+        """A checked connection of the main pool, for a caller that handles the psycopg errors of its body."""
+        conn = await self._getconn(wait)
         try:
-            return await self.pool.getconn(wait)
+            yield conn
+        finally:
+            await self.pool.putconn(conn)
+
+    async def _getconn(self, wait: float | None = None) -> AsyncPooledConnection:
+        """A connection of the main pool that passed ``check_connection``; ``wait``: the most seconds to wait.
+
+        A dead one (the server restarted, its backend was terminated) is closed and given back, for
+        the pool to replace at once, and the next one taken without a pause: the pool's own check
+        sleeps 1 s, then 2 s, then 4 s between dead connections, so every call after a restart
+        stalled for seconds, past a short lease (ADR 050).
+        """
+        deadline = time.monotonic() + (self.pool.timeout if wait is None else wait)
+        try:
+            while True:
+                conn = await self.pool.getconn(max(deadline - time.monotonic(), 0.0))
+                try:
+                    await check_connection(conn)
+                except psycopg.Error:
+                    await conn.close()
+                    await self.pool.putconn(conn)
+                    continue
+                except BaseException:
+                    await self.pool.putconn(conn)
+                    raise
+                return conn
         except psycopg.Error as exc:
             raise_translated(exc)
 

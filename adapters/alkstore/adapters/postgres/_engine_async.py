@@ -25,7 +25,7 @@ from psycopg.rows import BaseRowFactory, scalar_row
 
 from alkstore import engine as port
 from alkstore.engine import Clock, StopToken, claim_order, plan_tick, redact
-from alkstore.errors import LeaseLost
+from alkstore.errors import AlkstoreError, LeaseLost
 
 from . import _migrate_async, _rows
 from ._clock_async import AsyncDatabaseClock
@@ -207,9 +207,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
         if parked:
             # A claim parked in conn.notifies() elsewhere wakes only through its socket.
             try:
-                async with self._connections.pool.connection(timeout=1.0) as conn:
+                async with self._connections.lend(wait=1.0) as conn:
                     await conn.execute(self._sql.notify_queues, {"schema": self._schema, "queues": parked})
-            except psycopg.Error as exc:
+            except (psycopg.Error, AlkstoreError) as exc:
                 log.warning("could not wake the claims parked on %s at close: %s", parked, exc)
         await self._connections.close()
 
@@ -342,7 +342,7 @@ class AsyncPostgresEngine(port.AsyncEngine):
         """
         in_body = False
         try:
-            async with self._connections.pool.connection() as conn, conn.transaction():
+            async with self._connections.lend() as conn, conn.transaction():
                 in_body = True
                 yield conn
                 in_body = False
