@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +20,9 @@ from ._acompat import AThreads
 from ._args import check_opts
 from ._codec import Codec
 from ._engine_async import AsyncEngine
-from ._lifecycle import Decoded, Undecodable, decode_claimed
+from ._lifecycle import Decoded, Undecodable, claimed_late, decode_claimed, lease_until
 from ._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_defaults, stamp_enqueue
-from ._port import Burial, ClaimRequest, Held, JobRecord, NewSchedule, QueueConfig, ScheduleRecord
+from ._port import Burial, ClaimRequest, Heartbeat, Held, JobRecord, NewSchedule, QueueConfig, ScheduleRecord
 from ._queue_async import AsyncJob
 from ._records import JobId, fields_of, job_ids, new_jobs
 from ._results import done
@@ -185,6 +186,8 @@ class AsyncKernel:
                 acks = ()
             else:
                 records = await engine.claim(request)
+            if records:
+                records = await self._renew_late(records, defaults)
             if self.telemetry is not None and records:
                 self.telemetry.claimed(records, now)
             jobs: list[AsyncJob] = []
@@ -208,6 +211,31 @@ class AsyncKernel:
             if handed_back:
                 raise handed_back[0]
             # Every job claimed was undecodable and is buried now: look for another.
+
+    async def _renew_late(self, records: list[JobRecord], defaults: QueueDefaults) -> list[JobRecord]:
+        """The claimed ``records`` with their leases still live: those a late claim returned with a third
+        gone are renewed (fenced, as a heartbeat), and any another claim took meanwhile are left to it,
+        unrun (ADR 050)."""
+        now = self.clock.now()
+        late = {
+            record.id: lease_until(record, defaults, now) for record in records if claimed_late(record, defaults, now)
+        }
+        if not late:
+            return records
+        beats = [Heartbeat(record.id, record.fence, late[record.id]) for record in records if record.id in late]
+        taken = {pair.job_id for pair in await self.live().heartbeat(beats)}
+        log.warning(
+            "a claim of %r returned late: %d leases renewed before their jobs ran, %d taken by another claim "
+            "meanwhile and left to it",
+            records[0].queue,
+            len(late) - len(taken),
+            len(taken),
+        )
+        return [
+            replace(record, lease_until=late[record.id]) if record.id in late else record
+            for record in records
+            if record.id not in taken
+        ]
 
     async def finished(self, job: AsyncJob, result: Any, started_at: datetime | None = None) -> Held:
         """The ack of ``job`` that succeeded with ``result``: kept as a ``Done`` when its queue keeps results

@@ -148,6 +148,15 @@ def lease_until(record: JobRecord, defaults: QueueDefaults, now: datetime) -> da
     return now + visibility
 
 
+def claimed_late(record: JobRecord, defaults: QueueDefaults, now: datetime) -> bool:
+    """Whether the lease of a job whose claim returned at ``now`` is a third gone already: the claim's
+    instant was read before it waited (for a connection, on a stalled host), so the lease it granted
+    may even be born lapsed, for the next claim's sweep to take. Such a lease is renewed before the
+    job is handed out (ADR 050)."""
+    visibility = record.visibility if record.visibility is not None else defaults.visibility_timeout
+    return record.lease_until is not None and (record.lease_until - now) * 3 < visibility * 2
+
+
 def claim_wait(deadline: datetime, now: datetime, poll_interval: float) -> float | None:
     """How long a waiting claim parks before it looks again (wall seconds), or ``None`` once its wait is over.
 
