@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -161,3 +163,59 @@ def test_no_span_and_no_span_attributes_are_built_when_no_tracer_would_record(
     assert isinstance(enqueued, NumberDataPoint)
     assert isinstance(ran, HistogramDataPoint)
     assert (enqueued.value, ran.count) == (2, 1)  # metrics are kept whatever the tracer records
+
+
+def _queue_waits(reader: InMemoryMetricReader) -> tuple[int, float]:
+    """The queue-wait histogram's count and sum, as a collection now reads them."""
+    data = reader.get_metrics_data()
+    assert data is not None
+    (scope,) = data.resource_metrics[0].scope_metrics
+    (point,) = next(metric for metric in scope.metrics if metric.name == otel.QUEUE_WAIT).data.data_points
+    assert isinstance(point, HistogramDataPoint)
+    return point.count, point.sum
+
+
+def test_every_kept_measurement_reaches_each_collection_and_none_twice_however_threads_interleave() -> None:
+    """The histograms keep measurements and hand them over in batches (ADR 051): a collection sees
+    every one recorded before it, even fewer than a batch, and threads recording while others
+    collect lose none and double none."""
+
+    reader = InMemoryMetricReader()
+    telemetry = Telemetry(meter_provider=MeterProvider([reader]), queue_depth=False)
+    clock = ManualClock(MIDNIGHT)
+    with alkstore.open("memory://", clock=clock, telemetry=telemetry) as store:
+        store.queue("q").enqueue(1)
+        clock.advance(2)
+        job = store.queue("q").claim("w")
+        assert job is not None
+        record = kernel_of(store).record_of(job)
+    later = clock.now()
+    telemetry.claimed([record] * 2, later)
+    assert _queue_waits(reader) == (3, 6.0), "fewer than a batch: handed over at the collection"
+
+    threads, per_thread = 4, 3 * _telemetry.BATCH + 7
+    done = threading.Event()
+
+    def claims() -> None:
+        for _ in range(per_thread):
+            telemetry.claimed([record], later)
+
+    def collections() -> None:
+        while not done.is_set():
+            reader.get_metrics_data()
+
+    collector = threading.Thread(target=collections)
+    workers = [threading.Thread(target=claims) for _ in range(threads)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch every few bytecodes: a hand-over that can lose one, does
+    try:
+        collector.start()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        done.set()
+        collector.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert _queue_waits(reader) == (3 + threads * per_thread, 2.0 * (3 + threads * per_thread))
