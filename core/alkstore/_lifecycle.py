@@ -142,10 +142,14 @@ def on_failure(
 # -- leases and waits -------------------------------------------------------------------------
 
 
+def lease_length(record: JobRecord, defaults: QueueDefaults) -> timedelta:
+    """How long a lease of the job lasts: its own visibility timeout, else its queue's."""
+    return record.visibility if record.visibility is not None else defaults.visibility_timeout
+
+
 def lease_until(record: JobRecord, defaults: QueueDefaults, now: datetime) -> datetime:
-    """Where a heartbeat at ``now`` moves a job's lease end: its own visibility timeout, else the queue's."""
-    visibility = record.visibility if record.visibility is not None else defaults.visibility_timeout
-    return now + visibility
+    """Where a heartbeat at ``now`` moves a job's lease end (``lease_length`` from ``now``)."""
+    return now + lease_length(record, defaults)
 
 
 def claimed_late(record: JobRecord, defaults: QueueDefaults, now: datetime) -> bool:
@@ -153,8 +157,7 @@ def claimed_late(record: JobRecord, defaults: QueueDefaults, now: datetime) -> b
     instant was read before it waited (for a connection, on a stalled host), so the lease it granted
     may even be born lapsed, for the next claim's sweep to take. Such a lease is renewed before the
     job is handed out (ADR 050)."""
-    visibility = record.visibility if record.visibility is not None else defaults.visibility_timeout
-    return record.lease_until is not None and (record.lease_until - now) * 3 < visibility * 2
+    return record.lease_until is not None and (record.lease_until - now) * 3 < lease_length(record, defaults) * 2
 
 
 def claim_wait(deadline: datetime, now: datetime, poll_interval: float) -> float | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ._lifecycle import lease_until
+from ._lifecycle import lease_length, lease_until
 from ._port import Heartbeat
 from ._reporting_async import AsyncReporter
 from ._runs_async import AsyncRuns
@@ -95,8 +95,7 @@ class AsyncLiveness:
                 continue
             record = kernel.record_of(run.job)
             defaults = await kernel.defaults(run.job.queue)
-            visibility = record.visibility or defaults.visibility_timeout
-            if now - run.beat_at >= visibility / 3:
+            if now - run.beat_at >= lease_length(record, defaults) / 3:
                 due.append((run, lease_until(record, defaults, now)))
         if not due:
             return
