@@ -41,8 +41,11 @@ class Kind(StrEnum):
 
 
 #: The fault actions a nemesis records (``Event.action``); ``cut`` opens an outage, ``heal`` ends it;
-#: ``exhaust`` has a scheduler hold every connection of its pool for a while.
-FAULT_ACTIONS = frozenset({"kill", "stop", "cont", "restart", "cut", "heal", "exhaust"})
+#: ``exhaust`` has a scheduler hold every connection of its pool for a while; ``server_fast`` and
+#: ``server_immediate`` restart the database server (a clean shutdown, or a crash and recovery).
+FAULT_ACTIONS = frozenset(
+    {"kill", "stop", "cont", "restart", "cut", "heal", "exhaust", "server_fast", "server_immediate"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +116,12 @@ class HistoryWriter:
     loses at most the line being written (the loader drops a torn last line).
     """
 
-    def __init__(self, directory: Path, process: str, *, fsync: bool = False) -> None:
+    def __init__(self, directory: Path, process: str, *, fsync: bool = False, wall_offset: float | None = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.process = process
+        #: ``wall`` as ``mono`` plus this offset (the run's one host clock) rather than this process's
+        #: own wall clock, which may be skewed on purpose (``faketime``); ``None``: ``time.time()``.
+        self._wall_offset = wall_offset
         self._fd = os.open(directory / f"{process}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._fsync = fsync
         self._seq = 0
@@ -123,7 +129,9 @@ class HistoryWriter:
     def log(self, kind: Kind, *, began: float | None = None, **fields: Any) -> Event:
         """Record ``kind`` now, with ``fields`` (the optional fields of ``Event``); return the event."""
         self._seq += 1
-        event = Event(kind, self.process, self._seq, time.monotonic(), time.time(), began, **fields)
+        mono = time.monotonic()
+        wall = time.time() if self._wall_offset is None else mono + self._wall_offset
+        event = Event(kind, self.process, self._seq, mono, wall, began, **fields)
         os.write(self._fd, (event.to_json() + "\n").encode())
         if self._fsync:
             os.fsync(self._fd)

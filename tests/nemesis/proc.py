@@ -11,6 +11,7 @@ steps that returned are history.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import random
@@ -18,12 +19,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import alkstore
-from alkstore import DatabaseUnavailable, Fire, Job, StopToken
+from alkstore import AsyncJob, DatabaseUnavailable, Fire, Job, StopToken
 
 from . import record
 from .history import HistoryWriter, Kind
@@ -54,6 +55,13 @@ KEY_SPAN = 100
 #: of a lease on the next, so the first holder's late ack comes while the next holder runs; ``beat``
 #: runs for two leases, heartbeating every 0.4 of one (it stops early once its lease is lost).
 TAGS = {"ok": 78, "fail": 14, "bury": 4, "slow": 2, "beat": 2}
+#: The most jobs a producer enqueues in one batch.
+BATCH = 5
+#: Unique jobs: the keys producers share (few, so a key is often still unfinished when the next enqueue
+#: of it comes, and returns that job), and their ``max_attempts`` (one for every key, since a returned
+#: job keeps the attempts it was stored with).
+UNIQUE_KEYS = 20
+UNIQUE_ATTEMPTS = 3
 
 
 T = TypeVar("T")
@@ -81,7 +89,8 @@ def _patiently(stop: StopToken, step: Callable[[], T]) -> T | None:
 
 
 def produce(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) -> None:
-    """Enqueue tagged jobs (varied ``max_attempts``) and keyed outbox messages, half committed, half rolled back."""
+    """Enqueue tagged jobs (varied ``max_attempts``; one at a time, in batches, or under a unique key) and
+    keyed outbox messages, half committed, half rolled back (unique jobs: committed)."""
     rng = random.Random(args.seed)
     tags, weights = list(TAGS), list(TAGS.values())
     sent = 0
@@ -89,9 +98,16 @@ def produce(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) ->
         while store is not None and not stop.is_cancelled():
             commit = rng.random() < 0.5
             try:
-                if rng.random() < 0.7:
+                draw = rng.random()
+                if draw < 0.55:
                     tag = rng.choices(tags, weights)[0]
                     record.enqueue(writer, store, QUEUE, tag, commit=commit, max_attempts=rng.randint(1, 4))
+                elif draw < 0.62:
+                    batch = rng.choices(tags, weights, k=rng.randint(2, BATCH))
+                    record.enqueue_batch(writer, store, QUEUE, batch, commit=commit, max_attempts=rng.randint(1, 4))
+                elif draw < 0.7:
+                    key = f"u{rng.randrange(UNIQUE_KEYS)}"
+                    record.enqueue_unique(writer, store, QUEUE, key, max_attempts=UNIQUE_ATTEMPTS)
                 else:
                     sent += 1
                     message, key = f"{writer.process}-{sent}", f"{rng.choice(KEYS)}.{sent // KEY_SPAN}"
@@ -144,6 +160,59 @@ def work(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) -> No
                     record.ack(writer, job)
             except DatabaseUnavailable:
                 stop.wait(BACKOFF_S)
+
+
+async def _abeat(writer: HistoryWriter, job: AsyncJob) -> None:
+    """``_beat`` on the async runtime."""
+    for _ in range(5):
+        await asyncio.sleep(LEASE_S * 0.4)
+        try:
+            if not await record.aheartbeat(writer, job):
+                return
+        except DatabaseUnavailable:
+            continue
+
+
+def _abody(writer: HistoryWriter, job: AsyncJob) -> Callable[[], Awaitable[None]]:
+    """``_body`` on the async runtime."""
+    tag = job.payload["tag"]
+
+    async def body() -> None:
+        if tag == "beat":
+            await _abeat(writer, job)
+        if tag == "slow":
+            await asyncio.sleep(LEASE_S * (1.5 if job.attempts == 1 else 0.8))
+        if tag == "bury" or (tag == "fail" and job.attempts == 1):
+            raise RuntimeError(f"{tag} on cue")
+
+    return body
+
+
+async def awork(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) -> None:
+    """``work`` on the async runtime: an ``AsyncStore`` and its jobs, the same steps and events."""
+    store: alkstore.AsyncStore | None = None
+    while store is None and not stop.is_cancelled():
+        try:
+            store = await alkstore.open_async(args.url, schema=args.schema, min_size=0, max_size=2)
+        except DatabaseUnavailable:
+            await asyncio.sleep(BACKOFF_S)
+    if store is None:
+        return
+    async with store:
+        while not stop.is_cancelled():
+            try:
+                job = await record.aclaim(writer, store, QUEUE)
+                if job is None:
+                    await asyncio.sleep(0.05)
+                    continue
+                try:
+                    await record.arun(writer, job, _abody(writer, job))
+                except RuntimeError as exc:
+                    await record.aretry(writer, job, str(exc))
+                else:
+                    await record.aack(writer, job)
+            except DatabaseUnavailable:
+                await asyncio.sleep(BACKOFF_S)
 
 
 def _exhaust(store: alkstore.Store, stop: StopToken) -> None:
@@ -219,19 +288,22 @@ def sink_messages(run: Path) -> set[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one role until SIGTERM; 0 after a clean stop."""
     parser = argparse.ArgumentParser(prog="python -m tests.nemesis.proc")
-    parser.add_argument("role", choices=["producer", "worker", "scheduler", "courier"])
+    parser.add_argument("role", choices=["producer", "worker", "async-worker", "scheduler", "courier"])
     parser.add_argument("--id", required=True, help="the process's name in the history (one file each)")
     parser.add_argument("--url", required=True)
     parser.add_argument("--schema", required=True)
     parser.add_argument("--run", type=Path, required=True, help="the run directory")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rate", type=float, default=25.0, help="a producer's steps per second, about")
+    parser.add_argument(
+        "--wall-offset", type=float, help="log wall time as the monotonic clock plus this (the run's host clock)"
+    )
     args = parser.parse_args(argv)
     signals = {signal.SIGTERM, signal.SIGINT, signal.SIGUSR1}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # the threads started below inherit the mask
     stop, exhaust = StopToken(), threading.Event()
     failed: list[BaseException] = []
-    writer = HistoryWriter(args.run / "history", args.id)
+    writer = HistoryWriter(args.run / "history", args.id, wall_offset=args.wall_offset)
 
     def body() -> None:
         try:
@@ -239,6 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 produce(args, writer, stop)
             elif args.role == "worker":
                 work(args, writer, stop)
+            elif args.role == "async-worker":
+                asyncio.run(awork(args, writer, stop))
             elif args.role == "scheduler":
                 schedule(args, writer, stop, exhaust)
             else:

@@ -1,5 +1,6 @@
-"""The nemesis run: producers, workers, schedulers and couriers as OS processes on a fresh schema, faults
-injected on a seeded schedule, then heal, drain, snapshot and check.
+"""The nemesis run: producers, workers (sync and async), schedulers and couriers as OS processes, half of
+them on skewed wall clocks, on a PostgreSQL cluster of the run's own; faults injected on a seeded
+schedule (the server restarted among them), then heal, drain, snapshot and check.
 
 ``python -m tests.nemesis.run --operations 1000000 --seed 7 --out DIR`` runs until the
 processes logged that many operations and every fault kind was injected, then checks the
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,14 +33,18 @@ from .checker import Params, judged_boundaries
 from .harness import check_run, read_snapshot
 from .history import HistoryWriter, Kind, load_history
 from .proc import LEASE_S, OUTBOX, QUEUE, sink_messages
+from .server import Cluster
 
 __all__ = ["FAULT_KINDS", "PARAMS", "Config", "Result", "main", "nemesis_run"]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What the checker allows: the scheduler's 10 s lease, a new leader's catch-up, one host's clocks.
 PARAMS = Params(ttl=10.0, catch_up=5.0, slack=0.5, ordered_outboxes=frozenset({OUTBOX}))
-#: The faults the nemesis chooses among (``stop`` brings its ``cont``, ``cut`` its ``heal``).
-FAULT_KINDS = ("kill", "stop", "restart", "cut", "exhaust")
+#: The faults the nemesis chooses among (``stop`` brings its ``cont``, ``cut`` its ``heal``; ``server_*``
+#: restart the database server, cleanly or by a crash).
+FAULT_KINDS = ("kill", "stop", "restart", "cut", "exhaust", "server_fast", "server_immediate")
+#: Wall-clock skews an incarnation may run under (``faketime``), seconds, drawn evenly: half run skewed.
+SKEWS = (0, 0, 60, -60)
 #: How long a process asked to stop (SIGTERM) may take before it is killed instead.
 STOP_PATIENCE_S = 30.0
 
@@ -60,7 +66,8 @@ class Config:
     #: Seconds between two faults, drawn uniformly.
     gap: tuple[float, float] = (0.5, 2.5)
     producers: int = 2
-    workers: int = 3
+    workers: int = 2
+    async_workers: int = 1
     schedulers: int = 2
     couriers: int = 2
     #: A producer's steps per second, about.
@@ -86,6 +93,8 @@ class Result:
     drained: bool = False
     #: How many schedule boundaries ``missed_fire`` judged (the rest lay near a fault).
     judged: int = 0
+    #: Process incarnations started, by their wall clock's skew in seconds.
+    skews: Counter[int] = field(default_factory=Counter)
     seconds: float = 0.0
 
 
@@ -93,16 +102,30 @@ class Child:
     """One incarnation of a role's process (``worker-1.2``: worker 1, started the second time)."""
 
     def __init__(
-        self, role: str, index: int, generation: int, run: Path, url: str, schema: str, seed: int, rate: float
+        self,
+        role: str,
+        index: int,
+        generation: int,
+        run: Path,
+        url: str,
+        schema: str,
+        seed: int,
+        rate: float,
+        skew: int = 0,
     ):
-        self.role, self.index, self.generation = role, index, generation
+        self.role, self.index, self.generation, self.skew = role, index, generation, skew
         self.name = f"{role}-{index}.{generation}"
         self.stopped = False
         (run / "logs").mkdir(exist_ok=True)
         self._log: IO[str] = open(run / "logs" / f"{self.name}.log", "w", encoding="utf-8")  # noqa: SIM115
+        # Every process logs wall time on this host's clock (its own may be skewed below).
+        offset = time.time() - time.monotonic()
         command = [sys.executable, "-m", "tests.nemesis.proc", role, "--id", self.name, "--url", url]
         command += ["--schema", schema, "--run", str(run), "--seed", str(seed), "--rate", str(rate)]
+        command += ["--wall-offset", repr(offset)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if skew:
+            env.update(_skewed(skew))
         self.proc = subprocess.Popen(
             command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
         )
@@ -147,8 +170,11 @@ class Ops:
 class Nemesis:
     """The run's processes, and the faults done to them, each logged as a ``fault`` event."""
 
-    def __init__(self, config: Config, run: Path, url: str, schema: str, proxy: Proxy, result: Result) -> None:
+    def __init__(
+        self, config: Config, run: Path, url: str, schema: str, proxy: Proxy, result: Result, server: Cluster
+    ) -> None:
         self.config, self.run, self.url, self.schema, self.proxy, self.result = config, run, url, schema, proxy, result
+        self.server = server
         self.rng = random.Random(config.seed)
         self.writer = HistoryWriter(run / "history", "nemesis")
         self.ops = Ops(run / "history")
@@ -160,9 +186,10 @@ class Nemesis:
     def start(self, role: str, index: int) -> Child:
         self.generations[role, index] += 1
         seed = self.rng.randrange(2**32)
-        child = Child(
-            role, index, self.generations[role, index], self.run, self.url, self.schema, seed, self.config.rate
-        )
+        skew = self.rng.choice(SKEWS)
+        generation = self.generations[role, index]
+        child = Child(role, index, generation, self.run, self.url, self.schema, seed, self.config.rate, skew)
+        self.result.skews[skew] += 1
         self.children[role, index] = child
         return child
 
@@ -170,6 +197,7 @@ class Nemesis:
         counts = {
             "producer": self.config.producers,
             "worker": self.config.workers,
+            "async-worker": self.config.async_workers,
             "scheduler": self.config.schedulers,
             "courier": self.config.couriers,
         }
@@ -207,6 +235,10 @@ class Nemesis:
     def act(self, kind: str) -> None:
         """One fault of ``kind`` on a target drawn from the seeded generator."""
         rng = self.rng
+        if kind.startswith("server_"):
+            self.fault(kind)
+            self.server.restart(kind.removeprefix("server_"))
+            return
         if kind == "cut":
             self.proxy.cut()
             self.cut = True
@@ -313,22 +345,48 @@ def _drained(store: alkstore.Store, queues: Sequence[str]) -> bool:
     return True
 
 
-def nemesis_run(config: Config, dsn: str, out: Path) -> Result:
-    """Run the nemesis on a fresh schema of the server at ``dsn``, in the run directory ``out``; check it."""
-    from alkstore.adapters.postgres.testing import drop_schema, unique_schema
+_SKEWED: dict[int, dict[str, str]] = {}
+
+
+def _skewed(skew: int) -> dict[str, str]:
+    """The environment that runs a process with its wall clock ``skew`` seconds off (libfaketime preloaded).
+
+    Read once from ``faketime`` itself, then given to the process directly: ``faketime`` runs its
+    program as a child, so a signal meant for the program would reach only the wrapper. The
+    monotonic clock is left alone, as on a real host whose wall clock is off (ADR 015).
+    """
+    if skew not in _SKEWED:
+        program = shutil.which("faketime")
+        if program is None:
+            raise RuntimeError("faketime is not installed (apt-get install faketime): the nemesis skews clocks")
+        probe = "import json, os; print(json.dumps({k: os.environ[k] for k in ('LD_PRELOAD', 'FAKETIME')}))"
+        done = subprocess.run(
+            [program, "-f", f"{skew:+d}s", sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        )
+        _SKEWED[skew] = {**json.loads(done.stdout), "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    return _SKEWED[skew]
+
+
+def nemesis_run(config: Config, out: Path) -> Result:
+    """Run the nemesis on a PostgreSQL cluster of its own (it restarts the server), in the run
+    directory ``out``; check it."""
+    from alkstore.adapters.postgres.testing import unique_schema
 
     began = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
+    for skew in {skew for skew in SKEWS if skew}:
+        _skewed(skew)  # no faketime: fail now, not in the first skewed process
     result = Result(out)
     schema = unique_schema("nemesis")
     (out / "run.json").write_text(json.dumps({"schema": schema, **asdict(config)}, indent=1), encoding="utf-8")
-    try:
+    with Cluster() as server:
+        dsn = server.url
         with alkstore.open(dsn, schema=schema, migrate=True, min_size=0, max_size=2) as store, Proxy(dsn) as proxy:
             store.queue(QUEUE).configure(visibility_timeout=LEASE_S, backoff_base=0.1, backoff_cap=0.5)
             outbox = store.outbox(OUTBOX)
             outbox.configure(visibility_timeout=3.0, max_attempts=20, backoff_base=0.1, backoff_cap=0.5)
             queues = [QUEUE, outbox.queue]
-            nemesis = Nemesis(config, out, proxy.url, schema, proxy, result)
+            nemesis = Nemesis(config, out, proxy.url, schema, proxy, result, server)
             try:
                 nemesis.start_all()
                 nemesis.storm()
@@ -345,10 +403,8 @@ def nemesis_run(config: Config, dsn: str, out: Path) -> Result:
             finally:
                 nemesis.close()
         (out / "snapshot.json").write_text(snapshot.to_json(), encoding="utf-8")
-        result.anomalies = check_run(out, PARAMS)
-        result.judged = judged_boundaries(load_history(out / "history"), PARAMS)
-    finally:
-        drop_schema(dsn, schema)
+    result.anomalies = check_run(out, PARAMS)
+    result.judged = judged_boundaries(load_history(out / "history"), PARAMS)
     result.seconds = time.monotonic() - began
     return result
 
@@ -359,19 +415,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--operations", type=int, default=DEFAULT.operations)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="the run directory (history/, snapshot.json, logs/)")
-    parser.add_argument("--url", help="the server (default: ALKSTORE_TEST_DSN or the local server)")
+    parser.add_argument("--rate", type=float, default=DEFAULT.rate, help="a producer's steps per second, about")
     parser.add_argument("--faults", type=int, default=DEFAULT.faults, help="faults to inject at least")
     parser.add_argument("--calm", type=float, default=DEFAULT.calm, help="quiet seconds between storms")
     parser.add_argument("--calm-every", type=int, default=DEFAULT.calm_every, help="faults per storm")
     parser.add_argument("--max-seconds", type=float, default=DEFAULT.max_seconds)
     args = parser.parse_args(argv)
-    dsn = args.url
-    if dsn is None:
-        from alkstore.adapters.postgres.testing import find_server
-
-        dsn, reason = find_server()
-        if dsn is None:
-            parser.error(reason)
     config = Config(
         seed=args.seed,
         operations=args.operations,
@@ -379,9 +428,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_seconds=args.max_seconds,
         calm=args.calm,
         calm_every=args.calm_every,
+        rate=args.rate,
     )
-    result = nemesis_run(config, dsn, args.out)
+    result = nemesis_run(config, args.out)
     print(f"{result.operations} operations in {result.seconds:.0f} s; faults {dict(sorted(result.faults.items()))}")
+    print(f"incarnations by clock skew (s): {dict(sorted(result.skews.items()))}")
     print(f"drained: {result.drained}; crashed: {result.crashed or 'none'}; boundaries judged: {result.judged}")
     print("\n".join(result.anomalies) if result.anomalies else "no anomaly")
     return 1 if result.anomalies or result.crashed or not result.drained else 0

@@ -1,4 +1,5 @@
-"""The short nemesis run: every process kind on real PostgreSQL, every fault kind, and the checker finds nothing.
+"""The short nemesis run: every process kind on a PostgreSQL cluster of its own (the server restarted among
+the faults), workers of both runtimes, skewed clocks, every fault kind, and the checker finds nothing.
 
 About a minute of wall time: a calm lead-in (so boundaries before the first fault are checked
 for misses), then faults until a few thousand operations are logged, then heal, drain and
@@ -21,8 +22,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 SHORT = Config(seed=20261201, operations=2500, faults=12, calm=24.0, calm_every=0, max_seconds=90.0)
 
 
-def test_a_short_nemesis_run_injects_every_fault_and_the_checker_finds_no_anomaly(pg_dsn: str, tmp_path: Path) -> None:
-    result = nemesis_run(SHORT, pg_dsn, tmp_path / "run")
+def test_a_short_nemesis_run_injects_every_fault_and_the_checker_finds_no_anomaly(tmp_path: Path) -> None:
+    result = nemesis_run(SHORT, tmp_path / "run")
     assert result.anomalies == [], "\n".join(result.anomalies)
     assert result.crashed == []
     assert result.drained, "the queues drained once the faults ended"
@@ -47,3 +48,12 @@ def test_a_short_nemesis_run_injects_every_fault_and_the_checker_finds_no_anomal
     }
     assert {kind for kind in lived if kinds[kind] == 0} == set(), "every step was taken at least once"
     assert any(event.kind is Kind.ACK and event.ok is False for event in events), "a lapsed lease's ack was refused"
+    assert result.skews[60] >= 1, "processes ran with their wall clocks a minute ahead"
+    assert result.skews[-60] >= 1, "and a minute behind"
+    acked_by = {event.process.split("-")[0] for event in events if event.kind is Kind.ACK and event.ok}
+    assert {"worker", "async"} <= acked_by, "workers of both runtimes acked jobs"
+    assert any(event.key and event.key.startswith("u") for event in events if event.kind is Kind.ENQUEUE_COMMITTED)
+    calls = Counter(
+        (event.process, event.began) for event in events if event.kind is Kind.ENQUEUE_COMMITTED and event.began
+    )
+    assert max(calls.values()) > 1, "a batch enqueue committed several jobs in one call"
