@@ -53,6 +53,15 @@ LISTINGS = {
 COLUMNS = {"priority": "priority", "run_at": "run_at", "died_at": "died_at", "id": "id"}
 
 
+@pytest.fixture(autouse=True)
+def expanded_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here reads the statements as ``_sql`` expands the files when the test runs, not the
+    copy made at import: so what these tests check is the expansion itself (the orders, the keysets)."""
+    templates, per_call = _sql._templates()
+    monkeypatch.setattr(_sql, "_TEMPLATES", templates)
+    monkeypatch.setattr(_sql, "_PER_CALL_TEMPLATES", per_call)
+
+
 def engine_sources() -> Iterator[Path]:
     """The adapter's modules but ``_sql``: the async sources, never the sync twins generated from them."""
     for path in sorted(ADAPTER.glob("*.py")):
@@ -214,21 +223,26 @@ def filled(open_store: Any, clock: ManualClock) -> Store:
     return store
 
 
-def listing(store: Store, phase: JobPhase, limit: int, after: JobRecord | None = None) -> list[JobRecord]:
+def listing(
+    store: Store, phase: JobPhase, limit: int, after: JobRecord | None = None, reverse: bool = False
+) -> list[JobRecord]:
     engine = engine_of(store)
     key = None if after is None else key_of(after, phase)
-    return engine.list_jobs(JobQuery("orders", phase, store.clock.now(), limit, key))
+    return engine.list_jobs(JobQuery("orders", phase, store.clock.now(), limit, key, reverse=reverse))
 
 
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reversed"])
 @pytest.mark.parametrize("phase", list(LISTINGS))
-def test_each_page_of_a_listing_follows_its_key_in_the_order_core_declares(filled: Store, phase: JobPhase) -> None:
-    everything = listing(filled, phase, 1000)
+def test_each_page_of_a_listing_follows_its_key_in_the_order_core_declares(
+    filled: Store, phase: JobPhase, reverse: bool
+) -> None:
+    everything = listing(filled, phase, 1000, reverse=reverse)
     assert len(everything) >= 4, [job.id for job in everything]
-    expected = sorted(everything, key=listing_order(phase))
+    expected = sorted(everything, key=listing_order(phase, reverse))
     assert [job.id for job in everything] == [job.id for job in expected]
     for job in everything:
-        after = [other.id for other in expected if after_key(other, key_of(job, phase), phase)]
-        assert [other.id for other in listing(filled, phase, 3, job)] == after[:3], job
+        after = [other.id for other in expected if after_key(other, key_of(job, phase), phase, reverse)]
+        assert [other.id for other in listing(filled, phase, 3, job, reverse)] == after[:3], job
 
 
 def test_claims_take_the_ready_jobs_one_by_one_in_the_declared_claim_order(filled: Store) -> None:
@@ -239,6 +253,32 @@ def test_claims_take_the_ready_jobs_one_by_one_in_the_declared_claim_order(fille
     while jobs := engine.claim(request):
         claimed.extend(job.id for job in jobs)
     assert claimed == [job.id for job in ready]
+
+
+def test_the_lease_probe_alone_finds_its_queues_first_lapsed_lease(
+    open_store: Any, clock: ManualClock, pg_module_schema: str
+) -> None:
+    """``lease_probe`` runs inside the claim, and alone where its cost is inspected (bench/churn.py):
+    alone, it answers the lease of its queue's running jobs that lapsed first, one lapsing at ``now``
+    included, and nothing of another queue or of a job not running."""
+    store: Store = open_store(clock=clock)
+    engine = engine_of(store)
+    for queue in ("probed", "probed-other"):
+        store.queue(queue).enqueue_many([1, 2, 3, 4])
+    start = clock.now()
+
+    def claim(queue: str, seconds: int) -> None:
+        assert engine.claim(ClaimRequest(queue, "w", clock.now(), timedelta(seconds=seconds)))
+
+    claim("probed-other", 1)  # lapsed first, in another queue
+    claim("probed", 10)
+    claim("probed", 10)  # two leases lapse at the same instant: one row says so
+    clock.advance(5)
+    claim("probed", 10)  # lapses after now, and one job stays pending
+    lease_probe = Statements.for_schema(pg_module_schema).lease_probe
+    with engine.pool.connection() as conn:
+        found = conn.execute(lease_probe, {"queue": "probed", "now": start + timedelta(seconds=10)}).fetchall()
+    assert found == [(start + timedelta(seconds=10),)]
 
 
 def test_the_workers_claim_is_planned_once_and_not_at_every_call(pg_dsn: str, pg_module_schema: str) -> None:
