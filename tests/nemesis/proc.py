@@ -29,10 +29,16 @@ from alkstore import AsyncJob, DatabaseUnavailable, Fire, Job, StopToken
 from . import record
 from .history import HistoryWriter, Kind
 
-__all__ = ["HOLD_S", "OUTBOX", "PULSES", "QUEUE", "SCHEDULE", "SINK", "main", "sink_messages"]
+#: The processes' roles: ``worker`` and ``async-worker`` are thin recorded loops; ``task-worker`` and
+#: ``task-async-worker`` run alkstore's ``Worker`` and ``AsyncWorker`` over ``chore``.
+ROLES = ("producer", "worker", "async-worker", "task-worker", "task-async-worker", "scheduler", "courier")
+
+__all__ = ["CHORES", "HOLD_S", "OUTBOX", "PULSES", "QUEUE", "ROLES", "SCHEDULE", "SINK", "main", "sink_messages"]
 
 #: The work queue, the outbox, and the schedule with the queue it fires onto (nothing consumes it).
 QUEUE = "work"
+#: The queue of ``chore`` runs, served by alkstore's own ``Worker`` and ``AsyncWorker``.
+CHORES = "chores"
 OUTBOX = "events"
 SCHEDULE = "pulse"
 PULSES = "pulses"
@@ -57,6 +63,8 @@ KEY_SPAN = 100
 TAGS = {"ok": 78, "fail": 14, "bury": 4, "slow": 2, "beat": 2}
 #: The most jobs a producer enqueues in one batch.
 BATCH = 5
+#: How long a task worker asked to stop waits for its runs (longer than any: none is handed back).
+TASK_GRACE_S = 10.0
 #: Unique jobs: the keys producers share (few, so a key is often still unfinished when the next enqueue
 #: of it comes, and returns that job), and their ``max_attempts`` (one for every key, since a returned
 #: job keeps the attempts it was stored with).
@@ -64,7 +72,40 @@ UNIQUE_KEYS = 20
 UNIQUE_ATTEMPTS = 3
 
 
+#: A chore's run is given up after this (its ``overrun`` tag outlasts it on the first attempt); longer
+#: than a ``long`` chore, which runs two leases while its worker heartbeats it.
+CHORE_TIMEOUT_S = 4.0
+#: Chore tags by weight: as ``TAGS``; ``long`` runs two leases (the worker heartbeats it), ``overrun``
+#: runs past its timeout on its first attempt (the worker gives the run up and retries the job).
+CHORE_TAGS = {"ok": 76, "fail": 12, "bury": 4, "long": 4, "overrun": 4}
+#: The history a task worker's chores log to (one writer per process, set by ``main``).
+_history: list[HistoryWriter] = []
+
 T = TypeVar("T")
+
+TASKS = alkstore.Tasks()
+
+
+@TASKS.task("chore", queue=CHORES, timeout=CHORE_TIMEOUT_S)
+def chore(tag: str) -> None:
+    """A task run by alkstore's ``Worker`` or ``AsyncWorker``: it logs its claim (fence and lease end, as
+    the run sees them), its run, and the ack the worker will make once it returns; the worker's own
+    heartbeats, retries and acks are not seen (README.md)."""
+    writer, job = _history[0], alkstore.current_job()
+    held = {"job": job.id, "fence": job.fence, "worker": writer.process}
+    writer.log(Kind.CLAIM, lease_until=job.lease_until.timestamp(), **held)
+    writer.log(Kind.RUN_START, **held)
+    try:
+        if tag == "long":
+            job.stop.wait(LEASE_S * 2)  # ends early once the lease is lost
+        if tag == "overrun" and job.attempts == 1:
+            job.stop.wait(CHORE_TIMEOUT_S * 3)  # the timeout cancels it
+        if tag == "bury" or (tag == "fail" and job.attempts == 1):
+            raise RuntimeError(f"{tag} on cue")
+    finally:
+        writer.log(Kind.RUN_END, **held)
+    if not job.stop.is_cancelled():  # given up (timeout, lost lease): the worker will not ack it
+        writer.log(Kind.ACK, **held)
 
 
 @contextlib.contextmanager
@@ -89,25 +130,29 @@ def _patiently(stop: StopToken, step: Callable[[], T]) -> T | None:
 
 
 def produce(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) -> None:
-    """Enqueue tagged jobs (varied ``max_attempts``; one at a time, in batches, or under a unique key) and
-    keyed outbox messages, half committed, half rolled back (unique jobs: committed)."""
+    """Enqueue tagged jobs (varied ``max_attempts``; one at a time, in batches, under a unique key, or as
+    ``chore`` runs) and keyed outbox messages, half committed, half rolled back (unique jobs: committed)."""
     rng = random.Random(args.seed)
     tags, weights = list(TAGS), list(TAGS.values())
+    chore_tags, chore_weights = list(CHORE_TAGS), list(CHORE_TAGS.values())
     sent = 0
     with _opened(args, stop) as store:
         while store is not None and not stop.is_cancelled():
             commit = rng.random() < 0.5
             try:
                 draw = rng.random()
-                if draw < 0.55:
+                if draw < 0.45:
                     tag = rng.choices(tags, weights)[0]
                     record.enqueue(writer, store, QUEUE, tag, commit=commit, max_attempts=rng.randint(1, 4))
-                elif draw < 0.62:
+                elif draw < 0.52:
                     batch = rng.choices(tags, weights, k=rng.randint(2, BATCH))
                     record.enqueue_batch(writer, store, QUEUE, batch, commit=commit, max_attempts=rng.randint(1, 4))
-                elif draw < 0.7:
+                elif draw < 0.6:
                     key = f"u{rng.randrange(UNIQUE_KEYS)}"
                     record.enqueue_unique(writer, store, QUEUE, key, max_attempts=UNIQUE_ATTEMPTS)
+                elif draw < 0.72:
+                    tag = rng.choices(chore_tags, chore_weights)[0]
+                    record.enqueue_task(writer, store, chore, tag, commit=commit, max_attempts=rng.randint(1, 4))
                 else:
                     sent += 1
                     message, key = f"{writer.process}-{sent}", f"{rng.choice(KEYS)}.{sent // KEY_SPAN}"
@@ -188,14 +233,19 @@ def _abody(writer: HistoryWriter, job: AsyncJob) -> Callable[[], Awaitable[None]
     return body
 
 
-async def awork(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) -> None:
-    """``work`` on the async runtime: an ``AsyncStore`` and its jobs, the same steps and events."""
-    store: alkstore.AsyncStore | None = None
-    while store is None and not stop.is_cancelled():
+async def _aopened(args: argparse.Namespace, stop: StopToken) -> alkstore.AsyncStore | None:
+    """``_opened`` on the async runtime: the run's store, however long an outage lasts; ``None`` if stopped."""
+    while not stop.is_cancelled():
         try:
-            store = await alkstore.open_async(args.url, schema=args.schema, min_size=0, max_size=2)
+            return await alkstore.open_async(args.url, schema=args.schema, min_size=0, max_size=2)
         except DatabaseUnavailable:
             await asyncio.sleep(BACKOFF_S)
+    return None
+
+
+async def awork(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken) -> None:
+    """``work`` on the async runtime: an ``AsyncStore`` and its jobs, the same steps and events."""
+    store = await _aopened(args, stop)
     if store is None:
         return
     async with store:
@@ -213,6 +263,26 @@ async def awork(args: argparse.Namespace, writer: HistoryWriter, stop: StopToken
                     await record.aack(writer, job)
             except DatabaseUnavailable:
                 await asyncio.sleep(BACKOFF_S)
+
+
+def work_tasks(args: argparse.Namespace, stop: StopToken) -> None:
+    """alkstore's own ``Worker`` running ``chore`` (two at a time): it claims, heartbeats, times out,
+    retries and acks by itself."""
+    with _opened(args, stop) as store:
+        if store is not None:
+            worker = alkstore.Worker(store, TASKS, concurrency=2, grace=TASK_GRACE_S, worker_id=_history[0].process)
+            worker.run(stop)
+
+
+async def awork_tasks(args: argparse.Namespace, stop: StopToken) -> None:
+    """``work_tasks`` on the async runtime: ``AsyncWorker`` (a plain task runs on a thread)."""
+    store = await _aopened(args, stop)
+    if store is not None:
+        async with store:
+            worker = alkstore.AsyncWorker(
+                store, TASKS, concurrency=2, grace=TASK_GRACE_S, worker_id=_history[0].process
+            )
+            await worker.run(stop)
 
 
 def _exhaust(store: alkstore.Store, stop: StopToken) -> None:
@@ -288,7 +358,7 @@ def sink_messages(run: Path) -> set[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one role until SIGTERM; 0 after a clean stop."""
     parser = argparse.ArgumentParser(prog="python -m tests.nemesis.proc")
-    parser.add_argument("role", choices=["producer", "worker", "async-worker", "scheduler", "courier"])
+    parser.add_argument("role", choices=[*ROLES])
     parser.add_argument("--id", required=True, help="the process's name in the history (one file each)")
     parser.add_argument("--url", required=True)
     parser.add_argument("--schema", required=True)
@@ -304,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop, exhaust = StopToken(), threading.Event()
     failed: list[BaseException] = []
     writer = HistoryWriter(args.run / "history", args.id, wall_offset=args.wall_offset)
+    _history.append(writer)
 
     def body() -> None:
         try:
@@ -313,6 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 work(args, writer, stop)
             elif args.role == "async-worker":
                 asyncio.run(awork(args, writer, stop))
+            elif args.role == "task-worker":
+                work_tasks(args, stop)
+            elif args.role == "task-async-worker":
+                asyncio.run(awork_tasks(args, stop))
             elif args.role == "scheduler":
                 schedule(args, writer, stop, exhaust)
             else:

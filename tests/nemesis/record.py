@@ -27,6 +27,7 @@ __all__ = [
     "claim",
     "enqueue",
     "enqueue_batch",
+    "enqueue_task",
     "enqueue_unique",
     "heartbeat",
     "outbox",
@@ -75,6 +76,31 @@ def enqueue_batch(
     for job, tag in zip(jobs, tags, strict=True):
         writer.log(kind, began=began, job=job, queue=queue, tag=tag, max_attempts=max_attempts)
     return jobs
+
+
+def enqueue_task(
+    writer: HistoryWriter,
+    store: alkstore.Store,
+    task: alkstore.Task[..., None],
+    tag: str,
+    *,
+    commit: bool = True,
+    max_attempts: int = 3,
+) -> int:
+    """Enqueue a run of ``task(tag)`` in a transaction of the caller's that commits or rolls back; its id."""
+    began = time.monotonic()
+    job = -1
+    try:
+        with store.transaction() as tx:
+            job = task.with_options(EnqueueOpts(max_attempts=max_attempts)).enqueue_tx(store, tx, tag=tag)
+            if not commit:
+                raise _RollBack
+    except _RollBack:
+        kind = Kind.ENQUEUE_ROLLED_BACK
+    else:
+        kind = Kind.ENQUEUE_COMMITTED
+    writer.log(kind, began=began, job=job, queue=task.queue, tag=tag, max_attempts=max_attempts)
+    return job
 
 
 def enqueue_unique(writer: HistoryWriter, store: alkstore.Store, queue: str, key: str, *, max_attempts: int) -> int:

@@ -32,7 +32,7 @@ from tests.postgres._proxy import Proxy
 from .checker import Params, judged_boundaries
 from .harness import check_run, read_snapshot
 from .history import HistoryWriter, Kind, load_history
-from .proc import LEASE_S, OUTBOX, QUEUE, sink_messages
+from .proc import CHORES, LEASE_S, OUTBOX, QUEUE, sink_messages
 from .server import Cluster
 
 __all__ = ["FAULT_KINDS", "PARAMS", "Config", "Result", "main", "nemesis_run"]
@@ -68,6 +68,9 @@ class Config:
     producers: int = 2
     workers: int = 2
     async_workers: int = 1
+    #: Processes running alkstore's own ``Worker`` and ``AsyncWorker`` over the ``chores`` queue.
+    task_workers: int = 1
+    task_async_workers: int = 1
     schedulers: int = 2
     couriers: int = 2
     #: A producer's steps per second, about.
@@ -198,6 +201,8 @@ class Nemesis:
             "producer": self.config.producers,
             "worker": self.config.workers,
             "async-worker": self.config.async_workers,
+            "task-worker": self.config.task_workers,
+            "task-async-worker": self.config.task_async_workers,
             "scheduler": self.config.schedulers,
             "courier": self.config.couriers,
         }
@@ -382,10 +387,11 @@ def nemesis_run(config: Config, out: Path) -> Result:
     with Cluster() as server:
         dsn = server.url
         with alkstore.open(dsn, schema=schema, migrate=True, min_size=0, max_size=2) as store, Proxy(dsn) as proxy:
-            store.queue(QUEUE).configure(visibility_timeout=LEASE_S, backoff_base=0.1, backoff_cap=0.5)
+            for queue in (QUEUE, CHORES):
+                store.queue(queue).configure(visibility_timeout=LEASE_S, backoff_base=0.1, backoff_cap=0.5)
             outbox = store.outbox(OUTBOX)
             outbox.configure(visibility_timeout=3.0, max_attempts=20, backoff_base=0.1, backoff_cap=0.5)
-            queues = [QUEUE, outbox.queue]
+            queues = [QUEUE, CHORES, outbox.queue]
             nemesis = Nemesis(config, out, proxy.url, schema, proxy, result, server)
             try:
                 nemesis.start_all()

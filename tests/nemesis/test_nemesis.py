@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from .history import Kind, load_history
+from .proc import CHORES
 from .run import FAULT_KINDS, Config, nemesis_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -50,8 +51,11 @@ def test_a_short_nemesis_run_injects_every_fault_and_the_checker_finds_no_anomal
     assert any(event.kind is Kind.ACK and event.ok is False for event in events), "a lapsed lease's ack was refused"
     assert result.skews[60] >= 1, "processes ran with their wall clocks a minute ahead"
     assert result.skews[-60] >= 1, "and a minute behind"
-    acked_by = {event.process.split("-")[0] for event in events if event.kind is Kind.ACK and event.ok}
-    assert {"worker", "async"} <= acked_by, "workers of both runtimes acked jobs"
+    ran_by = {event.process.rsplit("-", 1)[0] for event in events if event.kind is Kind.RUN_START}
+    assert {"worker", "async-worker", "task-worker", "task-async-worker"} <= ran_by, "every kind of worker ran jobs"
+    overruns = {e.job for e in events if e.kind is Kind.ENQUEUE_COMMITTED and e.queue == CHORES and e.tag == "overrun"}
+    starts = Counter(e.job for e in events if e.kind is Kind.RUN_START and e.job in overruns)
+    assert max(starts.values(), default=0) >= 2, "a chore that outran its timeout was given up and run again"
     assert any(event.key and event.key.startswith("u") for event in events if event.kind is Kind.ENQUEUE_COMMITTED)
     calls = Counter(
         (event.process, event.began) for event in events if event.kind is Kind.ENQUEUE_COMMITTED and event.began
