@@ -23,6 +23,7 @@ from alkstore.engine import (
     CLAIM_ORDER,
     ORDERS,
     ClaimRequest,
+    Done,
     Held,
     JobPhase,
     JobQuery,
@@ -253,6 +254,33 @@ def test_claims_take_the_ready_jobs_one_by_one_in_the_declared_claim_order(fille
     while jobs := engine.claim(request):
         claimed.extend(job.id for job in jobs)
     assert claimed == [job.id for job in ready]
+
+
+@pytest.mark.parametrize("keeping", [False, True], ids=["acks", "acks-keeping-results"])
+def test_claims_with_acks_take_the_ready_jobs_one_by_one_in_the_declared_claim_order(
+    filled: Store, keeping: bool
+) -> None:
+    """The claim that carries a worker's acks (the outcome kept or not) takes what the plain claim
+    takes: a ready job (or one its acks let out of waiting behind its ordering key), first in the
+    declared claim order, never one it acks; until none is ready."""
+    engine = engine_of(filled)
+    request = ClaimRequest("orders", "w", filled.clock.now(), timedelta(minutes=5))
+    held = engine.claim(request)
+    while held:
+        now = filled.clock.now()
+        acks = [
+            Done(job.id, job.fence, b"1", now, now, now + timedelta(days=1)) if keeping else Held(job.id, job.fence)
+            for job in held
+        ]
+        takeable = {job.id for phase in (JobPhase.READY, JobPhase.WAITING) for job in listing(filled, phase, 1000)}
+        stale, held = engine.ack_and_claim(acks, request)
+        assert stale == []
+        left = listing(filled, JobPhase.READY, 1000)
+        for job in held:
+            assert job.id in takeable
+            assert job.id not in {ack.job_id for ack in acks}
+            assert all(claim_order(job) < claim_order(other) for other in left), job
+    assert listing(filled, JobPhase.READY, 1000) == []
 
 
 def test_the_lease_probe_alone_finds_its_queues_first_lapsed_lease(
