@@ -10,9 +10,10 @@ import pytest
 
 from alkstore import DatabaseError, EnqueueOpts, JobPhase, ManualClock, QueueStats, Store
 from alkstore._operations import STATS_CAP
+from alkstore.engine import ClaimRequest, Held
 from tests.support import must_claim
 
-from .conftest import OpenStore, count
+from .conftest import OpenStore, count, engine_of
 
 pytestmark = pytest.mark.postgres
 
@@ -79,3 +80,16 @@ def test_version_4_adds_the_workers_table_and_no_index_on_jobs(
         "jobs_waiting",
     ]
     assert [name for (name,) in indexes] == names
+
+
+def test_only_the_held_jobs_whose_cancel_was_requested_are_told_so(open_store: OpenStore, clock: ManualClock) -> None:
+    """A worker asks which of the jobs it holds are to stop: the one whose cancel was requested, once,
+    never another running job it holds (all claimed under the same fence number)."""
+    store = open_store(clock=clock)
+    store.queue("cancelling").enqueue_many([1, 2, 3])
+    engine = engine_of(store)
+    jobs = engine.claim(ClaimRequest("cancelling", "w", clock.now(), timedelta(minutes=5), limit=3))
+    assert len(jobs) == 3
+    assert engine.request_cancel([jobs[0].id]) == [jobs[0].id]
+    held = [Held(job.id, job.fence) for job in jobs]
+    assert engine.cancel_requested(held) == [Held(jobs[0].id, jobs[0].fence)]
