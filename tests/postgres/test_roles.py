@@ -407,6 +407,38 @@ def test_a_migration_renews_every_application_roles_grants_on_what_it_creates(
         every_public_call(store, clock)
 
 
+def test_a_migration_renews_the_grants_of_the_roles_that_may_write_jobs_and_of_no_other(
+    pg_dsn: str, pg_schema: str, new_role: Callable[[], Role], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The roles an upgrade grants again are those that may insert jobs: not one that may only read them,
+    nor one that may write another table (here the version table)."""
+    app, reader = new_role(), new_role()
+    every_migration = _migrate.migrations()
+    monkeypatch.setattr(_migrate, "migrations", lambda: every_migration[:1])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        _migrate.apply(conn, Statements.for_schema(pg_schema), pg_schema, [app.name])
+        schema, role = sql.Identifier(pg_schema), sql.Identifier(reader.name)
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+        conn.execute(sql.SQL("GRANT SELECT ON {}.jobs TO {}").format(schema, role))
+        conn.execute(sql.SQL("GRANT INSERT ON {}.schema_version TO {}").format(schema, role))
+    monkeypatch.undo()
+
+    migrate_as_owner(pg_dsn, pg_schema)  # the upgrade, naming no role
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        tables = [row[0] for row in conn.execute(Statements.for_schema(pg_schema).data_tables, {"schema": pg_schema})]
+        assert "workers" in tables, "a table of a later version, made by the upgrade"
+
+        def may_insert(who: Role) -> list[bool]:
+            query = (
+                "SELECT pg_catalog.has_table_privilege(%s, pg_catalog.format('%%I.%%I', %s::text, %s::text), 'INSERT')"
+            )
+            return [conn.execute(query, (who.name, pg_schema, table)).fetchone() == (True,) for table in tables]
+
+        assert may_insert(app) == [True] * len(tables)
+        assert may_insert(reader) == [False] * len(tables)
+
+
 def test_alkstore_migrate_grant_makes_a_role_an_application_role(
     pg_dsn: str, pg_schema: str, app: Role, capsys: pytest.CaptureFixture[str]
 ) -> None:
