@@ -283,6 +283,53 @@ def test_claims_with_acks_take_the_ready_jobs_one_by_one_in_the_declared_claim_o
     assert listing(filled, JobPhase.READY, 1000) == []
 
 
+@pytest.mark.parametrize("keeping", [False, True], ids=["acks", "acks-keeping-results"])
+@pytest.mark.parametrize("due", ["a lapsed lease", "an expired job", "a due delayed job"])
+def test_a_claim_with_acks_sweeps_first_what_the_plain_claim_sweeps_first(
+    open_store: Any, clock: ManualClock, due: str, keeping: bool
+) -> None:
+    """Each thing the claim sweeps before it claims (lapsed leases, expired jobs, due delayed
+    ones), alone in its queue: acking (the outcome kept or not) and then claiming, or both at once,
+    leaves the queue alike."""
+    store: Store = open_store(clock=clock)
+    engine = engine_of(store)
+    outcomes = []
+    for with_acks in (False, True):
+        name = f"swept-{due.replace(' ', '-')}-{keeping}-{with_acks}"
+        queue = store.queue(name)
+        queue.enqueue("held")
+        request = ClaimRequest(name, "w", clock.now(), timedelta(minutes=5), limit=10)
+        [held] = engine.claim(dataclasses.replace(request, limit=1))
+        # Two of each, due exactly at the claim's instant.
+        if due == "a lapsed lease":
+            queue.enqueue_many(["lapsing", "lapsing"])
+            assert len(engine.claim(dataclasses.replace(request, limit=2, lease=timedelta(seconds=20)))) == 2
+        elif due == "an expired job":
+            queue.enqueue_many(["expiring", "expiring"], EnqueueOpts(expires=20))
+        else:
+            queue.enqueue_many(["delayed", "delayed"], EnqueueOpts(delay=20))
+        clock.advance(20)
+        request = dataclasses.replace(request, now=clock.now())
+        now = clock.now()
+        acks = [
+            Done(held.id, held.fence, b"1", now, now, now + timedelta(days=1)) if keeping else Held(held.id, held.fence)
+        ]
+        if with_acks:
+            stale, claimed = engine.ack_and_claim(acks, request)
+        else:
+            stale = engine.ack(acks)
+            claimed = engine.claim(request)
+        assert stale == []
+        phases = {phase: sorted(job.payload for job in listing_of(store, name, phase)) for phase in LISTINGS}
+        outcomes.append((sorted(job.payload for job in claimed), phases))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0] != ([], {phase: [] for phase in LISTINGS}), "the queue had something to sweep"
+
+
+def listing_of(store: Store, queue: str, phase: JobPhase) -> list[JobRecord]:
+    return engine_of(store).list_jobs(JobQuery(queue, phase, store.clock.now(), 1000))
+
+
 def test_the_lease_probe_alone_finds_its_queues_first_lapsed_lease(
     open_store: Any, clock: ManualClock, pg_module_schema: str
 ) -> None:
