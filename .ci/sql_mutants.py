@@ -103,11 +103,23 @@ class _Recorder:
         self.test: str | None = None
         self.tests: dict[str, set[str]] = {name: set() for name in _templates()}
         self.durations: dict[str, float] = {}
+        #: The fixtures setting up now, innermost last, and the statements each one's setup executed.
+        self.fixtures: list[str] = []
+        self.by_fixture: dict[str, set[str]] = {}
 
     def executed(self, query: object) -> None:
         if self.test is not None and isinstance(query, str):
             for name in self.names.get(_unschemed(query), ()):
                 self.tests[name].add(self.test)
+                for fixture in self.fixtures:
+                    self.by_fixture.setdefault(fixture, set()).add(name)
+
+    def finished(self, test: str, fixtures: list[str]) -> None:
+        """A test executes too what the fixtures it uses executed as they were set up, once for a
+        module or a session: a later test of the module gets them set up anew when run without the first."""
+        for fixture in fixtures:
+            for name in self.by_fixture.get(fixture, ()):
+                self.tests[name].add(test)
 
     def write(self) -> None:
         record = {"tests": {name: sorted(tests) for name, tests in self.tests.items()}, "durations": self.durations}
@@ -175,7 +187,21 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Generator[None, None, N
     started = time.monotonic()
     yield
     _recorder.durations[item.nodeid] = time.monotonic() - started
+    _recorder.finished(item.nodeid, list(getattr(item, "fixturenames", ())))
     _recorder.test = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: Any) -> Generator[None, None, None]:
+    """While recording, what a fixture's setup executes belongs to every test that uses the fixture."""
+    if _recorder is None:
+        yield
+        return
+    _recorder.fixtures.append(fixturedef.argname)
+    try:
+        yield
+    finally:
+        _recorder.fixtures.pop()
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
