@@ -422,11 +422,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="the run directory (history/, snapshot.json, logs/)")
     parser.add_argument("--rate", type=float, default=DEFAULT.rate, help="a producer's steps per second, about")
+    parser.add_argument("--drain", type=float, default=DEFAULT.drain_s, help="the most the drain may take, seconds")
     parser.add_argument("--faults", type=int, default=DEFAULT.faults, help="faults to inject at least")
     parser.add_argument("--calm", type=float, default=DEFAULT.calm, help="quiet seconds between storms")
     parser.add_argument("--calm-every", type=int, default=DEFAULT.calm_every, help="faults per storm")
     parser.add_argument("--max-seconds", type=float, default=DEFAULT.max_seconds)
     args = parser.parse_args(argv)
+    # SIGTERM ends the run as Ctrl-C does: its processes are killed and its cluster removed on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
     config = Config(
         seed=args.seed,
         operations=args.operations,
@@ -435,6 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         calm=args.calm,
         calm_every=args.calm_every,
         rate=args.rate,
+        drain_s=args.drain,
     )
     result = nemesis_run(config, args.out)
     print(f"{result.operations} operations in {result.seconds:.0f} s; faults {dict(sorted(result.faults.items()))}")
