@@ -15,7 +15,7 @@ fastest first, with a timeout of its own), where the plugin applies the mutant n
 ``ALKSTORE_SQL_MUTANT`` before any store composes its statements. A mutant is killed when the
 tests fail; one whose statement no test executes is reported ("no tests"), never skipped.
 ``--sample N`` runs N mutants drawn with a fixed seed (``--all``: every one; ``--mutant ID``, glob
-allowed, chosen ones). The killing tests are run again together, unmutated, at the end: a test
+allowed, chosen ones; ``--reuse-record`` takes the last run's record when the tests have not changed). The killing tests are run again together, unmutated, at the end: a test
 that fails then would have killed nothing, and the run says so.
 """
 
@@ -264,6 +264,11 @@ def main() -> int:
     parser.add_argument("--all", action="store_true")
     parser.add_argument("--mutant", action="append", default=[], help="a mutant's id (glob allowed); repeatable")
     parser.add_argument("--timeout", type=float, default=900.0, help="the most seconds one mutant's tests may take")
+    parser.add_argument(
+        "--reuse-record",
+        action="store_true",
+        help="take the last run's record of the statements' tests (tests unchanged)",
+    )
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
     every = list(mutants())
@@ -293,8 +298,9 @@ def main() -> int:
         print(f"collecting the tests failed ({collected})")
         return 1
     record_path = STAGE / "record.json"
-    clean = _pytest(["-x", *args.pytest_args], {**env, RECORD: str(record_path)}, timeout=4 * 3600)
-    if clean.code != 0:
+    reuse = args.reuse_record and record_path.exists()
+    clean = None if reuse else _pytest(["-x", *args.pytest_args], {**env, RECORD: str(record_path)}, timeout=4 * 3600)
+    if clean is not None and clean.code != 0:
         print(clean.output[-3000:])
         print("the tests fail without a mutant: nothing to measure")
         return 1
