@@ -15,7 +15,8 @@ fastest first, with a timeout of its own), where the plugin applies the mutant n
 ``ALKSTORE_SQL_MUTANT`` before any store composes its statements. A mutant is killed when the
 tests fail; one whose statement no test executes is reported ("no tests"), never skipped.
 ``--sample N`` runs N mutants drawn with a fixed seed (``--all``: every one; ``--mutant ID``, glob
-allowed, chosen ones; ``--reuse-record`` takes the last run's record when the tests have not changed). The killing tests are run again together, unmutated, at the end: a test
+allowed, chosen ones; ``--reuse-record`` takes the last run's record when the tests have not
+changed). The killing tests are run again together, unmutated, at the end: a test
 that fails then would have killed nothing, and the run says so.
 """
 
