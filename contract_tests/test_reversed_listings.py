@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from alkstore import EnqueueOpts, InvalidArgument, InvalidOptions, JobPhase, ManualClock, Store
+from alkstore.engine import JobQuery
 
 
 def listed(store: Store, phase: JobPhase, *, reverse: bool, limit: int, **filters: Any) -> list[int]:
@@ -32,6 +33,7 @@ def fill(store: Store, clock: ManualClock) -> None:
         queue.enqueue({"n": 100 + n}, EnqueueOpts(delay=60 * (n % 2 + 1)))
     queue.enqueue({"key": 1}, EnqueueOpts(ordering_key="k"))
     queue.enqueue({"key": 2}, EnqueueOpts(ordering_key="k"))  # waits behind the first
+    queue.enqueue({"unique": 1}, EnqueueOpts(unique_key="u", unique_running=True))
     for n in range(6):
         job = queue.claim(f"w{n}")
         assert job is not None
@@ -65,3 +67,18 @@ def test_a_cursor_belongs_to_its_direction(store: Store, clock: ManualClock) -> 
         store.jobs("mixed", JobPhase.READY, cursor=backward.cursor)
     with pytest.raises(InvalidArgument, match="reverse must be a bool"):
         store.jobs("mixed", reverse="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("phase", list(JobPhase))
+@pytest.mark.parametrize("reverse", [False, True])
+def test_every_listed_record_is_as_get_job_returns_it(
+    store: Store, clock: ManualClock, phase: JobPhase, reverse: bool
+) -> None:
+    """The port's contract: a listing's records are ``get_job``'s, field for field (a dead job's
+    keys and cancel flag included), whichever direction it reads."""
+    fill(store, clock)
+    store.queue("mixed").claim("w-last")  # the unique job, running: it holds its key while it runs
+    records = store.engine.list_jobs(JobQuery("mixed", phase, clock.now(), 1000, reverse=reverse))
+    assert records, f"the scenario leaves no {phase.value} job"
+    for record in records:
+        assert record == store.engine.get_job(record.id)

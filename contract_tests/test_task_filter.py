@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
-from alkstore import InvalidName, JobPhase, Store
+from alkstore import InvalidName, JobPhase, ManualClock, Store
 from alkstore.engine import NewJob
 
 from ._profiles import sized
@@ -26,6 +26,7 @@ def listed(store: Store, queue: str, phase: JobPhase = JobPhase.READY, limit: in
     while True:
         page = store.jobs(queue, phase, limit=limit, cursor=cursor, **filters)
         found += [job.id for job in page.jobs]
+        assert len(found) <= 1000, "a listing whose pages never end"
         if page.cursor is None:
             return found
         cursor = page.cursor
@@ -51,6 +52,8 @@ def test_a_task_filter_keeps_that_tasks_jobs_in_every_phase_page_after_page(stor
     assert listed(store, "mixed", JobPhase.RUNNING, task="mail") == [ready[0]]
     assert listed(store, "mixed", JobPhase.DEAD, task="report") == [ready[1]]
     assert listed(store, "mixed", JobPhase.DEAD, task="mail") == []
+    assert listed(store, "mixed", JobPhase.DEAD, task="report", reverse=True) == [ready[1]]
+    assert listed(store, "mixed", JobPhase.DEAD, task="mail", reverse=True) == []
     assert listed(store, "mixed", JobPhase.DELAYED, task="mail") == [delayed[1]]
     assert listed(store, "mixed", JobPhase.DELAYED, task="mail", reverse=True) == [delayed[1]]
     assert listed(store, "mixed", JobPhase.DELAYED, task="report", limit=1) == [delayed[0]]
@@ -58,6 +61,42 @@ def test_a_task_filter_keeps_that_tasks_jobs_in_every_phase_page_after_page(stor
     assert listed(store, "mixed", task="mail", contains={"n": 3}) == [], "both filters hold"
     assert listed(store, "mixed", task="nobody") == []
     assert listed(store, "mixed") == [ready[2], ready[3]], "no filter lists plain jobs too"
+
+
+def test_a_job_is_delayed_until_its_instant_whatever_state_its_enqueue_stored(store: Store) -> None:
+    """DELAYED is ``run_at > now`` at the listing: a job due at the instant listed is ready, and so is
+    one stored delayed whose instant has come; one stored due by a host whose clock runs ahead is
+    still delayed here. The filters and both directions hold for each."""
+    clock = store.clock
+    assert isinstance(clock, ManualClock)
+    (due,) = enqueue(store, "when", [("mail", {"n": 1})])  # run_at == now: due at once
+    later = enqueue(store, "when", [("mail", {"n": 2}), ("report", {"n": 5})], delay=60)
+    ahead_now = clock.now() + timedelta(seconds=60)
+    ahead = [
+        int(job_id)
+        for job_id in store.engine.enqueue(
+            [
+                NewJob("when", json.dumps({"n": n}).encode(), 0, ahead_now, None, 3, task=task)
+                for task, n in (("mail", 2), ("report", 3))
+            ],
+            ahead_now,  # the host's now: the jobs are stored due
+        )
+    ]
+    not_yet = sorted([*later, *ahead])  # one instant: in id order
+    for reverse in (False, True):
+        mail = [later[0], ahead[0]]
+        in_order, mail_in_order = (not_yet[::-1], mail[::-1]) if reverse else (not_yet, mail)
+        assert listed(store, "when", reverse=reverse, limit=1) == [due]
+        assert listed(store, "when", JobPhase.DELAYED, reverse=reverse, limit=1) == in_order
+        assert listed(store, "when", JobPhase.DELAYED, reverse=reverse, limit=1, task="mail") == mail_in_order
+        assert listed(store, "when", JobPhase.DELAYED, reverse=reverse, limit=1, contains={"n": 2}) == mail_in_order
+        assert listed(store, "when", JobPhase.DELAYED, reverse=reverse, task="report", contains={"n": 3}) == [ahead[1]]
+    clock.advance(60)  # every instant has come
+    for reverse in (False, True):
+        assert listed(store, "when", JobPhase.DELAYED, reverse=reverse) == []
+        assert sorted(listed(store, "when", reverse=reverse, limit=1)) == sorted([due, *not_yet])
+        assert sorted(listed(store, "when", reverse=reverse, limit=1, task="report")) == [later[1], ahead[1]]
+        assert listed(store, "when", reverse=reverse, contains={"n": 3}) == [ahead[1]]
 
 
 @pytest.mark.parametrize("bad", ["", " mail", "a\nb", "x" * 129, 42, b"mail"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +15,7 @@ from alkstore._operations import STATS_CAP
 from alkstore.engine import ClaimRequest, Held
 from tests.support import must_claim
 
-from .conftest import OpenStore, count, engine_of
+from .conftest import PATIENCE, OpenStore, count, engine_of
 
 pytestmark = pytest.mark.postgres
 
@@ -93,3 +95,33 @@ def test_only_the_held_jobs_whose_cancel_was_requested_are_told_so(open_store: O
     assert engine.request_cancel([jobs[0].id]) == [jobs[0].id]
     held = [Held(job.id, job.fence) for job in jobs]
     assert engine.cancel_requested(held) == [Held(jobs[0].id, jobs[0].fence)]
+
+
+def test_a_requeue_of_a_dead_keyed_job_waits_for_an_enqueue_of_its_key_in_flight(
+    open_store: OpenStore, db: psycopg.Connection[Any]
+) -> None:
+    """``requeue_dead`` locks the ordering keys of the jobs it brings back (``dead_ordering_keys``), as a
+    keyed enqueue does: a requeue racing an uncommitted enqueue of the key waits for it, and the key
+    keeps one job ready, never two."""
+    store = open_store()
+    queue = store.queue("requeued-keys")
+    dead = queue.enqueue("first", EnqueueOpts(ordering_key="k", max_attempts=1))
+    must_claim(queue).fail("boom")
+    assert queue.enqueue("other key, dead too", EnqueueOpts(ordering_key="other", max_attempts=1))
+    must_claim(queue).fail("boom")
+    requeued: list[bool] = []
+    with store.transaction() as tx:
+        store.enqueue_tx(tx, "requeued-keys", "second", EnqueueOpts(ordering_key="k"))
+        racing = threading.Thread(target=lambda: requeued.append(store.requeue_dead(dead)))
+        racing.start()
+        waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        deadline = time.monotonic() + PATIENCE
+        while racing.is_alive() and db.execute(waiting).fetchone() == (0,) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert racing.is_alive(), "the requeue went ahead of the enqueue holding its key"
+    racing.join(PATIENCE)
+    assert requeued == [True]
+    states = [job.waiting for job in store.jobs("requeued-keys", JobPhase.READY).jobs] + [
+        job.waiting for job in store.jobs("requeued-keys", JobPhase.WAITING).jobs
+    ]
+    assert sorted(states) == [False, True], "one job of the key ready, the other behind it"

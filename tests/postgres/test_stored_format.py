@@ -20,7 +20,7 @@ from psycopg import sql
 
 from alkstore import EnqueueOpts, InvalidPayload, JsonCodec, ManualClock, StopToken, Store
 from alkstore.adapters.postgres import _migrate
-from alkstore.engine import ThroughputRecord, WorkerRecord
+from alkstore.engine import NewJob, ThroughputRecord, WorkerRecord
 from alkstore.errors import LeadershipLost
 
 from .conftest import PATIENCE, T0, OpenStore, engine_of, table
@@ -509,6 +509,38 @@ def test_a_job_due_at_once_is_stored_pending_and_one_ahead_delayed(
     third.release()
     query = sql.SQL("SELECT id, state FROM {} WHERE queue = 'states'").format(table(schema, "jobs"))
     assert dict(db.execute(query).fetchall()) == {first.id: "pending", second.id: "delayed", third.id: "pending"}
+
+
+def test_every_insert_stores_a_job_due_at_once_pending_and_one_ahead_delayed(
+    db: psycopg.Connection[Any], schema: str, open_store: OpenStore
+) -> None:
+    """Each insert statement decides the state itself: a job due at the insert's instant is
+    'pending' (the claim's index), one ahead 'delayed' -- one job, a batch alike, a batch of
+    differing jobs, keyed jobs, and a schedule's fire."""
+    clock = ManualClock(T0)
+    store = open_store(clock=clock)
+    ahead = T0 + timedelta(seconds=60)
+
+    def job(run_at: Any, priority: int = 0, ordering_key: str | None = None) -> NewJob:
+        return NewJob("inserts", b"1", priority, run_at, None, 3, ordering_key=ordering_key)
+
+    inserts = {
+        "one": ([job(T0)], [job(ahead)]),
+        "alike": ([job(T0), job(T0)], [job(ahead), job(ahead)]),
+        "differing": ([job(T0, 0), job(T0, 1)], [job(ahead, 0), job(ahead, 1)]),
+        "keyed": ([job(T0, ordering_key="a")], [job(ahead, ordering_key="b")]),
+    }
+    expected: dict[int, str] = {}
+    for due, later in inserts.values():
+        expected.update(dict.fromkeys(map(int, store.engine.enqueue(due, T0)), "pending"))
+        expected.update(dict.fromkeys(map(int, store.engine.enqueue(later, T0)), "delayed"))
+    store.schedule("inserted", "@every 1m", "inserts")
+    clock.advance(60)
+    (fire,) = store.tick()
+    assert fire.job_id is not None
+    expected[int(fire.job_id)] = "pending"
+    query = sql.SQL("SELECT id, state FROM {} WHERE queue = 'inserts'").format(table(schema, "jobs"))
+    assert dict(db.execute(query).fetchall()) == expected
 
 
 def test_the_next_job_of_an_ordering_key_is_promoted_pending_when_due_and_delayed_when_not(
