@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import random
 import re
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from psycopg import pq
 
 import alkstore
 from alkstore import EnqueueOpts, ManualClock, Store
-from alkstore.adapters.postgres import _sql
+from alkstore.adapters.postgres import _rows, _sql
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.engine import (
     CLAIM_ORDER,
@@ -110,20 +111,25 @@ def test_a_fragment_continues_at_its_holes_indent_and_an_argument_fills_its_para
 @pytest.mark.parametrize(
     ("text", "refusal"),
     [
-        ("-- name:a\nSELECT 1", "not a header"),
-        ("SELECT 1", "SQL before the first"),
-        ("-- name: a\nSELECT 1 -- one", "a comment beside SQL"),
-        ("-- name: a\n-- nothing but a comment", "a has no SQL"),
-        ("-- name: a(x)\nSELECT {x}", "only a fragment takes a parameter"),
-        ("-- name: a\nSELECT {b}", "names no statement or fragment"),
-        ("-- name: a\nSELECT {a}", "a includes itself"),
-        ("-- fragment: b(x)\n{x}\n-- name: a\nSELECT {b}", "does not match the header of b"),
-        ("-- fragment: b\nx\n-- name: a\nSELECT {b: y}", "does not match the header of b"),
+        ("-- name:a\nSELECT 1", "t.sql:1: not a header: '-- name:a' (write '-- name: key' or '-- fragment: key')"),
+        ("\nSELECT 1", "t.sql:2: SQL before the first '-- name:' or '-- fragment:'"),
+        ("-- name: a\nSELECT 1 -- one", "t.sql:2: a comment beside SQL would reach the server; give it a line"),
+        ("-- name: a\n-- nothing but a comment", "t.sql:1: a has no SQL"),
+        ("-- name: a\nSELECT 1\n\n-- name: b\n\n-- c\n", "t.sql:4: b has no SQL"),
+        ("-- name: z\nSELECT 1\n-- name: a(x)\nSELECT {x}", "t.sql:3: only a fragment takes a parameter, never 'x'"),
+        ("-- fragment: b(s)\nSELECT 1", "t.sql:1: only a fragment takes a parameter, never 's'"),
+        ("-- name: a\nSELECT {b}", "a: {b} names no statement or fragment"),
+        ("-- fragment: b\n{c}\n-- name: a\nSELECT {b}", "b in a: {c} names no statement or fragment"),
+        ("-- name: a\nSELECT {a}", "a: a includes itself"),
+        ("-- fragment: b(x)\n{x}\n-- name: a\nSELECT {b}", "a: {b} does not match the header of b (t.sql:1)"),
+        ("\n-- fragment: b\nx\n-- name: a\nSELECT {b: y}", "a: {b: y} does not match the header of b (t.sql:2)"),
     ],
 )
-def test_a_statements_file_that_would_go_wrong_quietly_is_refused(text: str, refusal: str) -> None:
-    with pytest.raises(RuntimeError, match=refusal):
+def test_a_statements_file_that_would_go_wrong_quietly_is_refused_with_its_place(text: str, refusal: str) -> None:
+    """The whole message, place first: a refusal names the file and line, or the sections it is in."""
+    with pytest.raises(RuntimeError) as refused:
         expanded(text)
+    assert str(refused.value) == refusal
 
 
 def flat(text: str) -> str:
@@ -391,3 +397,66 @@ def test_the_workers_claim_is_planned_once_and_not_at_every_call(pg_dsn: str, pg
         assert all(generic >= 5 and custom <= 5 for generic, custom in plans), plans
     finally:
         store.close()
+
+
+class _Result:
+    """What a row factory reads of a cursor's result: its column names."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.nfields = len(names)
+        self._names = [name.encode() for name in names]
+
+    def fname(self, at: int) -> bytes:
+        return self._names[at]
+
+
+class _Cursor:
+    def __init__(self, names: list[str] | None) -> None:
+        self.pgresult = None if names is None else _Result(names)
+
+
+_AT = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+#: One value of each column a job is read from, each telling its field apart.
+_COLUMNS: dict[str, Any] = {
+    "id": 7, "queue": "q", "payload": b"p", "state": "running", "priority": 3, "run_at": _AT,
+    "expires_at": _AT + timedelta(hours=1), "attempts": 2, "max_attempts": 5, "last_error": b"err",
+    "last_traceback": b"tb", "schedule": "s", "boundary": _AT - timedelta(hours=1),
+    "enqueued_at": _AT - timedelta(hours=2), "worker_id": "w", "lease_until": _AT + timedelta(minutes=1),
+    "lease": 4, "visibility_us": 1_500_000, "task": "t", "trace": "tr", "unique_key": "u",
+    "unique_running": True, "ordering_key": "o", "cancel_requested": True,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_row_makers_built_afresh_read_each_column_by_its_name_whatever_the_statements_order(seed: int) -> None:
+    """The job row factories are built here, not taken from the module (whose makers are made once per
+    result shape and kept): each reads a job's columns by name in any order, a dead job's ``died_at``,
+    and the claim's ``swept`` and ``acked`` markers."""
+    died = _AT + timedelta(hours=3)
+    job = _rows._job(tuple(_COLUMNS[name] for name in _rows.JOB_READ))
+    dead = _rows._job(tuple(_COLUMNS[name] for name in _rows.JOB_READ), died)
+    assert job.died_at is None
+    assert dead.died_at == died
+
+    def made(make: Any, extra: dict[str, Any]) -> Any:
+        names = [*_COLUMNS, *extra]
+        random.Random(seed).shuffle(names)
+        values = {**_COLUMNS, **extra}
+        factory: Any = _rows._job_rows(make)  # a factory of its own: its makers are made here
+        maker = factory(_Cursor(names))
+        assert factory(_Cursor(list(names))) is maker, "made once per result shape"
+        return maker(tuple(values[name] for name in names))
+
+    assert made(_rows._job_or_died, {}) == job
+    assert made(_rows._job_or_died, {"died_at": died}) == dead
+    assert made(_rows._job_or_swept, {"swept": False}) == job
+    assert made(_rows._job_or_swept, {"swept": True}) is None
+    assert made(_rows._claim_row, {"swept": False, "acked": None}) == job
+    assert made(_rows._claim_row, {"swept": True, "acked": None}) is None
+    assert made(_rows._claim_row, {"swept": False, "acked": 9}) == 9
+    empties: list[list[str] | None] = [None, []]
+    for empty in empties:
+        nothing: Any = _rows._job_rows(_rows._job_or_died)
+        maker = nothing(_Cursor(empty))
+        with pytest.raises(AssertionError, match="without columns"):
+            maker(())
