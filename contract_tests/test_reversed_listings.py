@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from alkstore import EnqueueOpts, InvalidArgument, InvalidOptions, JobPhase, ManualClock, Store
-from alkstore.engine import JobQuery
+from alkstore.engine import JobQuery, NewJob
 
 
 def listed(store: Store, phase: JobPhase, *, reverse: bool, limit: int, **filters: Any) -> list[int]:
@@ -82,3 +83,40 @@ def test_every_listed_record_is_as_get_job_returns_it(
     assert records, f"the scenario leaves no {phase.value} job"
     for record in records:
         assert record == store.engine.get_job(record.id)
+
+
+def test_jobs_due_but_still_stored_delayed_are_listed_ready_in_the_claim_order(
+    store: Store, clock: ManualClock
+) -> None:
+    """A delayed job whose instant has come is ready before any claim sweeps it: each listing direction
+    takes it in the claim order among the jobs stored pending, with either filter, page after page."""
+    now = clock.now()
+    priorities = [0, 2, 1, 2, 0, 1, 1, 2]
+    made: dict[int, tuple[int, int, int, bool]] = {}  # id: the claim order's key, and whether task "t"
+    for stored_due in (False, True):
+        jobs = [
+            NewJob(
+                "mixed",
+                json.dumps({"n": n, "even": n % 2 == 0}).encode(),
+                priority,
+                now + timedelta(seconds=0 if stored_due else 60 + n % 3),
+                None,
+                3,
+                task="t" if n % 3 else None,
+            )
+            for n, priority in enumerate(priorities)
+        ]
+        for job, job_id in zip(jobs, store.engine.enqueue(jobs, now), strict=True):
+            made[int(job_id)] = (-job.priority, int((job.run_at - now).total_seconds()), int(job_id), job.task == "t")
+    clock.advance(120)
+    ready = sorted(made, key=lambda job_id: made[job_id][:3])
+    evens = [job_id for job_id in ready if json.loads(store.engine.get_job(job_id).payload)["even"]]  # type: ignore[union-attr]
+    tasks = [job_id for job_id in ready if made[job_id][3]]
+    for limit in (1, 2, 3, 1000):
+        assert listed(store, JobPhase.READY, reverse=False, limit=limit) == ready, limit
+        assert listed(store, JobPhase.READY, reverse=True, limit=limit) == ready[::-1], limit
+        assert listed(store, JobPhase.READY, reverse=False, limit=limit, contains={"even": True}) == evens
+        assert listed(store, JobPhase.READY, reverse=True, limit=limit, contains={"even": True}) == evens[::-1]
+        assert listed(store, JobPhase.READY, reverse=False, limit=limit, task="t") == tasks
+        assert listed(store, JobPhase.READY, reverse=True, limit=limit, task="t") == tasks[::-1]
+    assert listed(store, JobPhase.DELAYED, reverse=False, limit=1) == []
