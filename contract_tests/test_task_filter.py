@@ -53,6 +53,8 @@ def test_a_task_filter_keeps_that_tasks_jobs_in_every_phase_page_after_page(stor
     assert listed(store, "mixed", JobPhase.DEAD, task="report") == [ready[1]]
     assert listed(store, "mixed", JobPhase.DEAD, task="mail") == []
     assert listed(store, "mixed", JobPhase.DEAD, task="report", reverse=True) == [ready[1]]
+    assert listed(store, "mixed", JobPhase.RUNNING, task="mail", reverse=True) == [ready[0]]
+    assert listed(store, "mixed", JobPhase.RUNNING, task="report", reverse=True) == []
     assert listed(store, "mixed", JobPhase.DEAD, task="mail", reverse=True) == []
     assert listed(store, "mixed", JobPhase.DELAYED, task="mail") == [delayed[1]]
     assert listed(store, "mixed", JobPhase.DELAYED, task="mail", reverse=True) == [delayed[1]]
@@ -97,6 +99,28 @@ def test_a_job_is_delayed_until_its_instant_whatever_state_its_enqueue_stored(st
         assert sorted(listed(store, "when", reverse=reverse, limit=1)) == sorted([due, *not_yet])
         assert sorted(listed(store, "when", reverse=reverse, limit=1, task="report")) == [later[1], ahead[1]]
         assert listed(store, "when", reverse=reverse, contains={"n": 3}) == [ahead[1]]
+
+
+def test_a_task_filter_keeps_that_tasks_waiting_jobs_in_both_directions(store: Store) -> None:
+    now = store.clock.now()
+    line = [("mail", 1), ("mail", 2), ("report", 3), ("mail", 4)]  # one ordering key: the first runs first
+    jobs = [
+        NewJob("line", json.dumps({"n": n}).encode(), 0, now, None, 3, task=task, ordering_key="k") for task, n in line
+    ]
+    head, *waiting = (int(job_id) for job_id in store.engine.enqueue(jobs, now))
+    for reverse in (False, True):
+        turn = -1 if reverse else 1
+        assert listed(store, "line", JobPhase.WAITING, limit=1, reverse=reverse) == waiting[::turn]
+        assert (
+            listed(store, "line", JobPhase.WAITING, limit=1, reverse=reverse, task="mail")
+            == [
+                waiting[0],
+                waiting[2],
+            ][::turn]
+        )
+        assert listed(store, "line", JobPhase.WAITING, reverse=reverse, task="report") == [waiting[1]]
+        assert listed(store, "line", JobPhase.WAITING, reverse=reverse, contains={"n": 4}) == [waiting[2]]
+        assert listed(store, "line", reverse=reverse, task="mail") == [head]
 
 
 @pytest.mark.parametrize("bad", ["", " mail", "a\nb", "x" * 129, 42, b"mail"])

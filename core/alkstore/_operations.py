@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from ._codec import Codec, JsonCodec
+from ._orders import keyed_by_instant
 from ._port import JobKey, JobPhase, QueueCounts
 from ._records import QueueStats
 from .errors import InvalidArgument, InvalidOptions
@@ -164,7 +165,7 @@ def read_cursor(cursor: object, queue: str, phase: str, reverse: bool = False) -
     if version != _CURSOR_VERSION or of_queue != queue or of_phase != str(phase) or bool(turned) != reverse:
         order = " in reverse" if reverse else ""
         raise InvalidOptions(f"the cursor is not one of the listing of {phase} jobs of queue {queue!r}{order}")
-    timed = phase is not JobPhase.RUNNING  # every order but the running jobs' has an instant in its key
+    timed = phase == RESULTS_LISTING or keyed_by_instant(JobPhase(phase))  # a results key holds an instant
     if not (
         _int_in(job_id, 0, _MAX_ID)
         and _int_in(priority, -_INT32, _INT32 - 1)

@@ -21,6 +21,7 @@ __all__ = [
     "after_key",
     "claim_order",
     "key_of",
+    "keyed_by_instant",
     "listing_order",
     "order_of",
     "phase_at",
@@ -93,6 +94,11 @@ def key_of(record: JobRecord, phase: JobPhase) -> JobKey:
     """The cursor key of ``record`` in a listing of ``phase``: the fields its order sorts by."""
     fields = {_KEY_FIELD[name]: getattr(record, name) for name, _ in ORDERS[phase]}
     return JobKey(**fields)
+
+
+def keyed_by_instant(phase: JobPhase) -> bool:
+    """Whether a cursor key of ``phase`` holds an instant (``JobKey.at``): its order sorts by one."""
+    return any(_KEY_FIELD[name] == "at" for name, _ in ORDERS[phase])
 
 
 def after_key(record: JobRecord, key: JobKey, phase: JobPhase, reverse: bool = False) -> bool:

@@ -50,11 +50,12 @@ def test_a_cursor_gives_back_exactly_the_key_it_was_written_with(
     assert read_cursor(cursor, queue, phase) == key
 
 
-def test_a_running_listings_cursor_carries_the_id_alone() -> None:
-    cursor = write_cursor("jobs", JobPhase.RUNNING, JobKey(17))
-    assert read_cursor(cursor, "jobs", JobPhase.RUNNING) == JobKey(17)
+@pytest.mark.parametrize("phase", [JobPhase.RUNNING, JobPhase.WAITING])
+def test_a_cursor_of_a_listing_in_id_order_carries_the_id_alone(phase: JobPhase) -> None:
+    cursor = write_cursor("jobs", phase, JobKey(17))
+    assert read_cursor(cursor, "jobs", phase) == JobKey(17)
     with pytest.raises(InvalidOptions):
-        read_cursor(write_cursor("jobs", JobPhase.RUNNING, JobKey(17, at=T0)), "jobs", JobPhase.RUNNING)
+        read_cursor(write_cursor("jobs", phase, JobKey(17, at=T0)), "jobs", phase)
     with pytest.raises(InvalidOptions):
         read_cursor(write_cursor("jobs", JobPhase.READY, JobKey(17)), "jobs", JobPhase.READY)
 
