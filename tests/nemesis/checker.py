@@ -106,11 +106,29 @@ def _lost(history: Sequence[Event], by_job: dict[int, list[Event]], snapshot: Sn
             yield Anomaly(AnomalyKind.LOST, f"job {enqueue.job}", (enqueue,))
 
 
+#: How long after the nemesis logs a server crash (it logs before it acts) the crash may still come.
+CRASH_LAG_S = 5.0
+
+
 def _rolled_back_ran(history: Sequence[Event], by_job: dict[int, list[Event]]) -> Iterator[Anomaly]:
-    """A job whose enqueue rolled back was never stored, so nothing may claim or run it."""
+    """A job whose enqueue rolled back was never stored, so nothing may claim or run it.
+
+    PostgreSQL may give a rolled-back transaction's sequence values out again after a crash (it
+    flushes a sequence's advance only with a commit), so an id rolled back, then committed by an
+    enqueue after a crash that followed the rollback, names that later job from its commit on.
+    """
+    crashes = [event.mono for event in _of(history, Kind.FAULT) if event.action == "server_immediate"]
     for rollback in _of(history, Kind.ENQUEUE_ROLLED_BACK):
         assert rollback.job is not None
-        ran = _of(by_job[rollback.job], Kind.CLAIM, Kind.RUN_START)
+        events = by_job[rollback.job]
+        again = [
+            commit
+            for commit in _of(events, Kind.ENQUEUE_COMMITTED)
+            if any(_start(rollback) - CRASH_LAG_S <= crash <= _start(commit) for crash in crashes)
+            and _start(commit) > _start(rollback)
+        ]
+        until = min((_start(commit) for commit in again), default=float("inf"))
+        ran = [event for event in _of(events, Kind.CLAIM, Kind.RUN_START) if _start(event) < until]
         if ran:
             yield Anomaly(AnomalyKind.ROLLED_BACK_RAN, f"job {rollback.job}", (rollback, ran[0]))
 

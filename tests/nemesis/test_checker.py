@@ -231,3 +231,24 @@ def test_a_run_whose_claim_was_released_took_no_attempt() -> None:
     rec.ack(job, 2, "worker-1")
     rec.finish()
     assert run_checker(rec) == []
+
+
+@pytest.mark.parametrize("crashed", [True, False])
+def test_a_rolled_back_id_given_again_after_a_crash_names_the_later_job(crashed: bool) -> None:
+    """The run of 2026-12-05: a server crash right after a rolled-back batch, and the ids it had drawn
+    committed again by another producer a moment later. Runs of the later job are no anomaly; a run
+    before its commit, or with no crash between, still is."""
+    rec = Recorder()
+    job = rec.job()
+    rollback = rec.enqueue(job, committed=False)
+    if crashed:
+        rec.log(Kind.FAULT, "nemesis", action="server_immediate")
+    rec.advance(0.5)
+    rec.enqueue(job)
+    rec.advance(0.5)
+    claim = rec.claim(job, 1, "worker-0")
+    rec.run_start(job, 1, "worker-0")
+    rec.run_end(job, 1, "worker-0")
+    rec.ack(job, 1, "worker-0")
+    found = [(a.kind, a.evidence) for a in check(rec.events, rec.snapshot(), PARAMS)]
+    assert found == ([] if crashed else [(AnomalyKind.ROLLED_BACK_RAN, (rollback, claim))])
