@@ -184,3 +184,26 @@ def test_each_keys_runs_follow_its_enqueue_order_whatever_the_outcomes(
                     job.fail("dead")
                     finished.add(job.id)
         assert finished == set(outcomes), "every job ended"
+
+
+def test_requeued_dead_jobs_of_a_key_line_up_behind_its_unfinished_jobs_and_each_other(store: Store) -> None:
+    """A requeued job of an ordering key is ready only if no unfinished job of its key is in its queue
+    and no job of its key requeued with it has a lower id; a job of another key or none is ready."""
+    queue = store.queue("requeued")
+
+    def dead(payload: str, key: str | None) -> int:
+        job_id = queue.enqueue(payload, EnqueueOpts(ordering_key=key, max_attempts=1))
+        must_claim(queue).fail("boom")
+        return int(job_id)
+
+    k1, k2 = dead("k1", "k"), dead("k2", "k")
+    j1, m1, plain = dead("j1", "j"), dead("m1", "m"), dead("plain", None)
+    store.queue("elsewhere").enqueue("m elsewhere", EnqueueOpts(ordering_key="m"))  # another queue's key
+    j2 = int(queue.enqueue("j2", EnqueueOpts(ordering_key="j")))  # unfinished: j1 comes back behind it
+    assert sorted(store.requeue_dead_many([k1, k2, j1, m1, plain])) == sorted([k1, k2, j1, m1, plain])
+
+    def listed(phase: JobPhase) -> set[int]:
+        return {job.id for job in store.jobs("requeued", phase).jobs}
+
+    assert listed(JobPhase.READY) == {k1, m1, plain, j2}
+    assert listed(JobPhase.WAITING) == {k2, j1}

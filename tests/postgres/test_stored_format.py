@@ -516,7 +516,7 @@ def test_every_insert_stores_a_job_due_at_once_pending_and_one_ahead_delayed(
 ) -> None:
     """Each insert statement decides the state itself: a job due at the insert's instant is
     'pending' (the claim's index), one ahead 'delayed' -- one job, a batch alike, a batch of
-    differing jobs, keyed jobs, and a schedule's fire."""
+    differing jobs, keyed jobs, a requeued dead job and a schedule's fire."""
     clock = ManualClock(T0)
     store = open_store(clock=clock)
     ahead = T0 + timedelta(seconds=60)
@@ -534,6 +534,14 @@ def test_every_insert_stores_a_job_due_at_once_pending_and_one_ahead_delayed(
     for due, later in inserts.values():
         expected.update(dict.fromkeys(map(int, store.engine.enqueue(due, T0)), "pending"))
         expected.update(dict.fromkeys(map(int, store.engine.enqueue(later, T0)), "delayed"))
+    queue = store.queue("inserts")
+    requeued = queue.enqueue("dies", EnqueueOpts(max_attempts=1, priority=9))
+    job = queue.claim("w")
+    assert job is not None
+    assert job.id == requeued
+    job.fail("boom")
+    assert store.requeue_dead(requeued)
+    expected[int(requeued)] = "pending"
     store.schedule("inserted", "@every 1m", "inserts")
     clock.advance(60)
     (fire,) = store.tick()
