@@ -34,6 +34,7 @@ def fill(store: Store, clock: ManualClock) -> None:
         queue.enqueue({"n": 100 + n}, EnqueueOpts(delay=60 * (n % 2 + 1)))
     queue.enqueue({"key": 1}, EnqueueOpts(ordering_key="k"))
     queue.enqueue({"key": 2}, EnqueueOpts(ordering_key="k"))  # waits behind the first
+    queue.enqueue({"key": 3}, EnqueueOpts(ordering_key="k"))  # and behind the second
     queue.enqueue({"unique": 1}, EnqueueOpts(unique_key="u", unique_running=True))
     for n in range(6):
         job = queue.claim(f"w{n}")
@@ -83,6 +84,9 @@ def test_every_listed_record_is_as_get_job_returns_it(
     assert records, f"the scenario leaves no {phase.value} job"
     for record in records:
         assert record == store.engine.get_job(record.id)
+    for limit in (1, 2):
+        query = JobQuery("mixed", phase, clock.now(), limit, reverse=reverse)
+        assert store.engine.list_jobs(query) == records[:limit], "at most the limit, the first of the order"
 
 
 def test_jobs_due_but_still_stored_delayed_are_listed_ready_in_the_claim_order(
