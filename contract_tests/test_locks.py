@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -115,3 +116,26 @@ def test_a_lease_used_as_a_context_manager_is_released_on_exit(store: Store) -> 
         assert store.try_lock("resource", "bob", 30) is None
         assert lock.owner == "alice"
     assert store.try_lock("resource", "bob", 30) is not None
+
+
+def test_a_renewal_with_a_peek_renews_its_own_live_lock_and_no_other(store: Store, clock: ManualClock) -> None:
+    """``renew_lock_peek`` (the leader's renewal across its sleep) renews as ``renew_lock`` does: the
+    lock of that name under that token while it holds, never another; a lapsed or stolen one is lost."""
+    engine = store.engine
+    now = clock.now()
+    ten, twenty = now + timedelta(seconds=10), now + timedelta(seconds=20)
+    mine, other = engine.try_lock("mine", "me", now, ten), engine.try_lock("other", "me", now, ten)
+    assert mine is not None
+    assert other is not None
+    store.schedule("soon", "@every 1m", "q")
+    renewed, soonest = engine.renew_lock_peek(mine, now, twenty)
+    assert (renewed.name, renewed.token, renewed.expires_at) == (mine.name, mine.token, twenty)
+    assert soonest == engine.soonest_boundary()
+    assert soonest is not None
+    assert engine.read_lock("other") == other, "another lock is left as it was"
+    with pytest.raises(LeaseLost):
+        engine.renew_lock_peek(dataclasses.replace(renewed, token=renewed.token + 1), now, twenty)
+    with pytest.raises(LeaseLost):
+        engine.renew_lock_peek(other, ten, twenty)  # lapsed at this very instant
+    assert engine.read_lock("other") == other
+    assert engine.read_lock("mine") == renewed
