@@ -15,7 +15,17 @@ from typing import Any
 
 import pytest
 
-from alkstore import CancelOutcome, InvalidOptions, ManualClock, StopToken, Store, Tasks, current_job
+from alkstore import (
+    CancelOutcome,
+    EnqueueOpts,
+    InvalidOptions,
+    LeaseLost,
+    ManualClock,
+    StopToken,
+    Store,
+    Tasks,
+    current_job,
+)
 from alkstore._kernel import CONFIG_TTL
 from tests.support import PATIENCE, must_claim, must_get, wait_until
 
@@ -186,3 +196,26 @@ def test_a_cancelled_job_whose_worker_died_ends_cancelled_when_its_lease_lapses(
     clock.advance(timedelta(seconds=30))
     assert queue.claim("w") is None  # the claim's sweep ends it cancelled, not pending again
     assert store.get_job(job_id) is None
+
+
+def test_a_release_ends_its_own_job_cancelled_when_asked_and_no_other(store: Store, clock: ManualClock) -> None:
+    """A holder that releases a job whose cancel was requested ends it cancelled (gone) rather than
+    pending again; another running job whose cancel was requested, and a job held under a newer
+    fence, are left as they are."""
+    queue = store.queue("releasing")
+    first, second = queue.enqueue(0), queue.enqueue(1)
+    third = queue.enqueue(2, EnqueueOpts(visibility_timeout=10))
+    held = [must_claim(queue) for _ in range(3)]
+    assert [job.id for job in held] == [first, second, third]
+    clock.advance(11)  # the third's lease lapses: a new claim holds it under a newer fence
+    again = must_claim(queue, "w-again")
+    assert again.id == third
+    for job_id in (first, second, third):
+        assert store.cancel(job_id) is CancelOutcome.CANCELLING
+    held[0].release()
+    assert store.get_job(first) is None, "released with its cancel requested: cancelled"
+    assert must_get(store, second).cancel_requested, "another job's cancel is still to do"
+    with pytest.raises(LeaseLost):
+        held[2].release()  # a stale holder changes nothing
+    assert must_get(store, third).worker_id == "w-again"
+    assert again.id == third
