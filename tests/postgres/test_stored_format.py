@@ -536,10 +536,10 @@ def test_every_insert_stores_a_job_due_at_once_pending_and_one_ahead_delayed(
         expected.update(dict.fromkeys(map(int, store.engine.enqueue(later, T0)), "delayed"))
     queue = store.queue("inserts")
     requeued = queue.enqueue("dies", EnqueueOpts(max_attempts=1, priority=9))
-    job = queue.claim("w")
-    assert job is not None
-    assert job.id == requeued
-    job.fail("boom")
+    dying = queue.claim("w")
+    assert dying is not None
+    assert dying.id == requeued
+    dying.fail("boom")
     assert store.requeue_dead(requeued)
     expected[int(requeued)] = "pending"
     store.schedule("inserted", "@every 1m", "inserts")
