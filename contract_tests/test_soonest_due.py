@@ -42,3 +42,29 @@ def test_a_paused_queue_is_left_out_until_it_is_resumed(store: Store) -> None:
     assert store.engine.soonest_due(["q"]) is None
     queue.resume()
     assert store.engine.soonest_due(["q"]) == T0
+
+
+def test_each_queue_is_judged_by_its_own_jobs_however_many_and_whatever_the_others_hold(
+    store: Store, clock: ManualClock
+) -> None:
+    ready = store.queue("ready")
+    ready.enqueue("low", EnqueueOpts(priority=0))
+    clock.advance(timedelta(seconds=1))
+    ready.enqueue("high", EnqueueOpts(priority=5))
+    leased = store.queue("leased")
+    leased.enqueue("first", EnqueueOpts(visibility_timeout=9))
+    leased.enqueue("second", EnqueueOpts(visibility_timeout=7))
+    must_claim(leased, "w1")
+    must_claim(leased, "w2")
+    store.queue("idle").enqueue("later", EnqueueOpts(delay=30))
+    store.queue("stopped").pause()
+    now = T0 + timedelta(seconds=1)
+    # Two ready jobs: an instant already past (which one's run_at is the engine's choice).
+    due = store.engine.soonest_due(["ready"])
+    assert due is not None
+    assert due <= now
+    # Two running jobs: the lease that ends first.
+    assert store.engine.soonest_due(["leased"]) == now + timedelta(seconds=7)
+    # Another queue's leases and another queue's pause change nothing here.
+    assert store.engine.soonest_due(["idle"]) == now + timedelta(seconds=30)
+    assert store.engine.soonest_due(["idle", "stopped"]) == now + timedelta(seconds=30)

@@ -205,10 +205,11 @@ class AsyncEngine(ABC):
     async def soonest_due(self, queues: Sequence[str]) -> datetime | None:
         """The soonest instant a claim of one of ``queues`` may find work, or ``None`` when none may.
 
-        The earliest ``run_at`` of their ``PENDING`` jobs (a ``waiting`` one aside) and
-        ``lease_until`` of their ``RUNNING`` ones (an ``expires_at`` is never sooner than its job's
-        ``run_at``); queues stored as paused are left out. One read for all the queues: what an
-        idle worker waits for (ADR 044).
+        The earliest ``run_at`` of their ``PENDING`` jobs not yet due (a ``waiting`` one aside) and
+        ``lease_until`` of their ``RUNNING`` ones, or, when one of their jobs is due, an instant no
+        later than now: the ``run_at`` of a due job, which one an engine's choice (an ``expires_at``
+        is never sooner than its job's ``run_at``); queues stored as paused are left out. One read
+        for all the queues: what an idle worker waits for (ADR 044).
         """
 
     @abstractmethod
