@@ -272,6 +272,8 @@ def test_results_are_listed_newest_first_a_page_at_a_time(store: Store, clock: M
         if cursor is None:
             break
     assert seen == [ids[4], ids[3], ids[2], ids[1], ids[0]]
+    for limit in (1, 2, 4):  # the port's bound: at most the limit, the first of the order
+        assert [result.id for result in store.engine.list_results("jobs", limit)] == seen[:limit]
     assert store.results("other").results == ()
     first = store.results("jobs", limit=1).cursor
     with pytest.raises(InvalidOptions, match="cursor"):
@@ -317,6 +319,20 @@ def test_results_are_pruned_once_their_retention_has_passed(store: Store, clock:
     clock.advance(60)
     assert store.purge_results() == 1
     assert store.result(longer) is None
+
+
+def test_a_purge_deletes_at_most_its_limit_the_soonest_kept_first(store: Store, clock: ManualClock) -> None:
+    keeping(store, keep=timedelta(seconds=60))
+    queue = store.queue("jobs")
+    ids = []
+    for n in range(4):
+        ids.append(queue.enqueue(n))
+        must_claim(queue).ack()
+        clock.advance(1)
+    clock.advance(60)  # every one past its keep_until
+    assert store.engine.purge_results("jobs", clock.now(), 3) == 3
+    assert [job_id for job_id in ids if store.result(job_id) is not None] == [ids[3]], "the soonest kept go first"
+    assert store.engine.purge_results(None, clock.now(), 3) == 1
 
 
 # -- the worker -------------------------------------------------------------------------------

@@ -124,3 +124,26 @@ def test_jobs_due_but_still_stored_delayed_are_listed_ready_in_the_claim_order(
         assert listed(store, JobPhase.READY, reverse=False, limit=limit, task="t") == tasks
         assert listed(store, JobPhase.READY, reverse=True, limit=limit, task="t") == tasks[::-1]
     assert listed(store, JobPhase.DELAYED, reverse=False, limit=1) == []
+
+
+@pytest.mark.parametrize("phase", [JobPhase.READY, JobPhase.DELAYED])
+def test_a_long_run_of_jobs_stored_in_the_other_state_is_read_from_its_far_end(
+    store: Store, clock: ManualClock, phase: JobPhase
+) -> None:
+    """More jobs than a page holds, all stored in the state their phase does not usually hold (due but
+    stored delayed; not yet due but stored pending by a host whose clock runs ahead), some at one
+    instant: read backwards, the first page starts at the latest instant and highest id."""
+    now = clock.now()
+    offsets = [60, 61, 62, 70, 70, 70]
+    stored_at = now if phase is JobPhase.READY else now + timedelta(seconds=100)  # the host's now
+    jobs = [
+        NewJob("mixed", json.dumps({"n": n}).encode(), 0, now + timedelta(seconds=offset), None, 3)
+        for n, offset in enumerate(offsets)
+    ]
+    ids = [int(job_id) for job_id in store.engine.enqueue(jobs, stored_at)]
+    if phase is JobPhase.READY:
+        clock.advance(120)
+    backwards = [job_id for _, job_id in sorted(zip(offsets, ids, strict=True), reverse=True)]
+    for limit in (1, 2):
+        assert listed(store, phase, reverse=True, limit=limit) == backwards, limit
+        assert listed(store, phase, reverse=False, limit=limit) == backwards[::-1], limit

@@ -332,6 +332,45 @@ def test_a_claim_with_acks_sweeps_first_what_the_plain_claim_sweeps_first(
     assert outcomes[0] != ([], {phase: [] for phase in LISTINGS}), "the queue had something to sweep"
 
 
+@pytest.mark.parametrize("acks", ["none", "acks", "acks-keeping-results"])
+def test_a_claim_with_nothing_to_sweep_is_one_statement(
+    open_store: Any, clock: ManualClock, acks: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's probe sweeps only when something is due to be swept: a queue holding live leases,
+    jobs that expire later and ready jobs (each what one of its clauses looks at, none due) is
+    claimed in one statement, not swept first and claimed again."""
+    store: Store = open_store(clock=clock)
+    engine = engine_of(store)
+    queue = store.queue(f"probed-{acks}")  # the schema is the module's
+    queue.enqueue_many(["held", "held"])
+    request = ClaimRequest(queue.name, "w", clock.now(), timedelta(minutes=5), limit=2)
+    held = engine.claim(request)  # two live leases: one acked below, one still held
+    assert len(held) == 2
+    queue.enqueue_many(["expires later", "ready"], EnqueueOpts(expires=3600))
+    queue.enqueue("delayed", EnqueueOpts(delay=3600))
+    clock.advance(1)
+    now = clock.now()
+    request = dataclasses.replace(request, now=now, limit=1)
+    executed: list[str] = []
+    run = engine._connections.all
+
+    def counted(statement: str, *args: Any, **kwargs: Any) -> Any:
+        executed.append(statement)
+        return run(statement, *args, **kwargs)
+
+    monkeypatch.setattr(engine._connections, "all", counted)
+    if acks == "none":
+        claimed = engine.claim(request)
+    else:
+        done = Done(held[0].id, held[0].fence, b"1", now, now, now + timedelta(days=1))
+        stale, claimed = engine.ack_and_claim(
+            [done if acks == "acks-keeping-results" else Held(held[0].id, held[0].fence)], request
+        )
+        assert stale == []
+    assert [job.payload for job in claimed] == [b'"expires later"']
+    assert len(executed) == 1, "the claim swept first, with nothing to sweep"
+
+
 def listing_of(store: Store, queue: str, phase: JobPhase) -> list[JobRecord]:
     return engine_of(store).list_jobs(JobQuery(queue, phase, store.clock.now(), 1000))
 
