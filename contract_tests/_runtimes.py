@@ -20,6 +20,7 @@ import concurrent.futures
 import contextvars
 import functools
 import inspect
+import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import Any, TypeVar
@@ -99,6 +100,9 @@ def _settle(done: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> No
 
 
 _PORTAL: list[Portal] = []
+# A forked child (mutmut runs each mutant in one) has none of its parent's threads: a portal made
+# before the fork would take calls and never answer them, so the child starts its own.
+os.register_at_fork(after_in_child=_PORTAL.clear)
 
 
 def portal() -> Portal:
