@@ -21,6 +21,7 @@ from alkstore import (
     Store,
     Tasks,
 )
+from alkstore.engine import NewJob
 from contract_tests._runtimes import task_call
 from tests.support import must_get
 
@@ -137,3 +138,21 @@ def test_a_task_enqueues_many_runs_by_keyword(store: Store) -> None:
         with pytest.raises(InvalidArgument, match="keyword"):
             task_call(send.enqueue_many, store, bad)
     assert len(drained(store, "mail")) == 3
+
+
+def test_a_batch_of_differing_jobs_stores_each_ones_own_fields(store: Store, clock: ManualClock) -> None:
+    """A batch whose jobs differ (what a task layer or a mixed batch hands the engine) is one insert
+    of arrays: each job keeps its own queue, priority, instants, attempts, lease length, task and trace."""
+    now = clock.now()
+    jobs = [
+        NewJob("mixed", b"1", 3, now, now + timedelta(hours=1), 5, timedelta(seconds=7), "send", "trace-1"),
+        NewJob("other", b"2", 0, now + timedelta(seconds=30), None, 2, None, None, None),
+        NewJob("mixed", b"3", -1, now, None, 1, timedelta(minutes=2), "report", None),
+    ]
+    ids = store.engine.enqueue(jobs, now)
+    for job, job_id in zip(jobs, ids, strict=True):
+        record = store.engine.get_job(job_id)
+        assert record is not None
+        stored = (record.queue, record.payload, record.priority, record.run_at, record.expires_at, record.max_attempts)
+        assert stored == (job.queue, job.payload, job.priority, job.run_at, job.expires_at, job.max_attempts)
+        assert (record.visibility, record.task, record.trace) == (job.visibility, job.task, job.trace)

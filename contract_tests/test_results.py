@@ -129,13 +129,18 @@ def test_nothing_is_kept_while_the_queue_keeps_no_results(store: Store) -> None:
     assert store.result(other) is None
 
 
-def test_ack_many_keeps_each_outcome_without_a_result(store: Store) -> None:
+def test_ack_many_keeps_each_outcome_without_a_result(store: Store, clock: ManualClock) -> None:
     keeping(store)
     ids = store.queue("jobs").enqueue_many(["a", "b"])
     jobs = store.queue("jobs").claim_many("w", 2)
+    claimed_at = clock.now()
+    clock.advance(2)
     assert store.ack_many(jobs) == []
-    assert [must_result(store, job_id).result for job_id in ids] == [None, None]
-    assert [must_result(store, job_id).payload for job_id in ids] == ["a", "b"]
+    results = [must_result(store, job_id) for job_id in ids]
+    assert [result.result for result in results] == [None, None]
+    assert [result.payload for result in results] == ["a", "b"]
+    # Each run timed from its claim (the time it started, as far as the store knows) to the ack.
+    assert [(result.started_at, result.finished_at) for result in results] == [(claimed_at, clock.now())] * 2
 
 
 def test_a_retried_then_successful_job_keeps_its_earlier_failures(store: Store, clock: ManualClock) -> None:
