@@ -29,6 +29,7 @@ from alkstore.engine import (
     JobPhase,
     JobQuery,
     JobRecord,
+    NewJob,
     after_key,
     claim_order,
     key_of,
@@ -112,6 +113,10 @@ def test_a_fragment_continues_at_its_holes_indent_and_an_argument_fills_its_para
     ("text", "refusal"),
     [
         ("-- name:a\nSELECT 1", "t.sql:1: not a header: '-- name:a' (write '-- name: key' or '-- fragment: key')"),
+        (
+            "-- name: a\nSELECT 1\n  -- name: b",
+            "t.sql:3: not a header: '-- name: b' (write '-- name: key' or '-- fragment: key')",
+        ),
         ("\nSELECT 1", "t.sql:2: SQL before the first '-- name:' or '-- fragment:'"),
         ("-- name: a\nSELECT 1 -- one", "t.sql:2: a comment beside SQL would reach the server; give it a line"),
         ("-- name: a\n-- nothing but a comment", "t.sql:1: a has no SQL"),
@@ -130,6 +135,78 @@ def test_a_statements_file_that_would_go_wrong_quietly_is_refused_with_its_place
     with pytest.raises(RuntimeError) as refused:
         expanded(text)
     assert str(refused.value) == refusal
+
+
+def test_an_indented_comment_stays_out_of_the_sql() -> None:
+    assert expanded("-- name: a\nSELECT 1\n  -- why\nFROM t") == {"a": "SELECT 1\nFROM t"}
+
+
+#: A statement's header in the packaged files, and the line it is on.
+def header_line(file: str, key: str) -> int:
+    lines = (ADAPTER / "statements" / file).read_text(encoding="utf-8").splitlines()
+    return lines.index(f"-- name: {key}") + 1
+
+
+@pytest.mark.parametrize(
+    ("file", "change", "refusal"),
+    [
+        ("zz.sql", "-- name: claim\nSELECT 1", "zz.sql:1: claim is already named at claim.sql:{claim}"),
+        ("zz.sql", "-- fragment: job_columns\nid", "zz.sql:1: job_columns is made in _sql.py"),
+        (
+            "zz.sql",
+            "-- name: spare\nSELECT {job_columns: id}",
+            "spare: {job_columns: id} does not match the header of job_columns (_sql.py)",
+        ),
+        ("zz.sql", "-- fragment: spare\nSELECT 1", "fragments no statement uses: spare"),
+        (
+            "zz.sql",
+            "-- name: spare\nSELECT 1",
+            "statements unknown to Statements: ['spare']; missing from the files: []",
+        ),
+        (
+            "schema.sql",
+            "-- name: server_time=-- name: server_clock",
+            "statements unknown to Statements: ['server_clock']; missing from the files: ['server_time']",
+        ),
+        (
+            "schema.sql",
+            "-- name: server_time\n=-- name: server_time\nSELECT {role}\n",
+            "server_time leaves ['role'] unfilled",
+        ),
+    ],
+    ids=["named-twice", "made-here", "made-fragment-argument", "unused-fragment", "unknown", "missing", "unfilled"],
+)
+def test_a_fault_across_the_statements_files_is_refused_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file: str, change: str, refusal: str
+) -> None:
+    """What only the files together can get wrong (a name twice, a made fragment, a fragment no statement
+    uses, statements ``Statements`` does not know or misses, a hole left): ``_templates`` refuses it, with
+    the place, when the package's statements hold it."""
+    folder = tmp_path / "statements"
+    folder.mkdir()
+    for source in (ADAPTER / "statements").glob("*.sql"):
+        (folder / source.name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    target = folder / file
+    if "=" in change and target.exists():
+        old, new = change.split("=", 1)
+        text = target.read_text(encoding="utf-8")
+        assert old in text
+        target.write_text(text.replace(old, new, 1), encoding="utf-8")
+    else:
+        target.write_text(change, encoding="utf-8")
+    monkeypatch.setattr("importlib.resources.files", lambda package: tmp_path)
+    with pytest.raises(RuntimeError) as refused:
+        _sql._templates()
+    assert str(refused.value) == refusal.replace("{claim}", str(header_line("claim.sql", "claim")))
+
+
+def test_the_ready_listing_refuses_a_ready_order_of_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``list_ready`` reads its order as a first run and the rest (its index ranges); an order of one run
+    would leave it without its second part, so the expansion refuses it."""
+    monkeypatch.setattr(_sql, "ORDERS", {**ORDERS, JobPhase.READY: (("run_at", False), ("id", False))})
+    with pytest.raises(RuntimeError) as refused:
+        dict(_sql._order_fragments())
+    assert str(refused.value) == "list_ready reads the ready order as its first run and the rest; this one has one run"
 
 
 def flat(text: str) -> str:
@@ -369,6 +446,38 @@ def test_a_claim_with_nothing_to_sweep_is_one_statement(
         assert stale == []
     assert [job.payload for job in claimed] == [b'"expires later"']
     assert len(executed) == 1, "the claim swept first, with nothing to sweep"
+
+
+def test_a_batch_alike_but_for_its_payloads_is_one_insert_of_its_payloads(
+    open_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose jobs differ in their payloads only is inserted by ``enqueue_alike`` (its options bound
+    once); a batch differing in anything else by ``enqueue_many`` (every field an array)."""
+    store: Store = open_store()
+    engine = engine_of(store)
+    executed: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def recorded(cursor: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        executed.append(query)
+        return execute(cursor, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
+    now = store.clock.now()
+
+    def job(queue: str = "alike", priority: int = 0, payload: bytes = b"1") -> NewJob:
+        return NewJob(queue, payload, priority, now, None, 3)
+
+    batches = {
+        "alike": ([job(payload=b"1"), job(payload=b"2")], engine._sql.enqueue_alike),
+        "queues differ": ([job(), job("other")], engine._sql.enqueue_many),
+        "priorities differ": ([job(), job(priority=1)], engine._sql.enqueue_many),
+    }
+    for name, (jobs, statement) in batches.items():
+        executed.clear()
+        assert len(engine.enqueue(jobs, now)) == 2
+        inserts = [query for query in executed if query in (engine._sql.enqueue_alike, engine._sql.enqueue_many)]
+        assert inserts == [statement], name
 
 
 def listing_of(store: Store, queue: str, phase: JobPhase) -> list[JobRecord]:
