@@ -156,3 +156,16 @@ def test_a_batch_of_differing_jobs_stores_each_ones_own_fields(store: Store, clo
         stored = (record.queue, record.payload, record.priority, record.run_at, record.expires_at, record.max_attempts)
         assert stored == (job.queue, job.payload, job.priority, job.run_at, job.expires_at, job.max_attempts)
         assert (record.visibility, record.task, record.trace) == (job.visibility, job.task, job.trace)
+
+
+def test_a_keyed_job_is_read_back_with_its_keys(store: Store, clock: ManualClock) -> None:
+    now = clock.now()
+    keyed = NewJob("keyed", b"1", 0, now, None, 3, unique_key="u", unique_running=True, ordering_key="k")
+    (job_id,) = store.engine.enqueue([keyed], now)
+    record = store.engine.get_job(job_id)
+    assert record is not None
+    assert (record.unique_key, record.unique_running, record.ordering_key) == ("u", True, "k")
+    (plain_id,) = store.engine.enqueue([NewJob("keyed", b"2", 0, now, None, 3)], now)
+    plain = store.engine.get_job(plain_id)
+    assert plain is not None
+    assert (plain.unique_key, plain.unique_running, plain.ordering_key) == (None, False, None)

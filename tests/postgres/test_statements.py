@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import random
 import re
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import pq
+from psycopg import pq, sql
 
 import alkstore
 from alkstore import EnqueueOpts, ManualClock, Store
@@ -608,3 +609,22 @@ def test_row_makers_built_afresh_read_each_column_by_its_name_whatever_the_state
         maker = nothing(_Cursor(empty))
         with pytest.raises(AssertionError, match="without columns"):
             maker(())
+
+
+def test_a_schema_named_with_a_percent_sign_works_every_statement_it_names(pg_dsn: str) -> None:
+    """The schema is composed into every statement as an identifier, its ``%`` doubled so that psycopg's
+    placeholders are not confused by it."""
+    schema = f"per%cent_{uuid.uuid4().hex[:8]}"
+    store = alkstore.open(pg_dsn, schema=schema, migrate=True)
+    try:
+        queue = store.queue("q")
+        job_id = queue.enqueue({"n": 1})
+        job = queue.claim("w")
+        assert job is not None
+        assert job.id == job_id
+        job.ack()
+        assert store.get_job(job_id) is None
+    finally:
+        store.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
