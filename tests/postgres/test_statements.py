@@ -158,7 +158,11 @@ def header_line(file: str, key: str) -> int:
             "-- name: spare\nSELECT {job_columns: id}",
             "spare: {job_columns: id} does not match the header of job_columns (_sql.py)",
         ),
-        ("zz.sql", "-- fragment: spare\nSELECT 1", "fragments no statement uses: spare"),
+        (
+            "zz.sql",
+            "-- fragment: spare\nSELECT 1\n-- fragment: unread\nSELECT 2",
+            "fragments no statement uses: spare, unread",
+        ),
         (
             "zz.sql",
             "-- name: spare\nSELECT 1",
@@ -309,11 +313,16 @@ def filled(open_store: Any, clock: ManualClock) -> Store:
 
 
 def listing(
-    store: Store, phase: JobPhase, limit: int, after: JobRecord | None = None, reverse: bool = False
+    store: Store,
+    phase: JobPhase,
+    limit: int,
+    after: JobRecord | None = None,
+    reverse: bool = False,
+    queue: str = "orders",
 ) -> list[JobRecord]:
     engine = engine_of(store)
     key = None if after is None else key_of(after, phase)
-    return engine.list_jobs(JobQuery("orders", phase, store.clock.now(), limit, key, reverse=reverse))
+    return engine.list_jobs(JobQuery(queue, phase, store.clock.now(), limit, key, reverse=reverse))
 
 
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reversed"])
@@ -328,6 +337,23 @@ def test_each_page_of_a_listing_follows_its_key_in_the_order_core_declares(
     for job in everything:
         after = [other.id for other in expected if after_key(other, key_of(job, phase), phase, reverse)]
         assert [other.id for other in listing(filled, phase, 3, job, reverse)] == after[:3], job
+
+
+def test_due_jobs_still_stored_delayed_are_paged_by_priority_first_whatever_their_ids(
+    open_store: Any, clock: ManualClock
+) -> None:
+    """The ready listing's branch of due jobs still stored ``'delayed'`` pages by the whole ready order:
+    a later job of a higher priority comes first, and the page after it holds the earlier, lower one
+    (and the other way round reversed), which ordering by instant and id alone would lose."""
+    store: Store = open_store(clock=clock)
+    queue = store.queue("stored-delayed")
+    low = queue.enqueue("low", EnqueueOpts(priority=0, delay=1))
+    high = queue.enqueue("high", EnqueueOpts(priority=1, delay=1))
+    clock.advance(2)  # both due; no claim has swept them, so both are stored 'delayed'
+    both = listing(store, JobPhase.READY, 10, queue=queue.name)
+    assert [job.id for job in both] == [high, low]
+    assert [job.id for job in listing(store, JobPhase.READY, 3, both[0], queue=queue.name)] == [low]
+    assert [job.id for job in listing(store, JobPhase.READY, 3, both[1], True, queue.name)] == [high]
 
 
 def test_claims_take_the_ready_jobs_one_by_one_in_the_declared_claim_order(filled: Store) -> None:
