@@ -4,6 +4,7 @@ and the listings' orders the ones core declares (``alkstore.engine.ORDERS``)."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import dataclasses
 import random
 import re
@@ -572,6 +573,81 @@ def test_the_workers_claim_is_planned_once_and_not_at_every_call(pg_dsn: str, pg
         assert all(generic >= 5 and custom <= 5 for generic, custom in plans), plans
     finally:
         store.close()
+
+
+def _plans_per_connection(engine: Any, size: int, prefix: str) -> list[tuple[int, int]]:
+    """Each of the pool's ``size`` connections' (generic, custom) plans of the statement starting ``prefix``."""
+    taken = [engine.pool.getconn() for _ in range(size)]
+    try:
+        found = []
+        for conn in taken:
+            row = conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+                [prefix + "%"],
+            ).fetchone()
+            found.append((0, 0) if row is None else (int(row[0]), int(row[1])))
+        return found
+    finally:
+        for conn in taken:
+            engine.pool.putconn(conn)
+
+
+def test_one_caller_at_a_time_claims_on_one_connection_its_claim_prepared_at_the_first_run(
+    pg_dsn: str, pg_module_schema: str
+) -> None:
+    """An idle worker claims one statement at a time: each claim on the connection given back last, the
+    statement prepared at its first run there, generic after the server's five custom plans. Lent
+    longest-idle first, as psycopg_pool does, six claims spread over four connections and none was
+    prepared (each parsed and planned anew, more than the claim's own run: ADR 053)."""
+    store = alkstore.open(pg_dsn, schema=pg_module_schema, migrate=True, min_size=4, max_size=4)
+    try:
+        engine = engine_of(store)
+        engine.pool.wait(10.0)
+        idle = ClaimRequest("idle-one", "w", store.clock.now(), timedelta(minutes=5))
+        for _ in range(7):
+            assert engine.claim(idle) == []
+        plans = _plans_per_connection(engine, 4, "WITH sweep AS")
+        assert sorted(plans, reverse=True)[0] == (2, 5), plans  # seven runs: five custom, then generic
+        assert sorted(plans)[:3] == [(0, 0)] * 3, plans
+    finally:
+        store.close()
+
+
+def test_the_pool_lends_the_connection_given_back_last(pg_dsn: str, pg_module_schema: str) -> None:
+    """Most recent first, in both runtimes; a connection given back long ago is still lent when the rest are out."""
+
+    def order(pool: Any) -> None:
+        first, second, third = pool.getconn(), pool.getconn(), pool.getconn()
+        for conn in (second, first, third):
+            pool.putconn(conn)
+        again = [pool.getconn() for _ in range(3)]
+        assert again == [third, first, second]
+        for conn in again:
+            pool.putconn(conn)
+
+    store = alkstore.open(pg_dsn, schema=pg_module_schema, migrate=True, min_size=3, max_size=3)
+    try:
+        engine_of(store).pool.wait(10.0)
+        order(engine_of(store).pool)
+    finally:
+        store.close()
+
+    async def in_async() -> None:
+        astore = await alkstore.open_async(pg_dsn, schema=pg_module_schema, min_size=3, max_size=3)
+        try:
+            pool = astore.engine.pool  # type: ignore[attr-defined]
+            await pool.wait(10.0)
+            first, second, third = await pool.getconn(), await pool.getconn(), await pool.getconn()
+            for conn in (second, first, third):
+                await pool.putconn(conn)
+            again = [await pool.getconn() for _ in range(3)]
+            assert again == [third, first, second]
+            for conn in again:
+                await pool.putconn(conn)
+        finally:
+            await astore.close()
+
+    asyncio.run(in_async())
 
 
 class _Result:

@@ -45,6 +45,7 @@ __all__ = [
     "AsyncListeningConnection",
     "AsyncListeningPool",
     "AsyncPooledConnection",
+    "AsyncRecentFirstPool",
     "check_connection",
 ]
 
@@ -80,11 +81,32 @@ class AsyncPooledConnection(psycopg.AsyncConnection[tuple[Any, ...]]):
         *,
         binary: bool = False,
     ) -> psycopg.AsyncCursor[_R]:
-        """Execute ``statement`` on the kept cursor for ``row`` (text or binary results) and return it."""
+        """Execute ``statement`` on the kept cursor for ``row`` (text or binary results) and return it.
+
+        Prepared at its first run on this connection, not its sixth (psycopg's threshold): each of
+        the five before would be parsed and planned again, the claim's planning alone costing more
+        than its run (ADR 053). ``prepare_threshold=None`` still prepares nothing.
+        """
         cursor = self._kept.get(row)
         if cursor is None or cursor.closed:
             cursor = self._kept[row] = self.cursor(row_factory=row)
-        return await cursor.execute(statement, params, binary=binary)
+        return await cursor.execute(statement, params, binary=binary, prepare=True)
+
+
+class AsyncRecentFirstPool(AsyncConnectionPool[AsyncPooledConnection]):
+    """psycopg_pool's pool, lending the connection given back last first (ADR 053).
+
+    psycopg_pool lends the one idle longest, which spreads even one caller at a time over every
+    connection: each prepares and plans the engine's statements for itself, and each call meets a
+    backend that has sat idle longest. Given back last, lent first keeps a worker's claims and an
+    idle worker's wakes on one warm connection; the pool's shrinking still closes the idlest.
+    """
+
+    async def _get_ready_connection(self, timeout: float | None) -> AsyncPooledConnection | None:
+        # Called in the pool's critical section; the parent takes the left end of its deque.
+        if len(self._pool) > 1:
+            self._pool.rotate(1)
+        return await super()._get_ready_connection(timeout)
 
 
 async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -110,7 +132,7 @@ class AsyncConnections:
     def __init__(self, options: EngineOptions, sql: Statements) -> None:
         self._sql = sql
         kwargs = options.connect_kwargs
-        self.pool: AsyncConnectionPool[AsyncPooledConnection] = AsyncConnectionPool(
+        self.pool: AsyncConnectionPool[AsyncPooledConnection] = AsyncRecentFirstPool(
             options.url,
             connection_class=AsyncPooledConnection,
             kwargs=kwargs,

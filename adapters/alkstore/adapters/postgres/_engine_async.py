@@ -69,8 +69,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
     an unmigrated or older schema raises ``SchemaOutOfDate``; ``True`` migrates first),
     ``connect_timeout`` (seconds per connection attempt; default the URL's, else 10),
     ``pool_timeout`` (seconds to wait for a free pooled connection, 5; under the scheduler's 10 s
-    lease, ADR 036), ``prepare_threshold`` (psycopg's, default 5; ``None`` never prepares
-    statements, as a transaction pooler needs),
+    lease, ADR 036), ``prepare_threshold`` (psycopg's, default 5 runs before a
+    statement is prepared, but the engine's one-statement calls are prepared at their first, ADR
+    053; ``None`` never prepares statements, as a transaction pooler needs),
     ``listen_url`` (where parked claims LISTEN; default the URL) and ``listen_max_size`` (the
     listening pool's bound, default ``max_size``) and ``grant`` (roles that migrating makes
     application roles of the schema, ADR 019). A store holds at most ``max_size +
