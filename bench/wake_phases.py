@@ -2,15 +2,17 @@
 
 Run by hand, never from the test suite (the figures depend on the machine and its load)::
 
-    .venv/bin/python bench/wake_phases.py [--dsn URL] [--samples 60]
+    .venv/bin/python bench/wake_phases.py [--dsn URL] [--samples 60] [--runtime async|sync]
 
-As the peer harness measures D: an idle ``AsyncWorker`` (one slot, a handler that records when it
-starts), a pause of 0.15 s, then one job enqueued by another store; timed from before the enqueue.
-The marks: the enqueue returned, the worker's claim round began (its wait woke), the claim
-returned the job, the handler started. Beside them, each after the same pause on a connection of
-its own: ``SELECT 1`` (what any round trip costs after an idle pause on this machine), and the
-hand-written floor's two statements (``INSERT … pg_notify`` and its ``SKIP LOCKED`` claim, on a
-table shaped as the peer harness's floor makes it). Medians, in ms, after 5 samples thrown away.
+As the peer harness measures D: an idle ``AsyncWorker`` (``Worker`` with ``--runtime sync``: one
+slot, a handler that records when it starts), a pause of 0.15 s, then one job enqueued by another
+store; timed from before the enqueue. The marks: the enqueue took its connection (what core did
+before any I/O), the enqueue returned, the worker's claim round began (its wait woke), the claim
+statement was sent and its result came back, the claim returned the job, the handler started.
+Beside them (async only), each after the same pause on a connection of its own: ``SELECT 1``
+(what any round trip costs after an idle pause on this machine), and the hand-written floor's two
+statements (``INSERT … pg_notify`` and its ``SKIP LOCKED`` claim, on a table shaped as the peer
+harness's floor makes it). Medians, in ms, after 5 samples thrown away.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import threading
 import time
 import uuid
 from typing import Any
@@ -28,7 +31,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 import alkstore
-from alkstore import _kernel_async, _worker_async
+from alkstore import _kernel, _kernel_async, _worker, _worker_async
+from alkstore.adapters.postgres import _connections, _connections_async
 
 PAUSE = 0.15
 WARMUP = 5
@@ -56,23 +60,116 @@ def mark(name: str) -> None:
     marks.setdefault(name, time.perf_counter())
 
 
-def instrument() -> None:
-    """Mark when a claim round begins and when a claim returns a job (the rest is the worker's own)."""
-    begin = _worker_async.AsyncWorker._round
-    claim = _kernel_async.AsyncKernel.claim
+def _marking(cls: Any, name: str, label: str, *, before: bool = False, when: Any = None) -> None:
+    """Wrap ``cls.name`` (sync or async) to mark ``label`` before the call or after it (if ``when(result)``)."""
+    original = getattr(cls, name)
+    if asyncio.iscoroutinefunction(original):
 
-    async def round_(self: Any, free: int) -> int:
-        mark("round began")
-        return await begin(self, free)
+        async def wrapped_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if before:
+                mark(label)
+            result = await original(self, *args, **kwargs)
+            if not before and (when is None or when(result)):
+                mark(label)
+            return result
 
-    async def claimed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = await claim(self, *args, **kwargs)
-        if result[1]:
-            mark("claimed")
+        setattr(cls, name, wrapped_async)
+        return
+
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if before:
+            mark(label)
+        result = original(self, *args, **kwargs)
+        if not before and (when is None or when(result)):
+            mark(label)
         return result
 
-    _worker_async.AsyncWorker._round = round_  # type: ignore[method-assign]
-    _kernel_async.AsyncKernel.claim = claimed  # type: ignore[method-assign]
+    setattr(cls, name, wrapped)
+
+
+def instrument() -> None:
+    """Mark the phases in both runtimes (the rest is the worker's own)."""
+    for worker, kernel, connections, pooled in (
+        (_worker_async.AsyncWorker, _kernel_async.AsyncKernel, _connections_async.AsyncConnections,
+         _connections_async.AsyncPooledConnection),
+        (_worker.Worker, _kernel.Kernel, _connections.Connections, _connections.PooledConnection),
+    ):  # fmt: skip
+        _marking(connections, "_getconn", "enqueue took its connection", before=True)  # the producer's, first
+        _marking(worker, "_round", "round began", before=True)
+        _marking(kernel, "claim", "claimed", when=lambda result: bool(result[1]))
+        _mark_claim_statement(pooled)
+
+
+def _mark_claim_statement(pooled: Any) -> None:
+    """Mark when the claim statement is sent and when its result is back."""
+    original = pooled.run
+
+    def is_claim(statement: str) -> bool:
+        return statement.lstrip().startswith("WITH sweep AS")
+
+    if asyncio.iscoroutinefunction(original):
+
+        async def run_async(self: Any, statement: str, *args: Any, **kwargs: Any) -> Any:
+            if is_claim(statement):
+                mark("claim sent")
+            result = await original(self, statement, *args, **kwargs)
+            if is_claim(statement):
+                mark("claim's result back")
+            return result
+
+        pooled.run = run_async
+        return
+
+    def run(self: Any, statement: str, *args: Any, **kwargs: Any) -> Any:
+        if is_claim(statement):
+            mark("claim sent")
+        result = original(self, statement, *args, **kwargs)
+        if is_claim(statement):
+            mark("claim's result back")
+        return result
+
+    pooled.run = run
+
+
+def run_sync(dsn: str, samples: int) -> dict[str, list[float]]:
+    """The sync runtime's marks: a ``Worker`` on its threads, the producer on this one."""
+    schema = "wake_" + uuid.uuid4().hex[:8]
+    producer = alkstore.open(dsn, schema=schema, migrate=True, min_size=1, max_size=1)
+    store = alkstore.open(dsn, schema=schema, min_size=3, max_size=3)
+    started: dict[int, threading.Event] = {}
+
+    def handle(payload: Any, job: alkstore.Job) -> None:
+        mark("handler started")
+        started[payload["i"]].set()
+
+    worker = alkstore.Worker(store, handlers={"q": handle}, concurrency=1, worker_id="wake")
+    stop = alkstore.StopToken()
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    out: dict[str, list[float]] = {}
+    queue = producer.queue("q")
+    try:
+        for i in range(WARMUP + samples):
+            started[i] = threading.Event()
+            time.sleep(PAUSE)
+            marks.clear()
+            t0 = time.perf_counter()
+            queue.enqueue({"i": i})
+            mark("enqueue returned")
+            if not started[i].wait(10):
+                raise RuntimeError(f"job {i} not started within 10 s")
+            if i >= WARMUP:
+                for key, at in marks.items():
+                    out.setdefault(key, []).append(at - t0)
+    finally:
+        stop.cancel()
+        thread.join(30)
+        store.close()
+        with psycopg.connect(dsn, autocommit=True) as raw:
+            raw.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        producer.close()
+    return out
 
 
 async def run(dsn: str, samples: int) -> dict[str, list[float]]:
@@ -131,17 +228,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument("--samples", type=int, default=60)
+    parser.add_argument("--runtime", choices=("async", "sync"), default="async")
     args = parser.parse_args()
     print("load before:", load_average())
     instrument()
-    out = asyncio.run(run(args.dsn, args.samples))
+    out = run_sync(args.dsn, args.samples) if args.runtime == "sync" else asyncio.run(run(args.dsn, args.samples))
     print("load after:", load_average())
-    print(f"{args.samples} samples after {PAUSE} s idle each; medians (p90), ms")
-    for key in ("enqueue returned", "round began", "claimed", "handler started"):
-        print(f"  async worker, {key:22s} {_median_p90(out[key])}")
-    for key in ("SELECT 1", "floor insert+notify", "floor claim"):
-        print(f"  alone, {key:29s} {_median_p90(out[key])}")
+    print(f"{args.samples} samples after {PAUSE} s idle each; medians (p90), ms, in order")
+    for key, values in sorted(out.items(), key=lambda item: statistics.median(item[1])):
+        where = "alone" if key in _ALONE else f"{args.runtime} worker"
+        print(f"  {where}, {key:28s} {_median_p90(values)}")
     return 0
+
+
+_ALONE = ("SELECT 1", "floor insert+notify", "floor claim")
 
 
 def _median_p90(seconds: list[float]) -> str:
