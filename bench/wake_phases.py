@@ -60,31 +60,54 @@ def mark(name: str) -> None:
     marks.setdefault(name, time.perf_counter())
 
 
-def _marking(cls: Any, name: str, label: str, *, before: bool = False, when: Any = None) -> None:
-    """Wrap ``cls.name`` (sync or async) to mark ``label`` before the call or after it (if ``when(result)``)."""
+def _marking(
+    cls: Any,
+    name: str,
+    *,
+    before: str | None = None,
+    after: str | None = None,
+    when: Any = None,
+    only: Any = None,
+) -> None:
+    """Wrap ``cls.name`` (sync or async) to mark ``before`` as it is called and ``after`` as it returns
+    (if ``when(result)``); with ``only(*args)``, only the calls it accepts."""
     original = getattr(cls, name)
+
+    def marks_call(args: tuple[Any, ...]) -> bool:
+        return only is None or bool(only(*args))
+
+    def mark_after(result: Any) -> None:
+        if after is not None and (when is None or when(result)):
+            mark(after)
+
     if asyncio.iscoroutinefunction(original):
 
         async def wrapped_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if before:
-                mark(label)
+            marked = marks_call(args)
+            if marked and before is not None:
+                mark(before)
             result = await original(self, *args, **kwargs)
-            if not before and (when is None or when(result)):
-                mark(label)
+            if marked:
+                mark_after(result)
             return result
 
         setattr(cls, name, wrapped_async)
         return
 
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if before:
-            mark(label)
+        marked = marks_call(args)
+        if marked and before is not None:
+            mark(before)
         result = original(self, *args, **kwargs)
-        if not before and (when is None or when(result)):
-            mark(label)
+        if marked:
+            mark_after(result)
         return result
 
     setattr(cls, name, wrapped)
+
+
+def _is_claim(statement: str, *_: Any) -> bool:
+    return statement.lstrip().startswith("WITH sweep AS")
 
 
 def instrument() -> None:
@@ -94,41 +117,10 @@ def instrument() -> None:
          _connections_async.AsyncPooledConnection),
         (_worker.Worker, _kernel.Kernel, _connections.Connections, _connections.PooledConnection),
     ):  # fmt: skip
-        _marking(connections, "_getconn", "enqueue took its connection", before=True)  # the producer's, first
-        _marking(worker, "_round", "round began", before=True)
-        _marking(kernel, "claim", "claimed", when=lambda result: bool(result[1]))
-        _mark_claim_statement(pooled)
-
-
-def _mark_claim_statement(pooled: Any) -> None:
-    """Mark when the claim statement is sent and when its result is back."""
-    original = pooled.run
-
-    def is_claim(statement: str) -> bool:
-        return statement.lstrip().startswith("WITH sweep AS")
-
-    if asyncio.iscoroutinefunction(original):
-
-        async def run_async(self: Any, statement: str, *args: Any, **kwargs: Any) -> Any:
-            if is_claim(statement):
-                mark("claim sent")
-            result = await original(self, statement, *args, **kwargs)
-            if is_claim(statement):
-                mark("claim's result back")
-            return result
-
-        pooled.run = run_async
-        return
-
-    def run(self: Any, statement: str, *args: Any, **kwargs: Any) -> Any:
-        if is_claim(statement):
-            mark("claim sent")
-        result = original(self, statement, *args, **kwargs)
-        if is_claim(statement):
-            mark("claim's result back")
-        return result
-
-    pooled.run = run
+        _marking(connections, "_getconn", before="enqueue took its connection")  # the producer's, first
+        _marking(worker, "_round", before="round began")
+        _marking(kernel, "claim", after="claimed", when=lambda result: bool(result[1]))
+        _marking(pooled, "run", before="claim sent", after="claim's result back", only=_is_claim)
 
 
 def run_sync(dsn: str, samples: int) -> dict[str, list[float]]:

@@ -597,7 +597,7 @@ def test_one_caller_at_a_time_claims_on_one_connection_its_claim_prepared_at_the
 ) -> None:
     """An idle worker claims one statement at a time: each claim on the connection given back last, the
     statement prepared at its first run there, generic after the server's five custom plans. Lent
-    longest-idle first, as psycopg_pool does, six claims spread over four connections and none was
+    longest-idle first, as psycopg_pool does, seven claims spread over four connections and none was
     prepared (each parsed and planned anew, more than the claim's own run: ADR 053)."""
     store = alkstore.open(pg_dsn, schema=pg_module_schema, migrate=True, min_size=4, max_size=4)
     try:
