@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 import uvicorn
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
@@ -107,6 +111,27 @@ def chrome(*, javascript: bool = True) -> Any:
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(PATIENCE)
     return driver
+
+
+def shows(driver: Any, locator: tuple[str, str], text: str) -> None:
+    """Wait until the element at ``locator`` contains ``text``, through the navigation a click started.
+
+    Read while the old page is being replaced, an element can go stale or, in ChromeDriver, answer
+    "Node with given id does not belong to the document" (a plain ``WebDriverException``): both
+    mean "not yet". Any other error is raised.
+    """
+
+    def present(driver: Any) -> bool:
+        try:
+            return text in driver.find_element(*locator).text
+        except StaleElementReferenceException:
+            return False
+        except WebDriverException as exc:
+            if "does not belong to the document" in (exc.msg or ""):
+                return False
+            raise
+
+    WebDriverWait(driver, PATIENCE).until(present)
 
 
 def console_errors(driver: Any) -> list[dict[str, Any]]:
@@ -216,9 +241,7 @@ def test_requeueing_from_the_dead_letters_page_brings_the_job_back(live: Live, b
     browser.get(f"{live.url}/dead")
     browser.find_element(By.CSS_SELECTOR, f'form[action$="/jobs/{dead}/requeue"] button').click()
     done = f"Job {dead} is back on its queue."
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "main"), done)
-    )
+    shows(browser, (By.TAG_NAME, "main"), done)
     job = live.call(live.store.get_job(dead))
     assert job is not None
     assert job.state.value == "pending"
@@ -270,9 +293,7 @@ def test_pausing_a_queue_from_its_page_shows_it_paused_and_resuming_undoes_it(li
     live.call(live.store.queue("browsed").enqueue({"n": 1}))
     browser.get(live.url + "/queues/browsed")
     browser.find_element(By.CSS_SELECTOR, 'form[action$="/actions/pause/browsed"] button').click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Paused browsed")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Paused browsed")
     assert live.call(live.store.queue_stats("browsed"))[0].paused
     browser.find_element(By.LINK_TEXT, "Back").click()
     badge = WebDriverWait(browser, PATIENCE).until(
@@ -280,9 +301,7 @@ def test_pausing_a_queue_from_its_page_shows_it_paused_and_resuming_undoes_it(li
     )
     assert badge.text == "paused"
     browser.find_element(By.CSS_SELECTOR, 'form[action$="/actions/resume/browsed"] button').click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Resumed browsed")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Resumed browsed")
     assert not live.call(live.store.queue_stats("browsed"))[0].paused
     assert console_errors(browser) == []
 
@@ -293,9 +312,7 @@ def test_cancelling_a_running_job_says_cancelling(live: Live, browser: Any) -> N
     assert live.call(queue.claim("w-browser")) is not None
     browser.get(live.url + "/queues/long-runs?state=running")
     browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel button').click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "is running: cancelling")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "is running: cancelling")
     browser.get(live.url + "/queues/long-runs?state=running")
     assert browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel').text == "cancelling"
     job = live.call(live.store.get_job(job_id))
@@ -323,17 +340,13 @@ def test_a_schedule_with_a_bad_spec_is_refused_by_name_and_a_good_one_is_added(l
     spec.clear()
     spec.send_keys("@every 5m")
     browser.find_element(By.CSS_SELECTOR, "form.add button").click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Added schedule from-browser")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Added schedule from-browser")
     added = {s.name: s for s in live.call(live.store.schedules())}["from-browser"]
     assert (added.spec, added.queue, added.payload) == ("@every 5m", "browsed", {"from": "browser"})
     browser.get(live.url + "/schedules")
     fire = 'tr[data-schedule="from-browser"] form[action$="/fire/from-browser"] button'
     browser.find_element(By.CSS_SELECTOR, fire).click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Fired from-browser now")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Fired from-browser now")
     browser.find_element(By.LINK_TEXT, "Back").click()  # to the fired job's page
     state = WebDriverWait(browser, PATIENCE).until(
         expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "dd.state"))
@@ -360,9 +373,7 @@ def test_requeueing_a_selection_of_dead_jobs_goes_through_a_confirmation(live: L
     assert question.text == "Requeue 2 dead jobs (the jobs ticked below)?"
     assert live.call(live.store.queue_stats("selected"))[0].dead == 3
     browser.find_element(By.CSS_SELECTOR, "main form button").click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.message"), "Requeued 2 jobs.")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Requeued 2 jobs.")
     (stats,) = live.call(live.store.queue_stats("selected"))
     assert (stats.ready, stats.dead) == (2, 1)
     assert console_errors(browser) == []
@@ -374,9 +385,7 @@ def test_the_payload_filter_narrows_a_queue_page(live: Live, browser: Any) -> No
     field = browser.find_element(By.CSS_SELECTOR, 'form.filter [name="contains"]')
     field.send_keys('{"customer": 42}')
     browser.find_element(By.CSS_SELECTOR, "form.filter button").click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "whose payload contains")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.order"), "whose payload contains")
     rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
     assert [int(row.get_attribute("data-job")) for row in rows] == [ids[0], ids[2]]
     assert console_errors(browser) == []
@@ -390,18 +399,14 @@ def test_the_task_filter_narrows_a_queue_page_and_the_tabs_keep_it(live: Live, b
     browser.get(live.url + "/queues/billing")
     browser.find_element(By.CSS_SELECTOR, 'form.filter [name="task"]').send_keys("receipt")
     browser.find_element(By.CSS_SELECTOR, "form.filter button").click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "of task receipt")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.order"), "of task receipt")
     rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
     expected = live.call(live.store.jobs("billing", task="receipt")).jobs
     assert [int(row.get_attribute("data-job")) for row in rows] == [job.id for job in expected]
     assert {row.find_element(By.CSS_SELECTOR, "td.task").text for row in rows} == {"receipt"}
     assert len(expected) == 3
     browser.find_element(By.LINK_TEXT, "Dead").click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "Dead jobs of task receipt")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.order"), "Dead jobs of task receipt")
     assert browser.find_element(By.CSS_SELECTOR, 'form.filter [name="task"]').get_attribute("value") == "receipt"
     assert console_errors(browser) == []
 
@@ -410,9 +415,7 @@ def test_the_order_toggle_turns_a_listing_round(live: Live, browser: Any) -> Non
     ids = live.call(live.store.queue("toggled").enqueue_many([{"n": n} for n in range(3)]))
     browser.get(live.url + "/queues/toggled")
     browser.find_element(By.CSS_SELECTOR, "a.toggle").click()
-    WebDriverWait(browser, PATIENCE).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, "p.order"), "turned round")
-    )
+    shows(browser, (By.CSS_SELECTOR, "p.order"), "turned round")
     rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
     assert [int(row.get_attribute("data-job")) for row in rows] == list(reversed(ids))
     assert console_errors(browser) == []
