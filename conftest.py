@@ -7,7 +7,6 @@ half is skipped, loudly. Under ``CI=true`` an unreachable server is a failure, n
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,17 +71,14 @@ def report_unavailable(message: str) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Refuse to test a source tree whose generated sync runtime is stale (ADR 026): run the generator first.
+    """Refuse to test a tree whose committed sync twins are stale (ADR 059): regenerate them first.
 
-    Only where the package is imported from this tree (an editable install); an installed wheel's
-    twins were made from its sources as it was built.
+    The twins are in the tree whatever the install (editable, or a wheel built from it), so the
+    check reads the tree, never where the package was imported from.
     """
-    spec = importlib.util.find_spec("alkstore")
-    if spec is None or spec.origin is None or ROOT not in Path(spec.origin).resolve().parents:
-        return
     behind = [path.relative_to(ROOT).as_posix() for path in load_generator(ROOT).stale(ROOT)]
     if behind:
-        pytest.exit(f"the generated sync runtime is stale ({', '.join(behind)}): run .ci/async_to_sync.py", 2)
+        pytest.exit(f"the generated sync runtime is stale ({', '.join(behind)}): run python3 tools/async_to_sync.py", 2)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

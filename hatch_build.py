@@ -5,9 +5,9 @@
   matters, because ``core/alkstore`` is the package and ``adapters/alkstore`` only its other half.
 * Every wheel names its one top-level package in ``top_level.txt``, as setuptools-built ones do,
   for the tools that read it (``importlib.metadata.packages_distributions`` among them).
-* The sync runtime is generated from its async source (ADR 026, ``.ci/async_to_sync.py``): a
-  wheel gets the twins made afresh from the sources it is built from (never committed, so never
-  stale), and an editable install writes them into the tree, where the tools look.
+* The sync runtime's twins are generated from their async source by ``tools/async_to_sync.py`` and
+  committed (ADR 026, ADR 059): a wheel takes them as they are in the tree, like any module, and
+  the test session and CI refuse a tree where one is stale.
 """
 
 from __future__ import annotations
@@ -23,25 +23,16 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 #: Sorts after hatchling's ``_alkstore.pth``; site.py reads .pth files in name order.
 ADAPTERS_PTH = "alkstore_adapters.pth"
-#: Where a source tree's path lands in the wheel: both halves join in one ``alkstore`` (ADR 013).
-_WHEEL_ROOTS = {"core/alkstore": "alkstore", "adapters/alkstore": "alkstore"}
 
 
 def load_generator(root: Path) -> ModuleType:
-    """``.ci/async_to_sync.py`` of the tree at ``root``, loaded by path (it is no package); the tests load it so too."""
-    spec = importlib.util.spec_from_file_location("alkstore_async_to_sync", root / ".ci" / "async_to_sync.py")
+    """``tools/async_to_sync.py`` of the tree at ``root``, loaded by path (it is no package), for the tests."""
+    spec = importlib.util.spec_from_file_location("alkstore_async_to_sync", root / "tools" / "async_to_sync.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _in_wheel(relative: str) -> str:
-    for tree, package in _WHEEL_ROOTS.items():
-        if relative.startswith(tree + "/"):
-            return package + relative[len(tree) :]
-    raise ValueError(f"{relative} is in neither half of the package")
 
 
 class LayoutHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -51,16 +42,6 @@ class LayoutHook(BuildHookInterface):  # type: ignore[type-arg]
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         self._scratch = Path(tempfile.mkdtemp(prefix="alkstore-build-"))
-        root = Path(self.root)
-        generator = load_generator(root)
-        if version == "editable":
-            generator.write(root)  # into the tree: the editable install imports it from there
-        else:
-            generated = self._scratch / "generated"
-            generator.write(root, generated)
-            for target in generator.render(root):
-                relative = target.relative_to(root).as_posix()
-                build_data["force_include"][str(generated / relative)] = _in_wheel(relative)
         top_level = self._scratch / "top_level.txt"
         top_level.write_text("alkstore\n", encoding="utf-8")
         dist_info = f"{self.metadata.core.name}-{self.metadata.version}.dist-info"

@@ -1,6 +1,6 @@
 """What the async source of a runtime calls where the two runtimes wait, spawn and block differently.
 
-Each async name here has a sync twin of the same shape, and ``.ci/async_to_sync.py`` maps one to
+Each async name here has a sync twin of the same shape, and ``tools/async_to_sync.py`` maps one to
 the other (``AQueue`` → ``Queue``, ``aspawn`` → ``spawn``, …; ADR 026), so a module written once
 against the async names runs as threads and blocking calls in its generated twin. ``ASYNC`` marks
 the rare statement that must differ: ``if ASYNC: …  else: …`` keeps only its ``else`` side in

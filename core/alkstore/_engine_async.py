@@ -1,10 +1,9 @@
 """The engine port: what every storage adapter implements (ADR 014, ADR 026).
 
-``AsyncEngine`` is the port as the async runtime calls it, written once; ``Engine`` (module
-``_engine``) is its sync twin, generated from this file (``.ci/async_to_sync.py``). An engine
-implements one or the other or both (the bundled engines write the async one and get the sync one
-the same way). Each method's docstring is the contract both runtimes and every engine obey;
-``contract_tests/`` holds them to it.
+The port is written once, in its async form; the sync runtime's port is generated from that
+source (``tools/async_to_sync.py``). An engine implements one runtime's port or both (the bundled
+engines write the async one and get the sync one the same way). Each method's docstring is the
+contract both runtimes and every engine obey; ``contract_tests/`` holds them to it.
 
 The port is deliberately narrow and "dumb": it stores and atomically transitions rows.
 Everything that is a rule (name validation, option resolution, retry curves, the decision to bury

@@ -2,7 +2,7 @@
 
 A store is a thin facade over one ``AsyncKernel``: the engine, the clock every stamp is read
 from, the payload codec, the telemetry, and the queues' stored configuration as last read. The
-other parts of the runtime (``AsyncQueue``, ``AsyncJob``, ``Task.aenqueue``, ``AsyncWorker``,
+other parts of the runtime (``AsyncQueue``, ``AsyncJob``, a task's enqueue, ``AsyncWorker``,
 maintenance) reach it through ``kernel_of(store)`` and call only the methods below, never a
 store's private attributes. Rules stay in core's pure modules (``_options``, ``_lifecycle``);
 the kernel carries out their answers through the engine port.

@@ -2,8 +2,8 @@
 
 ``AsyncStore`` validates before any I/O, encodes payloads and resolves options through its
 kernel (``_kernel_async``); queues, jobs, locks and outboxes are handles of their own modules.
-``open_async`` finds the engine for a URL among the ``alkstore.async_engines`` entry points. The
-sync ``Store`` and ``open`` are generated from this file (ADR 026).
+``open_async`` finds the engine for a URL among its runtime's entry points
+(``ENGINE_ENTRY_POINTS``). The other runtime's store is generated from this file (ADR 026).
 
 Over 500 lines: one method per public call of the store, each a few lines of validation over the
 kernel; the rules they apply live in core's rule modules, the handles in their own.

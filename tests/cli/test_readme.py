@@ -58,11 +58,12 @@ def test_the_test_command_installs_the_package_non_editable() -> None:
     assert "--editable" not in TEST_COMMAND
 
 
-def test_ci_runs_the_readme_test_command_itself() -> None:
+def test_ci_runs_the_readmes_two_commands_as_written_in_a_fresh_clone() -> None:
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
-    assert "README.md" in script
-    assert "--durations=15" in script
+    assert "git clone" in script
+    assert f'readme_command 1 "{DEMO_COMMAND}"' in script
+    assert f'readme_command 2 "{TEST_COMMAND}"' in script
 
 
 def test_the_tour_runs_as_written(tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ one source of a behaviour; its sync twin (the same name without ``_async``) is m
   ``alkstore._acompat.ASYNC``: always true where the source runs, so the source type-checks both
   sides).
 
-The twins are build products, never committed (``.gitignore``): the wheel's build hook writes them
-(``hatch_build.py``), an editable install writes them into the tree, and so does this script when
-run by hand after an edit. ``--check`` fails when a twin in the tree is missing or stale.
-Standard library only, so a build needs nothing more.
+The twins are committed (ADR 059), each under a header naming its source, so that every class is a
+file a reader, an editor and a code host can open; run this script after editing a source, and
+``--check`` (run by ``.ci/run`` and at the test session's start) fails when a twin in the tree is
+missing or stale. Standard library only.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import tokenize
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["RENAMES", "SOURCE_ROOTS", "generate", "pairs", "sync_name", "write"]
+__all__ = ["HEADER_PREFIX", "RENAMES", "SOURCE_ROOTS", "generate", "pairs", "stale", "sync_name", "write"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where async sources live, relative to the repository root.
@@ -64,7 +64,13 @@ RENAMES = {
 KEEP: frozenset[str] = frozenset()
 _ASYNC_CLASS = re.compile(r"(_*)Async([A-Z]\w*)")
 _ASYNC_SUFFIX = re.compile(r"(\w+?)_async")
-_HEADER = "# Generated from {source} by .ci/async_to_sync.py (ADR 026): edit that file, not this one.\n"
+#: The first lines of every twin; tools that look for repeated code skip files by this header.
+_HEADER = (
+    "# GENERATED FILE, DO NOT EDIT: made from {source} by tools/async_to_sync.py (ADR 026, ADR 059).\n"
+    "# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.\n"
+)
+#: What the header starts with, for the checks that recognise a twin.
+HEADER_PREFIX = "# GENERATED FILE, DO NOT EDIT: made from "
 
 #: The tokens whose text is renamed word by word: strings, comments, and (Python 3.12+) the text
 #: parts of f-strings, which earlier versions tokenize as one STRING.
@@ -98,13 +104,16 @@ def pairs(root: Path = ROOT) -> list[tuple[Path, Path]]:
 
 
 def defined_names(sources: Iterable[Path]) -> set[str]:
-    """The names the async sources define (modules, classes, functions) whose sync name differs."""
+    """The names the async sources define (modules, classes, functions, assigned names) whose sync name differs."""
     names: set[str] = set()
     for source in sources:
         names.add(source.stem)
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
                 names.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):  # a type alias, named in ``__all__``
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(target.id for target in targets if isinstance(target, ast.Name))
     return {name for name in names if sync_name(name) != name}
 
 
@@ -266,7 +275,8 @@ def _keep_sync_values(text: str, where: str) -> str:
             raise SyntaxError(f"{where}:{node.lineno}: cannot read the sync side of an ASYNC expression")
         start = starts[node.lineno - 1] + node.col_offset
         end = starts[(node.end_lineno or node.lineno) - 1] + (node.end_col_offset or 0)
-        edits.append((start, end, f"({segment})"))
+        atom = isinstance(kept, ast.Constant | ast.Name | ast.Attribute | ast.Call | ast.Subscript)
+        edits.append((start, end, segment if atom else f"({segment})"))
     for start, end, replacement in sorted(edits, reverse=True):
         text = text[:start] + replacement + text[end:]
     return _keep_sync_values(text, where)
@@ -344,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         behind = stale()
         for path in behind:
-            print(f"stale: {path.relative_to(ROOT)} (run .ci/async_to_sync.py)", file=sys.stderr)
+            print(f"stale: {path.relative_to(ROOT)} (run python3 tools/async_to_sync.py)", file=sys.stderr)
         return 1 if behind else 0
     for path in write():
         print(f"wrote {path.relative_to(ROOT)}")

@@ -1,0 +1,117 @@
+# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_migrate_async.py by tools/async_to_sync.py (ADR 026, ADR 059).
+# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.
+"""Migrating a schema: every missing version applied in order, under an advisory lock (ADR 010, 019).
+
+``apply`` runs every missing version in one transaction that holds a per-schema advisory lock, so
+concurrent migrators serialise and the late ones find nothing left to do; ``check`` compares the
+stored version with this code's (``_migrations``). A migration that is not online takes table locks
+that running workers of the old code may hold in another order: when the server breaks such a
+deadlock by rolling the migration back, the whole transaction is tried again (nothing of it stayed).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import errors, sql
+
+from alkstore.engine import wall_sleep
+
+from ._migrations import Migration, current_version, lock_key, migrations, out_of_date, refuse_newer
+from ._sql import Statements, grants
+
+__all__ = ["DEADLOCK_TRIES", "Migration", "apply", "check", "current_version", "migrations", "stored_version"]
+
+log = logging.getLogger("alkstore.postgres")
+
+#: How many times a migration rolled back to break a deadlock is run (a second apart, then two, …).
+DEADLOCK_TRIES = 5
+
+
+def stored_version(conn: psycopg.Connection[Any], statements: Statements, schema: str) -> int:
+    """The version recorded in ``schema`` (0 when it holds no alkstore version table)."""
+    row = (conn.execute(statements.version_table_exists, {"schema": schema})).fetchone()
+    if row is None or not row[0]:
+        return 0
+    row = (conn.execute(statements.schema_version, {})).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def apply(
+    conn: psycopg.Connection[Any], statements: Statements, schema: str, grant: Sequence[str] = ()
+) -> list[int]:
+    """Bring ``schema`` to the current version; return the versions applied (none if up to date).
+
+    An up-to-date schema is only read, so a role without DDL rights may call this: the
+    privileges PostgreSQL checks before ``IF NOT EXISTS`` are needed only when something is
+    missing. Otherwise, in the same transaction, every application role of the schema (the
+    roles in ``grant``, and those already granted what one needs) is granted what it needs on
+    everything the schema holds now, so grants survive upgrades (ADR 019).
+    """
+    for attempt in range(1, DEADLOCK_TRIES + 1):
+        try:
+            return _apply_once(conn, statements, schema, grant)
+        except errors.DeadlockDetected as exc:
+            if attempt == DEADLOCK_TRIES:
+                raise
+            log.warning(
+                "migrating schema %r met a deadlock with running work (%s); rolled back, trying again (%d of %d)",
+                schema,
+                str(exc).splitlines()[0],
+                attempt + 1,
+                DEADLOCK_TRIES,
+            )
+            wall_sleep(attempt)
+    raise AssertionError("unreachable")
+
+
+def _apply_once(
+    conn: psycopg.Connection[Any], statements: Statements, schema: str, grant: Sequence[str]
+) -> list[int]:
+    """One try of ``apply``: one transaction, all of it or nothing."""
+    have = stored_version(conn, statements, schema)
+    refuse_newer(have, schema)
+    if have == current_version() and not grant:
+        return []
+    applied = []
+    with conn.transaction():
+        conn.execute(statements.migration_lock, {"key": lock_key(schema)})
+        roles = _application_roles(conn, statements, schema)  # before a migration could replace a table
+        if have != current_version():
+            conn.execute(statements.create_schema, {})
+            conn.execute(statements.create_version_table, {})
+            have = stored_version(conn, statements, schema)  # another migrator may have finished meanwhile
+            refuse_newer(have, schema)
+            conn.execute(statements.use_schema, {})
+            for migration in migrations():
+                if migration.version <= have:
+                    continue
+                conn.execute(sql.SQL(migration.text))
+                conn.execute(statements.record_version, {"version": migration.version, "name": migration.name})
+                applied.append(migration.version)
+        _grant(conn, statements, schema, dict.fromkeys([*roles, *grant]))
+    return applied
+
+
+def _application_roles(conn: psycopg.Connection[Any], statements: Statements, schema: str) -> list[str]:
+    """The roles already granted what an application role needs on ``schema`` (they may write its jobs)."""
+    cursor = conn.execute(statements.application_roles, {"schema": schema})
+    return [str(row[0]) for row in cursor.fetchall()]
+
+
+def _grant(conn: psycopg.Connection[Any], statements: Statements, schema: str, roles: Iterable[str]) -> None:
+    """Grant each of ``roles`` what an application role needs on everything ``schema`` holds now."""
+    tables = [str(row[0]) for row in (conn.execute(statements.data_tables, {"schema": schema})).fetchall()]
+    for role in roles:
+        for statement in grants(schema, role, tables):
+            conn.execute(statement, {})
+
+
+def check(conn: psycopg.Connection[Any], statements: Statements, schema: str, url: str) -> None:
+    """Raise ``SchemaOutOfDate`` (naming the command to run) unless ``schema`` is current."""
+    error = out_of_date(stored_version(conn, statements, schema), schema, url)
+    if error is not None:
+        raise error
