@@ -220,3 +220,11 @@ def test_a_module_over_500_lines_says_why_in_its_opening_docstring() -> None:
         if f"Over {LONG_MODULE} lines:" not in docstring:
             unexplained.append(f"{path.relative_to(ROOT)} ({source.count(chr(10))} lines)")
     assert not unexplained, "long modules that do not say why:\n" + "\n".join(unexplained)
+
+
+def test_the_adr_index_lists_every_decision_once() -> None:
+    adr = ROOT / "docs" / "adr"
+    records = sorted(path.name for path in adr.glob("[0-9][0-9][0-9]-*.md"))
+    index = (adr / "README.md").read_text(encoding="utf-8")
+    linked = [line.split("](", 1)[1].split(")", 1)[0] for line in index.splitlines() if line.startswith("- [")]
+    assert sorted(linked) == records, "docs/adr/README.md lists each record once, under its area"
