@@ -216,6 +216,8 @@ def test_an_async_def_delivery_is_awaited_on_the_workers_loop_and_retried_when_i
         if job.attempts == 1:
             raise ConnectionError("endpoint down")
 
+    loop: asyncio.AbstractEventLoop
+
     async def main() -> None:
         nonlocal loop
         loop = asyncio.get_running_loop()
@@ -232,7 +234,6 @@ def test_an_async_def_delivery_is_awaited_on_the_workers_loop_and_retried_when_i
             assert (stats.retried, stats.succeeded) == (1, 1)
             assert await store.get_job(message) is None
 
-    loop: asyncio.AbstractEventLoop
     run(main)
 
 
