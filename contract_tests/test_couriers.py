@@ -79,6 +79,7 @@ def test_a_worker_delivers_as_many_messages_at_once_as_it_has_free_slots(
     running = started(worker_of(store, courier_of(deliveries), concurrency=3, poll_interval=POLL))
     wait_until(lambda: deliveries.entered == 3, "three deliveries at once")
     (stats,) = store.queue_stats()
+    assert (stats.queue, stats.outbox) == (outbox.queue, "webhooks")
     assert (stats.running, stats.ready) == (3, 2), "it claims only for its free slots"
     deliveries.opened.set()
     wait_until(lambda: len(deliveries.delivered) == 5, "every message")
