@@ -212,6 +212,7 @@ def test_a_named_queue_without_jobs_has_zero_counts_and_every_queue_without_a_na
     assert [stats.queue for stats in listed] == sorted(["only-dead", backing])
     assert store.queue_stats(backing) == [QueueStats(backing, 1, 0, 0, 0, ZERO, CAP)]
     assert store.queue_stats("only-dead") == [QueueStats("only-dead", 0, 0, 0, 1, ZERO, CAP)]
+    assert [stats.outbox for stats in listed] == ["webhooks", None]  # the outbox a backing queue's stats are of
 
 
 def test_acked_and_cancelled_jobs_leave_the_counts(store: Store) -> None:

@@ -10,6 +10,7 @@ __all__ = [
     "RESERVED_PREFIX",
     "SCHEDULER_LOCK",
     "is_outbox_queue",
+    "outbox_of",
     "outbox_queue",
     "validate_label",
     "validate_listed_queue",
@@ -58,6 +59,11 @@ def outbox_queue(outbox: str) -> str:
 def is_outbox_queue(queue: str) -> bool:
     """Whether ``queue`` is an outbox's backing queue (it then derives the outbox defaults)."""
     return queue.startswith(OUTBOX_QUEUE_PREFIX)
+
+
+def outbox_of(queue: str) -> str | None:
+    """The outbox whose backing queue ``queue`` is, or ``None`` for a user queue."""
+    return queue[len(OUTBOX_QUEUE_PREFIX) :] if is_outbox_queue(queue) else None
 
 
 def validate_listed_queue(name: object) -> str:

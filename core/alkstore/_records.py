@@ -16,7 +16,7 @@ from typing import Any
 
 from ._args import check_opts
 from ._codec import Codec
-from ._names import validate_name
+from ._names import outbox_of, validate_name
 from ._options import JobStamps, ScheduleOpts
 from ._port import Existing, JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, ThroughputRecord, WorkerRecord
 from ._spec import parse_spec
@@ -289,6 +289,11 @@ class QueueStats:
     cap: int | None
     waiting: int = 0
     paused: bool = False
+
+    @property
+    def outbox(self) -> str | None:
+        """The outbox this queue backs (``Outbox.queue``), or ``None`` for a queue of jobs (ADR 057)."""
+        return outbox_of(self.queue)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ A ``Tasks`` registry does no I/O and can be imported anywhere: the application t
 and the worker that runs share it. Each task belongs to one queue (several may share one); a
 job records which task it is for (its ``task``), and its payload is the task's keyword
 arguments, as JSON. A periodic task is also registered as a schedule (``@every``) when a worker
-serving it starts.
+serving it starts. A courier names the delivery of an outbox's messages: a worker serving the
+outbox delivers them as it runs jobs (ADR 057).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ._kernel import kernel_of
 from ._kernel_async import kernel_of as async_kernel_of
-from ._names import validate_label, validate_name
+from ._names import outbox_queue, validate_label, validate_name
 from ._options import EnqueueOpts, ScheduleOpts, as_duration, check_key
 from ._records import JobId
 from ._spec import parse_spec
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ._store import Store
     from ._store_async import AsyncStore
 
-__all__ = ["KeyRule", "Periodic", "Task", "TaskKeys", "Tasks", "current_job", "set_current"]
+__all__ = ["Courier", "KeyRule", "Periodic", "Task", "TaskKeys", "Tasks", "current_job", "set_current"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -171,12 +172,36 @@ class Periodic:
     opts: ScheduleOpts
 
 
+@dataclass(frozen=True)
+class Courier:
+    """The delivery of an outbox's messages: ``delivery(payload, job)`` for each, raising on failure.
+
+    A worker serving the outbox claims its messages from the backing queue with its jobs, runs
+    ``delivery`` in one of its slots (at most ``timeout`` long) and acks, retries on the outbox's
+    curve or buries each as it does a job (ADR 057).
+    """
+
+    outbox: str
+    delivery: Callable[[Any, Any], object]
+    name: str
+    timeout: timedelta | None = None
+
+    @property
+    def queue(self) -> str:
+        """The outbox's backing queue, which the worker claims from."""
+        return outbox_queue(self.outbox)
+
+    def __repr__(self) -> str:
+        return f"<alkstore.Courier {self.name!r} of outbox {self.outbox!r}>"
+
+
 class Tasks:
-    """A registry of tasks (and periodic tasks), by name; it does no I/O."""
+    """A registry of tasks (and periodic tasks), and of outboxes' couriers, by name; it does no I/O."""
 
     def __init__(self) -> None:
         self._tasks: dict[str, Task[..., Any]] = {}
         self._periodic: dict[str, Periodic] = {}
+        self._couriers: dict[str, Courier] = {}
 
     def __repr__(self) -> str:
         return f"<alkstore.Tasks {sorted(self._tasks)}>"
@@ -203,6 +228,11 @@ class Tasks:
     def periodic_tasks(self) -> list[Periodic]:
         """The periodic tasks, by name."""
         return [self._periodic[name] for name in sorted(self._periodic)]
+
+    @property
+    def couriers(self) -> list[Courier]:
+        """The outboxes' couriers, by outbox name."""
+        return [self._couriers[name] for name in sorted(self._couriers)]
 
     def task(
         self,
@@ -282,6 +312,33 @@ class Tasks:
             task = register_task(func)
             self._periodic[task.name] = Periodic(task, spec, fired, schedule_opts)
             return task
+
+        return register
+
+    def courier(
+        self, outbox: str, *, timeout: float | timedelta | None = None
+    ) -> Callable[[Callable[[Any, Any], R]], Callable[[Any, Any], R]]:
+        """Register the decorated function as the delivery of ``outbox``'s messages (one per outbox).
+
+        It is called as ``delivery(payload, job)``, as ``Outbox.run_once`` calls it; a worker serving
+        the outbox delivers its messages as they are written, retried on the outbox's curve when the
+        delivery raises. ``timeout`` bounds each delivery (the worker gives the message up after it,
+        and it is retried). The function is returned as it is.
+        """
+        validate_name(outbox, "outbox")
+        limit = None if timeout is None else as_duration(timeout, "timeout", allow_zero=False)
+        if outbox in self._couriers:
+            raise InvalidOptions(f"outbox {outbox!r} already has a courier: {self._couriers[outbox].name!r}")
+
+        def register(delivery: Callable[[Any, Any], R]) -> Callable[[Any, Any], R]:
+            if not callable(delivery):
+                raise InvalidArgument(f"a delivery must be a function, not {type(delivery).__name__}")
+            if outbox in self._couriers:
+                raise InvalidOptions(f"outbox {outbox!r} already has a courier: {self._couriers[outbox].name!r}")
+            name = getattr(delivery, "__qualname__", type(delivery).__qualname__)
+            label = f"{getattr(delivery, '__module__', None) or type(delivery).__module__}:{name}"
+            self._couriers[outbox] = Courier(outbox, delivery, label, limit)
+            return delivery
 
         return register
 

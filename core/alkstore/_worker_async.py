@@ -93,7 +93,9 @@ class AsyncWorker:
     back at once (ADR 022). Dead jobs of its queues are kept ``dead_retention`` (default 7 days;
     ``None``: forever) and then pruned; a worker also vacuums the storage when its dead rows pile
     up (ADR 023). The async worker awaits ``async def`` tasks on its loop and runs plain ones on
-    threads; the sync ``Worker`` runs plain ones only, each slot a thread (ADR 029).
+    threads; the sync ``Worker`` runs plain ones only, each slot a thread (ADR 029). The couriers of
+    ``tasks`` deliver their outboxes' messages as jobs of the outboxes' queues (``outboxes``: which
+    outboxes; default every courier's, ADR 057).
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class AsyncWorker:
         ack_delay: float | timedelta = DEFAULT_ACK_DELAY,
         prefetch: int = 0,
         dead_retention: float | timedelta | None = DEFAULT_DEAD_RETENTION,
+        outboxes: Sequence[str] | None = None,
     ) -> None:
         if not isinstance(store, AsyncStore):
             raise InvalidArgument(f"store must be an alkstore.{AsyncStore.__name__}, not {type(store).__name__}")
@@ -127,6 +130,7 @@ class AsyncWorker:
             prefetch=prefetch,
             dead_retention=dead_retention,
             runtime=_RUNTIME,
+            outboxes=outboxes,
         )
         self._store = store
         self._kernel: AsyncKernel = kernel_of(store)
@@ -362,9 +366,8 @@ class AsyncWorker:
                     return  # woken: an enqueue (or a spurious wake: the round finds nothing)
 
     async def _dispatch(self, job: AsyncJob) -> None:
-        task = self._options.tasks.get(job.task) if job.task is not None else None
         now = self._kernel.clock.now()
-        await self._runs.add(Run(job, now, now, None if task is None else task.timeout))
+        await self._runs.add(Run(job, now, now, self._options.timeout_of(job)))
         self._inbox.put_nowait(job)
 
     def _start_slot(self) -> None:

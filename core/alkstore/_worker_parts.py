@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ._acompat import is_async
+from ._couriers import served_couriers
 from ._names import validate_label, validate_name
 from ._options import as_duration
 from ._tasks import Tasks
@@ -207,11 +208,17 @@ class WorkerOptions:
     schedules: bool
     worker_id: str
     dead_retention: timedelta | None
+    timeouts: Mapping[str, timedelta] = field(default_factory=dict)  # a courier's, by backing queue (ADR 057)
 
     @property
     def slots(self) -> int:
         """Jobs held at once: running, or waiting for a slot (prefetched)."""
         return self.concurrency + self.prefetch
+
+    def timeout_of(self, job: Any) -> timedelta | None:
+        """How long a run of ``job`` may last: its task's ``timeout``, or its outbox courier's."""
+        task = self.tasks.get(job.task) if job.task is not None else None
+        return task.timeout if task is not None else self.timeouts.get(job.queue)
 
     @classmethod
     def check(
@@ -229,9 +236,11 @@ class WorkerOptions:
         prefetch: object,
         dead_retention: object,
         runtime: str,
+        outboxes: object = None,
     ) -> WorkerOptions:
         """The options checked before the worker does anything; ``runtime`` is the worker's, ``"async"`` or
-        ``"sync"`` (only the async one runs ``async def`` tasks and handlers)."""
+        ``"sync"`` (only the async one runs ``async def`` tasks and handlers). The couriers of ``outboxes``
+        are served as handlers of their backing queues (ADR 057)."""
         coroutines = runtime == "async"
         if tasks is not None and not isinstance(tasks, Tasks):
             raise InvalidArgument(f"tasks must be an alkstore.Tasks, not {type(tasks).__name__}")
@@ -254,6 +263,7 @@ class WorkerOptions:
                     raise InvalidOptions(
                         f"task {task.name!r} is an async def: run it with alkstore.AsyncWorker (alkstore worker does)"
                     )
+        couriers = served_couriers(registry, outboxes, coroutines=coroutines)
         if queues is None:
             names: Sequence[Any] = sorted(set(registry.queues) | set(checked))
         elif isinstance(queues, str) or not isinstance(queues, Sequence):
@@ -261,8 +271,10 @@ class WorkerOptions:
         else:
             names = queues
         served = tuple(validate_name(name, "queue") for name in dict.fromkeys(names))
+        served += tuple(courier.queue for courier in couriers)
+        checked.update((courier.queue, courier.delivery) for courier in couriers)
         if not served:
-            raise InvalidOptions("a worker needs at least one queue: register a task or give a handler")
+            raise InvalidOptions("a worker needs at least one queue: register a task or a courier, or give a handler")
         _check_count(concurrency, "concurrency", 1)
         _check_count(prefetch, "prefetch", 0)
         if not isinstance(schedules, bool):
@@ -279,6 +291,7 @@ class WorkerOptions:
             schedules=schedules,
             worker_id=validate_label(worker_id, "worker id") if worker_id is not None else new_worker_id(),
             dead_retention=None if dead_retention is None else as_duration(dead_retention, "dead_retention"),
+            timeouts={courier.queue: courier.timeout for courier in couriers if courier.timeout is not None},
         )
 
 

@@ -205,6 +205,38 @@ def test_a_failing_async_task_is_retried_with_its_traceback_then_buried(scratch:
     run(body)
 
 
+def test_an_async_def_delivery_is_awaited_on_the_workers_loop_and_retried_when_it_raises(scratch: Scratch) -> None:
+    seen: list[tuple[bool, object, int]] = []
+    tasks = Tasks()
+
+    @tasks.courier("webhooks")
+    async def post(payload: object, job: AsyncJob) -> None:
+        await asyncio.sleep(0)
+        seen.append((asyncio.get_running_loop() is loop, payload, job.attempts))
+        if job.attempts == 1:
+            raise ConnectionError("endpoint down")
+
+    loop: asyncio.AbstractEventLoop
+
+    async def main() -> None:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        async with opened(scratch) as store:
+            outbox = store.outbox("webhooks")
+            await outbox.configure(backoff_base=0.01, backoff_cap=0.01)
+            async with store.transaction() as tx:
+                message = await store.outbox_enqueue_tx(tx, "webhooks", {"order": 1})
+            stop, running = await working(AsyncWorker(store, tasks, poll_interval=0.05))
+            await eventually(lambda: len(seen) == 2, "the delivery and its retry")
+            stop.cancel()
+            stats = await asyncio.wait_for(running, PATIENCE)
+            assert seen == [(True, {"order": 1}, 1), (True, {"order": 1}, 2)]
+            assert (stats.retried, stats.succeeded) == (1, 1)
+            assert await store.get_job(message) is None
+
+    run(main)
+
+
 def test_the_sync_worker_refuses_async_def_code_and_names_the_async_worker() -> None:
     tasks = Tasks()
 
@@ -218,6 +250,13 @@ def test_the_sync_worker_refuses_async_def_code_and_names_the_async_worker() -> 
             alkstore.Worker(store, tasks)
         with pytest.raises(InvalidOptions, match="AsyncWorker"):
             alkstore.Worker(store, handlers={"hooks": handler})
+
+    couriers = Tasks()
+    couriers.courier("webhooks")(handler)
+    with alkstore.open("memory://") as store:
+        with pytest.raises(InvalidOptions, match=r"courier of outbox 'webhooks' is async: .*AsyncWorker"):
+            alkstore.Worker(store, couriers)
+        assert alkstore.Worker(store, couriers, outboxes=[], queues=["other"]).queues == ["other"]
 
 
 def test_a_task_refuses_the_other_runtimes_store_with_a_named_error() -> None:

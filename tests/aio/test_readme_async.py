@@ -1,95 +1,121 @@
-"""The README's async example runs as written: a Starlette endpoint writing an order, its webhook message
-and a receipt task in one ``AsyncSession``, a rollback that leaves none of them, and the ``async def``
-task run by ``alkstore worker``."""
+"""The README's async example runs as written: the Starlette app under uvicorn writes an order, its webhook
+message and a receipt task in one ``AsyncSession`` (a refused order leaves none of them), and
+``alkstore worker`` runs the ``async def`` task and delivers the webhook through the app's courier."""
 
 from __future__ import annotations
 
-import importlib
+import json
 import signal
+import socket
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
-from starlette.testclient import TestClient
 
 import alkstore
 from alkstore.adapters.postgres.testing import drop_schema, unique_schema
 from tests._proc import ALKSTORE, LiveProcess
-from tests.cli.test_readme import block_with
+from tests.cli.test_readme import block_with, code_blocks
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-README_URL = '"postgresql://postgres@127.0.0.1:5432/test"'
+README_URL = "postgresql://postgres@127.0.0.1:5432/test"
+UVICORN = str(Path(sys.executable).with_name("uvicorn"))
+CURL = "curl -X POST http://127.0.0.1:8000/orders -H 'content-type: application/json' -d '{\"order\": 1}'"
 
 
 @pytest.fixture
 def schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh, empty schema: the app creates its ``orders`` table there as it starts, as the README says."""
     name = unique_schema("readme")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE TABLE {}.orders (id integer PRIMARY KEY)").format(sql.Identifier(name)))
     yield name
     drop_schema(pg_dsn, name)
 
 
 @pytest.fixture
-def web(pg_dsn: str, schema: str, tmp_path: Path) -> Iterator[Any]:
-    """The README's ``myapp/web.py``, on the test server and schema, imported from ``tmp_path``."""
+def app_dir(pg_dsn: str, schema: str, tmp_path: Path) -> Path:
+    """A directory holding the README's ``myapp/web.py``, on the test server and schema."""
     example = block_with("# myapp/web.py")
-    for needle in (README_URL, "migrate=True)", "INSERT INTO orders"):
+    edits = {
+        f'"{README_URL}"': repr(pg_dsn),
+        "migrate=True)": f"migrate=True, schema={schema!r})",
+        "INSERT INTO orders": f"INSERT INTO {schema}.orders",
+        "CREATE TABLE IF NOT EXISTS orders": f"CREATE TABLE IF NOT EXISTS {schema}.orders",
+    }
+    for needle, replacement in edits.items():
         assert needle in example, needle
-    example = (
-        example.replace(README_URL, repr(pg_dsn))
-        .replace("migrate=True)", f"migrate=True, schema={schema!r})")
-        .replace("INSERT INTO orders", f"INSERT INTO {schema}.orders")
-    )
+        example = example.replace(needle, replacement)
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")
     (tmp_path / "myapp" / "web.py").write_text(example)
-    sys.path.insert(0, str(tmp_path))
+    return tmp_path
+
+
+def commands() -> list[str]:
+    """The README's block of commands that starts the app and its worker and places an order, line by line."""
+    (block,) = [body for info, body in code_blocks() if info == "sh" and "uvicorn myapp.web:app" in body]
+    return block.splitlines()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def post_order(port: int, order: int) -> tuple[int, object]:
+    """What the README's ``curl`` does, for ``order``: the status and the JSON answer."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/orders",
+        data=json.dumps({"order": order}).encode(),
+        headers={"content-type": "application/json"},
+        method="POST",
+    )
     try:
-        yield importlib.import_module("myapp.web")
-    finally:
-        sys.path.remove(str(tmp_path))
-        for name in [name for name in sys.modules if name == "myapp" or name.startswith("myapp.")]:
-            del sys.modules[name]
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
 
 
-def test_the_endpoint_commits_the_order_its_message_and_its_receipt_or_none_of_them(
-    pg_dsn: str, schema: str, web: Any, tmp_path: Path
+def test_the_app_and_its_worker_run_as_the_readme_says_and_the_webhook_is_delivered(
+    pg_dsn: str, schema: str, app_dir: Path
 ) -> None:
-    with TestClient(web.app) as client:
-        created = client.post("/orders", json={"order": 1})
-        refused = client.post("/orders", json={"order": -2})
-    assert (created.status_code, created.json()) == (201, {"created": 1})
-    assert (refused.status_code, refused.json()) == (422, {"refused": -2})
+    serve, work, curl = commands()
+    assert serve == "uvicorn myapp.web:app --port 8000"
+    assert work == f"alkstore worker --app myapp.web:tasks --url {README_URL}"
+    assert curl == CURL
+    port = free_port()
+    serve_args = serve.split()[1:]
+    serve_args[serve_args.index("--port") + 1] = str(port)
+    work_args = work.split()[1:]
+    work_args[work_args.index("--url") + 1] = pg_dsn
+
+    with LiveProcess([UVICORN, *serve_args], cwd=app_dir) as app:
+        app.wait_for(lambda _stream, line: "Application startup complete" in line, timeout=60)
+        with LiveProcess([ALKSTORE, *work_args, "--schema", schema], cwd=app_dir) as worker:
+            assert post_order(port, 1) == (201, {"created": 1})
+            assert post_order(port, -2) == (422, {"refused": -2})
+            printed = ("receipt for order 1", "webhook order.created for order 1")
+            worker.wait_for(lambda _stream, _line: all(text in "".join(worker.stdout) for text in printed), timeout=60)
+            worker.proc.send_signal(signal.SIGTERM)
+            assert worker.finish(timeout=60) == 0, "".join(worker.stderr)
+        app.proc.send_signal(signal.SIGINT)
+        assert app.finish(timeout=60) == 0, "".join(app.stderr)
+
+    assert "order -2" not in "".join(worker.stdout)
+    assert "stopped: 2 processed (2 ok, 0 retried, 0 dead)" in "".join(worker.stderr)
     with psycopg.connect(pg_dsn) as conn:
         query = sql.SQL("SELECT id FROM {}.orders ORDER BY id").format(sql.Identifier(schema))
         assert [row[0] for row in conn.execute(query)] == [1]
     with alkstore.open(pg_dsn, schema=schema, max_size=2) as store:
-        delivered: list[object] = []
-        while store.outbox("webhooks").run_once("check", lambda payload, job: delivered.append(payload)):
-            pass
-        assert delivered == [{"event": "order.created", "order": 1}]
-        (receipt,) = store.jobs("receipts").jobs
-        assert (receipt.task, receipt.payload) == ("myapp.web:send_receipt", {"order": 1})
-
-    (command,) = [line for line in block_with_commands() if "myapp.web:tasks" in line]
-    args = command.split()[1:]
-    args[args.index("--url") + 1] = pg_dsn
-    with LiveProcess([ALKSTORE, *args, "--schema", schema], cwd=tmp_path) as worker:
-        worker.wait_for(lambda _stream, line: "receipt for order 1" in line, timeout=60)
-        worker.proc.send_signal(signal.SIGTERM)
-        assert worker.finish(timeout=60) == 0
-    with alkstore.open(pg_dsn, schema=schema, max_size=2) as store:
         assert store.jobs("receipts").jobs == ()
-
-
-def block_with_commands() -> list[str]:
-    """The README's inline ``alkstore …`` commands (in backticks), one per line."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    return [part for part in text.replace("\n", " ").split("`") if part.startswith("alkstore worker")]
+        assert store.jobs(store.outbox("webhooks").queue).jobs == ()

@@ -98,7 +98,8 @@ def test_status_json_is_the_documented_shape(busy: Prepared, capsys: pytest.Capt
 
     assert code == EXIT_OK
     document = json.loads(out)
-    assert list(document) == ["at", "queues", "schedules", "leader", "workers"]
+    assert list(document) == ["at", "queues", "outboxes", "schedules", "leader", "workers"]
+    assert document["outboxes"] == []
     assert document["at"] == "2030-01-01T00:10:42+00:00"
     assert document["queues"][0] == {
         "queue": "emails",
@@ -158,6 +159,51 @@ def test_status_json_is_the_documented_shape(busy: Prepared, capsys: pytest.Capt
     ]
 
 
+def test_status_shows_each_outbox_with_its_couriers_and_says_when_none_delivers_it(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, clock = shared.store, shared.clock
+    webhooks, audit = store.outbox("webhooks"), store.outbox("audit")
+    webhooks.enqueue({"event": "order.created"})
+    audit.enqueue({"event": "login"})
+    store.queue("emails").enqueue({"to": "ada@example.com"})
+    clock.advance(30)
+    now = clock.now()
+    for n in (1, 2):  # two workers deliver webhooks; none delivers audit
+        worker = WorkerRecord(f"web-{n}", "web", n, ("emails", webhooks.queue), 4, now, now)
+        store.engine.record_worker(worker)
+
+    code, out, _ = cli(capsys, "status")
+
+    assert code == EXIT_OK
+    assert "\nemails                        1         0         0         0         0   30.0s\n" in out
+    assert "__alkstore_outbox" not in out.split("WORKER")[0], "outboxes are not listed as queues"
+    assert (
+        "\nOUTBOX                    READY   DELAYED   RUNNING      DEAD     LAG COURIERS\n"
+        "audit                         1         0         0         0   30.0s        0\n"
+        "webhooks                      1         0         0         0   30.0s        2\n"
+        "outbox 'audit': no worker delivers it (see @tasks.courier)\n\n"
+    ) in out
+    assert max(len(line) for line in out.splitlines()) <= 79
+
+    document = json.loads(cli(capsys, "status", "--json")[1])
+    assert document["outboxes"] == [
+        {
+            "outbox": outbox,
+            "queue": f"__alkstore_outbox:{outbox}",
+            "ready": 1,
+            "delayed": 0,
+            "running": 0,
+            "dead": 0,
+            "lag_seconds": 30.0,
+            "cap": 10000,
+            "couriers": couriers,
+        }
+        for outbox, couriers in (("audit", 0), ("webhooks", 2))
+    ]
+    assert "__alkstore_outbox:webhooks" in [queue["queue"] for queue in document["queues"]]
+
+
 def test_status_of_an_empty_store_says_so_and_within_narrows_the_workers(
     busy: Prepared, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -186,6 +232,7 @@ def test_status_on_a_fresh_store_has_nothing_to_show(shared: Prepared, capsys: p
     assert json.loads(cli(capsys, "status", "--json")[1]) == {
         "at": "2030-01-01T00:00:00+00:00",
         "queues": [],
+        "outboxes": [],
         "schedules": [],
         "leader": None,
         "workers": [],
@@ -713,7 +760,8 @@ def test_status_watch_json_prints_one_document_a_line(monkeypatch: pytest.Monkey
         lines = [watcher.wait_for(lambda stream, line: stream == "stdout", timeout=60) for _ in range(3)]
         watcher.proc.send_signal(signal.SIGTERM)
         assert watcher.finish(timeout=60) == EXIT_OK
-    assert [set(json.loads(line)) for line in lines] == [{"at", "queues", "schedules", "leader", "workers"}] * 3
+    keys = {"at", "queues", "outboxes", "schedules", "leader", "workers"}
+    assert [set(json.loads(line)) for line in lines] == [keys] * 3
 
 
 def test_the_installed_script_runs_healthcheck_with_the_url_from_the_environment(

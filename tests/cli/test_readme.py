@@ -121,7 +121,7 @@ def test_the_first_example_is_a_task_run_by_alkstore_worker(pg_dsn: str, pg_sche
         [sys.executable, "-c", enqueue], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
-    (command,) = [body for info, body in code_blocks() if info == "sh" and "alkstore worker" in body]
+    (command,) = [body for info, body in code_blocks() if info == "sh" and "--app myapp.jobs:tasks" in body]
     args = command.split()[1:]
     args[args.index("--url") + 1] = pg_dsn
     with LiveProcess([ALKSTORE, *args, "--schema", pg_schema], cwd=tmp_path) as worker:

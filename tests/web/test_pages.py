@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from alkstore import EnqueueOpts, JobPhase
 from alkstore.adapters.web import PAGE_SIZE
-from alkstore.engine import NewJob
+from alkstore.engine import NewJob, WorkerRecord
 from tests.web._seed import HOSTILE, LEADER, seed
 from tests.web.conftest import Served
 
@@ -36,6 +36,27 @@ def test_the_overview_shows_every_queues_counts_the_leader_and_the_workers(serve
     assert worker is not None
     assert "1/8 1200 7" in text(worker.group(1))
     assert "emails, reports" in text(worker.group(1))
+
+
+def test_the_overview_marks_an_outboxs_queue_with_its_couriers_or_none(served: Served) -> None:
+    webhooks, audit = served.store.outbox("webhooks"), served.store.outbox("audit")
+    served.call(webhooks.enqueue, {"event": "order.created"})
+    served.call(audit.enqueue, {"event": "login"})
+    now = served.store.clock.now()
+    worker = WorkerRecord("web-1:1", "web-1", 1, (webhooks.queue,), 2, now, now)
+    served.call(served.store.engine.record_worker, worker)
+    page = served.client().get("/").text
+
+    def badge(queue: str) -> str:
+        row = re.search(rf'<tr data-queue="{re.escape(queue)}">(.*?)</tr>', page, re.S)
+        assert row is not None
+        found = re.search(r'<span class="badge outbox[^"]*"[^>]*>(.*?)</span>', row.group(1))
+        assert found is not None
+        return text(found.group(0))
+
+    assert badge(webhooks.queue) == "outbox webhooks · 1 courier"
+    assert badge(audit.queue) == "outbox audit · no courier"
+    assert 'class="badge outbox idle"' in page
 
 
 def test_the_overview_fragment_is_the_live_part_alone(served: Served) -> None:

@@ -1,4 +1,11 @@
-"""``alkstore status``: the queues, schedules, the scheduler's leader and recent workers, once or ``--watch``."""
+"""``alkstore status``: the queues, outboxes, schedules, the scheduler's leader and recent workers, once or
+``--watch``.
+
+An outbox's messages are the jobs of its backing queue (``QueueStats.outbox`` names it): the text
+shows them in a table of their own, with the workers seen delivering each (its couriers, ADR 057),
+and says so when messages wait and no worker delivers them; ``--json`` lists them under
+``outboxes`` too.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +43,15 @@ _QUEUE_COLUMNS = (
     Column("DEAD", 9, right=True),
     Column("LAG", 7, right=True),
 )
+_OUTBOX_COLUMNS = (
+    Column("OUTBOX", 21),
+    Column("READY", 9, right=True),
+    Column("DELAYED", 9, right=True),
+    Column("RUNNING", 9, right=True),
+    Column("DEAD", 9, right=True),
+    Column("LAG", 7, right=True),
+    Column("COURIERS", 8, right=True),
+)
 _WORKER_COLUMNS = (
     Column("WORKER", 14),
     Column("HOST", 10),
@@ -71,6 +87,11 @@ def snapshot(store: Store, where: str, within: float = DEFAULT_WITHIN, *, exact:
     return Snapshot(store.clock.now(), where, queues, schedules, leader, workers, within)
 
 
+def couriers(shot: Snapshot, stats: QueueStats) -> int:
+    """How many of the workers seen deliver the outbox ``stats`` counts (serve its backing queue)."""
+    return sum(stats.queue in worker.queues for worker in shot.workers)
+
+
 def status_json(shot: Snapshot) -> dict[str, Any]:
     """The ``status --json`` document (see ``docs/operations.md``)."""
     return {
@@ -88,6 +109,21 @@ def status_json(shot: Snapshot) -> dict[str, Any]:
                 "paused": stats.paused,
             }
             for stats in shot.queues
+        ],
+        "outboxes": [
+            {
+                "outbox": stats.outbox,
+                "queue": stats.queue,
+                "ready": stats.ready,
+                "delayed": stats.delayed,
+                "running": stats.running,
+                "dead": stats.dead,
+                "lag_seconds": stats.lag.total_seconds(),
+                "cap": stats.cap,
+                "couriers": couriers(shot, stats),
+            }
+            for stats in shot.queues
+            if stats.outbox is not None
         ],
         "schedules": [schedule_json(schedule) for schedule in shot.schedules],
         "leader": None
@@ -108,19 +144,24 @@ def _worker_json(worker: WorkerInfo) -> dict[str, Any]:
 def status_text(shot: Snapshot) -> str:
     """The ``status`` tables, each line at most 79 characters."""
     lines = [f"alkstore status at {when(shot.at)} UTC", fit(shot.where, 79), ""]
-    if shot.queues:
+    plain = [s for s in shot.queues if s.outbox is None]
+    if plain:
         queues = [
             (
                 f"{s.queue} (paused)" if s.paused else s.queue,
                 *(capped(n, s.cap) for n in (s.ready, s.delayed, s.waiting, s.running, s.dead)),
                 span(s.lag),
             )
-            for s in shot.queues
+            for s in plain
         ]
         lines += table(_QUEUE_COLUMNS, queues)
     else:
         lines.append("no jobs in any queue")
     lines.append("")
+    outboxes = [s for s in shot.queues if s.outbox is not None]
+    if outboxes:
+        lines += _outbox_lines(shot, outboxes)
+        lines.append("")
     lines += schedule_lines(shot.schedules) if shot.schedules else ["no schedules"]
     lines.append("")
     if shot.leader is None:
@@ -147,6 +188,24 @@ def status_text(shot: Snapshot) -> str:
     else:
         lines.append(f"no workers seen in the last {shot.within:g} s")
     return "\n".join(lines)
+
+
+def _outbox_lines(shot: Snapshot, outboxes: list[QueueStats]) -> list[str]:
+    """The outboxes' table, and a line for each whose messages wait while no worker seen delivers it."""
+    rows = [
+        (
+            f"{s.outbox} (paused)" if s.paused else s.outbox,
+            *(capped(n, s.cap) for n in (s.ready, s.delayed, s.running, s.dead)),
+            span(s.lag),
+            count(couriers(shot, s), 8),
+        )
+        for s in outboxes
+    ]
+    lines = table(_OUTBOX_COLUMNS, rows)
+    for s in outboxes:
+        if (s.ready or s.delayed) and not couriers(shot, s):
+            lines.append(fit(f"outbox {s.outbox!r}: no worker delivers it (see @tasks.courier)", 79))
+    return lines
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""``alkstore worker``: run the tasks of an application until SIGINT or SIGTERM (ADR 021, 029).
+"""``alkstore worker``: run the tasks of an application, and deliver its outboxes, until SIGINT or SIGTERM
+(ADR 021, 029, 057).
 
 Two runtimes: the sync ``alkstore.Worker`` runs each job on one of its threads; the async
 ``alkstore.AsyncWorker`` awaits ``async def`` tasks on an event loop and runs plain ones on
@@ -77,13 +78,14 @@ def queue_list(text: str) -> list[str]:
 
 
 def async_tasks(tasks: Tasks) -> list[str]:
-    """The names of the ``async def`` tasks of ``tasks`` (an object whose ``__call__`` is one counts too),
-    which only the async worker runs."""
+    """The names of the ``async def`` tasks and outbox deliveries (couriers, ADR 057) of ``tasks`` (an object
+    whose ``__call__`` is one counts too), which only the async worker runs."""
+    code = [(task.name, task.func) for task in tasks] + [(c.name, c.delivery) for c in tasks.couriers]
     return [
-        task.name
-        for task in tasks
-        if inspect.iscoroutinefunction(task.func)
-        or (not inspect.isroutine(task.func) and inspect.iscoroutinefunction(type(task.func).__call__))
+        name
+        for name, func in code
+        if inspect.iscoroutinefunction(func)
+        or (not inspect.isroutine(func) and inspect.iscoroutinefunction(type(func).__call__))
     ]
 
 
@@ -106,6 +108,7 @@ def run_worker(
     grace: float,
     schedules: bool,
     runtime: str = "auto",
+    outboxes: list[str] | None = None,
 ) -> int:
     """Run a worker of ``runtime`` on the database until a signal stops it; return the exit status."""
     handler = configure_logging()
@@ -115,6 +118,7 @@ def run_worker(
             options["max_size"] = max(10, concurrency + _SPARE_CONNECTIONS)
         worker_options: dict[str, Any] = {
             "queues": queues,
+            "outboxes": outboxes,
             "concurrency": concurrency,
             "grace": grace,
             "schedules": schedules,
@@ -202,12 +206,24 @@ def _refuse_async_tasks_under_sync(parser: argparse.ArgumentParser, args: argpar
         )
 
 
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The usage errors found before any connection: async code under ``--runtime sync``, an outbox
+    in ``--outboxes`` the app has no courier for."""
+    _refuse_async_tasks_under_sync(parser, args)
+    couriers = {courier.outbox for courier in args.app.couriers}
+    unknown = [name for name in args.outboxes or () if name not in couriers]
+    if unknown:
+        known = ", ".join(repr(name) for name in sorted(couriers)) or "none"
+        parser.error(f"--outboxes: the app has no courier for {', '.join(map(repr, unknown))} (couriers: {known})")
+
+
 def add_commands(commands: Any) -> None:
     """Register ``worker`` on ``commands``."""
     worker = commands.add_parser(
         "worker",
-        help="run an application's tasks until SIGINT or SIGTERM",
-        description="Run the tasks of an alkstore.Tasks registry on the database. The sync runtime "
+        help="run an application's tasks and deliver its outboxes until SIGINT or SIGTERM",
+        description="Run the tasks of an alkstore.Tasks registry on the database, and deliver the messages of "
+        "the outboxes it has couriers for (@tasks.courier). The sync runtime "
         "(alkstore.Worker) runs each job on one of its threads; the async runtime (alkstore.AsyncWorker) awaits "
         "async def tasks on an event loop and runs plain ones on threads; --runtime auto picks the async one when "
         "the app has an async def task. The first SIGINT or SIGTERM stops claiming and gives running jobs --grace "
@@ -219,6 +235,12 @@ def add_commands(commands: Any) -> None:
     add_database_arguments(worker)
     worker.add_argument(
         "--queues", type=queue_list, metavar="A,B", help="the queues to serve (default: all of the app's)"
+    )
+    worker.add_argument(
+        "--outboxes",
+        type=queue_list,
+        metavar="A,B",
+        help="the outboxes whose messages to deliver, by their couriers (default: every courier of the app's)",
     )
     worker.add_argument(
         "--concurrency",
@@ -238,7 +260,7 @@ def add_commands(commands: Any) -> None:
         "alkstore.Worker, plain tasks on threads, no async def task; auto (default): async when the app has an "
         "async def task, else sync",
     )
-    worker.set_defaults(run=_run, check=functools.partial(_refuse_async_tasks_under_sync, worker))
+    worker.set_defaults(run=_run, check=functools.partial(_check, worker))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -247,6 +269,7 @@ def _run(args: argparse.Namespace) -> int:
         args.schema,
         args.app,
         queues=args.queues,
+        outboxes=args.outboxes,
         concurrency=args.concurrency,
         grace=args.grace,
         schedules=args.schedules,

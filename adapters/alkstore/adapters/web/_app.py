@@ -194,11 +194,15 @@ class _Dashboard:
     async def overview_context(self) -> dict[str, Any]:
         store = self.store
         at = store.clock.now()
+        queues = await store.queue_stats(cap=self.cap)
+        workers = await store.workers(WORKERS_WITHIN)
         return {
             "at": at,
-            "queues": await store.queue_stats(cap=self.cap),
+            "queues": queues,
+            # An outbox's backing queue: how many of the workers seen deliver it (its couriers, ADR 057).
+            "couriers": {s.queue: sum(s.queue in w.queues for w in workers) for s in queues if s.outbox},
             "leader": await store.leader(),
-            "workers": await store.workers(WORKERS_WITHIN),
+            "workers": workers,
             "workers_within": WORKERS_WITHIN,
             "chart": chart_of(per_minute(await store.throughput(MINUTES), at)),
         }
