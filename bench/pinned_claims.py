@@ -280,7 +280,9 @@ def measure(
             text, params = make(explain)
             with explain.transaction():
                 before = index_counters(explain, subject.schema)
-                (plan_json,) = explain.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text, params).fetchone()
+                row = explain.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text, params).fetchone()
+                assert row is not None
+                plan_json = row[0]
                 after = index_counters(explain, subject.schema)
             top = (plan_json if isinstance(plan_json, list) else json.loads(plan_json))[0]
             deltas = {

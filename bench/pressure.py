@@ -41,8 +41,11 @@ Scenarios (``--scenario``):
 
 Per phase and subject: offered/s (enqueued), completed/s (handlers finished), pickup p50/p99 of
 the jobs started in the phase, backlog and the oldest waiting job's age at its end, the jobs
-table's ``n_dead_tup``. Everything runs against 127.0.0.1 only, and each subject's run is bounded
-by its phases plus ``--drain-grace`` seconds.
+table's ``n_dead_tup``, and per job completed, each index's scans and entries read (dead ones
+included: ``pg_stat_user_indexes``, as the backends have reported them, so a second or so
+late). A job whose report a SIGKILL lost counts as never started. Only a server on 127.0.0.1
+is measured; a subject's run lasts its phases, plus its set-up and its worker's stop (a SIGTERM,
+then SIGKILL after 15 s).
 """
 
 from __future__ import annotations
@@ -234,6 +237,8 @@ class Phase:
     started_at_end: int = 0
     oldest_wait: float = 0.0
     dead_tuples: int | None = None
+    #: Per index of the subject's jobs table at the phase's end: scans and entries read (statistics, cumulative).
+    index_reads: dict[str, tuple[int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -368,6 +373,16 @@ class Run:
                     return True
             time.sleep(0.05)
         return False
+
+    def index_reads(self) -> dict[str, tuple[int, int]]:
+        """Per index of the jobs table: scans and entries read so far (dead entries included), as reported."""
+        self.admin.execute("SELECT pg_stat_clear_snapshot()")
+        rows = self.admin.execute(
+            "SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes"
+            " WHERE schemaname = %s AND relname = 'jobs'",
+            (self.schema,),
+        ).fetchall()
+        return {name: (int(scans), int(read)) for name, scans, read in rows}
 
     def dead_tuples(self) -> int | None:
         self.admin.execute("SELECT pg_stat_clear_snapshot()")
@@ -536,6 +551,7 @@ def run_subject(args: argparse.Namespace, subject: str, admin: psycopg.Connectio
                 phase.notes.extend(pressure.notes)
             phase.produced_at_end, phase.started_at_end, phase.oldest_wait = run.advance_waiting()
             phase.dead_tuples = run.dead_tuples()
+            phase.index_reads = run.index_reads()
             print(
                 f"  {subject} {phase.name}: enqueued {phase.produced_at_end - first:,},"
                 f" started {phase.started_at_end:,}, oldest waiting {phase.oldest_wait:.1f} s",
@@ -564,6 +580,7 @@ def summarise(subject: str, phases: list[Phase], run: Run) -> list[str]:
         if seq not in first_start or started < first_start[seq]:
             first_start[seq] = started
     rows = []
+    previous: dict[str, tuple[int, int]] = {}
     for phase in phases:
         length = phase.end - phase.start
         finished = sum(1 for _, _, ended in records if phase.start <= ended < phase.end)
@@ -578,10 +595,20 @@ def summarise(subject: str, phases: list[Phase], run: Run) -> list[str]:
         p50 = f"{statistics.median(pickups) * 1000:,.0f}" if pickups else "-"
         p99 = f"{pickups[int(0.99 * (len(pickups) - 1))] * 1000:,.0f}" if pickups else "-"
         dead = "-" if phase.dead_tuples is None else f"{phase.dead_tuples:,}"
+        reads = {
+            name: (scans - previous.get(name, (0, 0))[0], read - previous.get(name, (0, 0))[1])
+            for name, (scans, read) in phase.index_reads.items()
+        }
+        previous = phase.index_reads
+        per_job = "; ".join(
+            f"{name} {scans / max(finished, 1):.1f} scans, {read / max(finished, 1):,.0f} entries"
+            for name, (scans, read) in sorted(reads.items())
+            if read
+        )
         rows.append(
             f"| {subject} | {phase.name} ({length:.0f} s) | {offered / length:,.0f} | {finished / length:,.0f}"
             f" | {finished / max(offered, 1):.2f} | {p50} | {p99} | {len(waiting):,} | {oldest:.1f} | {dead}"
-            f" | {'; '.join(phase.notes)} |"
+            f" | {per_job} | {'; '.join(phase.notes)} |"
         )
     return rows
 
@@ -639,9 +666,9 @@ def main() -> int:
     print()
     print(
         "| subject | phase | offered/s | completed/s | completed/offered | pickup p50 (ms) | pickup p99 (ms)"
-        " | backlog at end | oldest waiting (s) | n_dead_tup | notes |"
+        " | backlog at end | oldest waiting (s) | n_dead_tup | per completed job: index scans, entries read | notes |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(row)
     return 0
