@@ -18,12 +18,19 @@ claimed is acked after each, as a worker would, so no live running job stands in
   included), ``ack_and_claim``: the 4 just claimed acked and 4 more claimed in one statement,
   ``ack_many`` alone, ``soonest_due`` (an idle worker's read), and ``lease_probe`` at a time past
   the default lease (300 s), when every finished job's ``running`` entry has lapsed;
-- the floor's claim (one row, ``FOR UPDATE SKIP LOCKED``) and its ``DELETE`` by id.
+- the floor's claim (one row, ``FOR UPDATE SKIP LOCKED``) and its ``DELETE`` by id;
+- both claims from a cursor: the same statement with a lower bound on the ready index, ``AND
+  priority = p AND (run_at, id) >= (t, i)``, at the key of the finished job ``MARGIN`` (800)
+  finished jobs before the ready head (a claim that starts where the worker's last claims were,
+  a second behind at 800 jobs/s). A measuring stand-in for the design of
+  ``docs/pressure-design.md``, not a claim alkstore makes: one priority only, and no job that
+  becomes ready behind the cursor is found.
 
 Per statement: shared buffers hit+read, and per index, the entries its scans read
 (``pg_stat_user_indexes.idx_tup_read``: dead entries included) and the heap rows they fetched
 (``idx_tup_fetch``: only visible ones). Per level, the tables' ``n_dead_tup`` and the size of
-each index. Last, the pin is released, both tables vacuumed, and the level measured again.
+each index. Last, the pin is released and the last level measured again, then both tables are
+vacuumed and it is measured once more (``--live`` more ready jobs enqueued before each).
 ``shared_preload_libraries`` is read: with ``pg_stat_statements`` loaded its per-statement
 buffer counts are printed too (the server's configuration is never changed here).
 """
@@ -57,6 +64,12 @@ CLAIM = 4
 BUILD = 500
 PAYLOAD = b"x" * 256
 SAMPLES = 5
+#: How far behind the ready head a claim's cursor is set: finished jobs (a second of the issue's 800 jobs/s).
+MARGIN = 800
+#: The claim's ready-index condition, which the cursor variant extends.
+READY = "AND state = 'pending' AND run_at <= %(now)s"
+#: The lower bound a claim from a cursor adds (one priority: the stand-in for a bound per priority).
+FROM_CURSOR = " AND priority = %(cursor_priority)s AND (run_at, id) >= (%(cursor_at)s, %(cursor_id)s)"
 
 
 def claim_params(worker: str, limit: int, now: datetime) -> dict[str, Any]:
@@ -115,6 +128,10 @@ class Store(Subject):
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.conn.execute("SET TIME ZONE 'UTC'")
         self.held: list[tuple[int, int]] = []
+        #: The claim order's key (priority, run_at, id) of the last jobs the build claimed, oldest first.
+        self.finished_keys: list[tuple[int, datetime, int]] = []
+        assert self.sql.claim.count(READY) == 1
+        self.claim_from_cursor = self.sql.claim.replace(READY, READY + FROM_CURSOR)
 
     def enqueue(self, count: int) -> None:
         for start in range(0, count, 1000):
@@ -124,9 +141,12 @@ class Store(Subject):
         # The claim returns the job columns: id first, the fence (lease) among them.
         cur = self.conn.execute(self.sql.claim, claim_params("builder", limit, datetime.now(UTC)))
         names = [column.name for column in cur.description or []]
-        rows = cur.fetchall()
+        rows = [row for row in cur.fetchall() if row[names.index("id")] is not None]
         at_id, at_lease = names.index("id"), names.index("lease")
-        return [(row[at_id], row[at_lease]) for row in rows if row[at_id] is not None]
+        at_priority, at_run_at = names.index("priority"), names.index("run_at")
+        keys = sorted((row[at_priority] * -1, row[at_run_at], row[at_id]) for row in rows)
+        self.finished_keys = (self.finished_keys + [(-p, t, i) for p, t, i in keys])[-MARGIN:]
+        return [(row[at_id], row[at_lease]) for row in rows]
 
     def _ack(self, held: list[tuple[int, int]]) -> None:
         self.conn.execute(self.sql.ack_many, {"ids": [h[0] for h in held], "fences": [h[1] for h in held]})
@@ -156,12 +176,21 @@ class Store(Subject):
         def lapsed_probe(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
             return self.sql.lease_probe, {"queue": QUEUE, "now": datetime.now(UTC) + timedelta(seconds=301)}
 
+        cursor = self.finished_keys[0] if len(self.finished_keys) == MARGIN else None
+
+        def claim_from_cursor(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            params = claim_params("w", CLAIM, datetime.now(UTC))
+            priority, at, job = cursor or (0, datetime(2000, 1, 1, tzinfo=UTC), 0)
+            params.update({"cursor_priority": priority, "cursor_at": at, "cursor_id": job})
+            return self.claim_from_cursor, params
+
         return [
             ("claim (4)", claim),
             ("ack_and_claim (4+4)", ack_and_claim),
             ("ack_many (4)", ack_many),
             ("soonest_due", soonest_due),
             ("lease_probe, leases lapsed", lapsed_probe),
+            (f"claim (4) from a cursor {MARGIN} finished jobs back", claim_from_cursor),
         ]
 
     def settle(self) -> None:
@@ -214,9 +243,15 @@ class Floor(Subject):
             .format(t=t)
             .as_string(self.conn)
         )
-        self.claim_many = self.claim.replace("WHERE id = (", "WHERE id = ANY(ARRAY(").replace(
-            "LIMIT 1 FOR UPDATE SKIP LOCKED)", "LIMIT %(limit)s FOR UPDATE SKIP LOCKED))"
+        self.claim_many = (
+            self.claim.replace("WHERE id = (", "WHERE id = ANY(ARRAY(")
+            .replace("LIMIT 1 FOR UPDATE SKIP LOCKED)", "LIMIT %(limit)s FOR UPDATE SKIP LOCKED))")
+            .replace("RETURNING id, payload, attempts", "RETURNING id, run_at")
         )
+        self.claim_from_cursor = self.claim.replace(
+            "AND state = 'pending' AND run_at <= now()", "AND state = 'pending' AND run_at <= now()" + FROM_CURSOR
+        )
+        self.finished_keys: list[tuple[int, datetime, int]] = []
         self.delete = sql.SQL("DELETE FROM {} WHERE id = %(id)s").format(t).as_string(self.conn)
         self.delete_many = sql.SQL("DELETE FROM {} WHERE id = ANY(%(ids)s)").format(t).as_string(self.conn)
 
@@ -228,6 +263,8 @@ class Floor(Subject):
         self.enqueue(count)
         while rows := self.conn.execute(self.claim_many, {"worker": "b", "queue": QUEUE, "limit": BUILD}).fetchall():
             self.conn.execute(self.delete_many, {"ids": [row[0] for row in rows]})
+            keys = sorted((0, row[1], row[0]) for row in rows)
+            self.finished_keys = (self.finished_keys + keys)[-MARGIN:]
 
     def statements(self) -> list[tuple[str, Callable[[psycopg.Connection[Any]], tuple[str, dict[str, Any]]]]]:
         def claim(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
@@ -237,7 +274,19 @@ class Floor(Subject):
             row = self.conn.execute(self.claim, {"worker": "w", "queue": QUEUE}).fetchone()
             return self.delete, {"id": row[0] if row else 0}
 
-        return [("floor claim (1)", claim), ("floor delete (1)", delete)]
+        cursor = self.finished_keys[0] if len(self.finished_keys) == MARGIN else None
+
+        def claim_from_cursor(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            priority, at, job = cursor or (0, datetime(2000, 1, 1, tzinfo=UTC), 0)
+            return self.claim_from_cursor, {
+                "worker": "w", "queue": QUEUE, "cursor_priority": priority, "cursor_at": at, "cursor_id": job,
+            }  # fmt: skip
+
+        return [
+            ("floor claim (1)", claim),
+            ("floor delete (1)", delete),
+            (f"floor claim (1) from a cursor {MARGIN} finished jobs back", claim_from_cursor),
+        ]
 
     def settle(self) -> None:
         self.conn.execute(
@@ -374,7 +423,14 @@ def main() -> int:
                 report(f"{level:,}", subject, measure(subject, explain))
         pin.rollback()
         for subject in subjects:
+            # What the scans do alone once the horizon moves on: each may mark the entries it
+            # passes dead (LP_DEAD) now that their tuples are dead to everyone.
+            subject.enqueue(args.live)
+            states.append(f"unpinned, {subject.name}: {table_state(watch, subject)}")
+            report(f"{made:,}, unpinned, before a vacuum", subject, measure(subject, explain))
+        for subject in subjects:
             admin.execute(sql.SQL("VACUUM {}.jobs").format(sql.Identifier(subject.schema)))
+            subject.enqueue(args.live)
             states.append(f"vacuumed, {subject.name}: {table_state(watch, subject)}")
             report(f"{made:,}, unpinned + VACUUM", subject, measure(subject, explain))
         print()
