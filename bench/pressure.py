@@ -258,6 +258,7 @@ class Run:
         self.lowest_waiting = 0
         self.children: list[subprocess.Popen[str]] = []
         self.child: subprocess.Popen[str] | None = None
+        self.child_lock = threading.Lock()
         self.restarts = 0
         self.done = threading.Event()
         self.rate = args.rate
@@ -293,17 +294,21 @@ class Run:
                 self.records.append((int(seq), float(started), float(ended)))
                 self.started.add(int(seq))
 
-    def kill_child(self) -> None:
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signal.SIGKILL)
-            self.child.wait()
+    def kill_and_restart(self) -> None:
+        """SIGKILL the worker and start another (under the lock, so ``supervise`` never sees the gap)."""
+        with self.child_lock:
+            if self.child is not None and self.child.poll() is None:
+                self.child.send_signal(signal.SIGKILL)
+                self.child.wait()
+            self.start_child()
 
     def supervise(self, until: float) -> None:
         """Start the child again if it exited on its own (counted); returns at ``until``."""
         while time.time() < until:
-            if self.child is not None and self.child.poll() is not None:
-                self.restarts += 1
-                self.start_child()
+            with self.child_lock:
+                if self.child is not None and self.child.poll() is not None:
+                    self.restarts += 1
+                    self.start_child()
             time.sleep(0.2)
 
     def stop_child(self) -> None:
@@ -505,9 +510,8 @@ class Pressure:
     def _killer(self) -> None:
         kills = 0
         while not self.stopping.wait(self.args.kill_every):
-            self.run.kill_child()
+            self.run.kill_and_restart()
             kills += 1
-            self.run.start_child()
         self.notes.append(f"{kills} SIGKILLs")
 
 
