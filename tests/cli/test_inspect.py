@@ -534,9 +534,11 @@ def test_schedules_add_list_and_remove(shared: Prepared, capsys: pytest.CaptureF
     assert json.loads(cli(capsys, "schedules", "remove", "digest", "--json")[1]) == {"name": "digest", "removed": False}
 
 
-def test_a_bad_schedule_is_an_error_naming_the_problem(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_schedule_is_a_usage_error_naming_the_problem(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = cli(capsys, "schedules", "add", "digest", "0 3 * * *", "reports")
-    assert (code, out) == (EXIT_ERROR, "")
+    assert (code, out) == (EXIT_USAGE, ""), "a usage error, found before the store is opened"
     assert "cron expressions are not supported" in err
     assert shared.store.schedules() == []
 
