@@ -18,9 +18,9 @@ from ._output import Column, dump, iso, payload_json, table, when
 __all__ = ["add_commands", "schedule_json", "schedule_lines"]
 
 _SCHEDULE_COLUMNS = (
-    Column("SCHEDULE", 15),
+    Column("SCHEDULE", 15, whole=True),
     Column("EVERY", 5),
-    Column("QUEUE", 13),
+    Column("QUEUE", 13, whole=True),
     Column("NEXT (UTC)", 19),
     Column("LAST (UTC)", 19),
 )
