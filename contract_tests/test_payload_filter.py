@@ -61,6 +61,40 @@ def test_a_filter_keeps_the_jobs_whose_payload_contains_it(store: Store) -> None
     assert len(ids(store, "orders", None)) == len(payloads), "no filter lists every job"
 
 
+def test_a_filter_reads_every_payload_the_codec_stores_nuls_and_raw_bytes_included(store: Store) -> None:
+    """PostgreSQL's jsonb holds no NUL in a string: a payload with one is still filtered, by its other parts
+    and by its NULs alike, and it never makes the filter fail for the rest of its queue."""
+    queue = store.queue("nul")
+    payloads: list[Any] = [
+        {"customer": 42, "note": "a\x00b"},
+        {"customer": 42, "\x00": ["\x00"]},
+        b"\x00{raw",
+        b'{"customer": 42}',  # raw bytes that read as JSON: stored behind the codec's NUL, never filtered
+        {"customer": 42, "note": "\x01"},
+        {"customer": 42, "note": "\x010"},
+        {"customer": 42, "note": "\\u0000"},  # a backslash, then the text of an escape
+        ["\x00", {"customer": 42}],
+        {"customer": 43, "note": "\x00"},
+        {"customer": 42},
+    ]
+    made = [int(job_id) for job_id in queue.enqueue_many(payloads)]
+    by = dict(enumerate(made))
+
+    assert ids(store, "nul", {"customer": 42}) == [by[i] for i in (0, 1, 4, 5, 6, 9)]
+    assert ids(store, "nul", {"customer": 42}, limit=1) == [by[i] for i in (0, 1, 4, 5, 6, 9)]
+    assert ids(store, "nul", {"note": "a\x00b"}) == [by[0]]
+    assert ids(store, "nul", {"note": "\x00"}) == [by[8]]
+    assert ids(store, "nul", {"\x00": ["\x00"]}) == [by[1]]
+    assert ids(store, "nul", {"note": "\x01"}) == [by[4]], "a NUL is not taken for another character"
+    assert ids(store, "nul", {"note": "\x010"}) == [by[5]]
+    assert ids(store, "nul", {"note": "\\u0000"}) == [by[6]]
+    assert ids(store, "nul", ["\x00"]) == [by[7]]
+    assert ids(store, "nul", [{"customer": 42}]) == [by[7]]
+    assert ids(store, "nul", {}) == [by[i] for i in (0, 1, 4, 5, 6, 8, 9)], "raw bytes contain no probe"
+    for phase in JobPhase:
+        assert ids(store, "nul", {"customer": 44}, phase) == []
+
+
 def test_every_phase_can_be_filtered(store: Store) -> None:
     queue = store.queue("orders")
     queue.enqueue({"customer": 1, "n": 1}, EnqueueOpts(delay=3600))
@@ -109,8 +143,9 @@ def model(value: Any, probe: Any, top: bool = True) -> bool:
 
 
 #: A small world, so that probes often meet payloads: values that look alike but differ in jsonb
-#: (``true`` and ``1``, ``1`` and ``"1"``) and values that differ in Python but not in jsonb (``1``, ``1.0``).
-_SCALARS = st.sampled_from([None, True, False, 0, 1, 1.0, -0.0, 2.5, "1", "a"])
+#: (``true`` and ``1``, ``1`` and ``"1"``), values that differ in Python but not in jsonb (``1``, ``1.0``) and
+#: strings jsonb cannot hold as they are (a NUL) next to the character that stands in for it.
+_SCALARS = st.sampled_from([None, True, False, 0, 1, 1.0, -0.0, 2.5, "1", "a", "\x00", "\x01"])
 _KEYS = st.sampled_from(["a", "b"])
 _VALUES = st.recursive(
     _SCALARS,

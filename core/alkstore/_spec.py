@@ -16,7 +16,13 @@ UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: Ten years: fits a 32-bit integer column and keeps every boundary far inside datetime's range.
 MAX_INTERVAL_SECONDS = 3650 * 86400
 _MAX_SPEC_LENGTH = 32
-_GRAMMAR = re.compile(r"@every ([1-9][0-9]*)([smhd])", re.ASCII)
+#: The grammar, and a count of zero besides, so that ``@every 0s`` is told its interval is too short.
+_GRAMMAR = re.compile(r"@every (0|[1-9][0-9]*)([smhd])", re.ASCII)
+#: What a cron-like spec is told: the grammar's way to fire at a chosen time is an anchor (ADR 034).
+_CRON_HINT = (
+    " (cron expressions are not supported: for set times, anchor an @every schedule;"
+    " '@every 1d' with ScheduleOpts(anchor=<an aware datetime at 02:00>) fires at 02:00 every day)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +56,11 @@ def parse_spec(spec: object) -> Every:
         raise InvalidSpec(f"spec must be a str, not {type(spec).__name__}")
     match = _GRAMMAR.fullmatch(spec) if len(spec) <= _MAX_SPEC_LENGTH else None
     if match is None:
-        hint = " (cron expressions are not supported)" if _looks_like_cron(spec) else ""
+        hint = _CRON_HINT if _looks_like_cron(spec) else ""
         raise InvalidSpec(f"spec {spec[:64]!r} is not of the form '@every <n><s|m|h|d>'{hint}")
     every = Every(int(match.group(1)), match.group(2))
+    if every.count == 0:
+        raise InvalidSpec(f"spec {spec!r}: the interval must be at least 1s")
     if every.seconds > MAX_INTERVAL_SECONDS:
         raise InvalidSpec(f"spec {spec!r} exceeds the longest interval, {MAX_INTERVAL_SECONDS // 86400}d")
     return every

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore import EnqueueOpts
+from alkstore import EnqueueOpts, Tasks
 from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.cli._args import parse_duration
@@ -257,7 +257,33 @@ def test_status_counts_up_to_10000_unless_asked_for_exact_counts(
     assert (exact["ready"], exact["cap"]) == (10_001, None)
 
 
-def test_long_names_are_cut_to_keep_every_line_within_80_columns(
+def test_status_shows_a_periodic_tasks_long_name_whole_with_the_columns_widened_to_it(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = Tasks()
+
+    # Named as a task of an application's module is by default (module:qualname).
+    @tasks.periodic("@every 1h", queue="maintenance_and_reporting", name="myapp.warehouse:vacuum_the_largest_tables")
+    def vacuum() -> None:
+        """A task whose name is longer than the schedules' column."""
+
+    (periodic,) = tasks.periodic_tasks
+    name = periodic.task.name
+    shared.store.schedule(name, periodic.spec, periodic.task.queue)
+    shared.store.queue("maintenance_and_reporting").enqueue(1)
+
+    lines = cli(capsys, "status")[1].splitlines()
+
+    header = next(line for line in lines if line.startswith("SCHEDULE"))
+    (row,) = [line for line in lines if line.startswith(name)]
+    assert row.split()[:3] == [name, "1h", "maintenance_and_reporting"]
+    assert header.index("EVERY") == row.index(" 1h ") + 1, "the columns after the name move over, aligned"
+    (queue,) = [line for line in lines if line.startswith("maintenance_and_reporting ")]
+    assert queue.split() == ["maintenance_and_reporting", "1", "0", "0", "0", "0", "0s"]
+    assert "…" not in "\n".join(lines)
+
+
+def test_long_queue_and_schedule_names_are_whole_and_other_long_fields_are_cut_to_80_columns(
     shared: Prepared, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store, clock = shared.store, shared.clock
@@ -272,8 +298,11 @@ def test_long_names_are_cut_to_keep_every_line_within_80_columns(
 
     out = cli(capsys, "status")[1]
 
-    assert max(len(line) for line in out.splitlines()) <= 79
-    assert "q" * 20 + "…" in out
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines if line.startswith(("q", "s"))] == [long, "s" * 128]
+    (schedule,) = [line for line in lines if line.startswith("s")]
+    assert schedule.split()[:3] == ["s" * 128, "3650d", long]
+    assert max(len(line) for line in lines if not line.startswith(("q", "s", "QUEUE", "SCHEDULE"))) <= 79
     (leader,) = [line for line in out.splitlines() if line.startswith("leader: ")]
     assert leader == "leader: " + "o" * 49 + "…, lease ends in 10.0s"
     assert (
@@ -581,9 +610,11 @@ def test_schedules_add_list_and_remove(shared: Prepared, capsys: pytest.CaptureF
     assert json.loads(cli(capsys, "schedules", "remove", "digest", "--json")[1]) == {"name": "digest", "removed": False}
 
 
-def test_a_bad_schedule_is_an_error_naming_the_problem(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_schedule_is_a_usage_error_naming_the_problem(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = cli(capsys, "schedules", "add", "digest", "0 3 * * *", "reports")
-    assert (code, out) == (EXIT_ERROR, "")
+    assert (code, out) == (EXIT_USAGE, ""), "a usage error, found before the store is opened"
     assert "cron expressions are not supported" in err
     assert shared.store.schedules() == []
 

@@ -30,6 +30,9 @@ def one_error_line(err: str) -> str:
         (["migrate"], "required: --url"),
         (["tick", "--schema", "s"], "required: --url"),
         (["run-schedules"], "required: --url"),
+        (["schedules", "add", "nightly", "every 1d", "reports", "--url", "memory://"], "is not of the form"),
+        (["schedules", "add", "nightly", "0 2 * * *", "reports"], "cron expressions are not supported"),
+        (["schedules", "add", "nightly", "@every 0s", "reports"], "must be at least 1s"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line_naming_the_problem(

@@ -129,14 +129,24 @@ def test_invalid_spec_is_a_value_error() -> None:
 @pytest.mark.parametrize(
     "spec", ["*/5 * * * *", "0 0 * * *", "0 0 * * * *", "0 0 12 * * ? 2026", "@daily", "@hourly", "@weekly"]
 )
-def test_a_cron_expression_is_rejected_with_a_hint_that_cron_is_not_supported(spec: str) -> None:
-    with pytest.raises(
-        InvalidSpec, match=r"is not of the form '@every <n><s\|m\|h\|d>' \(cron expressions are not supported\)$"
-    ):
+def test_a_cron_expression_is_rejected_with_a_hint_that_cron_is_not_supported_and_anchors_are(spec: str) -> None:
+    with pytest.raises(InvalidSpec) as info:
         parse_spec(spec)
+    assert str(info.value) == (
+        f"spec {spec!r} is not of the form '@every <n><s|m|h|d>' (cron expressions are not supported: for set"
+        " times, anchor an @every schedule; '@every 1d' with ScheduleOpts(anchor=<an aware datetime at 02:00>)"
+        " fires at 02:00 every day)"
+    )
 
 
-@pytest.mark.parametrize("spec", ["@every 1w", "@every 0s", "hello", "", "@every", "* * * *", "0 0 12 * * ? 2026 x"])
+@pytest.mark.parametrize("spec", ["@every 0s", "@every 0m", "@every 0h", "@every 0d"])
+def test_a_zero_interval_is_told_it_must_be_at_least_a_second(spec: str) -> None:
+    with pytest.raises(InvalidSpec) as info:
+        parse_spec(spec)
+    assert str(info.value) == f"spec {spec!r}: the interval must be at least 1s"
+
+
+@pytest.mark.parametrize("spec", ["@every 1w", "@every 00s", "hello", "", "@every", "* * * *", "0 0 12 * * ? 2026 x"])
 def test_a_malformed_every_spec_gets_no_cron_hint(spec: str) -> None:
     with pytest.raises(InvalidSpec) as info:
         parse_spec(spec)

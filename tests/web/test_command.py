@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from starlette.routing import Route
 
-from alkstore.adapters.cli import EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
+from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.web import TOKEN_VARIABLE, bind_refusal, is_loopback
+from tests._proc import ALKSTORE, run
 
 
 @pytest.fixture
@@ -132,3 +135,48 @@ def test_without_the_web_extra_the_command_line_works_and_web_says_what_to_insta
     assert "help 0" in result.stdout
     assert "web 1" in result.stdout
     assert "pip install 'alkstore[web]'" in result.stderr
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port held by a socket that never listens: a connection to it is refused."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
+
+
+def assert_refused_in_one_line(result: subprocess.CompletedProcess[str], *named: str) -> None:
+    """The command exited 1 with one ``alkstore: …`` line naming ``named``, and never said it was serving."""
+    assert result.returncode == EXIT_ERROR, result.stderr
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("alkstore: ")
+    for text in named:
+        assert text in line
+    assert "serving" not in line
+
+
+def test_web_on_an_unreachable_server_exits_1_in_one_line_before_serving(closed_port: int) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{closed_port}/test"
+    result = run([ALKSTORE, "web", "--url", url, "--port", "0"], timeout=60)
+    assert_refused_in_one_line(result, f"port {closed_port}", "Connection refused")
+
+
+@pytest.mark.postgres
+def test_web_on_an_unmigrated_schema_exits_1_in_one_line_naming_the_migrate_command(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    result = run([ALKSTORE, "web", "--url", pg_dsn, "--schema", pg_schema, "--port", "0"], timeout=60)
+    assert_refused_in_one_line(result, "has not been migrated", "alkstore migrate --url ", f"--schema {pg_schema}")
+
+
+def test_web_exits_1_when_the_app_fails_to_start_after_the_store_opened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import uvicorn
+
+    def fail_to_start(app: Any, **options: Any) -> None:
+        raise SystemExit(3)  # what uvicorn does when the app's lifespan startup fails
+
+    monkeypatch.setattr(uvicorn, "run", fail_to_start)
+    assert main(["web", "--url", "memory://"]) == EXIT_ERROR

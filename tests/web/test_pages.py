@@ -320,6 +320,14 @@ def test_a_queue_page_filters_its_jobs_by_payload_containment_across_pages(serve
         assert "<tr data-job=" not in refused.text
 
 
+def test_a_queue_page_filters_a_queue_holding_a_payload_with_a_nul(served: Served) -> None:
+    payloads = [{"customer": 42, "note": "\x00"}, b"\x00raw", {"customer": 7}]
+    ids = served.call(served.store.queue("nul").enqueue_many, payloads, None)
+    page = served.client().get("/queues/nul?" + urlencode({"state": "ready", "contains": '{"customer": 42}'}))
+    assert page.status_code == 200
+    assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)] == [ids[0]]
+
+
 def test_a_queue_page_filters_its_jobs_by_task_across_pages_and_each_jobs_task_links_to_its_filter(
     served: Served,
 ) -> None:

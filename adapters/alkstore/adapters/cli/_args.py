@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from alkstore import Every
+from alkstore import Every, InvalidSpec, parse_spec
 
 __all__ = [
     "MAX_SECONDS",
@@ -28,6 +28,7 @@ __all__ = [
     "parse_duration",
     "positive_duration",
     "seconds",
+    "spec",
     "watch_seconds",
     "with_json",
 ]
@@ -97,6 +98,15 @@ def job_id(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"a job id is a positive integer, not {text}")
     return value
+
+
+def spec(text: str) -> str:
+    """A schedule spec, checked by core's grammar before any connection (a bad one is a usage error)."""
+    try:
+        parse_spec(text)
+    except InvalidSpec as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def json_value(text: str) -> Any:

@@ -1,7 +1,8 @@
 """What the inspection commands print: instants, spans, counts cut to fit, tables, payloads and JSON.
 
-Text output fits 80 columns; instants in it are UTC to the second. JSON output writes
-instants in ISO 8601 and durations in seconds (the shapes are in ``docs/operations.md``).
+Text output fits 80 columns, except for the names of queues and schedules, which are shown
+whole (their columns widen to the longest); instants in it are UTC to the second. JSON output
+writes instants in ISO 8601 and durations in seconds (the shapes are in ``docs/operations.md``).
 """
 
 from __future__ import annotations
@@ -46,34 +47,42 @@ def capped(value: int, cap: int | None) -> str:
     return count(value, 8) + "+" if cap is not None and value >= cap else count(value, 9)
 
 
-def fit(text: str, width: int) -> str:
-    """``text`` on one line (an error's line breaks and tabs become spaces), cut to ``width`` characters,
-    an ellipsis marking a cut."""
+def fit(text: str, width: int | None) -> str:
+    """``text`` on one line (an error's line breaks and tabs become spaces), cut to ``width`` characters
+    (``None``: whole), an ellipsis marking a cut."""
     if not text.isprintable():
         text = "".join(char if char.isprintable() else " " for char in text)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 @dataclass(frozen=True)
 class Column:
-    """A table's column: its header, its width, and whether its cells are right-aligned."""
+    """A table's column: its header, its width, whether its cells are right-aligned, and whether it
+    widens to its longest cell (``whole``: a name, which a cut could make another's) instead of cutting."""
 
     header: str
     width: int
     right: bool = False
+    whole: bool = False
 
 
 def table(columns: Sequence[Column], rows: Sequence[Sequence[object]], gap: int = 1) -> list[str]:
-    """Lines of a table: a header, then a row per row, each cell cut to its column, ``gap`` spaces apart."""
+    """Lines of a table: a header, then a row per row, each cell cut to its column (or, in a ``whole``
+    column, the column widened to it), ``gap`` spaces apart."""
+    cells = [[fit(str(cell), None) for cell in row] for row in rows]
+    widths = [
+        max([column.width, *(len(row[i]) for row in cells)]) if column.whole else column.width
+        for i, column in enumerate(columns)
+    ]
 
-    def line(cells: Sequence[object]) -> str:
+    def line(texts: Sequence[str]) -> str:
         parts = []
-        for column, cell in zip(columns, cells, strict=True):
-            text = fit(str(cell), column.width)
-            parts.append(text.rjust(column.width) if column.right else text.ljust(column.width))
+        for column, width, text in zip(columns, widths, texts, strict=True):
+            text = fit(text, width)
+            parts.append(text.rjust(width) if column.right else text.ljust(width))
         return (" " * gap).join(parts).rstrip()
 
-    return [line([column.header for column in columns]), *(line(row) for row in rows)]
+    return [line([column.header for column in columns]), *(line(row) for row in cells)]
 
 
 def payload_json(payload: Any) -> dict[str, Any]:

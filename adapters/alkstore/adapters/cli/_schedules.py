@@ -11,16 +11,16 @@ from typing import Any
 from alkstore import Schedule, ScheduleOpts
 
 from . import _operate
-from ._args import add_command, integer, json_value, positive_duration, with_json
+from ._args import add_command, integer, json_value, positive_duration, spec, with_json
 from ._exits import EXIT_ERROR, EXIT_OK
 from ._output import Column, dump, iso, payload_json, table, when
 
 __all__ = ["add_commands", "schedule_json", "schedule_lines"]
 
 _SCHEDULE_COLUMNS = (
-    Column("SCHEDULE", 15),
+    Column("SCHEDULE", 15, whole=True),
     Column("EVERY", 5),
-    Column("QUEUE", 13),
+    Column("QUEUE", 13, whole=True),
     Column("NEXT (UTC)", 19),
     Column("LAST (UTC)", 19),
 )
@@ -105,7 +105,7 @@ def add_commands(commands: Any) -> None:
     with_json(add_command(verbs, "list", "list the schedules with their next and last boundaries", _list))
     add = with_json(add_command(verbs, "add", "register (or update) a schedule", _add))
     add.add_argument("name")
-    add.add_argument("spec", help="@every <n><s|m|h|d>, e.g. '@every 10m'")
+    add.add_argument("spec", type=spec, help="@every <n><s|m|h|d>, e.g. '@every 10m'")
     add.add_argument("queue", help="the queue its fires go to")
     add.add_argument("--payload", type=json_value, help="each fire's payload, as JSON (default: null)")
     add.add_argument("--priority", type=integer)

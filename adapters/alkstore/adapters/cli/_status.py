@@ -35,7 +35,7 @@ _WATCH_POLL_SECONDS = 0.1
 _CLEAR = "\x1b[H\x1b[2J"
 
 _QUEUE_COLUMNS = (
-    Column("QUEUE", 21),
+    Column("QUEUE", 21, whole=True),
     Column("READY", 9, right=True),
     Column("DELAYED", 9, right=True),
     Column("WAITING", 9, right=True),
@@ -142,7 +142,7 @@ def _worker_json(worker: WorkerInfo) -> dict[str, Any]:
 
 
 def status_text(shot: Snapshot) -> str:
-    """The ``status`` tables, each line at most 79 characters."""
+    """The ``status`` tables, each line at most 79 characters unless a queue's or schedule's name is long."""
     lines = [f"alkstore status at {when(shot.at)} UTC", fit(shot.where, 79), ""]
     plain = [s for s in shot.queues if s.outbox is None]
     if plain:

@@ -8,6 +8,7 @@ authentication or ``--insecure`` (ADR 038).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 import sys
@@ -61,11 +62,20 @@ def _serve(args: argparse.Namespace) -> int:
     async def open_store() -> alkstore.AsyncStore:
         return await alkstore.open_async(args.url, **options)
 
+    async def check_store() -> None:
+        await (await open_store()).close()
+
+    # Opened once before anything is said: a store that cannot open (no server, a schema not
+    # migrated) is the command line's one-line runtime error, not uvicorn's startup traceback.
+    asyncio.run(check_store())
     app = create_app(open_store, read_only=args.read_only)
     where = f"http://{args.host}:{args.port}/"
     mode = " (read-only)" if args.read_only else ""
     print(f"alkstore: serving the dashboard{mode} at {where}; Ctrl-C stops it", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    except SystemExit as exc:  # uvicorn exits 3 when the app fails to start (it has logged why)
+        return 0 if exc.code in (0, None) else _EXIT_ERROR
     return 0
 
 

@@ -26,8 +26,17 @@ SELECT %(queue)s::text AS queue, c.* FROM {s}.queue_counts_6(%(queue)s, %(now)s,
 -- A listing's payload filter (%(contains)s, JSON text or NULL), as alkstore.engine.payload_contains
 -- decides it: only a payload stored as a JSON object or array (its first byte '[' or '{') is read
 -- as jsonb, so raw bytes behind the codec's NUL never reach the cast. No index serves it.
-(%(contains)s::jsonb IS NULL OR CASE WHEN length(payload) = 0 THEN NULL
-    WHEN get_byte(payload, 0) IN (91, 123) THEN convert_from(payload, 'UTF8')::jsonb END @> %(contains)s::jsonb)
+(%(contains)s::text IS NULL OR CASE WHEN length(payload) = 0 THEN NULL
+    WHEN get_byte(payload, 0) IN (91, 123) THEN {as_jsonb: convert_from(payload, 'UTF8')} END
+    @> {as_jsonb: %(contains)s::text})
+
+-- fragment: as_jsonb(json)
+-- JSON text as jsonb, which holds no NUL in a string (a payload with one would fail the cast, and
+-- with it the listing): each escape \u0000 becomes \u0001 then '0', and each \u0001 becomes \u0001
+-- then '1' (an escape is a backslash after an even run of them). The change is one-to-one on strings
+-- and made to payload and probe alike, so containment is as it was; text without "\u000" skips it.
+CASE WHEN strpos({json}, '\u000') = 0 THEN {json}
+    ELSE regexp_replace({json}, '(?<!\\)((?:\\\\)*)\\u000([01])', '\1\\u0001\2', 'g') END::jsonb
 
 -- fragment: task_is
 -- A listing's task filter (%(task)s, a task name or NULL): one more condition on the rows the

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from alkstore import SchemaOutOfDate
+
 from ._backend import alkstore_backend
 
 
@@ -25,6 +27,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = alkstore_backend(options["backend"])
+        # A plain open checks the schema, so one that succeeds means there is nothing to migrate;
+        # SchemaOutOfDate means a schema missing or older, which the open with migrate=True brings up.
+        try:
+            backend.open_store(max_size=1).close()
+        except SchemaOutOfDate:
+            done = "migrated to the current schema version"
+        else:
+            done = "is already at the current schema version"
         with backend.open_store(migrate=True, grant=options["grant"], max_size=1) as store:
             backend.configure_queues(store)  # its queues keep results as OPTIONS say (ADR 046)
-        self.stdout.write(f"alkstore schema {backend.schema!r} on database {backend.database!r} is current")
+        self.stdout.write(f"alkstore schema {backend.schema!r} on database {backend.database!r} {done}")
