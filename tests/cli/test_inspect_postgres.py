@@ -63,7 +63,7 @@ def test_status_counts_the_queues_of_a_postgres_schema(
     assert re.search(r"^emails +1 +1 +0 +1 +1 +\S+$", out, re.MULTILINE), out
     assert re.search(r"^nightly +1d +reports +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +-$", out, re.MULTILINE), out
     assert f"schema {pg_schema!r} at " in out
-    assert re.search(r"^__alkstore_outbox:webhooks +1 +0 +0 +0 +0 +\S+$", out, re.MULTILINE), "names are whole"
+    assert re.search(r"^webhooks +1 +0 +0 +0 +\S+ +0$", out, re.MULTILINE), "an outbox in its own table"
     assert max(len(line) for line in out.splitlines() if not line.startswith(("QUEUE", "emails", "__"))) <= 79
 
 
