@@ -65,6 +65,27 @@ def pg_module_schema(pg_dsn: str) -> Iterator[str]:
     drop_schema(pg_dsn, schema)
 
 
+@pytest.fixture
+def pg_database(pg_dsn: str) -> Iterator[str]:
+    """A database of the test's own on the test server (alkstore's default schema is free in it): its URL.
+
+    Dropped after the test. Its name is short, so a URL printed in 80 columns is printed whole.
+    """
+    import secrets
+
+    import psycopg
+    from psycopg import sql
+
+    from tests.support import url_of
+
+    name = f"alk_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield url_of(pg_dsn, database=name)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
 def report_unavailable(message: str) -> None:
     """Remember an engine or server that could not be tested, for the closing banner."""
     _unavailable.append(message)

@@ -10,9 +10,7 @@ import secrets
 import shlex
 import signal
 import subprocess
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -25,31 +23,15 @@ from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, URL_VARIABLE
 from alkstore.engine import WorkerRecord
 from tests._docs import block
 from tests._proc import ALKSTORE, LiveProcess, command_env
-from tests.support import PATIENCE, must_claim
+from tests.support import PATIENCE, must_claim, url_of
 
 pytestmark = pytest.mark.postgres
 
 
-def url_of(dsn: str, *, user: str | None = None, password: str | None = None, database: str | None = None) -> str:
-    """``dsn`` with its user (and password) or database replaced."""
-    parts = urlsplit(dsn)
-    netloc = parts.netloc
-    if user is not None:
-        host = netloc.rpartition("@")[2]
-        netloc = f"{quote(user, safe='')}:{quote(password or '', safe='')}@{host}"
-    path = parts.path if database is None else f"/{database}"
-    return urlunsplit((parts.scheme, netloc, path, parts.query, ""))
-
-
 @pytest.fixture
-def database(pg_dsn: str) -> Iterator[str]:
-    """A database of the test's own (so alkstore's default schema is free in it): its URL, dropped after."""
-    name = f"alk_{secrets.token_hex(4)}"  # short: the status line with its URL fits 80 columns
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield url_of(pg_dsn, database=name)
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+def database(pg_database: str) -> str:
+    """A database of the test's own, where ids start at 1 and the default schema is free."""
+    return pg_database
 
 
 def alkstore_command(line: str, url: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
