@@ -11,6 +11,7 @@ import shlex
 import signal
 import subprocess
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -51,10 +52,10 @@ def alkstore_command(line: str, url: str, timeout: float = 120.0) -> subprocess.
 # -- Roles: migrate as the owner, grant the application role ----------------------------------
 
 
-def test_migrate_with_grant_makes_the_role_an_application_role(pg_dsn: str) -> None:
+def test_migrate_with_grant_makes_the_role_an_application_role(pg_dsn: str, database: str) -> None:
     command = block("README.md", "--grant app").strip()
     assert command == "alkstore migrate --url postgresql://owner@db:5432/app --schema alkstore --grant app"
-    owner, app, database = (f"alk_{what}_{secrets.token_hex(5)}" for what in ("owner", "app", "db"))
+    owner, app = (f"alk_{what}_{secrets.token_hex(5)}" for what in ("owner", "app"))
     password = secrets.token_hex(12)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for role in (owner, app):
@@ -63,10 +64,14 @@ def test_migrate_with_grant_makes_the_role_an_application_role(pg_dsn: str) -> N
                     sql.Identifier(role), sql.Literal(password)
                 )
             )
-        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(owner)))
-    owner_url = url_of(pg_dsn, user=owner, password=password, database=database)
-    app_url = url_of(pg_dsn, user=app, password=password, database=database)
+    name = urlsplit(database).path.lstrip("/")
+    owner_url = url_of(database, user=owner, password=password)
+    app_url = url_of(database, user=app, password=password)
     try:
+        with psycopg.connect(database, autocommit=True) as conn:  # the owner may create the schema
+            conn.execute(
+                sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(name), sql.Identifier(owner))
+            )
         args = shlex.split(command)[1:]
         args[args.index("--url") + 1] = owner_url
         args[args.index("--grant") + 1] = app
@@ -84,9 +89,9 @@ def test_migrate_with_grant_makes_the_role_an_application_role(pg_dsn: str) -> N
         with psycopg.connect(app_url, autocommit=True) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("CREATE TABLE alkstore.mine (id int)")
     finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+        with psycopg.connect(database, autocommit=True) as conn:
             for role in (app, owner):
+                conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(role)))
                 conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 

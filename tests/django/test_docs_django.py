@@ -68,7 +68,7 @@ from django.tasks import task
 def cleanup() -> None: ...
 
 
-@task(queue_name="reports")
+@task
 def report(kind: str, top: int) -> None: ...
 """
 
@@ -100,7 +100,11 @@ def test_the_urls_route_the_admin_pages() -> None:
     exec(block(PAGE, "# urls.py"), namespace)
 
     def described(patterns: list[Any]) -> list[tuple[str, Any]]:
-        return [(str(entry.pattern), getattr(entry, "urlconf_name", None)) for entry in patterns]
+        """Each entry's route and what it includes: a URLconf module's name, or the admin site's namespace."""
+        return [
+            (str(entry.pattern), entry.urlconf_name if isinstance(entry.urlconf_name, str) else entry.namespace)
+            for entry in patterns
+        ]
 
     assert described(namespace["urlpatterns"]) == described(project_urls.urlpatterns)
 
