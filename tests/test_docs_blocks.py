@@ -10,14 +10,13 @@ exist, and on a test that never names its block's needle (so it cannot be readin
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-from tests._docs import PAGES, ROOT, Block, blocks_of
+from tests._docs import PAGES, ROOT, Block, items_of
 
 
 @dataclass(frozen=True)
@@ -182,22 +181,6 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         ),
     },
 }
-
-#: An inline code span of the prose holding a ``pip install`` line: an install line to claim, like a block.
-_INLINE_INSTALL = re.compile(r"`([^`\n]*pip install[^`\n]*)`")
-
-
-def items_of(page: str, text: str | None = None) -> list[Block]:
-    """The blocks of ``page`` and its inline install lines (as blocks of kind ``inline``)."""
-    if text is None:
-        text = (ROOT / page).read_text(encoding="utf-8")
-    found = blocks_of(page, text)
-    spans = {(b.line, b.line + b.body.count("\n") + (1 if b.kind == "fenced" else -1)) for b in found}
-    for match in _INLINE_INSTALL.finditer(text):
-        line = text.count("\n", 0, match.start()) + 1
-        if not any(start <= line <= end for start, end in spans):
-            found.append(Block(page, line, "inline", "", match.group(1) + "\n"))
-    return found
 
 
 def unclaimed_message(block: Block) -> str:

@@ -18,8 +18,7 @@ from importlib.metadata import PackageNotFoundError, distribution, version
 
 from packaging.requirements import Requirement
 
-from tests._docs import PAGES, ROOT
-from tests.test_docs_blocks import items_of
+from tests._docs import PAGES, ROOT, items_of
 
 #: The pages' install lines the audit (tests/test_docs_blocks.py) gives to this test, by page and needle.
 INSTALL_LINES = (

@@ -16,11 +16,10 @@ from django.contrib import admin
 from django.urls import include, path
 
 from alkstore.adapters.django.backend import AlkstoreBackend
-from tests._docs import ROOT, block
+from tests._docs import ROOT, block, items_of
 from tests._proc import LiveProcess, run
 from tests.django.project import urls as project_urls
 from tests.support import PATIENCE, wait_until
-from tests.test_docs_blocks import items_of
 
 PAGE = "docs/django.md"
 MANAGE = Path(__file__).with_name("manage.py")
