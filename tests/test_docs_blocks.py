@@ -123,7 +123,9 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
     "docs/django.md": {
         "pip install '.[django]'": Run(T_DJANGO_INSTALL),
         "# settings.py": Run("tests/django/test_docs_django.py::test_the_settings_pass_the_checks"),
-        "Order.objects.create(...)": Shown("a sketch (`...`, no imports); the README's whole shop/tasks.py is run"),
+        "def place_order(email: str) -> Order:": Run(
+            "tests/django/test_docs_django.py::test_place_order_commits_the_order_with_its_receipt_or_neither"
+        ),
         "# create or upgrade the schema": Run(
             "tests/django/test_docs_django.py::test_the_commands_migrate_and_run_a_worker"
         ),

@@ -13,12 +13,15 @@ from typing import Any
 
 import pytest
 from django.contrib import admin
+from django.db import transaction
 from django.urls import include, path
 
 from alkstore.adapters.django.backend import AlkstoreBackend
 from tests._docs import ROOT, block, items_of
 from tests._proc import LiveProcess, run
 from tests.django.project import urls as project_urls
+from tests.django.project.shop.models import Order
+from tests.django.test_readme_django import receipts_of
 from tests.support import PATIENCE, wait_until
 
 PAGE = "docs/django.md"
@@ -90,6 +93,43 @@ def test_the_periodic_settings_pass_the_checks(tmp_path: Path, monkeypatch: pyte
         }
     finally:
         for name in ("shop.tasks", "shop"):
+            sys.modules.pop(name, None)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True, available_apps=["alkstore.adapters.django", "tests.django.project.shop"])
+def test_place_order_commits_the_order_with_its_receipt_or_neither(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's ``shop/tasks.py``, its ``Order`` the test project's, imported as ``docs_shop.tasks``."""
+    source = block(PAGE, "def place_order(email: str) -> Order:")
+    assert "from shop.models import Order" in source
+    (tmp_path / "docs_shop").mkdir()
+    (tmp_path / "docs_shop" / "__init__.py").write_text("")
+    (tmp_path / "docs_shop" / "tasks.py").write_text(
+        source.replace("from shop.models", "from tests.django.project.shop.models")
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import docs_shop.tasks  # type: ignore[import-not-found]
+
+        refused = []
+
+        def place_then_fail() -> None:
+            with transaction.atomic():
+                refused.append(docs_shop.tasks.place_order("nobody@example.com"))
+                raise RuntimeError("the caller's transaction rolls back")
+
+        with pytest.raises(RuntimeError):
+            place_then_fail()
+        assert not Order.objects.filter(pk=refused[0].pk).exists()
+        assert receipts_of(refused[0]) == []
+
+        order = docs_shop.tasks.place_order("ada@example.com")
+        (job,) = receipts_of(order)
+        assert (job.task, job.priority) == ("docs_shop.tasks.send_receipt", 10)
+    finally:
+        for name in ("docs_shop.tasks", "docs_shop"):
             sys.modules.pop(name, None)
 
 
