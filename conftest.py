@@ -65,6 +65,44 @@ def pg_module_schema(pg_dsn: str) -> Iterator[str]:
     drop_schema(pg_dsn, schema)
 
 
+@pytest.fixture(scope="session")
+def _pg_scratch_database(pg_dsn: str) -> Iterator[str]:
+    """A database of the session's own on the test server (dropped at the end: a drop costs a checkpoint)."""
+    import secrets
+
+    import psycopg
+    from psycopg import sql
+
+    from tests.support import url_of
+
+    name = f"alk_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield url_of(pg_dsn, database=name)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_database(_pg_scratch_database: str) -> Iterator[str]:
+    """A database the test has to itself, alkstore's default schema free in it: its URL.
+
+    Emptied after the test (every schema dropped, ``public`` made again), so the next test's ids
+    start at 1 too. Its name is short, so a URL printed in 80 columns is printed whole.
+    """
+    import psycopg
+    from psycopg import sql
+
+    yield _pg_scratch_database
+    with psycopg.connect(_pg_scratch_database, autocommit=True) as conn:
+        schemas = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'"
+        ).fetchall()
+        for (schema,) in schemas:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        conn.execute("CREATE SCHEMA public")
+
+
 def report_unavailable(message: str) -> None:
     """Remember an engine or server that could not be tested, for the closing banner."""
     _unavailable.append(message)

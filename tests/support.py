@@ -11,12 +11,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 
 from alkstore import Job, JobInfo, Queue, Store
 
-__all__ = ["MIDNIGHT", "PATIENCE", "T0", "must_claim", "must_get", "run_probe", "under_ci", "wait_until"]
+__all__ = ["MIDNIGHT", "PATIENCE", "T0", "must_claim", "must_get", "run_probe", "under_ci", "url_of", "wait_until"]
 
 #: Where manual clocks start: a microsecond part, so stamps prove microsecond round trips.
 T0 = datetime(2031, 5, 17, 9, 30, 0, 123456, tzinfo=UTC)
@@ -25,6 +26,17 @@ MIDNIGHT = datetime(2030, 1, 1, tzinfo=UTC)
 #: Wall seconds a test waits for another thread or process to make progress (generous: the
 #: machine may be loaded); never a bound a passing test comes near.
 PATIENCE = 30.0
+
+
+def url_of(dsn: str, *, user: str | None = None, password: str | None = None, database: str | None = None) -> str:
+    """``dsn`` (a ``postgresql://`` URL) with its user and password, or its database, replaced."""
+    parts = urlsplit(dsn)
+    netloc = parts.netloc
+    if user is not None:
+        host = netloc.rpartition("@")[2]
+        netloc = f"{quote(user, safe='')}:{quote(password or '', safe='')}@{host}"
+    path = parts.path if database is None else f"/{database}"
+    return urlunsplit((parts.scheme, netloc, path, parts.query, ""))
 
 
 def under_ci() -> bool:

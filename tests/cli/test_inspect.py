@@ -17,6 +17,7 @@ from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.cli._args import parse_duration
 from alkstore.engine import NewJob, WorkerRecord
+from tests._docs import block
 from tests._proc import ALKSTORE, LiveProcess, run
 from tests.cli._seed import delayed_running_and_dead
 from tests.cli.conftest import Prepared
@@ -91,6 +92,7 @@ def test_status_shows_queues_schedules_the_leader_and_workers_in_80_columns(
     assert (code, err) == (EXIT_OK, "")
     assert out == STATUS
     assert max(len(line) for line in out.splitlines()) <= 79
+    assert block("docs/operations.md", "alkstore status at 2030-01-01 00:10:42 UTC") == STATUS, "docs/operations.md"
 
 
 def test_status_json_is_the_documented_shape(busy: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,6 +204,37 @@ def test_status_shows_each_outbox_with_its_couriers_and_says_when_none_delivers_
         for outbox, couriers in (("audit", 0), ("webhooks", 2))
     ]
     assert "__alkstore_outbox:webhooks" in [queue["queue"] for queue in document["queues"]]
+def shape(document: object) -> object:
+    """The keys of a ``--json`` document, nested (a list by its first item); payloads and results are data."""
+    if isinstance(document, dict):
+        return {key: None if key in ("payload", "result") else shape(value) for key, value in document.items()}
+    if isinstance(document, list) and document and isinstance(document[0], dict):
+        return [shape(document[0])]
+    return None
+
+
+def test_the_documented_json_shapes_are_what_the_commands_print(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = json.loads(block("docs/operations.md", '"lag_seconds": 642.0'))
+    job = json.loads(block("docs/operations.md", '"last_error": "550 mailbox unavailable"'))
+    kept = json.loads(block("docs/operations.md", '"result": {"rows": [1, 2]}'))
+    reports = busy.store.queue("kept")
+    reports.configure(keep_results=timedelta(days=1))
+    kept_id = reports.enqueue({"month": 1})
+    must_claim(reports, "web-1").retry("timeout", delay=0)
+    must_claim(reports, "web-2").ack(result={"rows": [1, 2]})
+
+    printed_status = json.loads(cli(capsys, "status", "--json")[1])
+    printed_job = json.loads(cli(capsys, "jobs", "show", str(busy.ids["dead"]), "--json")[1])
+    listed = json.loads(cli(capsys, "jobs", "list", "emails", "--state", "dead", "--json")[1])["jobs"]
+    printed_kept = json.loads(cli(capsys, "jobs", "show", str(kept_id), "--json")[1])
+    listed_kept = json.loads(cli(capsys, "jobs", "list", "kept", "--state", "done", "--json")[1])["jobs"]
+
+    assert shape(printed_status) == shape(status)
+    assert shape(printed_job) == shape(listed[0]) == shape(job)
+    assert shape(printed_kept) == shape(listed_kept[0]) == shape(kept)
+    assert printed_job == job | {"id": busy.ids["dead"]}, "the documented job is the test's dead one"
 
 
 def test_status_of_an_empty_store_says_so_and_within_narrows_the_workers(

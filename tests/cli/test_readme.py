@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import alkstore
+from tests._docs import block
 from tests._proc import ALKSTORE, LiveProcess
 from tests.support import must_claim
 
@@ -62,6 +63,8 @@ def test_ci_runs_the_readmes_two_commands_as_written_in_a_fresh_clone() -> None:
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
     assert "git clone" in script
+    assert block("README.md", ".venv/bin/alkstore demo") == DEMO_COMMAND + "\n"
+    assert block("README.md", "install '.[test,dev]' && .venv/bin/pytest") == TEST_COMMAND + "\n"
     assert f'readme_command 1 "{DEMO_COMMAND}"' in script
     assert f'readme_command 2 "{TEST_COMMAND}"' in script
 
@@ -111,17 +114,19 @@ def test_the_postgres_example_runs_against_a_fresh_schema(pg_dsn: str, pg_schema
 @pytest.mark.slow
 def test_the_first_example_is_a_task_run_by_alkstore_worker(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
     readme_url = "postgresql://postgres@127.0.0.1:5432/test"
-    jobs = python_blocks()[0]
+    jobs = block("README.md", "# myapp/jobs.py")
     assert jobs.startswith("# myapp/jobs.py\n")
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")
     (tmp_path / "myapp" / "jobs.py").write_text(jobs)
-    enqueue = python_blocks()[1].replace(f'"{readme_url}"', f"{pg_dsn!r}, schema={pg_schema!r}")
+    enqueue = block("README.md", "send_email.enqueue(store").replace(
+        f'"{readme_url}"', f"{pg_dsn!r}, schema={pg_schema!r}"
+    )
     result = subprocess.run(
         [sys.executable, "-c", enqueue], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
-    (command,) = [body for info, body in code_blocks() if info == "sh" and "--app myapp.jobs:tasks" in body]
+    command = block("README.md", "alkstore worker --app myapp.jobs:tasks")
     args = command.split()[1:]
     args[args.index("--url") + 1] = pg_dsn
     with LiveProcess([ALKSTORE, *args, "--schema", pg_schema], cwd=tmp_path) as worker:
