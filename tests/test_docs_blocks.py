@@ -41,6 +41,9 @@ T_INSTALL = "tests/test_install_lines.py::test_every_install_line_resolves_from_
 T_DJANGO_INSTALL = "tests/django/test_docs_django.py::test_the_django_install_line_resolves_from_the_checkout"
 T_BY_HAND = "tests/test_by_hand_commands.py"
 T_WEB = "tests/web/test_docs_web.py"
+T_STARLETTE = (
+    "tests/aio/test_readme_async.py::test_the_app_and_its_worker_run_as_the_readme_says_and_the_webhook_is_delivered"
+)
 
 #: page -> {needle: claim}. A needle is found in exactly one block (or inline install line) of its page.
 MANIFEST: dict[str, dict[str, Run | Shown]] = {
@@ -59,9 +62,9 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         "alkstore worker --app myapp.jobs:tasks": Run(
             f"{T_README}::test_the_first_example_is_a_task_run_by_alkstore_worker"
         ),
-        "# myapp/web.py": Run(
-            "tests/aio/test_readme_async.py::test_the_endpoint_commits_the_order_its_message_and_its_receipt_or_none_of_them"
-        ),
+        "# myapp/web.py": Run(f"{T_STARLETTE}"),
+        "uvicorn myapp.web:app --port 8000": Run(f"{T_STARLETTE}"),
+        "pip install starlette uvicorn 'sqlalchemy[asyncio]'": Run(T_INSTALL),
         "pip install '.[django]'": Run(T_DJANGO_INSTALL),
         "# settings.py": Run(
             "tests/django/test_readme_django.py::test_the_settings_configure_a_backend_that_passes_its_checks"

@@ -30,6 +30,7 @@ INSTALL_LINES = (
     ("README.md", "pip install '.[otel]'"),
     ("README.md", "pip install opentelemetry-exporter-prometheus"),
     ("README.md", "pip install -e '.[test,dev]'"),
+    ("README.md", "pip install starlette uvicorn 'sqlalchemy[asyncio]'"),
     ("docs/dashboard.md", "pip install '.[web]'"),
     ("docs/operations.md", "pip install '.[web]'"),
 )

@@ -224,6 +224,7 @@ def test_the_documented_json_shapes_are_what_the_commands_print(
     kept_id = reports.enqueue({"month": 1})
     must_claim(reports, "web-1").retry("timeout", delay=0)
     must_claim(reports, "web-2").ack(result={"rows": [1, 2]})
+    busy.store.outbox("webhooks").enqueue({"event": "order.created"})  # the document lists outboxes too
 
     printed_status = json.loads(cli(capsys, "status", "--json")[1])
     printed_job = json.loads(cli(capsys, "jobs", "show", str(busy.ids["dead"]), "--json")[1])
