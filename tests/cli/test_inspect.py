@@ -204,6 +204,8 @@ def test_status_shows_each_outbox_with_its_couriers_and_says_when_none_delivers_
         for outbox, couriers in (("audit", 0), ("webhooks", 2))
     ]
     assert "__alkstore_outbox:webhooks" in [queue["queue"] for queue in document["queues"]]
+
+
 def shape(document: object) -> object:
     """The keys of a ``--json`` document, nested (a list by its first item); payloads and results are data."""
     if isinstance(document, dict):
