@@ -98,9 +98,7 @@ PORT_CALLS: dict[str, Callable[[Store, list[Held]], list[Held]]] = {
     "bury": lambda store, held: store.engine.bury(
         [Burial(pair.job_id, pair.fence, "dead", "Traceback…") for pair in held], store.clock.now()
     ),
-    "heartbeat": lambda store, held: store.engine.heartbeat(
-        [Heartbeat(pair.job_id, pair.fence, store.clock.now() + timedelta(hours=1)) for pair in held]
-    ),
+    "heartbeat": lambda store, held: _beaten(store, held),
     "release": lambda store, held: store.engine.release(held, store.clock.now()),
     "ack_and_claim": lambda store, held: _acked_then_claimed(store, held),
 }
@@ -113,6 +111,15 @@ AFTER: dict[str, tuple[JobState, int] | None] = {
     "release": (JobState.PENDING, 0),
     "ack_and_claim": None,
 }
+
+
+def _beaten(store: Store, held: list[Held]) -> list[Held]:
+    """``heartbeat`` of jobs none of whose cancel was requested: its stale pairs, having found no cancel."""
+    stale, asked = store.engine.heartbeat(
+        [Heartbeat(pair.job_id, pair.fence, store.clock.now() + timedelta(hours=1)) for pair in held]
+    )
+    assert asked == []
+    return stale
 
 
 def _acked_then_claimed(store: Store, held: list[Held]) -> list[Held]:
@@ -147,6 +154,26 @@ def test_a_port_batch_with_a_stale_fence_changes_the_others_and_reports_it(
         after = store.get_job(pair.job_id)
         assert (None if after is None else (after.state, after.attempts)) == AFTER[call], pair
     assert PORT_CALLS[call](store, []) == []
+
+
+def test_a_port_heartbeat_tells_which_of_the_jobs_it_moved_were_asked_to_stop(store: Store, clock: ManualClock) -> None:
+    """ADR 035: the pairs whose job's cancel was requested, in the order given, among those it moved; a stale
+    pair is only stale, even when the claim that superseded it was asked to stop."""
+    for n in range(3):
+        store.queue("jobs").enqueue(n)
+    store.queue("other").enqueue("lapsing")
+    (stale,) = port_claim(store, "other", "slow", 1)
+    clock.advance(VISIBILITY)
+    (fresh,) = port_claim(store, "other", "fast", 1)
+    first, second, third = port_claim(store, "jobs", "w1", 3)
+    for pair in (third, first, fresh):
+        store.cancel(pair.job_id)
+    until = clock.now() + timedelta(hours=1)
+    beats = [Heartbeat(pair.job_id, pair.fence, until) for pair in (first, stale, second, third)]
+    assert store.engine.heartbeat(beats) == ([stale], [first, third])
+    moved = [store.get_job(pair.job_id) for pair in (first, second, third)]
+    assert [info.lease_until if info else None for info in moved] == [until] * 3, "asked to stop, a lease still moves"
+    assert store.engine.heartbeat([]) == ([], [])
 
 
 def test_ack_and_claim_finishes_the_held_jobs_and_claims_the_next_ones_best_first(

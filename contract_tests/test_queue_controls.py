@@ -185,6 +185,31 @@ def test_a_cancelled_running_job_is_stopped_by_its_worker_and_ends_cancelled(
     assert worker.stats.cancelled == 1
 
 
+def test_a_bare_claims_heartbeat_tells_its_holder_of_a_cancel_from_another_store(
+    store: Store, clock: ManualClock
+) -> None:
+    """A job claimed without a worker learns of a cancel at its next heartbeat (ADR 035): its ``stop`` is
+    cancelled, its lease still extended to wind up in; whatever its holder calls next ends it cancelled."""
+    other = store_of(store.engine, clock=clock)
+    queue = store.queue("work")
+    queue.configure(visibility_timeout=30)
+    asked, left = queue.enqueue("asked"), queue.enqueue("left")
+    job, neighbour = must_claim(queue, "holder"), must_claim(queue, "holder")
+    assert (job.id, neighbour.id) == (asked, left)
+    assert job.heartbeat() == clock.now() + timedelta(seconds=30)
+    assert not job.stop.is_cancelled()
+    assert other.cancel(asked) is CancelOutcome.CANCELLING
+    clock.advance(10)
+    assert job.heartbeat() == clock.now() + timedelta(seconds=30)
+    assert job.stop.is_cancelled(), "the heartbeat told its holder"
+    assert must_get(store, asked).lease_until == job.lease_until
+    neighbour.heartbeat()
+    assert not neighbour.stop.is_cancelled(), "another job's cancel is not this one's"
+    job.retry("wound up")
+    assert store.get_job(asked) is None, "its holder's next call ended it cancelled"
+    neighbour.ack()
+
+
 def test_a_cancelled_job_whose_worker_died_ends_cancelled_when_its_lease_lapses(
     store: Store, clock: ManualClock
 ) -> None:

@@ -126,8 +126,9 @@ def test_a_task_keys_each_run_from_its_arguments_and_a_batch_mixes_created_and_f
     assert task_call(by_function.enqueue, store, table="orders").created
     assert not task_call(by_function.enqueue, store, table="orders").created
     assert must_get(store, first).unique_key == "sync-user:42"
+    loose = tasks.task("loose", queue="sync", unique_key="sync-user:{user_id}")(lambda **kwargs: None)
     with pytest.raises(InvalidArgument, match="unique_key"):
-        task_call(sync_user.enqueue, store, user=1)  # the template needs user_id
+        task_call(loose.enqueue, store, user=1)  # the call binds, but the template needs user_id
     with pytest.raises(InvalidOptions, match="unique_key"):
         task_call(sync_user.with_options(EnqueueOpts(unique_key="")).enqueue, store, user_id=1)
 

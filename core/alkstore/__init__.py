@@ -45,7 +45,7 @@ from ._results import AttemptFailure, JobResult, ResultPage
 from ._spec import Every, parse_spec
 from ._store import Store, open  # noqa: A004
 from ._store_async import AsyncStore, open_async
-from ._tasks import Courier, Periodic, Task, Tasks, current_job
+from ._tasks import Courier, Periodic, Task, Tasks, check_arguments, current_job
 from ._time import Clock, ManualClock, StopToken, SystemClock
 from ._upkeep import DEFAULT_DEAD_RETENTION
 from ._worker import Handler, Worker
@@ -138,6 +138,7 @@ __all__ = [
     "Worker",
     "WorkerInfo",
     "WorkerStats",
+    "check_arguments",
     "current_job",
     "open",
     "open_async",

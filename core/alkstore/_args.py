@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ._codec import Codec
@@ -14,11 +15,13 @@ from .telemetry import Telemetry
 __all__ = [
     "MAX_JOB_ID",
     "batch",
+    "check_call",
     "check_callable",
     "check_opts",
     "check_stop",
     "check_store_options",
     "ids_of",
+    "signature_of",
     "valid_id",
 ]
 
@@ -82,3 +85,26 @@ def ids_of(job_ids: Iterable[int]) -> list[int]:
     if isinstance(job_ids, str | bytes | Mapping) or not isinstance(job_ids, Iterable):
         raise InvalidArgument(f"job_ids must be an iterable of job ids, not {type(job_ids).__name__}")
     return sorted({job_id for job_id in job_ids if valid_id(job_id)})
+
+
+def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
+    """``func``'s signature, or ``None`` when Python cannot read one (some builtins): its calls are then
+    not checked here, and a run that cannot bind fails as any failing run does."""
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_call(task: str, signature: inspect.Signature | None, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Refuse a run of ``task`` whose arguments do not bind to its function's ``signature`` (ADR 055).
+
+    ``InvalidArgument`` names the task and the argument (a missing one, an unexpected keyword, too
+    many positional), before any I/O: a run that cannot bind would fail every attempt and end dead.
+    """
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise InvalidArgument(f"task {task!r} cannot be called with these arguments: {exc}") from None

@@ -254,8 +254,9 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def heartbeat(self, beats: Sequence[Heartbeat]) -> list[Held]:
-        """Fenced like ``ack``: move each job's ``lease_until``. Returns the stale pairs."""
+    def heartbeat(self, beats: Sequence[Heartbeat]) -> tuple[list[Held], list[Held]]:
+        """Fenced like ``ack``: move each job's ``lease_until``. Returns the stale pairs, and the pairs it moved
+        whose job's cancel was requested (ADR 035): one round trip tells a holder both."""
 
     @abstractmethod
     def get_job(self, job_id: int) -> JobRecord | None:

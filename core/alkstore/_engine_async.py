@@ -252,8 +252,9 @@ class AsyncEngine(ABC):
         """
 
     @abstractmethod
-    async def heartbeat(self, beats: Sequence[Heartbeat]) -> list[Held]:
-        """Fenced like ``ack``: move each job's ``lease_until``. Returns the stale pairs."""
+    async def heartbeat(self, beats: Sequence[Heartbeat]) -> tuple[list[Held], list[Held]]:
+        """Fenced like ``ack``: move each job's ``lease_until``. Returns the stale pairs, and the pairs it moved
+        whose job's cancel was requested (ADR 035): one round trip tells a holder both."""
 
     @abstractmethod
     async def get_job(self, job_id: int) -> JobRecord | None:

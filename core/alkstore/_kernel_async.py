@@ -223,7 +223,7 @@ class AsyncKernel:
         if not late:
             return records
         beats = [Heartbeat(record.id, record.fence, late[record.id]) for record in records if record.id in late]
-        taken = {pair.job_id for pair in await self.live().heartbeat(beats)}
+        taken = {pair.job_id for pair in (await self.live().heartbeat(beats))[0]}
         log.warning(
             "a claim of %r returned late: %d leases renewed before their jobs ran, %d taken by another claim "
             "meanwhile and left to it",

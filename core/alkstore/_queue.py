@@ -139,6 +139,8 @@ class Job(JobInfo):
     ``ack``, ``retry``, ``fail`` and ``heartbeat`` raise ``LeaseLost`` (changing nothing)
     if the lease lapsed and another worker claimed the job since. A job is one claim:
     two are equal when they are the same claim of the same job, whatever their lease end.
+    Its fields are as claimed (``lease_until`` follows its heartbeats); a cancel requested since
+    is told by ``stop`` (ADR 035), not by ``cancel_requested``, which ``get_job`` reads fresh.
     """
 
     _kernel: Kernel = field(repr=False, kw_only=True)
@@ -155,8 +157,9 @@ class Job(JobInfo):
 
     @property
     def stop(self) -> StopToken:
-        """Cancelled when this claim should end early: its lease was lost, its timeout passed, or its
-        worker is stopping at once. Long work checks it and returns; its outcome would not count."""
+        """Cancelled when this claim should end early: its lease was lost, its timeout passed, its worker is
+        stopping at once, or its cancel was requested (told by its worker, or by its own ``heartbeat``).
+        Long work checks it and returns; its outcome would not count."""
         if self._stop is None:
             object.__setattr__(self, "_stop", StopToken())
         assert self._stop is not None
@@ -215,9 +218,17 @@ class Job(JobInfo):
             kernel.telemetry.buried((self._record,))
 
     def heartbeat(self) -> datetime:
-        """Extend the lease by the job's (or its queue's) visibility timeout from now; return the new lease end."""
+        """Extend the lease by the job's (or its queue's) visibility timeout from now; return the new lease end.
+
+        If the job's cancel was requested (``Store.cancel``, ADR 035) it also cancels ``stop``: the holder of
+        a claim learns of a cancel at its heartbeat, as a worker's run learns of it from its worker. The lease
+        is still extended, to wind up in; whatever the holder calls next ends the job cancelled.
+        """
         kernel = self._kernel
         until = lease_until(self._record, kernel.defaults(self.queue), kernel.clock.now())
-        self._fenced(kernel.live().heartbeat((Heartbeat(self.id, self._record.fence, until),)))
+        stale, asked = kernel.live().heartbeat((Heartbeat(self.id, self._record.fence, until),))
+        self._fenced(stale)
         object.__setattr__(self, "lease_until", until)
+        if asked:
+            self.stop.cancel()
         return until

@@ -11,11 +11,14 @@ outbox delivers them as it runs jobs (ADR 057).
 from __future__ import annotations
 
 import contextvars
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from ._args import check_call, signature_of
 from ._kernel import kernel_of
 from ._kernel_async import kernel_of as async_kernel_of
 from ._names import outbox_queue, validate_label, validate_name
@@ -30,7 +33,17 @@ if TYPE_CHECKING:
     from ._store import Store
     from ._store_async import AsyncStore
 
-__all__ = ["Courier", "KeyRule", "Periodic", "Task", "TaskKeys", "Tasks", "current_job", "set_current"]
+__all__ = [
+    "Courier",
+    "KeyRule",
+    "Periodic",
+    "Task",
+    "TaskKeys",
+    "Tasks",
+    "check_arguments",
+    "current_job",
+    "set_current",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -108,13 +121,19 @@ class Task(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<alkstore.Task {self.name!r} on {self.queue!r}>"
 
+    @cached_property
+    def _signature(self) -> inspect.Signature | None:
+        """The function's signature, read once: every enqueue binds its arguments to it (ADR 055)."""
+        return signature_of(self.func)
+
     # The sync runtime's enqueues, then the async runtime's (``a``-prefixed): each builds the payloads
-    # here and hands them, with the task's name, options and keys, to the store's kernel, which does
-    # what a store's enqueue does.
+    # here, each bound to the function first (ADR 055), and hands them, with the task's name, options
+    # and keys, to the store's kernel, which does what a store's enqueue does.
 
     def enqueue(self, store: Store, /, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """Enqueue a run of this task with these keyword arguments, in a transaction of its own."""
-        return kernel_of(store).enqueue(self.queue, (_payload(self, args, kwargs),), self.opts, **self._as)[0]
+        payloads = (_payload(self, args, kwargs),)
+        return kernel_of(store).enqueue(self.queue, payloads, self.opts, **self._as)[0]
 
     def enqueue_tx(self, store: Store, tx: Any, /, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """Enqueue a run of this task inside the caller's transaction ``tx``."""
@@ -123,7 +142,8 @@ class Task(Generic[P, R]):
 
     def enqueue_many(self, store: Store, calls: Iterable[Mapping[str, Any]], /) -> list[JobId]:
         """Enqueue one run per mapping of keyword arguments, in one transaction of their own; the ids in order."""
-        return kernel_of(store).enqueue(self.queue, _payloads(self, calls), self.opts, **self._as)
+        payloads = _payloads(self, calls)
+        return kernel_of(store).enqueue(self.queue, payloads, self.opts, **self._as)
 
     def enqueue_many_tx(self, store: Store, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[JobId]:
         """``enqueue_many`` inside the caller's transaction ``tx``."""
@@ -143,12 +163,14 @@ class Task(Generic[P, R]):
 
     async def aenqueue_many(self, store: AsyncStore, calls: Iterable[Mapping[str, Any]], /) -> list[JobId]:
         """``enqueue_many`` on an ``AsyncStore``."""
-        return await async_kernel_of(store).enqueue(self.queue, _payloads(self, calls), self.opts, **self._as)
+        payloads = _payloads(self, calls)
+        return await async_kernel_of(store).enqueue(self.queue, payloads, self.opts, **self._as)
 
     async def aenqueue_many_tx(self, store: AsyncStore, tx: Any, calls: Iterable[Mapping[str, Any]], /) -> list[JobId]:
         """``enqueue_many_tx`` on an ``AsyncStore``."""
+        payloads = _payloads(self, calls)
         kernel = async_kernel_of(store)
-        return await kernel.enqueue(self.queue, _payloads(self, calls), self.opts, tx, in_caller_tx=True, **self._as)
+        return await kernel.enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, **self._as)
 
     @property
     def _as(self) -> dict[str, Any]:
@@ -254,7 +276,9 @@ class Tasks:
         ``visibility_timeout``, relative ``expires``) apply to every run unless an enqueue says
         otherwise; ``timeout`` bounds each run (the worker gives the job up after it).
         ``unique_key`` and ``ordering_key`` key each run from its keyword arguments: a template
-        (``"sync-user:{user_id}"``) or a function of them (ADR 031, 032).
+        (``"sync-user:{user_id}"``) or a function of them (ADR 031, 032). Every enqueue binds its
+        arguments to the function's signature first: ``InvalidArgument`` for a missing or unexpected
+        one, and nothing is written (ADR 055).
         """
         validate_name(queue, "queue")
         for rule, what in ((unique_key, "unique_key"), (ordering_key, "ordering_key")):
@@ -275,7 +299,7 @@ class Tasks:
         def register(func: Callable[P, R]) -> Task[P, R]:
             if not callable(func):
                 raise InvalidArgument(f"a task must be a function, not {type(func).__name__}")
-            task_name = name if name is not None else f"{func.__module__}:{func.__qualname__}"
+            task_name = _name_of(name, func)
             validate_label(task_name, "task")
             if task_name in self._tasks:
                 raise InvalidOptions(f"a task named {task_name!r} is already registered")
@@ -301,7 +325,7 @@ class Tasks:
 
         A worker serving ``queue`` registers the schedule (named like the task) when it starts;
         re-registering keeps the phase, so restarts never shift or lose fires. ``kwargs`` are the
-        keyword arguments of every fired run.
+        keyword arguments of every fired run (``InvalidArgument`` here when they do not bind, ADR 055).
         """
         parse_spec(spec)
         fired = dict(kwargs or {})
@@ -309,6 +333,8 @@ class Tasks:
         register_task = self.task(name, queue=queue, max_attempts=max_attempts, priority=priority, timeout=timeout)
 
         def register(func: Callable[P, R]) -> Task[P, R]:
+            if callable(func):  # every fire would fail: refuse it now (anything else the registration refuses)
+                check_call(_name_of(name, func), signature_of(func), (), fired)
             task = register_task(func)
             self._periodic[task.name] = Periodic(task, spec, fired, schedule_opts)
             return task
@@ -343,15 +369,32 @@ class Tasks:
         return register
 
 
+def _name_of(name: str | None, func: Callable[..., Any]) -> str:
+    """A task's name: the one given, else its function's ``module:qualname``."""
+    return name if name is not None else f"{func.__module__}:{func.__qualname__}"
+
+
+def check_arguments(task: str, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+    """Refuse (``InvalidArgument``, naming ``task`` and the argument) arguments ``func`` cannot be called with.
+
+    What every ``Task`` enqueue checks of its run before any I/O (ADR 055), for code that stores calls of
+    its own shape and makes them itself (the Django backend: a task's ``args`` and ``kwargs``).
+    """
+    check_call(task, signature_of(func), args, kwargs)
+
+
 def _payload(task: Task[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A run's payload: its keyword arguments (tasks take them by name, so a payload reads as a call)."""
+    """A run's payload: its keyword arguments (tasks take them by name, so a payload reads as a call), bound
+    to the task's function (``InvalidArgument`` when they cannot be)."""
     if args:
         raise InvalidArgument(f"task {task.name!r} takes its arguments by keyword, so that jobs read as calls")
+    check_call(task.name, task._signature, (), kwargs)
     return kwargs
 
 
 def _payloads(task: Task[..., Any], calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The payloads of several runs: each call's keyword arguments (a mapping with string keys)."""
+    """The payloads of several runs: each call's keyword arguments (a mapping with string keys), each bound to
+    the task's function; one that is not refuses them all."""
     if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
         raise InvalidArgument(
             f"task {task.name!r}: calls must be an iterable of keyword mappings, not {type(calls).__name__}"
@@ -362,7 +405,9 @@ def _payloads(task: Task[..., Any], calls: Iterable[Mapping[str, Any]]) -> list[
             raise InvalidArgument(
                 f"task {task.name!r}: each call is a mapping of keyword arguments by name, not {type(call).__name__}"
             )
-        payloads.append(dict(call))
+        payload = dict(call)
+        check_call(task.name, task._signature, (), payload)
+        payloads.append(payload)
     return payloads
 
 

@@ -16,9 +16,9 @@ from django.tasks import TaskResultStatus, task_backends
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.test import override_settings
 
-from alkstore import AsyncStore, JobState, StoreClosed
+from alkstore import AsyncStore, InvalidArgument, JobState, StoreClosed
 from alkstore.adapters.django.backend import AlkstoreBackend, database_url
-from tests.django.project.shop.tasks import awrite, send_email, write
+from tests.django.project.shop.tasks import awrite, send_email, write, write_context
 
 #: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
 pytestmark = [
@@ -53,6 +53,58 @@ def test_a_job_enqueued_inside_atomic_is_gone_when_the_transaction_rolls_back(tm
     with pytest.raises(RuntimeError):
         enqueue_then_fail()
     assert stored(results[0]) is None
+
+
+def jobs_of(queue: str) -> int:
+    """How many jobs ``queue`` holds, in any state (the alkstore schema outlives a test: compare, not count)."""
+    counts = backend().store.queue_stats(queue, cap=None)
+    return sum(each.ready + each.delayed + each.running + each.dead + each.waiting for each in counts)
+
+
+#: Calls of the project's tasks that cannot bind, and what the refusal names (``write_context`` is given its
+#: ``TaskContext`` by the worker, so its caller's first argument is its second parameter).
+UNBOUND = {
+    "missing": (write, ("p",), {}, "missing a required argument: 'text'"),
+    "unexpected": (write, (), {"path": "p", "text": "t", "cc": "x"}, "got an unexpected keyword argument 'cc'"),
+    "positional": (write, ("p", "t", "x"), {}, "too many positional arguments"),
+    "context": (write_context, ("p", "x"), {}, "too many positional arguments"),
+}
+
+
+def _in_atomic(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    with transaction.atomic():
+        return task.enqueue(*args, **kwargs)
+
+
+#: The ways a Django task is enqueued: alone, from async code, in the caller's transaction.
+ENQUEUES = {
+    "enqueue": lambda task, args, kwargs: task.enqueue(*args, **kwargs),
+    "aenqueue": lambda task, args, kwargs: async_to_sync(task.aenqueue)(*args, **kwargs),
+    "enqueue in atomic": _in_atomic,
+}
+
+
+@pytest.mark.parametrize("call", UNBOUND)
+@pytest.mark.parametrize("how", ENQUEUES)
+def test_a_call_that_does_not_bind_is_refused_before_anything_is_stored(call: str, how: str) -> None:
+    task, args, kwargs, names = UNBOUND[call]
+    message = rf"^task '{task.module_path}' cannot be called with these arguments: {names}$"
+    before = jobs_of("default")
+    with pytest.raises(InvalidArgument, match=message):  # a TypeError, as calling the function would raise
+        ENQUEUES[how](task, args, kwargs)
+    assert jobs_of("default") == before
+
+
+def test_a_refused_call_leaves_the_atomic_block_it_was_made_in_as_it_was(tmp_path: Path) -> None:
+    jobs = jobs_of("default")
+    with transaction.atomic():
+        before = write.enqueue(path=str(tmp_path / "a"), text="kept")
+        with pytest.raises(TypeError):
+            write.enqueue(path=str(tmp_path / "b"))
+        after = write_context.enqueue(str(tmp_path / "c"))  # its context is the worker's to give
+    assert stored(before).state is stored(after).state is JobState.PENDING
+    assert stored(after).payload == {"args": [str(tmp_path / "c")], "kwargs": {}}
+    assert jobs_of("default") == jobs + 2
 
 
 def test_a_job_enqueued_inside_atomic_is_stored_when_the_transaction_commits_and_not_before(tmp_path: Path) -> None:
@@ -242,6 +294,8 @@ def test_a_well_configured_backend_passes_its_checks() -> None:
         ({"OPTIONS": {"schedules": {WRITE: {"every": "@every 1m", "kwargs": {"path": object()}}}}}, "alkstore.E007"),
         ({"OPTIONS": {"schedules": {WRITE: {"every": "@every 1m", "when": "now"}}}}, "alkstore.E007"),
         ({"OPTIONS": {"schedules": [WRITE]}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {WRITE: {"every": "@every 1m", "kwargs": {"path": "p"}}}}}, "alkstore.E007"),
+        ({"OPTIONS": {"schedules": {f"{SHOP}.send_email": "@every 1d"}}}, "alkstore.E007"),  # it needs a `to`
     ],
 )
 def test_a_misconfigured_backend_fails_its_checks_with_a_hint(params: dict[str, Any], expected: str) -> None:
@@ -255,7 +309,7 @@ def test_the_schedules_are_read_as_task_spec_args_and_kwargs_by_module_path() ->
         OPTIONS={
             "schedules": {
                 WRITE: {"every": "@every 1h", "args": ["p"], "kwargs": {"text": "t"}},
-                f"{SHOP}.send_email": "@every 1d",
+                f"{SHOP}.send_email": {"every": "@every 1d", "kwargs": {"to": "ops@example.com"}},
             }
         },
         QUEUES=["default", "emails"],
@@ -263,8 +317,14 @@ def test_the_schedules_are_read_as_task_spec_args_and_kwargs_by_module_path() ->
     assert error_ids(configured) == []
     assert configured.periodic() == {
         WRITE: (write, "@every 1h", ["p"], {"text": "t"}),
-        f"{SHOP}.send_email": (send_email, "@every 1d", [], {}),
+        f"{SHOP}.send_email": (send_email, "@every 1d", [], {"to": "ops@example.com"}),
     }
+
+
+def test_a_schedule_whose_arguments_do_not_bind_names_the_task_and_the_argument() -> None:
+    (error,) = backend_with(OPTIONS={"schedules": {WRITE: {"every": "@every 1m", "args": ["p", "t", "x"]}}}).check()
+    assert error.id == "alkstore.E007"
+    assert f"task '{WRITE}' cannot be called with these arguments: too many positional arguments" in error.msg
 
 
 def test_a_database_that_is_not_postgresql_fails_the_checks() -> None:

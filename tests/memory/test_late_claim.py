@@ -42,7 +42,7 @@ class Late(MemoryEngine):
     def claim(self, request: ClaimRequest) -> list[JobRecord]:
         return self.ack_and_claim((), request)[1]
 
-    def heartbeat(self, beats: Sequence[Heartbeat]) -> list[Held]:
+    def heartbeat(self, beats: Sequence[Heartbeat]) -> tuple[list[Held], list[Held]]:
         self.heartbeats += 1
         return super().heartbeat(beats)
 

@@ -51,6 +51,7 @@ from alkstore import (
 )
 
 from .results import kept_result_of, result_of, task_error
+from .runner import check_call, stored_call
 
 __all__ = ["DEFAULT_OPTIONS", "AlkstoreBackend", "database_url", "task_error"]
 
@@ -261,6 +262,7 @@ class AlkstoreBackend(BaseTaskBackend):
                 parse_spec(spec)
                 self.validate_task(task)
                 args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
+                check_call(task, args, kwargs)
             except (AlkstoreError, InvalidTask, TypeError, ValueError) as exc:
                 raise InvalidTask(f"{path!r}: {exc}") from exc
             found[task.module_path] = (task, spec, args, kwargs)
@@ -360,12 +362,13 @@ class AlkstoreBackend(BaseTaskBackend):
 
     def _twin(self, task: Any) -> Any:
         """The alkstore task a Django task is enqueued as (its name, queue and priority checked by alkstore's
-        rules once, then kept): ``InvalidTask`` for one alkstore refuses."""
+        rules once, then kept): ``InvalidTask`` for one alkstore refuses. Its runs take the job's payload,
+        ``args`` and ``kwargs`` (``runner.stored_call``)."""
         key = (task.module_path, task.queue_name, task.priority)
         twin = self._twins.get(key)
         if twin is None:
             try:
-                twin = Tasks().task(task.module_path, queue=task.queue_name, priority=task.priority)(task.func)
+                twin = Tasks().task(task.module_path, queue=task.queue_name, priority=task.priority)(stored_call)
             except AlkstoreError as exc:
                 raise InvalidTask(
                     f"alkstore cannot enqueue {task.module_path!r} on {task.queue_name!r}: {exc}"
@@ -431,6 +434,7 @@ class AlkstoreBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[],
         )
+        check_call(task, result.args, result.kwargs)  # before any I/O: a call that cannot bind is never stored
         job = self._twin(task)
         if task.run_after is not None:
             job = job.with_options(EnqueueOpts(run_at=task.run_after))

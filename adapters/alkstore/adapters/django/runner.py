@@ -33,9 +33,9 @@ from django.utils import timezone
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
-from alkstore import Tasks, current_job
+from alkstore import Tasks, check_arguments, current_job
 
-__all__ = ["DaemonThreads", "handler_for", "periodic_registry"]
+__all__ = ["DaemonThreads", "check_call", "handler_for", "periodic_registry", "stored_call"]
 
 
 class DaemonThreads(Executor):
@@ -201,6 +201,17 @@ def _arguments(task: Any, result: TaskResult) -> tuple[list[Any], dict[str, Any]
     """What the task is called with: a ``TaskContext`` first for ``takes_context`` tasks, then its arguments."""
     args = [TaskContext(task_result=result), *result.args] if task.takes_context else list(result.args)
     return args, dict(result.kwargs)
+
+
+def stored_call(args: list[Any], kwargs: dict[str, Any]) -> None:
+    """The call a Django task's job stores, as its alkstore task's signature: its ``args`` and ``kwargs``."""
+
+
+def check_call(task: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Refuse (``InvalidArgument``, a ``TypeError``) arguments the task's function cannot be called with as
+    ``_arguments`` will call it, a ``TaskContext`` first for a ``takes_context`` task (ADR 055)."""
+    context = (None,) if task.takes_context else ()
+    check_arguments(task.module_path, task.func, *context, *args, **kwargs)
 
 
 def _failed(result: TaskResult, exc: Exception) -> TaskResult:

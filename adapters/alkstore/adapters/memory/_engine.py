@@ -124,7 +124,7 @@ class MemoryEngine(port.Engine):
     def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
         return self._tables.release(held, now)
 
-    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
+    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> tuple[list[port.Held], list[port.Held]]:
         return self._tables.heartbeat(beats)
 
     def cancel_requested(self, held: Sequence[port.Held]) -> list[port.Held]:

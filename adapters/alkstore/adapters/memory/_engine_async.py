@@ -122,7 +122,7 @@ class AsyncMemoryEngine(port.AsyncEngine):
     async def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
         return self._tables.release(held, now)
 
-    async def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
+    async def heartbeat(self, beats: Sequence[port.Heartbeat]) -> tuple[list[port.Held], list[port.Held]]:
         return self._tables.heartbeat(beats)
 
     async def cancel_requested(self, held: Sequence[port.Held]) -> list[port.Held]:

@@ -576,12 +576,16 @@ class MemoryTables:
 
         return self._each_held(held, release)
 
-    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
+    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> tuple[list[port.Held], list[port.Held]]:
+        asked: list[port.Held] = []
+
         def beat(job: port.JobRecord, item: port.Heartbeat) -> None:
             row = self._jobs[job.id] = replace(job, lease_until=item.lease_until)
             heapq.heappush(self._index(row.queue).leases, (item.lease_until, next(self._serials), row))
+            if row.cancel_requested:
+                asked.append(port.Held(item.job_id, item.fence))
 
-        return self._each_held(beats, beat)
+        return self._each_held(beats, beat), asked
 
     def cancel_requested(self, held: Sequence[port.Held]) -> list[port.Held]:
         with self._cond:

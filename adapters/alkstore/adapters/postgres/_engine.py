@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import BaseRowFactory, scalar_row
+from psycopg.rows import BaseRowFactory, scalar_row, tuple_row
 
 from alkstore import engine as port
 from alkstore.engine import Clock, StopToken, claim_order, plan_tick, redact
@@ -433,9 +433,12 @@ class PostgresEngine(port.Engine):
         params = {**_rows.fenced_params(held), "now": now, "schema": self._schema}
         return _stale(held, self._connections.all(self._sql.release, params, _SCALAR))
 
-    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
+    def heartbeat(self, beats: Sequence[port.Heartbeat]) -> tuple[list[port.Held], list[port.Held]]:
         params = {**_rows.fenced_params(beats), "lease_untils": [beat.lease_until for beat in beats]}
-        return _stale(beats, self._connections.all(self._sql.heartbeat, params, _SCALAR))
+        rows = self._connections.all(self._sql.heartbeat, params, tuple_row)
+        asked = {int(job_id) for job_id, cancel_requested in rows if cancel_requested}
+        moved = [job_id for job_id, _ in rows]
+        return _stale(beats, moved), [port.Held(beat.job_id, beat.fence) for beat in beats if beat.job_id in asked]
 
     def get_job(self, job_id: int) -> port.JobRecord | None:
         return self._connections.one(self._sql.get_job, {"id": int(job_id)}, _rows.JOB, binary=True)

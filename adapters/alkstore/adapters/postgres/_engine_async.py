@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import BaseRowFactory, scalar_row
+from psycopg.rows import BaseRowFactory, scalar_row, tuple_row
 
 from alkstore import engine as port
 from alkstore.engine import Clock, StopToken, claim_order, plan_tick, redact
@@ -431,9 +431,12 @@ class AsyncPostgresEngine(port.AsyncEngine):
         params = {**_rows.fenced_params(held), "now": now, "schema": self._schema}
         return _stale(held, await self._connections.all(self._sql.release, params, _SCALAR))
 
-    async def heartbeat(self, beats: Sequence[port.Heartbeat]) -> list[port.Held]:
+    async def heartbeat(self, beats: Sequence[port.Heartbeat]) -> tuple[list[port.Held], list[port.Held]]:
         params = {**_rows.fenced_params(beats), "lease_untils": [beat.lease_until for beat in beats]}
-        return _stale(beats, await self._connections.all(self._sql.heartbeat, params, _SCALAR))
+        rows = await self._connections.all(self._sql.heartbeat, params, tuple_row)
+        asked = {int(job_id) for job_id, cancel_requested in rows if cancel_requested}
+        moved = [job_id for job_id, _ in rows]
+        return _stale(beats, moved), [port.Held(beat.job_id, beat.fence) for beat in beats if beat.job_id in asked]
 
     async def get_job(self, job_id: int) -> port.JobRecord | None:
         return await self._connections.one(self._sql.get_job, {"id": int(job_id)}, _rows.JOB, binary=True)

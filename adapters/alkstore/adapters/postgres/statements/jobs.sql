@@ -144,11 +144,12 @@ UNION ALL
 {ids_and_notices: job}
 
 -- name: heartbeat
+-- Each moved job says whether its cancel was requested: its holder learns so from its heartbeat (ADR 035).
 UPDATE {s}.jobs AS j SET lease_until = b.lease_until
 FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(lease_untils)s::timestamptz[])
   AS b(id, fence, lease_until)
 WHERE j.id = b.id AND j.state = 'running' AND j.lease = b.fence
-RETURNING j.id
+RETURNING j.id, j.cancel_requested
 
 -- -- one job, live or dead ------------------------------------------------------------------
 
