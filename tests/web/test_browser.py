@@ -93,8 +93,9 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
-def chrome(*, javascript: bool = True) -> Any:
-    """Headless Chromium from Debian's packages, its console log kept (JavaScript off if asked)."""
+def chrome(*, javascript: bool = True, resolve: str | None = None) -> Any:
+    """Headless Chromium from Debian's packages, its console log kept (JavaScript off if asked; with
+    ``resolve``, that name resolves to 127.0.0.1, as a rebound name would)."""
     missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
     if missing:
         reason = f"no {' or '.join(missing)} (apt-get install chromium chromium-driver)"
@@ -105,6 +106,8 @@ def chrome(*, javascript: bool = True) -> Any:
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(argument)
+    if resolve is not None:
+        options.add_argument(f"--host-resolver-rules=MAP {resolve} 127.0.0.1")
     if not javascript:
         options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -419,3 +422,19 @@ def test_the_order_toggle_turns_a_listing_round(live: Live, browser: Any) -> Non
     rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
     assert [int(row.get_attribute("data-job")) for row in rows] == list(reversed(ids))
     assert console_errors(browser) == []
+
+
+def test_a_name_rebound_to_loopback_gets_a_refusal_and_no_page(live: Live) -> None:
+    port = live.url.rsplit(":", 1)[1]
+    driver = chrome(resolve="rebound.test")
+    try:
+        driver.get(f"http://rebound.test:{port}/dead")
+        body = driver.find_element(By.TAG_NAME, "body").text
+        assert "does not answer to the host 'rebound.test:" in body
+        assert driver.find_elements(By.TAG_NAME, "form") == []
+        assert "Dead letters" not in driver.page_source
+        driver.get(f"{live.url}/dead")  # the same browser, by the dashboard's own name, reads it
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Dead letters"
+        assert driver.find_elements(By.TAG_NAME, "form") != []
+    finally:
+        driver.quit()

@@ -65,14 +65,29 @@ def test_a_token_in_the_environment_lets_it_listen_beyond_loopback_behind_auth(
     assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--port", "9000"]) == EXIT_OK
     (call,) = served
     assert (call["host"], call["port"]) == ("0.0.0.0", 9000)
-    assert [m.kwargs for m in call["app"].user_middleware] == [{"token": "s3cret"}]
+    assert [m.kwargs["token"] for m in call["app"].user_middleware] == ["s3cret"]
 
 
 def test_insecure_lets_it_listen_beyond_loopback_without_auth(served: list[dict[str, Any]]) -> None:
     assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--insecure"]) == EXIT_OK
     (call,) = served
     assert call["host"] == "0.0.0.0"
-    assert call["app"].user_middleware == []
+    assert [m.kwargs["token"] for m in call["app"].user_middleware] == [None]
+
+
+def test_it_answers_to_loopback_names_on_its_port_and_to_each_allowed_host(
+    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["web", "--url", "memory://", "--port", "9001"]) == EXIT_OK
+    assert served[0]["app"].state.allowed_hosts.names() == ["127.0.0.1:9001", "localhost:9001", "[::1]:9001"]
+    args = ["web", "--url", "memory://", "--allowed-host", "dash.example.com", "--allowed-host", "10.0.0.5:8443"]
+    assert main(args) == EXIT_OK
+    hosts = served[1]["app"].state.allowed_hosts
+    assert hosts.names()[-2:] == ["dash.example.com", "10.0.0.5:8443"]
+    assert "dash.example.com, 10.0.0.5:8443" in capsys.readouterr().err
+    assert main(["web", "--url", "memory://", "--allowed-host", "dash.example.com:http"]) == EXIT_USAGE
+    assert "not a port" in capsys.readouterr().err
+    assert len(served) == 2
 
 
 def test_read_only_serves_an_app_without_action_routes(served: list[dict[str, Any]]) -> None:

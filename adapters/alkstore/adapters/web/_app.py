@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobPage, JobPhase, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
-from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
+from ._guard import Guard
+from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, AllowedHosts, new_csrf_token, same_token
+from ._security import allowed_hosts as _allowed_hosts
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
 from ._views import capped, error_groups, instant, payload_text, span
@@ -89,29 +90,6 @@ _CANCELLED = {
 _BULK = {"requeue": "Requeued", "purge": "Purged"}
 
 StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
-
-
-class _Auth:
-    """Every request must present ``token`` (basic auth's password or a bearer token); else 401."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            header = headers.get(b"authorization", b"").decode("latin-1")
-            if not authorized(header, self.token):
-                response = Response(
-                    "authentication required\n",
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Basic realm="alkstore", charset="UTF-8"'},
-                    media_type="text/plain",
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class _Dashboard:
@@ -489,6 +467,7 @@ def create_app(
     token: str | None = None,
     title: str = "alkstore",
     cap: int | None = STATS_CAP,
+    allowed_hosts: Iterable[str] | AllowedHosts | None = None,
 ) -> Starlette:
     """The dashboard over ``store``, an ASGI app to serve or mount in a service.
 
@@ -500,6 +479,11 @@ def create_app(
     With ``token`` (default: ``$ALKSTORE_WEB_TOKEN``, if set) every request must present it, as
     basic auth's password or a bearer token. Queue counts stop at ``cap`` as ``alkstore status``'s
     do (shown as ``10,000+``), which keeps the overview's polling cheap on any table.
+
+    A request whose ``Host`` is not an allowed host is refused (400) before anything else, so a
+    page whose name was re-pointed at this machine reads nothing (DNS rebinding): the loopback
+    names are allowed on any port, and ``allowed_hosts`` adds the names (``name`` or
+    ``name:port``) the dashboard is reached under, e.g. a proxy's in front of it.
     """
     dashboard = _Dashboard(store, read_only, title, cap)
     secret = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
@@ -508,8 +492,9 @@ def create_app(
         lifespan=dashboard.lifespan,
         exception_handlers={HTTPException: dashboard.error, Exception: dashboard.error},
     )
-    if secret:
-        app.add_middleware(_Auth, token=secret)
+    hosts = allowed_hosts if isinstance(allowed_hosts, AllowedHosts) else _allowed_hosts(configured=allowed_hosts or ())
+    app.add_middleware(Guard, hosts=hosts, token=secret)
+    app.state.allowed_hosts = hosts
     dashboard.router = app.router
     app.state.dashboard = dashboard
     return app

@@ -19,9 +19,9 @@ from typing import Any
 
 import alkstore
 
-from ._security import TOKEN_VARIABLE, bind_refusal
+from ._security import TOKEN_VARIABLE, AllowedHosts, allowed_hosts, bind_refusal
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "add_commands", "check_bind", "serve_dashboard"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "add_commands", "check_bind", "hosts_of", "serve_dashboard"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -39,6 +39,21 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is from 0 to 65535, not {value}")
     return value
+
+
+def _host_name(text: str) -> str:
+    """An ``--allowed-host``: ``name`` or ``name:port``."""
+    try:
+        AllowedHosts([text])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def hosts_of(args: argparse.Namespace) -> AllowedHosts:
+    """The hosts ``alkstore web`` answers to: the loopback names and the bound address on its port, and
+    every ``--allowed-host``."""
+    return allowed_hosts(args.host, args.port, args.allowed_host or ())
 
 
 def check_bind(args: argparse.Namespace) -> None:
@@ -61,10 +76,12 @@ def _serve(args: argparse.Namespace) -> int:
     async def open_store() -> alkstore.AsyncStore:
         return await alkstore.open_async(args.url, **options)
 
-    app = create_app(open_store, read_only=args.read_only)
+    hosts = hosts_of(args)
+    app = create_app(open_store, read_only=args.read_only, allowed_hosts=hosts)
     where = f"http://{args.host}:{args.port}/"
     mode = " (read-only)" if args.read_only else ""
     print(f"alkstore: serving the dashboard{mode} at {where}; Ctrl-C stops it", file=sys.stderr, flush=True)
+    print(f"alkstore: it answers to the hosts {', '.join(hosts.names())}", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     return 0
 
@@ -90,7 +107,8 @@ def serve_dashboard(store: alkstore.Store, port: int = DEFAULT_PORT, host: str =
         raise ValueError(refusal)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.bind((host, port))
-    server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning", lifespan="on"))
+    app = create_app(store, allowed_hosts=allowed_hosts(host, sock.getsockname()[1]))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="alkstore-web", daemon=True)
     thread.start()
     try:
@@ -123,6 +141,14 @@ def add_commands(commands: Any) -> None:
     web.add_argument("--schema", help="the schema holding alkstore's tables (default: the engine's, 'alkstore')")
     web.add_argument("--host", default=DEFAULT_HOST, help=f"the address to listen on (default: {DEFAULT_HOST})")
     web.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"the port (default: {DEFAULT_PORT})")
+    web.add_argument(
+        "--allowed-host",
+        action="append",
+        type=_host_name,
+        metavar="NAME",
+        help="a name (or name:port) clients reach the dashboard under, beyond the loopback names and the "
+        "--host address; a request to any other Host is refused (repeatable)",
+    )
     web.add_argument("--read-only", action="store_true", help="show only: no requeue or purge is reachable")
     web.add_argument(
         "--insecure",

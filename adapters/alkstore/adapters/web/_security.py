@@ -1,7 +1,9 @@
-"""The dashboard's security model (ADR 038): who may bind where, who may read, and who may act.
+"""The dashboard's security model (ADR 038, ADR 060): who may bind where, who may read, and who may act.
 
 * Binding: a loopback address needs nothing; any other address needs authentication configured
   (a token in ``$ALKSTORE_WEB_TOKEN``) or the explicit ``--insecure``.
+* Hosts: a request whose ``Host`` is not an allowed host is refused before anything else, so a
+  page whose name was re-pointed at this machine (DNS rebinding) reads nothing.
 * Authentication: with a token, every request carries it, as HTTP basic auth (any user name,
   the token as the password, which a browser asks for) or as ``Authorization: Bearer``.
 * Actions: every action is a POST carrying the session's CSRF token in a form field, equal to the
@@ -18,11 +20,18 @@ import binascii
 import hmac
 import ipaddress
 import secrets
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from alkstore.errors import InvalidOptions
 
 __all__ = [
     "CSRF_COOKIE",
     "CSRF_FIELD",
+    "LOOPBACK_NAMES",
     "TOKEN_VARIABLE",
+    "AllowedHosts",
+    "allowed_hosts",
     "authorized",
     "bind_refusal",
     "is_loopback",
@@ -32,9 +41,12 @@ __all__ = [
 
 #: Where the dashboard finds its access token; when set, every request must present it.
 TOKEN_VARIABLE = "ALKSTORE_WEB_TOKEN"
-#: The cookie holding the session's CSRF token, and the form field that must repeat it.
+#: The cookie holding the session's random id, and the form field carrying its signed form token.
 CSRF_COOKIE = "alkstore_csrf"
 CSRF_FIELD = "csrf_token"
+#: The names a browser uses for this machine; a rebinding page's name is never one of them.
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def is_loopback(host: str) -> bool:
@@ -55,6 +67,101 @@ def bind_refusal(host: str, *, token: str | None, insecure: bool) -> str | None:
         f"refusing to listen on {host}, which other machines can reach, without authentication: "
         f"set {TOKEN_VARIABLE} to an access token, or pass --insecure to serve it to anyone who can connect"
     )
+
+
+def _authority(text: str) -> tuple[str, int | None]:
+    """``name`` or ``name:port`` (an IPv6 address bracketed, or bare without a port), lower-cased, split.
+
+    Raises ``InvalidOptions`` (a ``ValueError``) for a port that is not a number from 0 to 65535, or an
+    empty name.
+    """
+    text = text.strip().lower()
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise InvalidOptions(f"an unclosed IPv6 bracket: {text!r}")
+        name, rest = text[: end + 1], text[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise InvalidOptions(f"not a host[:port]: {text!r}")
+        port_text = rest[1:] if rest else None
+    elif text.count(":") > 1:  # a bare IPv6 address, which cannot carry a port
+        name, port_text = f"[{text}]", None
+    else:
+        name, colon, port_text_or_empty = text.partition(":")
+        port_text = port_text_or_empty if colon else None
+    name = name.rstrip(".")
+    if not name:
+        raise InvalidOptions(f"no host name in {text!r}")
+    if port_text is None:
+        return name, None
+    if not port_text.isdigit() or int(port_text) > 65535:
+        raise InvalidOptions(f"not a port in {text!r}")
+    return name, int(port_text)
+
+
+class AllowedHosts:
+    """The ``Host`` values a dashboard answers to, and the origins whose pages may act through it.
+
+    An entry ``name:port`` allows that name on that port alone; ``name`` allows it on any port.
+    An action's ``Origin`` must be the request's own (its ``Host``), or a configured entry's
+    (``trusted``: the names a proxy in front serves the dashboard under), port and all.
+    """
+
+    def __init__(self, entries: Iterable[str], trusted: Iterable[str] = ()) -> None:
+        self.trusted = [_authority(entry) for entry in trusted]
+        self.entries = [_authority(entry) for entry in entries] + self.trusted
+
+    def __repr__(self) -> str:
+        return f"AllowedHosts({self.names()!r})"
+
+    def names(self) -> list[str]:
+        """The entries as given, each once, for messages."""
+        shown = [name if port is None else f"{name}:{port}" for name, port in self.entries]
+        return list(dict.fromkeys(shown))
+
+    def allows(self, host: str | None) -> bool:
+        """Whether a request's ``Host`` header names an allowed host."""
+        if not host:
+            return False
+        try:
+            name, port = _authority(host)
+        except ValueError:
+            return False
+        return any(name == allowed and (want is None or want == port) for allowed, want in self.entries)
+
+    def allows_origin(self, origin: str | None, host: str | None, scheme: str) -> bool:
+        """Whether ``origin`` (an ``Origin`` header or a ``Referer`` URL) is the request's own origin or a
+        trusted entry's, for a request to ``host`` over ``scheme``. ``null``, or none, is no origin."""
+        if not origin or not host:
+            return False
+        parts = urlsplit(origin.strip())
+        if parts.scheme not in _DEFAULT_PORTS or not parts.netloc or "@" in parts.netloc:
+            return False
+        try:
+            name, port = _authority(parts.netloc)
+            own = _authority(host)
+        except ValueError:
+            return False
+        if port == _DEFAULT_PORTS[parts.scheme]:
+            port = None
+        if own[1] == _DEFAULT_PORTS.get(scheme):
+            own = (own[0], None)
+        return (name, port) == own or (name, port) in self.trusted
+
+
+def allowed_hosts(bind: str | None = None, port: int | None = None, configured: Iterable[str] = ()) -> AllowedHosts:
+    """The hosts a dashboard listening on ``bind``:``port`` answers to: the loopback names, the bind
+    address when it is one a client can name (not ``0.0.0.0`` or ``::``), and ``configured`` (each
+    also trusted as an origin). Without a port, any port is allowed (a mounted dashboard's case).
+    """
+    names: list[str] = list(LOOPBACK_NAMES)
+    if bind is not None:
+        host = bind.strip()
+        wildcard = host.strip("[]") in {"0.0.0.0", "::", ""}
+        if not wildcard:
+            names.append(f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host)
+    suffix = f":{port}" if port else ""
+    return AllowedHosts([name + suffix for name in names], configured)
 
 
 def same_token(given: str | None, expected: str) -> bool:
