@@ -61,8 +61,9 @@ class Served:
 
     def client(self, base_url: str = "http://127.0.0.1", **options: Any) -> TestClient:
         """A client of a dashboard over the store, created with ``options`` (``create_app``'s), asking
-        ``base_url`` (whose host is the requests' ``Host``)."""
+        ``base_url`` (whose host is the requests' ``Host``) with that ``Origin``, as the dashboard's pages do."""
         client = TestClient(create_app(self.store, **(self.options | options)), base_url=base_url)
+        client.headers["Origin"] = base_url
         client.portal = self.portal  # every request on the store's loop (the client opens no portal of its own)
         return client
 

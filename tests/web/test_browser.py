@@ -11,8 +11,10 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -436,5 +438,54 @@ def test_a_name_rebound_to_loopback_gets_a_refusal_and_no_page(live: Live) -> No
         driver.get(f"{live.url}/dead")  # the same browser, by the dashboard's own name, reads it
         assert driver.find_element(By.TAG_NAME, "h1").text == "Dead letters"
         assert driver.find_elements(By.TAG_NAME, "form") != []
+    finally:
+        driver.quit()
+
+
+@contextmanager
+def other_site(page: str) -> Iterator[str]:
+    """Serve ``page`` (HTML) at ``/`` from another port of 127.0.0.1 while the block runs; yield its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(PATIENCE)
+
+
+def test_a_page_on_another_port_that_plants_the_cookie_cannot_pause_a_queue(live: Live) -> None:
+    live.call(live.store.queue("planted").enqueue({"n": 1}))
+    attack = f"""<!doctype html><title>attack</title>
+<form method="post" action="{live.url}/actions/pause/planted"><input name="csrf_token" value="planted"></form>
+<script>document.cookie = "alkstore_csrf=planted; path=/"; document.forms[0].submit();</script>"""
+    driver = chrome()
+    try:
+        with other_site(attack) as url:
+            driver.get(url)
+            WebDriverWait(driver, PATIENCE).until(lambda d: d.current_url.startswith(live.url))
+            shows(driver, (By.TAG_NAME, "main"), "not from this dashboard's pages")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "403"
+        assert driver.get_cookie("alkstore_csrf")["value"] == "planted"  # the planted cookie was sent
+        assert not live.call(live.store.queue_stats("planted"))[0].paused
+        driver.get(f"{live.url}/queues/planted")  # the dashboard's own page, under that cookie, acts
+        driver.find_element(By.CSS_SELECTOR, 'form[action$="/actions/pause/planted"] button').click()
+        shows(driver, (By.CSS_SELECTOR, "p.message"), "Paused planted")
+        assert live.call(live.store.queue_stats("planted"))[0].paused
     finally:
         driver.quit()

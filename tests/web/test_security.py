@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore.adapters.web import CSRF_FIELD
-from alkstore.adapters.web._security import AllowedHosts, allowed_hosts
+from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD
+from alkstore.adapters.web._security import AllowedHosts, allowed_hosts, form_token
 from alkstore.errors import InvalidOptions
 from tests.web._seed import HOSTILE, seed
 from tests.web.conftest import Served
@@ -60,3 +60,70 @@ def test_the_commands_hosts_pin_the_port_it_listens_on() -> None:
 def test_an_allowed_host_that_is_not_a_name_or_name_and_port_is_refused(entry: str) -> None:
     with pytest.raises(InvalidOptions, match=r"port|host|bracket"):
         AllowedHosts([entry])
+
+
+def test_a_cookie_planted_by_a_page_on_another_port_cannot_act(served: Served) -> None:
+    served.call(seed, served.store)
+    attacker = served.client(base_url="http://127.0.0.1")
+    attacker.headers["Origin"] = "http://127.0.0.1:9999"  # the planting page's origin: cookies ignore ports
+    attacker.cookies.set(CSRF_COOKIE, "planted")
+    refused = attacker.post("/actions/pause/emails", data={CSRF_FIELD: "planted"})
+    assert refused.status_code == 403
+    assert "not from this dashboard&#39;s pages" in refused.text
+    attacker.headers["Origin"] = "http://127.0.0.1"  # were the Origin check gone, the token still fails
+    assert attacker.post("/actions/pause/emails", data={CSRF_FIELD: "planted"}).status_code == 403
+    honest = served.client()
+    token = csrf_of(honest)
+    assert attacker.post("/actions/pause/emails", data={CSRF_FIELD: token}).status_code == 403  # not its session's
+    assert not served.call(served.store.queue_stats, "emails")[0].paused
+    assert honest.post("/actions/pause/emails", data={CSRF_FIELD: token}).status_code == 200
+    assert served.call(served.store.queue_stats, "emails")[0].paused
+
+
+def test_the_form_token_is_the_sessions_signature_under_the_dashboards_secret(served: Served) -> None:
+    client = served.client(secret="one secret")
+    token = csrf_of(client, "/schedules")
+    session = client.cookies.get(CSRF_COOKIE)
+    assert session
+    assert token == form_token(b"one secret", session)
+    assert form_token(b"another secret", session) != token
+    assert form_token(b"one secret", session + "x") != token
+    shared = served.client(secret="one secret")  # another process of the same dashboard
+    shared.cookies.set(CSRF_COOKIE, session)
+    assert shared.post("/actions/pause/emails", data={CSRF_FIELD: token}).status_code == 200
+    stranger = served.client()  # a random secret of its own
+    stranger.cookies.set(CSRF_COOKIE, session)
+    assert stranger.post("/actions/resume/emails", data={CSRF_FIELD: token}).status_code == 403
+    with pytest.raises(InvalidOptions, match="empty secret"):
+        served.client(secret="")
+
+
+@pytest.mark.parametrize(
+    ("origin", "referer", "allowed"),
+    [
+        ("http://127.0.0.1", None, True),
+        ("http://127.0.0.1:80", None, True),
+        ("http://127.0.0.1:9999", None, False),
+        ("http://localhost", None, False),  # another name is another origin
+        ("null", "http://127.0.0.1/dead", False),  # an opaque origin is none, whatever the Referer says
+        ("http://rebound.example", None, False),
+        (None, "http://127.0.0.1/queues/emails", True),
+        (None, "http://127.0.0.1:9999/attack.html", False),
+        (None, None, False),
+        ("https://dash.example.com", None, True),  # a configured name (a proxy's) is trusted
+        ("https://dash.example.com:8443", None, False),
+        ("ftp://127.0.0.1", None, False),
+    ],
+)
+def test_an_action_must_come_from_the_dashboards_own_origin(
+    served: Served, origin: str | None, referer: str | None, allowed: bool
+) -> None:
+    client = served.client(allowed_hosts=["dash.example.com"])
+    token = csrf_of(client, "/schedules")
+    del client.headers["Origin"]
+    headers = {"Origin": origin} if origin is not None else {}
+    if referer is not None:
+        headers["Referer"] = referer
+    acted = client.post("/actions/pause/emails", data={CSRF_FIELD: token}, headers=headers)
+    assert acted.status_code == (200 if allowed else 403), acted.text
+    assert served.call(served.store.queue_stats, "emails")[0].paused is allowed

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,7 +31,15 @@ from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobPage, JobPhase, St
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
 from ._guard import Guard
-from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, AllowedHosts, new_csrf_token, same_token
+from ._security import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    TOKEN_VARIABLE,
+    AllowedHosts,
+    form_token,
+    new_session,
+    valid_form_token,
+)
 from ._security import allowed_hosts as _allowed_hosts
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
@@ -74,7 +83,7 @@ _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # not no-referrer, under which a browser sends a form's POST "Origin: null"
     "Cache-Control": "no-store",
 }
 
@@ -95,8 +104,12 @@ StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
 class _Dashboard:
     """The handlers, over one store."""
 
-    def __init__(self, source: StoreSource, read_only: bool, title: str, cap: int | None) -> None:
+    def __init__(
+        self, source: StoreSource, read_only: bool, title: str, cap: int | None, hosts: AllowedHosts, secret: bytes
+    ) -> None:
         self._source = source
+        self.hosts = hosts
+        self.secret = secret
         self.cap = cap
         self._store: AsyncStore | ThreadedStore | None = None
         if isinstance(source, AsyncStore):
@@ -136,11 +149,11 @@ class _Dashboard:
     # -- rendering -------------------------------------------------------------------
 
     def render(self, request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        """``template`` with ``context``, the session's CSRF token (a new session gets one) and the page's headers."""
-        token = request.cookies.get(CSRF_COOKIE) or ""
-        fresh = not token
+        """``template`` with ``context``, the session's form token (a new session gets one) and the page's headers."""
+        session = request.cookies.get(CSRF_COOKIE) or ""
+        fresh = not session
         if fresh:
-            token = new_csrf_token()
+            session = new_session()
 
         def url(name: str, query: Mapping[str, Any] | None = None, **params: Any) -> str:
             path = self.path(request, name, **params)
@@ -151,7 +164,7 @@ class _Dashboard:
             title=self.title,
             read_only=self.read_only,
             csrf_field=CSRF_FIELD,
-            csrf_token=token,
+            csrf_token=form_token(self.secret, session),
             url=url,
             static=lambda path: url("static", path=path),
             refresh_seconds=REFRESH_SECONDS,
@@ -160,7 +173,7 @@ class _Dashboard:
         response = HTMLResponse(page, status_code=status_code, headers=_HEADERS)
         if fresh:
             secure = request.url.scheme == "https"
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", secure=secure, path="/")
+            response.set_cookie(CSRF_COOKIE, session, httponly=True, samesite="strict", secure=secure, path="/")
         return response
 
     def path(self, request: Request, name: str, **params: Any) -> str:
@@ -290,12 +303,19 @@ class _Dashboard:
     # -- actions (absent when read-only) ---------------------------------------------------
 
     async def _fields(self, request: Request) -> dict[str, list[str]]:
-        """The POSTed form, every value of each field, once its CSRF token is the session's (403 otherwise)."""
+        """The POSTed form, every value of each field, once it came from one of the dashboard's own origins
+        and its form token is the session's (403 otherwise: nothing is read from the store)."""
+        origin = request.headers.get("origin")
+        if origin is None:  # an older browser's POST, or a script's: its Referer must say where from
+            origin = request.headers.get("referer")
+        if not self.hosts.allows_origin(origin, request.headers.get("host"), request.url.scheme):
+            raise HTTPException(
+                403, f"refused: this action comes from {origin or 'no stated origin'}, not from this dashboard's pages"
+            )
         body = (await request.body()).decode("utf-8", "replace")
         fields = parse_qs(body, keep_blank_values=True)
-        session = request.cookies.get(CSRF_COOKIE)
         sent = fields.get(CSRF_FIELD)
-        if not session or not same_token(sent[0] if sent else None, session):
+        if not valid_form_token(self.secret, request.cookies.get(CSRF_COOKIE), sent[0] if sent else None):
             raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
         return fields
 
@@ -468,6 +488,7 @@ def create_app(
     title: str = "alkstore",
     cap: int | None = STATS_CAP,
     allowed_hosts: Iterable[str] | AllowedHosts | None = None,
+    secret: str | bytes | None = None,
 ) -> Starlette:
     """The dashboard over ``store``, an ASGI app to serve or mount in a service.
 
@@ -483,16 +504,22 @@ def create_app(
     A request whose ``Host`` is not an allowed host is refused (400) before anything else, so a
     page whose name was re-pointed at this machine reads nothing (DNS rebinding): the loopback
     names are allowed on any port, and ``allowed_hosts`` adds the names (``name`` or
-    ``name:port``) the dashboard is reached under, e.g. a proxy's in front of it.
+    ``name:port``) the dashboard is reached under, e.g. a proxy's in front of it. An action must
+    come from the request's own origin or an ``allowed_hosts`` name's, and carry its session's
+    form token, signed with ``secret`` (default: random for this app; give each process serving
+    one dashboard the same).
     """
-    dashboard = _Dashboard(store, read_only, title, cap)
+    hosts = allowed_hosts if isinstance(allowed_hosts, AllowedHosts) else _allowed_hosts(configured=allowed_hosts or ())
+    key = secrets.token_bytes(32) if secret is None else secret.encode() if isinstance(secret, str) else secret
+    if not key:
+        raise InvalidOptions("an empty secret signs nothing: leave it out for a random one")
+    dashboard = _Dashboard(store, read_only, title, cap, hosts, key)
     secret = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
     app = Starlette(
         routes=dashboard.routes(),
         lifespan=dashboard.lifespan,
         exception_handlers={HTTPException: dashboard.error, Exception: dashboard.error},
     )
-    hosts = allowed_hosts if isinstance(allowed_hosts, AllowedHosts) else _allowed_hosts(configured=allowed_hosts or ())
     app.add_middleware(Guard, hosts=hosts, token=secret)
     app.state.allowed_hosts = hosts
     dashboard.router = app.router

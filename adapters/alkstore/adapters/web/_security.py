@@ -6,8 +6,9 @@
   page whose name was re-pointed at this machine (DNS rebinding) reads nothing.
 * Authentication: with a token, every request carries it, as HTTP basic auth (any user name,
   the token as the password, which a browser asks for) or as ``Authorization: Bearer``.
-* Actions: every action is a POST carrying the session's CSRF token in a form field, equal to the
-  one in the session's cookie (``SameSite=Strict``, ``HttpOnly``); a read-only dashboard has no
+* Actions: every action is a POST from one of the dashboard's own origins (its ``Origin``, or
+  else its ``Referer``) carrying the session's form token: an HMAC of the session's cookie under
+  the dashboard's secret, which a planted cookie cannot come with. A read-only dashboard has no
   action routes at all.
 
 This module imports no web framework, so the command line can check a bind without one.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import ipaddress
 import secrets
@@ -34,9 +36,11 @@ __all__ = [
     "allowed_hosts",
     "authorized",
     "bind_refusal",
+    "form_token",
     "is_loopback",
-    "new_csrf_token",
+    "new_session",
     "same_token",
+    "valid_form_token",
 ]
 
 #: Where the dashboard finds its access token; when set, every request must present it.
@@ -187,6 +191,18 @@ def authorized(header: str | None, token: str) -> bool:
     return False
 
 
-def new_csrf_token() -> str:
-    """A fresh session's CSRF token: 32 random bytes, URL-safe."""
+def new_session() -> str:
+    """A fresh session's id, the cookie's value: 32 random bytes, URL-safe."""
     return secrets.token_urlsafe(32)
+
+
+def form_token(secret: bytes, session: str) -> str:
+    """The form token of ``session``: its HMAC-SHA256 under ``secret``, which only the dashboard can make,
+    so a cookie planted by another page (on another port of the same host, say) comes with no token."""
+    digest = hmac.new(secret, b"alkstore-csrf\x00" + session.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def valid_form_token(secret: bytes, session: str | None, given: str | None) -> bool:
+    """Whether ``given`` is the form token of ``session`` (both present), compared in constant time."""
+    return bool(session) and given is not None and same_token(given, form_token(secret, session or ""))
