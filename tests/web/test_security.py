@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import select
+import socket
+from collections.abc import Iterator
+
 import pytest
 
+import alkstore
 from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD
+from alkstore.adapters.web._app import BULK_LIMIT, MAX_BODY
+from alkstore.adapters.web._command import serve_dashboard
 from alkstore.adapters.web._security import AllowedHosts, allowed_hosts, form_token
 from alkstore.errors import InvalidOptions
+from tests.support import PATIENCE
 from tests.web._seed import HOSTILE, seed
 from tests.web.conftest import Served
 from tests.web.test_actions import csrf_of
@@ -127,3 +135,77 @@ def test_an_action_must_come_from_the_dashboards_own_origin(
     acted = client.post("/actions/pause/emails", data={CSRF_FIELD: token}, headers=headers)
     assert acted.status_code == (200 if allowed else 403), acted.text
     assert served.call(served.store.queue_stats, "emails")[0].paused is allowed
+
+
+def test_a_huge_body_is_refused_unread_before_any_token_check(served: Served) -> None:
+    served.call(seed, served.store)
+    client = served.client()
+    huge = b"csrf_token=x&id=" + b"9" * (20 * 1024 * 1024)  # the 20 MB POST that took 3.9 s and 850 MB to parse
+    refused = client.post("/actions/dead", content=huge, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert refused.status_code == 413  # not 403: refused on its Content-Length, before the token is looked at
+    assert f"at most {MAX_BODY:,} bytes" in refused.text
+    just_over = client.post("/actions/dead", content=b"x" * (MAX_BODY + 1))
+    assert just_over.status_code == 413
+    assert client.post("/", content=b"x", headers={"Content-Length": "lots"}).status_code == 400
+
+
+def test_a_body_streamed_without_a_length_is_refused_past_the_limit(served: Served) -> None:
+    served.call(seed, served.store)
+    client = served.client()
+    token = csrf_of(client)
+
+    def stream() -> Iterator[bytes]:
+        yield f"{CSRF_FIELD}={token}&action=purge&id=".encode()
+        for _ in range(1024):  # 1 MB in 1 KB chunks, sent chunked (no Content-Length)
+            yield b"9" * 1024
+
+    refused = client.post("/actions/dead", content=stream())
+    assert refused.status_code == 413
+    assert "at most" in refused.text
+    assert served.call(served.store.queue_stats, "emails")[0].dead == 1
+
+
+def request_head(port: int, *headers: str) -> bytes:
+    lines = ["POST /actions/dead HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Origin: http://127.0.0.1:{port}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def test_on_the_wire_a_declared_huge_body_is_answered_413_before_a_byte_of_it_is_sent() -> None:
+    with alkstore.open("memory://") as store, serve_dashboard(store, 0) as url:
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as sock:
+            sock.sendall(
+                request_head(port, "Content-Length: 20971520", "Content-Type: application/x-www-form-urlencoded")
+            )
+            assert sock.recv(4096).startswith(b"HTTP/1.1 413 ")
+
+
+def test_on_the_wire_a_chunked_body_is_answered_413_long_before_its_end() -> None:
+    total = 64 * 1024 * 1024  # far more than the socket buffers between client and server hold
+    chunk = b"10000\r\n" + b"9" * 0x10000 + b"\r\n"
+    with alkstore.open("memory://") as store, serve_dashboard(store, 0) as url:
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as sock:
+            sock.sendall(request_head(port, "Transfer-Encoding: chunked"))
+            sent = 0
+            answered = False
+            while sent < total and not answered:
+                readable, writable, _ = select.select([sock], [sock], [], PATIENCE)
+                answered = bool(readable)
+                if writable and not answered:
+                    try:
+                        sock.sendall(chunk)
+                    except OSError:  # the server closed its end: its answer is waiting
+                        break
+                    sent += 0x10000
+            assert sock.recv(4096).startswith(b"HTTP/1.1 413 ")
+            assert sent < total
+
+
+def test_the_limit_holds_a_bulk_action_of_the_most_ids_it_takes(served: Served) -> None:
+    client = served.client()
+    token = csrf_of(client, "/schedules")
+    form = {CSRF_FIELD: token, "action": "requeue", "id": [str(10**18 + n) for n in range(BULK_LIMIT)]}
+    asked = client.post("/actions/dead", data=form)
+    assert asked.status_code == 200
+    assert f"Requeue {BULK_LIMIT} dead jobs" in asked.text

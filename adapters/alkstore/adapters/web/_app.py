@@ -45,7 +45,7 @@ from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
 from ._views import capped, error_groups, instant, payload_text, span
 
-__all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
+__all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "MAX_BODY", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
 
 _HERE = Path(__file__).parent
 #: Jobs a queue page lists at a time; dead jobs per queue grouped on the dead-letters page.
@@ -53,6 +53,8 @@ PAGE_SIZE = 50
 DEAD_GROUP_PAGE = 200
 #: The most job ids one bulk action takes (a page's selection is far fewer).
 BULK_LIMIT = 10_000
+#: The largest request body read (bytes): room for a bulk action's ``BULK_LIMIT`` ids of 19 digits.
+MAX_BODY = 256 * 1024
 #: How often the overview's fragment is asked for again (seconds), and the workers it lists.
 REFRESH_SECONDS = 2.0
 WORKERS_WITHIN = 60.0
@@ -520,7 +522,7 @@ def create_app(
         lifespan=dashboard.lifespan,
         exception_handlers={HTTPException: dashboard.error, Exception: dashboard.error},
     )
-    app.add_middleware(Guard, hosts=hosts, token=secret)
+    app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY)
     app.state.allowed_hosts = hosts
     dashboard.router = app.router
     app.state.dashboard = dashboard

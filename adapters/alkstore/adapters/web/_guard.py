@@ -1,27 +1,38 @@
 """The checks every request passes before the dashboard sees it (ADR 060), as one ASGI middleware.
 
-In order: the ``Host`` must be an allowed host (400), then the access token, when one is
+In order: the ``Host`` must be an allowed host (400); a body must not be larger than the limit
+(413: a ``Content-Length`` over it is refused unread, and a body streamed without one is cut off
+as it passes the limit, so no handler ever parses more); then the access token, when one is
 configured, must be presented (401). A refusal is plain text and reads nothing from the store.
 """
 
 from __future__ import annotations
 
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._security import AllowedHosts, authorized
 
-__all__ = ["Guard"]
+__all__ = ["BodyTooLarge", "Guard"]
+
+
+class BodyTooLarge(HTTPException):
+    """A request's body went past the limit as it streamed in (the app's error page says so: 413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"a request body is at most {limit:,} bytes")
 
 
 class Guard:
     """Refuse a request to a host not allowed (400), or without the access token when one is set (401)."""
 
-    def __init__(self, app: ASGIApp, *, hosts: AllowedHosts, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, *, hosts: AllowedHosts, token: str | None, max_body: int) -> None:
         self.app = app
         self.hosts = hosts
         self.token = token
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -39,6 +50,13 @@ class Guard:
             )
             await refusal(scope, receive, send)
             return
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            too_large = PlainTextResponse(
+                f"a request body is at most {self.max_body:,} bytes\n", status_code=413 if length.isdigit() else 400
+            )
+            await too_large(scope, receive, send)
+            return
         if self.token is not None and not authorized(headers.get("authorization"), self.token):
             challenge = PlainTextResponse(
                 "authentication required\n",
@@ -47,4 +65,19 @@ class Guard:
             )
             await challenge(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        await self.app(scope, self._limited(receive), send)
+
+    def _limited(self, receive: Receive) -> Receive:
+        """``receive``, raising ``BodyTooLarge`` once the body it has passed on goes over the limit."""
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:
+                    raise BodyTooLarge(self.max_body)
+            return message
+
+        return limited
