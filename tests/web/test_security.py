@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import select
 import socket
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 import alkstore
-from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD
+from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD, create_app
 from alkstore.adapters.web._app import BULK_LIMIT, MAX_BODY
 from alkstore.adapters.web._command import serve_dashboard
 from alkstore.adapters.web._security import AllowedHosts, allowed_hosts, form_token
@@ -209,3 +210,73 @@ def test_the_limit_holds_a_bulk_action_of_the_most_ids_it_takes(served: Served) 
     asked = client.post("/actions/dead", data=form)
     assert asked.status_code == 200
     assert f"Requeue {BULK_LIMIT} dead jobs" in asked.text
+
+
+def test_every_response_carries_the_security_headers(served: Served) -> None:
+    seeded = served.call(seed, served.store)
+    client = served.client(token="a-token-long-enough-for-anywhere")
+    authed = {"Authorization": "Bearer a-token-long-enough-for-anywhere"}
+    responses = {
+        "page": client.get("/dead", headers=authed),
+        "static script": client.get("/static/dashboard.js", headers=authed),
+        "static style": client.get("/static/dashboard.css", headers=authed),
+        "missing job": client.get("/jobs/999999", headers=authed),
+        "redirect": client.get("/dead/", headers=authed, follow_redirects=False),
+        "no token": client.get("/"),
+        "other host": client.get("/", headers={**authed, "Host": "rebound.example"}),
+        "too large": client.post("/actions/dead", headers=authed, content=b"x" * (MAX_BODY + 1)),
+        "forged": client.post(f"/jobs/{seeded.ids['dead']}/requeue", headers=authed, data={CSRF_FIELD: "x"}),
+    }
+    statuses = {name: response.status_code for name, response in responses.items()}
+    assert statuses == {
+        "page": 200,
+        "static script": 200,
+        "static style": 200,
+        "missing job": 404,
+        "redirect": 307,
+        "no token": 401,
+        "other host": 400,
+        "too large": 413,
+        "forged": 403,
+    }
+    for name, response in responses.items():
+        policy = response.headers.get("content-security-policy", "")
+        assert "script-src 'self'" in policy, name
+        assert "frame-ancestors 'none'" in policy, name
+        assert "unsafe-inline" not in policy, name
+        assert response.headers.get("x-content-type-options") == "nosniff", name
+        assert response.headers.get("referrer-policy") == "same-origin", name
+        assert response.headers.get("x-frame-options") == "DENY", name
+    assert responses["page"].headers["cache-control"] == "no-store"
+
+
+def test_the_pages_need_no_inline_script_or_style_that_the_policy_would_block(served: Served) -> None:
+    seeded = served.call(seed, served.store)
+    client = served.client()
+    for path in ("/", "/fragments/overview", "/dead", "/schedules", "/queues/emails", f"/jobs/{seeded.ids['dead']}"):
+        tags = [re.sub(r'"[^"]*"', '""', tag) for tag in re.findall(r"<[a-z][^>]*>", client.get(path).text)]
+        assert tags, path
+        assert [tag for tag in tags if tag.startswith("<script") and " src=" not in tag] == [], path  # values blanked
+        assert [tag for tag in tags if re.search(r"^<style\b|\sstyle=|\son[a-z]+=", tag)] == [], path
+
+
+def test_the_trailing_slash_redirect_is_relative_whatever_the_host_says(served: Served) -> None:
+    client = served.client(allowed_hosts=["dash.example.com"])
+    for host in ("127.0.0.1", "dash.example.com", "localhost:8080"):
+        moved = client.get("/dead/", headers={"Host": host}, follow_redirects=False)
+        assert moved.status_code == 307
+        assert moved.headers["location"] == "/dead", host
+    moved = client.get("/schedules/?x=1", follow_redirects=False)
+    assert moved.headers["location"] == "/schedules?x=1"
+    assert client.get("/nowhere/", follow_redirects=False).status_code == 404
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.testclient import TestClient
+
+    service = Starlette(routes=[Mount("/ops/alkstore", app=create_app(served.store))])
+    mounted = TestClient(service, base_url="http://127.0.0.1")
+    mounted.portal = served.portal
+    moved = mounted.get("/ops/alkstore/dead/", follow_redirects=False)
+    assert (moved.status_code, moved.headers["location"]) == (307, "/ops/alkstore/dead")
+    assert mounted.get("/ops/alkstore/static/nothing.css/", follow_redirects=False).status_code == 404
+    assert client.get("/queues/emails", params={"state": "sleeping"}, follow_redirects=False).status_code == 404

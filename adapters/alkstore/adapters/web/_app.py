@@ -23,14 +23,14 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
-from starlette.routing import BaseRoute, Mount, Route, Router
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
 from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobPage, JobPhase, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
-from ._guard import Guard
+from ._guard import SECURITY_HEADERS, Guard
 from ._security import (
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -81,13 +81,8 @@ _TOGGLES = {
     JobPhase.RUNNING: ("Newest first", "Oldest first"),
     JobPhase.DEAD: ("Oldest first", "Newest first"),
 }
-_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",  # not no-referrer, under which a browser sends a form's POST "Origin: null"
-    "Cache-Control": "no-store",
-}
+#: A page's headers: the security headers (which the guard also adds to every other response) and no caching.
+_HEADERS = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
 
 #: What a cancel's outcome tells the operator (ADR 035: a running job is asked to stop, not killed).
 _CANCELLED = {
@@ -448,8 +443,32 @@ class _Dashboard:
 
     async def error(self, request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
+        if status == 404 and request.method in {"GET", "HEAD"}:
+            twin = self._slash_twin(request)
+            if twin is not None:
+                return RedirectResponse(twin, status_code=307)
         detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
         return self.render(request, "error.html", status_code=status, page="error", status=status, detail=detail)
+
+    def _slash_twin(self, request: Request) -> str | None:
+        """For a path no route answers, the path (and query) one does once a trailing slash is added or
+        dropped, relative (no scheme or host: nothing a request's ``Host`` says goes into it), or ``None``."""
+        path: str = request.scope["path"]
+        if path in {"", "/"} or path == request.scope.get("root_path", "") + "/":
+            return None
+        twin = path.rstrip("/") if path.endswith("/") else path + "/"
+
+        def routed(candidate: str) -> bool:
+            scope = {**request.scope, "path": candidate}
+            return any(route.matches(scope)[0] is not Match.NONE for route in self.router.routes)
+
+        if routed(path) or not routed(twin):  # a handler's own 404, or no route either way
+            return None
+        raw: bytes = request.scope.get("raw_path") or quote(path).encode()
+        location = raw.decode("latin-1")
+        location = location.rstrip("/") if location.endswith("/") else location + "/"
+        query = request.scope.get("query_string", b"").decode("latin-1")
+        return f"{location}?{query}" if query else location
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [
@@ -524,6 +543,7 @@ def create_app(
     )
     app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY)
     app.state.allowed_hosts = hosts
+    app.router.redirect_slashes = False  # its redirect is absolute, built from the Host header: ours is relative
     dashboard.router = app.router
     app.state.dashboard = dashboard
     return app
