@@ -489,3 +489,17 @@ def test_a_page_on_another_port_that_plants_the_cookie_cannot_pause_a_queue(live
         assert live.call(live.store.queue_stats("planted"))[0].paused
     finally:
         driver.quit()
+
+
+def test_reloading_the_page_an_action_led_to_repeats_nothing(live: Live, browser: Any) -> None:
+    live.call(live.store.schedule("reloaded", "@every 1d", "reloads", {"n": 1}))
+    browser.get(live.url + "/schedules")
+    browser.find_element(By.CSS_SELECTOR, 'tr[data-schedule="reloaded"] form[action$="/fire/reloaded"] button').click()
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Fired reloaded now")
+    assert "/done?" in browser.current_url
+    assert live.call(live.store.queue_stats("reloads"))[0].ready == 1
+    browser.refresh()
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Fired reloaded now")
+    assert no_alert(browser)  # no "resubmit the form?" question: the page is a GET
+    assert live.call(live.store.queue_stats("reloads"))[0].ready == 1
+    assert console_errors(browser) == []

@@ -280,3 +280,45 @@ def test_the_trailing_slash_redirect_is_relative_whatever_the_host_says(served: 
     assert (moved.status_code, moved.headers["location"]) == (307, "/ops/alkstore/dead")
     assert mounted.get("/ops/alkstore/static/nothing.css/", follow_redirects=False).status_code == 404
     assert client.get("/queues/emails", params={"state": "sleeping"}, follow_redirects=False).status_code == 404
+
+
+def test_every_action_answers_with_a_redirect_so_reloading_its_page_repeats_nothing(served: Served) -> None:
+    seeded = served.call(seed, served.store)
+    client = served.client()
+    token = csrf_of(client)
+    actions = [
+        (f"/jobs/{seeded.ids['dead']}/requeue", {}),
+        ("/actions/requeue-dead/hostile", {}),
+        ("/actions/purge-dead/hostile", {}),
+        ("/actions/dead", {"action": "purge", "id": "1", "confirmed": "yes"}),
+        ("/actions/pause/emails", {}),
+        ("/actions/resume/emails", {}),
+        (f"/jobs/{seeded.ids['ready']}/cancel", {}),
+        ("/actions/schedules", {"name": "prg", "spec": "@every 1h", "queue": "reports", "payload": ""}),
+        ("/actions/fire/prg", {}),
+        ("/actions/unschedule/prg", {}),
+    ]
+    for path, form in actions:
+        acted = client.post(path, data={CSRF_FIELD: token, **form}, follow_redirects=False)
+        assert acted.status_code == 303, path
+        assert acted.headers["location"].startswith("/done?message="), path
+    before = served.call(served.store.queue_stats, "reports")[0].ready
+    fired = client.post("/actions/fire/nightly-digest", data={CSRF_FIELD: token}, follow_redirects=False)
+    page = client.get(fired.headers["location"])
+    assert "Fired nightly-digest now" in page.text
+    assert client.get(fired.headers["location"]).text == page.text  # a reload says it again, and does nothing
+    assert served.call(served.store.queue_stats, "reports")[0].ready == before + 1
+
+
+def test_the_done_page_says_only_what_the_dashboard_signed(served: Served) -> None:
+    client = served.client()
+    forged = client.get("/done", params={"message": "Your session expired: log in at evil.example", "back": "/"})
+    assert forged.status_code == 400
+    assert "evil.example" not in forged.text
+    token = csrf_of(client, "/schedules")
+    location = client.post("/actions/pause/emails", data={CSRF_FIELD: token}, follow_redirects=False).headers[
+        "location"
+    ]
+    assert client.get(location).status_code == 200
+    assert client.get(location.replace("Paused", "Purged")).status_code == 400
+    assert served.client().get(location).status_code == 400  # another dashboard (secret) never said it

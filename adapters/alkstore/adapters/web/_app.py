@@ -10,6 +10,8 @@ template; how values show is ``_views``', the security ``_security``'s.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -321,6 +323,23 @@ class _Dashboard:
         return {key: values[0] for key, values in (await self._fields(request)).items()}
 
     def _done(self, request: Request, message: str, back: str) -> Response:
+        """Post/redirect/get: send the browser on (303) to a page saying ``message``, so reloading it
+        repeats nothing. The message and the way back travel in its query, signed by the dashboard."""
+        query = urlencode({"message": message, "back": back, "sig": self._signature(message, back)})
+        return RedirectResponse(f"{self.path(request, 'done')}?{query}", status_code=303)
+
+    def _signature(self, message: str, back: str) -> str:
+        """The dashboard's signature of a done page's ``message`` and ``back``: no other site can have the
+        dashboard say something it did not, under its own name."""
+        signed = hmac.new(self.secret, f"alkstore-done\x00{message}\x00{back}".encode(), hashlib.sha256)
+        return signed.hexdigest()
+
+    async def done(self, request: Request) -> Response:
+        """What an action did, as its redirect says (400 for a message the dashboard did not sign)."""
+        message = request.query_params.get("message", "")
+        back = request.query_params.get("back", "")
+        if not hmac.compare_digest(request.query_params.get("sig", ""), self._signature(message, back)):
+            raise HTTPException(400, "not a message of this dashboard's")
         return self.render(request, "done.html", page="done", message=message, back=back)
 
     async def requeue_job(self, request: Request) -> Response:
@@ -482,6 +501,7 @@ class _Dashboard:
         ]
         if not self.read_only:
             routes += [
+                Route("/done", self.done, name="done"),
                 Route("/jobs/{job_id:int}/requeue", self.requeue_job, methods=["POST"], name="requeue_job"),
                 Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
                 Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
