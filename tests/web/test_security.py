@@ -6,14 +6,24 @@ import re
 import select
 import socket
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
+from starlette.testclient import TestClient
 
 import alkstore
+from alkstore import ManualClock
 from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD, create_app
 from alkstore.adapters.web._app import BULK_LIMIT, MAX_BODY
 from alkstore.adapters.web._command import serve_dashboard
-from alkstore.adapters.web._security import AllowedHosts, allowed_hosts, form_token
+from alkstore.adapters.web._security import (
+    LOGIN_FAILURES,
+    LOGIN_WINDOW,
+    AllowedHosts,
+    LoginThrottle,
+    allowed_hosts,
+    form_token,
+)
 from alkstore.errors import InvalidOptions
 from tests.support import PATIENCE
 from tests.web._seed import HOSTILE, seed
@@ -322,3 +332,38 @@ def test_the_done_page_says_only_what_the_dashboard_signed(served: Served) -> No
     assert client.get(location).status_code == 200
     assert client.get(location.replace("Paused", "Purged")).status_code == 400
     assert served.client().get(location).status_code == 400  # another dashboard (secret) never said it
+
+
+def test_failed_logins_are_rate_limited_per_client_address() -> None:
+    clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
+    token = "the-right-token-of-32-characters"
+    with alkstore.open("memory://", clock=clock) as store:
+        app = create_app(store, token=token)
+        guesser = TestClient(app, base_url="http://127.0.0.1", client=("10.0.0.7", 50000))
+        answers = [guesser.get("/", auth=("admin", f"guess-{n}")).status_code for n in range(300)]
+        assert answers[:LOGIN_FAILURES] == [401] * LOGIN_FAILURES  # the 300 guesses that took 0.38 s
+        assert set(answers[LOGIN_FAILURES:]) == {429}
+        throttled = guesser.get("/", auth=("admin", token))  # the right token too: guessing on learns nothing
+        assert throttled.status_code == 429
+        assert throttled.headers["retry-after"] == str(int(LOGIN_WINDOW))
+        assert "too many failed logins from 10.0.0.7" in throttled.text
+        neighbour = TestClient(app, base_url="http://127.0.0.1", client=("10.0.0.8", 50000))
+        assert neighbour.get("/", auth=("admin", token)).status_code == 200  # another address is not held back
+        assert neighbour.get("/").status_code == 401  # a browser's first, credential-less request counts for nothing
+        clock.advance(LOGIN_WINDOW - 1)
+        assert guesser.get("/", auth=("admin", token)).headers["retry-after"] == "1"
+        clock.advance(1)
+        assert guesser.get("/", auth=("admin", token)).status_code == 200
+        assert guesser.get("/", auth=("admin", "one more guess")).status_code == 401
+
+
+def test_the_throttle_remembers_a_bounded_number_of_addresses() -> None:
+    now = [0.0]
+    throttle = LoginThrottle(lambda: now[0], limit=2, window=60, capacity=3)
+    for address in ("a", "a", "b", "c", "d"):
+        throttle.failed(address)
+    assert throttle.wait("a") == 0  # forgotten: its latest failure was the oldest when "d" came
+    throttle.failed("d")
+    assert throttle.wait("d") == 60
+    now[0] = 30.0
+    assert throttle.wait("d") == 30

@@ -38,6 +38,7 @@ from ._security import (
     CSRF_FIELD,
     TOKEN_VARIABLE,
     AllowedHosts,
+    LoginThrottle,
     form_token,
     new_session,
     valid_form_token,
@@ -561,7 +562,8 @@ def create_app(
         lifespan=dashboard.lifespan,
         exception_handlers={HTTPException: dashboard.error, Exception: dashboard.error},
     )
-    app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY)
+    throttle = LoginThrottle(lambda: dashboard.store.clock.now().timestamp())
+    app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY, throttle=throttle)
     app.state.allowed_hosts = hosts
     app.router.redirect_slashes = False  # its redirect is absolute, built from the Host header: ours is relative
     dashboard.router = app.router

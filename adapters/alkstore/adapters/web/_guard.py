@@ -4,7 +4,8 @@ Every response it passes on, refusals and static files included, carries ``SECUR
 In order: the ``Host`` must be an allowed host (400); a body must not be larger than the limit
 (413: a ``Content-Length`` over it is refused unread, and a body streamed without one is cut off
 as it passes the limit, so no handler ever parses more); then the access token, when one is
-configured, must be presented (401). A refusal is plain text and reads nothing from the store.
+configured, must be presented (401), by a client address that has not failed too often of late
+(429). A refusal is plain text and reads nothing from the store.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._security import AllowedHosts, authorized
+from ._security import AllowedHosts, LoginThrottle, authorized
 
 __all__ = ["SECURITY_HEADERS", "BodyTooLarge", "Guard"]
 
@@ -39,13 +40,17 @@ class BodyTooLarge(HTTPException):
 
 
 class Guard:
-    """Refuse a request to a host not allowed (400), or without the access token when one is set (401)."""
+    """Refuse a request to a host not allowed (400), with too large a body (413), or without the access token
+    when one is set (401; 429 for an address that failed too often)."""
 
-    def __init__(self, app: ASGIApp, *, hosts: AllowedHosts, token: str | None, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, hosts: AllowedHosts, token: str | None, max_body: int, throttle: LoginThrottle
+    ) -> None:
         self.app = app
         self.hosts = hosts
         self.token = token
         self.max_body = max_body
+        self.throttle = throttle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,15 +76,36 @@ class Guard:
             )
             await too_large(scope, receive, send)
             return
-        if self.token is not None and not authorized(headers.get("authorization"), self.token):
+        if self.token is not None and not await self._authenticated(self.token, scope, headers, receive, send):
+            return
+        await self.app(scope, self._limited(receive), send)
+
+    async def _authenticated(self, token: str, scope: Scope, headers: Headers, receive: Receive, send: Send) -> bool:
+        """Whether the request presents the token; if not, its refusal is sent: 429 while its client address
+        is throttled (even with the right token: guessing on learns nothing), else 401."""
+        client = scope.get("client")
+        address = str(client[0]) if client else "unknown"
+        wait = self.throttle.wait(address)
+        if wait:
+            throttled = PlainTextResponse(
+                f"too many failed logins from {address}: try again in {wait} s\n",
+                status_code=429,
+                headers={"Retry-After": str(wait)},
+            )
+            await throttled(scope, receive, send)
+            return False
+        header = headers.get("authorization")
+        if not authorized(header, token):
+            if header:  # a browser's first request carries none: only a wrong token counts
+                self.throttle.failed(address)
             challenge = PlainTextResponse(
                 "authentication required\n",
                 status_code=401,
                 headers={"WWW-Authenticate": 'Basic realm="alkstore", charset="UTF-8"'},
             )
             await challenge(scope, receive, send)
-            return
-        await self.app(scope, self._limited(receive), send)
+            return False
+        return True
 
     def _limited(self, receive: Receive) -> Receive:
         """``receive``, raising ``BodyTooLarge`` once the body it has passed on goes over the limit."""

@@ -5,7 +5,9 @@
 * Hosts: a request whose ``Host`` is not an allowed host is refused before anything else, so a
   page whose name was re-pointed at this machine (DNS rebinding) reads nothing.
 * Authentication: with a token, every request carries it, as HTTP basic auth (any user name,
-  the token as the password, which a browser asks for) or as ``Authorization: Bearer``.
+  the token as the password, which a browser asks for) or as ``Authorization: Bearer``; a client
+  address that failed ``LOGIN_FAILURES`` times within ``LOGIN_WINDOW`` seconds is refused until
+  the oldest failure ages out.
 * Actions: every action is a POST from one of the dashboard's own origins (its ``Origin``, or
   else its ``Referer``) carrying the session's form token: an HMAC of the session's cookie under
   the dashboard's secret, which a planted cookie cannot come with. A read-only dashboard has no
@@ -21,8 +23,10 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import math
 import secrets
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 from alkstore.errors import InvalidOptions
@@ -30,9 +34,12 @@ from alkstore.errors import InvalidOptions
 __all__ = [
     "CSRF_COOKIE",
     "CSRF_FIELD",
+    "LOGIN_FAILURES",
+    "LOGIN_WINDOW",
     "LOOPBACK_NAMES",
     "TOKEN_VARIABLE",
     "AllowedHosts",
+    "LoginThrottle",
     "allowed_hosts",
     "authorized",
     "bind_refusal",
@@ -51,6 +58,9 @@ CSRF_FIELD = "csrf_token"
 #: The names a browser uses for this machine; a rebinding page's name is never one of them.
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: Failed logins one client address may make within ``LOGIN_WINDOW`` seconds before it is refused (429).
+LOGIN_FAILURES = 10
+LOGIN_WINDOW = 60.0
 
 
 def is_loopback(host: str) -> bool:
@@ -206,3 +216,48 @@ def form_token(secret: bytes, session: str) -> str:
 def valid_form_token(secret: bytes, session: str | None, given: str | None) -> bool:
     """Whether ``given`` is the form token of ``session`` (both present), compared in constant time."""
     return bool(session) and given is not None and same_token(given, form_token(secret, session or ""))
+
+
+class LoginThrottle:
+    """Failed logins per client address: after ``limit`` within ``window`` seconds, that address is refused
+    until the oldest of them is ``window`` old. ``now`` gives seconds (the store's clock's instant).
+
+    At most ``capacity`` addresses are remembered: past that, the one whose latest failure is oldest
+    is forgotten, so a flood of addresses costs bounded memory.
+    """
+
+    def __init__(
+        self,
+        now: Callable[[], float],
+        limit: int = LOGIN_FAILURES,
+        window: float = LOGIN_WINDOW,
+        capacity: int = 10_000,
+    ) -> None:
+        self.now = now
+        self.limit = limit
+        self.window = window
+        self.capacity = capacity
+        self._failures: dict[str, deque[float]] = {}
+
+    def wait(self, address: str) -> int:
+        """Whole seconds ``address`` must wait before its next try (0: it may try now)."""
+        failures = self._recent(address)
+        if len(failures) < self.limit:
+            return 0
+        return max(1, math.ceil(failures[0] + self.window - self.now()))
+
+    def failed(self, address: str) -> None:
+        """Count a failed login from ``address``."""
+        failures = self._recent(address)
+        failures.append(self.now())
+        self._failures.pop(address, None)  # re-inserted last: the dict is ordered by latest failure
+        self._failures[address] = failures
+        while len(self._failures) > self.capacity:
+            del self._failures[next(iter(self._failures))]
+
+    def _recent(self, address: str) -> deque[float]:
+        failures = self._failures.get(address, deque())
+        cutoff = self.now() - self.window
+        while failures and failures[0] <= cutoff:
+            failures.popleft()
+        return failures
