@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 from typing import Any
@@ -11,6 +12,7 @@ from starlette.routing import Route
 
 from alkstore.adapters.cli import EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.web import TOKEN_VARIABLE, bind_refusal, is_loopback
+from alkstore.adapters.web._security import MIN_TOKEN_LENGTH
 
 
 @pytest.fixture
@@ -61,11 +63,11 @@ def test_it_refuses_an_address_beyond_loopback_without_a_token_or_insecure(
 def test_a_token_in_the_environment_lets_it_listen_beyond_loopback_behind_auth(
     served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(TOKEN_VARIABLE, "s3cret")
+    monkeypatch.setenv(TOKEN_VARIABLE, "s3cret-of-sixteen+")
     assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--port", "9000"]) == EXIT_OK
     (call,) = served
     assert (call["host"], call["port"]) == ("0.0.0.0", 9000)
-    assert [m.kwargs["token"] for m in call["app"].user_middleware] == ["s3cret"]
+    assert [m.kwargs["token"] for m in call["app"].user_middleware] == ["s3cret-of-sixteen+"]
 
 
 def test_insecure_lets_it_listen_beyond_loopback_without_auth(served: list[dict[str, Any]]) -> None:
@@ -118,7 +120,8 @@ def test_loopback_addresses_need_no_auth(host: str) -> None:
 def test_other_addresses_are_not_loopback(host: str) -> None:
     assert not is_loopback(host)
     assert bind_refusal(host, token=None, insecure=False) is not None
-    assert bind_refusal(host, token="t", insecure=False) is None
+    assert bind_refusal(host, token="a-token-of-enough-characters", insecure=False) is None
+    assert bind_refusal(host, token="t", insecure=False) is not None
     assert bind_refusal(host, token=None, insecure=True) is None
 
 
@@ -147,3 +150,26 @@ def test_without_the_web_extra_the_command_line_works_and_web_says_what_to_insta
     assert "help 0" in result.stdout
     assert "web 1" in result.stdout
     assert "pip install 'alkstore[web]'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "token", ["x", "s3cret", "fifteen-chars-x", "aaaaaaaaaaaaaaaaaaaaaaaa", "abababababababababab"]
+)
+def test_a_weak_token_cannot_guard_an_address_beyond_loopback(
+    token: str, served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(TOKEN_VARIABLE, token)
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0"]) == EXIT_USAGE
+    assert served == []
+    err = capsys.readouterr().err
+    assert "behind a weak token" in err
+    assert f"at least {MIN_TOKEN_LENGTH}" in err
+    assert len(token) < 6 or token not in err  # the message never repeats the token
+    assert main(["web", "--url", "memory://"]) == EXIT_OK  # on loopback, the machine's own users, it serves
+
+
+def test_a_random_token_of_sixteen_characters_guards_any_address(
+    served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_VARIABLE, secrets.token_urlsafe(12))  # 16 characters
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0"]) == EXIT_OK

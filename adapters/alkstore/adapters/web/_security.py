@@ -1,7 +1,8 @@
 """The dashboard's security model (ADR 038, ADR 060): who may bind where, who may read, and who may act.
 
 * Binding: a loopback address needs nothing; any other address needs authentication configured
-  (a token in ``$ALKSTORE_WEB_TOKEN``) or the explicit ``--insecure``.
+  (a token of at least ``MIN_TOKEN_LENGTH`` characters in ``$ALKSTORE_WEB_TOKEN``) or the explicit
+  ``--insecure``.
 * Hosts: a request whose ``Host`` is not an allowed host is refused before anything else, so a
   page whose name was re-pointed at this machine (DNS rebinding) reads nothing.
 * Authentication: with a token, every request carries it, as HTTP basic auth (any user name,
@@ -37,6 +38,7 @@ __all__ = [
     "LOGIN_FAILURES",
     "LOGIN_WINDOW",
     "LOOPBACK_NAMES",
+    "MIN_TOKEN_LENGTH",
     "TOKEN_VARIABLE",
     "AllowedHosts",
     "LoginThrottle",
@@ -58,6 +60,8 @@ CSRF_FIELD = "csrf_token"
 #: The names a browser uses for this machine; a rebinding page's name is never one of them.
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: The shortest access token that may guard an address beyond loopback (16 URL-safe random characters: 96 bits).
+MIN_TOKEN_LENGTH = 16
 #: Failed logins one client address may make within ``LOGIN_WINDOW`` seconds before it is refused (429).
 LOGIN_FAILURES = 10
 LOGIN_WINDOW = 60.0
@@ -75,11 +79,27 @@ def is_loopback(host: str) -> bool:
 
 def bind_refusal(host: str, *, token: str | None, insecure: bool) -> str | None:
     """Why the dashboard must not listen on ``host``, or ``None`` when it may."""
-    if is_loopback(host) or token or insecure:
+    if is_loopback(host):
+        return None
+    if token:
+        return _weak(token, host)
+    if insecure:
         return None
     return (
         f"refusing to listen on {host}, which other machines can reach, without authentication: "
         f"set {TOKEN_VARIABLE} to an access token, or pass --insecure to serve it to anyone who can connect"
+    )
+
+
+def _weak(token: str, host: str) -> str | None:
+    """Why ``token`` is too weak to guard ``host``, an address other machines reach, or ``None``."""
+    if len(token) >= MIN_TOKEN_LENGTH and len(set(token)) >= MIN_TOKEN_LENGTH // 2:
+        return None
+    return (
+        f"refusing to listen on {host}, which other machines can reach, behind a weak token: {TOKEN_VARIABLE} "
+        f"has {len(token)} characters, {len(set(token))} of them different; it needs at least {MIN_TOKEN_LENGTH}, "
+        f"at least {MIN_TOKEN_LENGTH // 2} different (make one with: "
+        "python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
     )
 
 
