@@ -503,3 +503,13 @@ def test_reloading_the_page_an_action_led_to_repeats_nothing(live: Live, browser
     assert no_alert(browser)  # no "resubmit the form?" question: the page is a GET
     assert live.call(live.store.queue_stats("reloads"))[0].ready == 1
     assert console_errors(browser) == []
+
+
+def test_a_right_to_left_override_shows_spelled_out_not_reversing_the_text(live: Live, browser: Any) -> None:
+    queue = live.store.queue("spelled")
+    job_id = live.call(queue.enqueue({"file": "invoice\u202efdp.exe"}))
+    browser.get(f"{live.url}/jobs/{job_id}")
+    payload = browser.find_element(By.ID, "payload").text
+    assert "invoice<U+202E>fdp.exe" in payload  # read as written, not as "invoiceexe.pdf"
+    assert "\u202e" not in browser.page_source
+    assert console_errors(browser) == []

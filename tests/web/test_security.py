@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import alkstore
-from alkstore import ManualClock
+from alkstore import EnqueueOpts, ManualClock
 from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD, create_app
 from alkstore.adapters.web._app import BULK_LIMIT, MAX_BODY
 from alkstore.adapters.web._command import serve_dashboard
@@ -24,6 +24,8 @@ from alkstore.adapters.web._security import (
     allowed_hosts,
     form_token,
 )
+from alkstore.adapters.web._views import BIDI_CONTROLS
+from alkstore.engine import WorkerRecord
 from alkstore.errors import InvalidOptions
 from tests.support import PATIENCE
 from tests.web._seed import HOSTILE, seed
@@ -367,3 +369,41 @@ def test_the_throttle_remembers_a_bounded_number_of_addresses() -> None:
     assert throttle.wait("d") == 60
     now[0] = 30.0
     assert throttle.wait("d") == 30
+
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: "invoice" RLO "fdp.exe" reads "invoiceexe.pdf"
+MISLEADING = f"invoice{RLO}fdp.exe"
+
+
+async def seed_misleading(store: alkstore.AsyncStore) -> int:
+    """A dead job whose payload and error hold bidirectional controls (names refuse them), and a worker's host."""
+    queue = store.queue("files")
+    job_id = await queue.enqueue({"file": MISLEADING, "note": "\u2067isolated\u2069"}, EnqueueOpts(max_attempts=1))
+    job = await queue.claim("w1")
+    assert job is not None
+    await job.fail(f"cannot open {MISLEADING}")
+    now = store.clock.now()
+    await store.engine.record_worker(WorkerRecord("w1", f"host-{MISLEADING}", 1, ("files",), 1, now, now), [])
+    return job_id
+
+
+def test_bidirectional_controls_show_spelled_out_wherever_user_text_is_shown(served: Served) -> None:
+    job_id = served.call(seed_misleading, served.store)
+    client = served.client()
+    token = csrf_of(client)
+    bulk = {CSRF_FIELD: token, "action": "purge", "id": str(job_id), "what": MISLEADING}
+    schedule = {CSRF_FIELD: token, "name": MISLEADING, "spec": "@every 1h", "queue": "q", "payload": MISLEADING}
+    pages = {
+        "overview": client.get("/"),
+        "queue": client.get("/queues/files", params={"state": "dead"}),
+        "job": client.get(f"/jobs/{job_id}"),
+        "dead": client.get("/dead"),
+        "confirm": client.post("/actions/dead", data=bulk),
+        "refused": client.post("/actions/schedules", data=schedule),
+        "filter": client.get("/queues/files", params={"state": "dead", "task": MISLEADING}),
+    }
+    for name, page in pages.items():
+        assert page.status_code in {200, 400}, name
+        assert BIDI_CONTROLS.isdisjoint(page.text), name
+        assert "invoice&lt;U+202E&gt;fdp.exe" in page.text, name
+    assert "&lt;U+2067&gt;isolated&lt;U+2069&gt;" in pages["job"].text

@@ -46,7 +46,7 @@ from ._security import (
 from ._security import allowed_hosts as _allowed_hosts
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
-from ._views import capped, error_groups, instant, payload_text, span
+from ._views import capped, error_groups, instant, payload_text, span, visible_controls
 
 __all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "MAX_BODY", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
 
@@ -124,6 +124,7 @@ class _Dashboard:
             autoescape=select_autoescape(default=True, default_for_string=True),
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=visible_controls,  # every value any template shows, before it is escaped
         )
         self.templates.filters.update(capped=capped, span=span, instant=instant, payload=payload_text)
 
