@@ -70,11 +70,35 @@ def test_a_token_in_the_environment_lets_it_listen_beyond_loopback_behind_auth(
     assert [m.kwargs["token"] for m in call["app"].user_middleware] == ["s3cret-of-sixteen+"]
 
 
-def test_insecure_lets_it_listen_beyond_loopback_without_auth(served: list[dict[str, Any]]) -> None:
-    assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--insecure"]) == EXIT_OK
+def test_insecure_and_read_only_lets_it_listen_beyond_loopback_without_auth(
+    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--insecure", "--read-only"]) == EXIT_OK
     (call,) = served
     assert call["host"] == "0.0.0.0"
     assert [m.kwargs["token"] for m in call["app"].user_middleware] == [None]
+    assert call["app"].state.dashboard.warning is None  # anyone may read, as asked: nobody may act
+    assert "WARNING" not in capsys.readouterr().err
+
+
+def test_insecure_with_actions_needs_a_second_flag_and_then_warns_at_start_and_on_every_page(
+    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--insecure"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "refusing to let anyone who can reach 0.0.0.0 requeue, purge" in err
+    assert "--read-only" in err
+    assert "--insecure-actions" in err
+    assert served == []
+    assert main(["web", "--url", "memory://", "--insecure-actions"]) == EXIT_USAGE
+    assert "--insecure-actions goes with --insecure" in capsys.readouterr().err
+    args = ["web", "--url", "memory://", "--host", "0.0.0.0", "--port", "9002", "--insecure", "--insecure-actions"]
+    assert main(args) == EXIT_OK
+    (call,) = served
+    warning = call["app"].state.dashboard.warning
+    assert warning.startswith("No authentication: anyone who can reach 0.0.0.0:9002 can requeue, purge")
+    assert f"alkstore: WARNING: {warning}" in capsys.readouterr().err
+    assert action_paths(call["app"])  # the actions are served, as asked twice
 
 
 def test_it_answers_to_loopback_names_on_its_port_and_to_each_allowed_host(
@@ -122,7 +146,9 @@ def test_other_addresses_are_not_loopback(host: str) -> None:
     assert bind_refusal(host, token=None, insecure=False) is not None
     assert bind_refusal(host, token="a-token-of-enough-characters", insecure=False) is None
     assert bind_refusal(host, token="t", insecure=False) is not None
-    assert bind_refusal(host, token=None, insecure=True) is None
+    assert bind_refusal(host, token=None, insecure=True, read_only=True) is None
+    assert bind_refusal(host, token=None, insecure=True, insecure_actions=True) is None
+    assert bind_refusal(host, token=None, insecure=True) is not None
 
 
 _WITHOUT_THE_EXTRA = """

@@ -407,3 +407,12 @@ def test_bidirectional_controls_show_spelled_out_wherever_user_text_is_shown(ser
         assert BIDI_CONTROLS.isdisjoint(page.text), name
         assert "invoice&lt;U+202E&gt;fdp.exe" in page.text, name
     assert "&lt;U+2067&gt;isolated&lt;U+2069&gt;" in pages["job"].text
+
+
+def test_a_warning_shows_at_the_top_of_every_page(served: Served) -> None:
+    seeded = served.call(seed, served.store)
+    client = served.client(warning="No authentication: anyone who can reach 0.0.0.0:8080 can requeue")
+    for path in ("/", "/dead", "/schedules", "/queues/emails", f"/jobs/{seeded.ids['dead']}", "/jobs/999999"):
+        page = client.get(path).text
+        assert '<p class="warning" id="warning" role="alert">No authentication: anyone' in page, path
+    assert 'class="warning"' not in served.client().get("/").text

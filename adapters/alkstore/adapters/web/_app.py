@@ -105,9 +105,17 @@ class _Dashboard:
     """The handlers, over one store."""
 
     def __init__(
-        self, source: StoreSource, read_only: bool, title: str, cap: int | None, hosts: AllowedHosts, secret: bytes
+        self,
+        source: StoreSource,
+        read_only: bool,
+        title: str,
+        cap: int | None,
+        hosts: AllowedHosts,
+        secret: bytes,
+        warning: str | None,
     ) -> None:
         self._source = source
+        self.warning = warning
         self.hosts = hosts
         self.secret = secret
         self.cap = cap
@@ -164,6 +172,7 @@ class _Dashboard:
         page = self.templates.get_template(template).render(
             title=self.title,
             read_only=self.read_only,
+            warning=self.warning,
             csrf_field=CSRF_FIELD,
             csrf_token=form_token(self.secret, session),
             url=url,
@@ -532,6 +541,7 @@ def create_app(
     cap: int | None = STATS_CAP,
     allowed_hosts: Iterable[str] | AllowedHosts | None = None,
     secret: str | bytes | None = None,
+    warning: str | None = None,
 ) -> Starlette:
     """The dashboard over ``store``, an ASGI app to serve or mount in a service.
 
@@ -550,13 +560,14 @@ def create_app(
     ``name:port``) the dashboard is reached under, e.g. a proxy's in front of it. An action must
     come from the request's own origin or an ``allowed_hosts`` name's, and carry its session's
     form token, signed with ``secret`` (default: random for this app; give each process serving
-    one dashboard the same).
+    one dashboard the same). A ``warning`` shows at the top of every page (``alkstore web`` says
+    there when anyone who can connect may act).
     """
     hosts = allowed_hosts if isinstance(allowed_hosts, AllowedHosts) else _allowed_hosts(configured=allowed_hosts or ())
     key = secrets.token_bytes(32) if secret is None else secret.encode() if isinstance(secret, str) else secret
     if not key:
         raise InvalidOptions("an empty secret signs nothing: leave it out for a random one")
-    dashboard = _Dashboard(store, read_only, title, cap, hosts, key)
+    dashboard = _Dashboard(store, read_only, title, cap, hosts, key, warning)
     secret = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
     app = Starlette(
         routes=dashboard.routes(),

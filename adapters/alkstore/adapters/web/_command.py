@@ -19,7 +19,7 @@ from typing import Any
 
 import alkstore
 
-from ._security import TOKEN_VARIABLE, AllowedHosts, allowed_hosts, bind_refusal
+from ._security import TOKEN_VARIABLE, AllowedHosts, allowed_hosts, bind_refusal, insecure_warning, is_loopback
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "add_commands", "check_bind", "hosts_of", "serve_dashboard"]
 
@@ -56,9 +56,25 @@ def hosts_of(args: argparse.Namespace) -> AllowedHosts:
     return allowed_hosts(args.host, args.port, args.allowed_host or ())
 
 
+def _token() -> str | None:
+    return os.environ.get(TOKEN_VARIABLE) or None
+
+
+def _anyone_acts(args: argparse.Namespace) -> bool:
+    """Whether anyone who can connect may act: no token, beyond loopback, actions served."""
+    return _token() is None and not is_loopback(args.host) and not args.read_only
+
+
 def check_bind(args: argparse.Namespace) -> None:
-    """The command's usage rule: no address beyond loopback without a token or ``--insecure`` (exit 2)."""
-    refusal = bind_refusal(args.host, token=os.environ.get(TOKEN_VARIABLE) or None, insecure=args.insecure)
+    """The command's usage rule: no address beyond loopback without a token or ``--insecure``, which
+    serves actions only with ``--insecure-actions`` too (exit 2)."""
+    refusal = bind_refusal(
+        args.host,
+        token=_token(),
+        insecure=args.insecure,
+        read_only=args.read_only,
+        insecure_actions=args.insecure_actions,
+    )
     if refusal is not None:
         args.web_parser.exit(_EXIT_USAGE, f"alkstore: {refusal}\n")
 
@@ -77,11 +93,14 @@ def _serve(args: argparse.Namespace) -> int:
         return await alkstore.open_async(args.url, **options)
 
     hosts = hosts_of(args)
-    app = create_app(open_store, read_only=args.read_only, allowed_hosts=hosts)
+    warning = insecure_warning(args.host, args.port) if _anyone_acts(args) else None
+    app = create_app(open_store, read_only=args.read_only, allowed_hosts=hosts, warning=warning)
     where = f"http://{args.host}:{args.port}/"
     mode = " (read-only)" if args.read_only else ""
     print(f"alkstore: serving the dashboard{mode} at {where}; Ctrl-C stops it", file=sys.stderr, flush=True)
     print(f"alkstore: it answers to the hosts {', '.join(hosts.names())}", file=sys.stderr, flush=True)
+    if warning is not None:
+        print(f"alkstore: WARNING: {warning}", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     return 0
 
@@ -153,6 +172,13 @@ def add_commands(commands: Any) -> None:
     web.add_argument(
         "--insecure",
         action="store_true",
-        help=f"listen beyond loopback without ${TOKEN_VARIABLE}: anyone who can connect may read and act",
+        help=f"listen beyond loopback without ${TOKEN_VARIABLE}: anyone who can connect may read (behind a proxy "
+        "that authenticates, say); with --read-only, or --insecure-actions to let them act too",
+    )
+    web.add_argument(
+        "--insecure-actions",
+        action="store_true",
+        help="with --insecure and without --read-only: anyone who can connect may also requeue, purge, pause and "
+        "cancel (every page says so)",
     )
     web.set_defaults(run=_serve, check=check_bind, web_parser=web, database_parser=web)

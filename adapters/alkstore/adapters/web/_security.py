@@ -2,7 +2,8 @@
 
 * Binding: a loopback address needs nothing; any other address needs authentication configured
   (a token of at least ``MIN_TOKEN_LENGTH`` characters in ``$ALKSTORE_WEB_TOKEN``) or the explicit
-  ``--insecure``.
+  ``--insecure``, with ``--read-only`` or, to let anyone act, ``--insecure-actions`` too (then
+  every page says so).
 * Hosts: a request whose ``Host`` is not an allowed host is refused before anything else, so a
   page whose name was re-pointed at this machine (DNS rebinding) reads nothing.
 * Authentication: with a token, every request carries it, as HTTP basic auth (any user name,
@@ -46,6 +47,7 @@ __all__ = [
     "authorized",
     "bind_refusal",
     "form_token",
+    "insecure_warning",
     "is_loopback",
     "new_session",
     "same_token",
@@ -77,17 +79,35 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve to anything
 
 
-def bind_refusal(host: str, *, token: str | None, insecure: bool) -> str | None:
-    """Why the dashboard must not listen on ``host``, or ``None`` when it may."""
+def bind_refusal(
+    host: str, *, token: str | None, insecure: bool, read_only: bool = False, insecure_actions: bool = False
+) -> str | None:
+    """Why the dashboard must not listen on ``host``, or ``None`` when it may. Without a token beyond
+    loopback, ``insecure`` serves reading to anyone; acting too takes ``insecure_actions`` as well."""
+    if insecure_actions and not insecure:
+        return "--insecure-actions goes with --insecure (it lets anyone act, on top of reading)"
     if is_loopback(host):
         return None
     if token:
         return _weak(token, host)
-    if insecure:
+    if insecure and (read_only or insecure_actions):
         return None
+    if insecure:
+        return (
+            f"refusing to let anyone who can reach {host} requeue, purge, pause and cancel without authentication: "
+            "add --read-only to serve reading alone, or --insecure-actions to mean it"
+        )
     return (
         f"refusing to listen on {host}, which other machines can reach, without authentication: "
         f"set {TOKEN_VARIABLE} to an access token, or pass --insecure to serve it to anyone who can connect"
+    )
+
+
+def insecure_warning(host: str, port: int) -> str:
+    """What every page and the start-up say of a dashboard whose actions anyone who can connect may use."""
+    return (
+        f"No authentication: anyone who can reach {host}:{port} can requeue, purge, pause and cancel here "
+        "(--insecure --insecure-actions)."
     )
 
 
