@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -199,3 +200,20 @@ def test_a_random_token_of_sixteen_characters_guards_any_address(
 ) -> None:
     monkeypatch.setenv(TOKEN_VARIABLE, secrets.token_urlsafe(12))  # 16 characters
     assert main(["web", "--url", "memory://", "--host", "0.0.0.0"]) == EXIT_OK
+
+
+def test_tls_takes_a_certificate_and_its_key_together(
+    served: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("-----BEGIN CERTIFICATE-----\n")
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    assert main(["web", "--url", "memory://", "--certfile", str(cert)]) == EXIT_USAGE
+    assert "--certfile and --keyfile go together" in capsys.readouterr().err
+    assert main(["web", "--url", "memory://", "--certfile", str(cert), "--keyfile", str(tmp_path / "no")]) == EXIT_USAGE
+    assert "no such file" in capsys.readouterr().err
+    assert served == []
+    assert main(["web", "--url", "memory://", "--certfile", str(cert), "--keyfile", str(key)]) == EXIT_OK
+    (call,) = served
+    assert (call["ssl_certfile"], call["ssl_keyfile"]) == (str(cert), str(key))
+    assert "at https://127.0.0.1:8080/" in capsys.readouterr().err

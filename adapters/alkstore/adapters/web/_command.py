@@ -66,8 +66,8 @@ def _anyone_acts(args: argparse.Namespace) -> bool:
 
 
 def check_bind(args: argparse.Namespace) -> None:
-    """The command's usage rule: no address beyond loopback without a token or ``--insecure``, which
-    serves actions only with ``--insecure-actions`` too (exit 2)."""
+    """The command's usage rules (exit 2): no address beyond loopback without a token or ``--insecure``,
+    which serves actions only with ``--insecure-actions`` too; TLS needs a certificate and its key."""
     refusal = bind_refusal(
         args.host,
         token=_token(),
@@ -75,8 +75,20 @@ def check_bind(args: argparse.Namespace) -> None:
         read_only=args.read_only,
         insecure_actions=args.insecure_actions,
     )
+    if refusal is None:
+        refusal = _tls_refusal(args)
     if refusal is not None:
         args.web_parser.exit(_EXIT_USAGE, f"alkstore: {refusal}\n")
+
+
+def _tls_refusal(args: argparse.Namespace) -> str | None:
+    """Why ``--certfile`` and ``--keyfile`` cannot serve HTTPS, or ``None``."""
+    if (args.certfile is None) != (args.keyfile is None):
+        return "--certfile and --keyfile go together (the certificate chain, and its private key)"
+    for option, path in (("--certfile", args.certfile), ("--keyfile", args.keyfile)):
+        if path is not None and not os.path.isfile(path):
+            return f"{option} {path}: no such file"
+    return None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -95,13 +107,15 @@ def _serve(args: argparse.Namespace) -> int:
     hosts = hosts_of(args)
     warning = insecure_warning(args.host, args.port) if _anyone_acts(args) else None
     app = create_app(open_store, read_only=args.read_only, allowed_hosts=hosts, warning=warning)
-    where = f"http://{args.host}:{args.port}/"
+    scheme = "https" if args.certfile else "http"
+    where = f"{scheme}://{args.host}:{args.port}/"
     mode = " (read-only)" if args.read_only else ""
     print(f"alkstore: serving the dashboard{mode} at {where}; Ctrl-C stops it", file=sys.stderr, flush=True)
     print(f"alkstore: it answers to the hosts {', '.join(hosts.names())}", file=sys.stderr, flush=True)
     if warning is not None:
         print(f"alkstore: WARNING: {warning}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    tls = {"ssl_certfile": args.certfile, "ssl_keyfile": args.keyfile} if args.certfile else {}
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on", **tls)
     return 0
 
 
@@ -169,6 +183,8 @@ def add_commands(commands: Any) -> None:
         "--host address; a request to any other Host is refused (repeatable)",
     )
     web.add_argument("--read-only", action="store_true", help="show only: no requeue or purge is reachable")
+    web.add_argument("--certfile", metavar="PATH", help="serve HTTPS with this certificate (PEM; with --keyfile)")
+    web.add_argument("--keyfile", metavar="PATH", help="the certificate's private key (PEM)")
     web.add_argument(
         "--insecure",
         action="store_true",
