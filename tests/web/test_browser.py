@@ -172,13 +172,22 @@ def test_the_overview_shows_the_queues_leader_and_workers_and_refreshes_in_place
 
 
 def charted(browser: Any) -> dict[str, tuple[int, int]]:
-    """The minutes the overview's chart draws with runs in them: each minute's instant, its done and failed."""
-    found = {}
-    for minute in browser.find_elements(By.CSS_SELECTOR, "#throughput rect.minute"):
-        done, failed = int(minute.get_attribute("data-done")), int(minute.get_attribute("data-failed"))
-        if done or failed:
-            found[minute.get_attribute("data-minute")] = (done, failed)
-    return found
+    """The minutes the overview's chart draws with runs in them: each minute's instant, its done and failed.
+
+    The live fragment may be swapped in while the minutes are read: a stale one means reading again.
+    """
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        try:
+            found = {}
+            for minute in browser.find_elements(By.CSS_SELECTOR, "#throughput rect.minute"):
+                done, failed = int(minute.get_attribute("data-done")), int(minute.get_attribute("data-failed"))
+                if done or failed:
+                    found[minute.get_attribute("data-minute")] = (done, failed)
+            return found
+        except StaleElementReferenceException:
+            if time.monotonic() > deadline:
+                raise
 
 
 def stored(live: Live) -> dict[str, tuple[int, int]]:
