@@ -217,3 +217,38 @@ def test_tls_takes_a_certificate_and_its_key_together(
     (call,) = served
     assert (call["ssl_certfile"], call["ssl_keyfile"]) == (str(cert), str(key))
     assert "at https://127.0.0.1:8080/" in capsys.readouterr().err
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
+
+
+def doc_commands() -> list[str]:
+    """The ``alkstore web`` lines of docs/dashboard.md's fenced blocks, comments dropped."""
+    found, fenced = [], False
+    for line in DOC.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced and "alkstore web" in line:
+            found.append(line.split("#")[0].strip())
+    return found
+
+
+def test_the_docs_have_their_commands() -> None:
+    assert len(doc_commands()) >= 6
+
+
+@pytest.mark.parametrize("line", doc_commands())
+def test_every_command_in_the_docs_passes_the_commands_checks_as_written(
+    line: str, served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cert.pem").write_text("a certificate\n")
+    (tmp_path / "key.pem").write_text("its key\n")
+    monkeypatch.setenv(URL_VARIABLE, "memory://")
+    words = line.split()
+    while "=" in words[0]:
+        name, _, value = words.pop(0).partition("=")
+        monkeypatch.setenv(name, secrets.token_urlsafe(24) if value == "..." else value)
+    assert words[:2] == ["alkstore", "web"]
+    assert main(words[1:]) == EXIT_OK
+    assert len(served) == 1
