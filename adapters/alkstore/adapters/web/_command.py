@@ -2,7 +2,8 @@
 
 The command line loads this module to build its parser, so it imports no web framework; those
 (and the store) come when the command runs. Refuses to listen beyond loopback without
-authentication or ``--insecure`` (ADR 038).
+authentication or ``--insecure`` (ADR 038), and serves actions that way only with ``--insecure-actions``
+too (ADR 060).
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from typing import Any
 
 import alkstore
 
-from ._security import TOKEN_VARIABLE, AllowedHosts, allowed_hosts, bind_refusal, insecure_warning, is_loopback
+from ._security import (
+    MIN_TOKEN_LENGTH,
+    TOKEN_VARIABLE,
+    AllowedHosts,
+    allowed_hosts,
+    bind_refusal,
+    insecure_warning,
+    is_loopback,
+)
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "add_commands", "check_bind", "hosts_of", "serve_dashboard"]
 
@@ -164,8 +173,9 @@ def add_commands(commands: Any) -> None:
         "web",
         help="serve the web dashboard (needs the alkstore[web] extra)",
         description="Serve a web dashboard of the queues, their jobs, dead letters and schedules. It listens on "
-        f"127.0.0.1 unless --host says; any other address needs ${TOKEN_VARIABLE} (an access token every request "
-        "must present, as basic auth's password) or --insecure.",
+        f"127.0.0.1 unless --host says; any other address needs ${TOKEN_VARIABLE} (an access token of at least "
+        f"{MIN_TOKEN_LENGTH} characters every request must present, as basic auth's password) or --insecure. "
+        "It answers only to the Host names it is reached under: the loopback ones and each --allowed-host.",
     )
     web.add_argument(
         "--url",
