@@ -219,22 +219,25 @@ def test_tls_takes_a_certificate_and_its_key_together(
     assert "at https://127.0.0.1:8080/" in capsys.readouterr().err
 
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
+DOCS = [Path(__file__).resolve().parents[2] / "docs" / name for name in ("dashboard.md", "operations.md")]
 
 
 def doc_commands() -> list[str]:
-    """The ``alkstore web`` lines of docs/dashboard.md's fenced blocks, comments dropped."""
-    found, fenced = [], False
-    for line in DOC.read_text().splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-        elif fenced and "alkstore web" in line:
-            found.append(line.split("#")[0].strip())
+    """The ``alkstore web`` lines of the docs' fenced blocks (the dashboard's page and operations'), comments
+    dropped."""
+    found: list[str] = []
+    for doc in DOCS:
+        fenced = False
+        for line in doc.read_text().splitlines():
+            if line.startswith("```"):
+                fenced = not fenced
+            elif fenced and "alkstore web" in line:
+                found.append(line.split("#")[0].strip())
     return found
 
 
 def test_the_docs_have_their_commands() -> None:
-    assert len(doc_commands()) >= 6
+    assert len(doc_commands()) >= 9
 
 
 @pytest.mark.parametrize("line", doc_commands())
