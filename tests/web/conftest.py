@@ -59,9 +59,11 @@ class Served:
         """``await function(*args)`` on the store's loop."""
         return self.portal.call(function, *args)
 
-    def client(self, **options: Any) -> TestClient:
-        """A client of a dashboard over the store, created with ``options`` (``create_app``'s)."""
-        client = TestClient(create_app(self.store, **(self.options | options)), base_url="http://127.0.0.1")
+    def client(self, base_url: str = "http://127.0.0.1", **options: Any) -> TestClient:
+        """A client of a dashboard over the store, created with ``options`` (``create_app``'s), asking
+        ``base_url`` (whose host is the requests' ``Host``) with that ``Origin``, as the dashboard's pages do."""
+        client = TestClient(create_app(self.store, **(self.options | options)), base_url=base_url)
+        client.headers["Origin"] = base_url
         client.portal = self.portal  # every request on the store's loop (the client opens no portal of its own)
         return client
 

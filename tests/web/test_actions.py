@@ -16,12 +16,14 @@ from tests.web.conftest import Served
 
 
 def csrf_of(client: TestClient, path: str = "/dead") -> str:
-    """The CSRF token a page's forms carry (the page also sets the session's cookie)."""
+    """The form token a page's forms carry (the page also sets the session's cookie, which is not the token)."""
     page = client.get(path)
     tokens: set[str] = set(re.findall(rf'name="{CSRF_FIELD}" value="([^"]+)"', page.text))
     assert len(tokens) == 1, tokens
     (token,) = tokens
-    assert client.cookies.get(CSRF_COOKIE) == token
+    session = client.cookies.get(CSRF_COOKIE)
+    assert session
+    assert session != token
     return token
 
 

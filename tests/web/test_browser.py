@@ -11,8 +11,10 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -93,8 +95,9 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
-def chrome(*, javascript: bool = True) -> Any:
-    """Headless Chromium from Debian's packages, its console log kept (JavaScript off if asked)."""
+def chrome(*, javascript: bool = True, resolve: str | None = None) -> Any:
+    """Headless Chromium from Debian's packages, its console log kept (JavaScript off if asked; with
+    ``resolve``, that name resolves to 127.0.0.1, as a rebound name would)."""
     missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
     if missing:
         reason = f"no {' or '.join(missing)} (apt-get install chromium chromium-driver)"
@@ -105,6 +108,8 @@ def chrome(*, javascript: bool = True) -> Any:
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(argument)
+    if resolve is not None:
+        options.add_argument(f"--host-resolver-rules=MAP {resolve} 127.0.0.1")
     if not javascript:
         options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -167,13 +172,22 @@ def test_the_overview_shows_the_queues_leader_and_workers_and_refreshes_in_place
 
 
 def charted(browser: Any) -> dict[str, tuple[int, int]]:
-    """The minutes the overview's chart draws with runs in them: each minute's instant, its done and failed."""
-    found = {}
-    for minute in browser.find_elements(By.CSS_SELECTOR, "#throughput rect.minute"):
-        done, failed = int(minute.get_attribute("data-done")), int(minute.get_attribute("data-failed"))
-        if done or failed:
-            found[minute.get_attribute("data-minute")] = (done, failed)
-    return found
+    """The minutes the overview's chart draws with runs in them: each minute's instant, its done and failed.
+
+    The live fragment may be swapped in while the minutes are read: a stale one means reading again.
+    """
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        try:
+            found = {}
+            for minute in browser.find_elements(By.CSS_SELECTOR, "#throughput rect.minute"):
+                done, failed = int(minute.get_attribute("data-done")), int(minute.get_attribute("data-failed"))
+                if done or failed:
+                    found[minute.get_attribute("data-minute")] = (done, failed)
+            return found
+        except StaleElementReferenceException:
+            if time.monotonic() > deadline:
+                raise
 
 
 def stored(live: Live) -> dict[str, tuple[int, int]]:
@@ -418,4 +432,93 @@ def test_the_order_toggle_turns_a_listing_round(live: Live, browser: Any) -> Non
     shows(browser, (By.CSS_SELECTOR, "p.order"), "turned round")
     rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")
     assert [int(row.get_attribute("data-job")) for row in rows] == list(reversed(ids))
+    assert console_errors(browser) == []
+
+
+def test_a_name_rebound_to_loopback_gets_a_refusal_and_no_page(live: Live) -> None:
+    port = live.url.rsplit(":", 1)[1]
+    driver = chrome(resolve="rebound.test")
+    try:
+        driver.get(f"http://rebound.test:{port}/dead")
+        body = driver.find_element(By.TAG_NAME, "body").text
+        assert "does not answer to the host 'rebound.test:" in body
+        assert driver.find_elements(By.TAG_NAME, "form") == []
+        assert "Dead letters" not in driver.page_source
+        driver.get(f"{live.url}/dead")  # the same browser, by the dashboard's own name, reads it
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Dead letters"
+        assert driver.find_elements(By.TAG_NAME, "form") != []
+    finally:
+        driver.quit()
+
+
+@contextmanager
+def other_site(page: str) -> Iterator[str]:
+    """Serve ``page`` (HTML) at ``/`` from another port of 127.0.0.1 while the block runs; yield its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(PATIENCE)
+
+
+def test_a_page_on_another_port_that_plants_the_cookie_cannot_pause_a_queue(live: Live) -> None:
+    live.call(live.store.queue("planted").enqueue({"n": 1}))
+    attack = f"""<!doctype html><title>attack</title>
+<form method="post" action="{live.url}/actions/pause/planted"><input name="csrf_token" value="planted"></form>
+<script>document.cookie = "alkstore_csrf=planted; path=/"; document.forms[0].submit();</script>"""
+    driver = chrome()
+    try:
+        with other_site(attack) as url:
+            driver.get(url)
+            WebDriverWait(driver, PATIENCE).until(lambda d: d.current_url.startswith(live.url))
+            shows(driver, (By.TAG_NAME, "main"), "not from this dashboard's pages")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "403"
+        assert driver.get_cookie("alkstore_csrf")["value"] == "planted"  # the planted cookie was sent
+        assert not live.call(live.store.queue_stats("planted"))[0].paused
+        driver.get(f"{live.url}/queues/planted")  # the dashboard's own page, under that cookie, acts
+        driver.find_element(By.CSS_SELECTOR, 'form[action$="/actions/pause/planted"] button').click()
+        shows(driver, (By.CSS_SELECTOR, "p.message"), "Paused planted")
+        assert live.call(live.store.queue_stats("planted"))[0].paused
+    finally:
+        driver.quit()
+
+
+def test_reloading_the_page_an_action_led_to_repeats_nothing(live: Live, browser: Any) -> None:
+    live.call(live.store.schedule("reloaded", "@every 1d", "reloads", {"n": 1}))
+    browser.get(live.url + "/schedules")
+    browser.find_element(By.CSS_SELECTOR, 'tr[data-schedule="reloaded"] form[action$="/fire/reloaded"] button').click()
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Fired reloaded now")
+    assert "/done?" in browser.current_url
+    assert live.call(live.store.queue_stats("reloads"))[0].ready == 1
+    browser.refresh()
+    shows(browser, (By.CSS_SELECTOR, "p.message"), "Fired reloaded now")
+    assert no_alert(browser)  # no "resubmit the form?" question: the page is a GET
+    assert live.call(live.store.queue_stats("reloads"))[0].ready == 1
+    assert console_errors(browser) == []
+
+
+def test_a_right_to_left_override_shows_spelled_out_not_reversing_the_text(live: Live, browser: Any) -> None:
+    queue = live.store.queue("spelled")
+    job_id = live.call(queue.enqueue({"file": "invoice\u202efdp.exe"}))
+    browser.get(f"{live.url}/jobs/{job_id}")
+    payload = browser.find_element(By.ID, "payload").text
+    assert "invoice<U+202E>fdp.exe" in payload  # read as written, not as "invoiceexe.pdf"
+    assert "\u202e" not in browser.page_source
     assert console_errors(browser) == []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from starlette.routing import Route
 
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.web import TOKEN_VARIABLE, bind_refusal, is_loopback
+from alkstore.adapters.web._security import MIN_TOKEN_LENGTH
 from tests._proc import ALKSTORE, run
 
 
@@ -64,18 +67,57 @@ def test_it_refuses_an_address_beyond_loopback_without_a_token_or_insecure(
 def test_a_token_in_the_environment_lets_it_listen_beyond_loopback_behind_auth(
     served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(TOKEN_VARIABLE, "s3cret")
+    monkeypatch.setenv(TOKEN_VARIABLE, "s3cret-of-sixteen+")
     assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--port", "9000"]) == EXIT_OK
     (call,) = served
     assert (call["host"], call["port"]) == ("0.0.0.0", 9000)
-    assert [m.kwargs for m in call["app"].user_middleware] == [{"token": "s3cret"}]
+    assert [m.kwargs["token"] for m in call["app"].user_middleware] == ["s3cret-of-sixteen+"]
 
 
-def test_insecure_lets_it_listen_beyond_loopback_without_auth(served: list[dict[str, Any]]) -> None:
-    assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--insecure"]) == EXIT_OK
+def test_insecure_and_read_only_lets_it_listen_beyond_loopback_without_auth(
+    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--insecure", "--read-only"]) == EXIT_OK
     (call,) = served
     assert call["host"] == "0.0.0.0"
-    assert call["app"].user_middleware == []
+    assert [m.kwargs["token"] for m in call["app"].user_middleware] == [None]
+    assert call["app"].state.dashboard.warning is None  # anyone may read, as asked: nobody may act
+    assert "WARNING" not in capsys.readouterr().err
+
+
+def test_insecure_with_actions_needs_a_second_flag_and_then_warns_at_start_and_on_every_page(
+    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0", "--insecure"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "refusing to let anyone who can reach 0.0.0.0 requeue, purge" in err
+    assert "--read-only" in err
+    assert "--insecure-actions" in err
+    assert served == []
+    assert main(["web", "--url", "memory://", "--insecure-actions"]) == EXIT_USAGE
+    assert "--insecure-actions goes with --insecure" in capsys.readouterr().err
+    args = ["web", "--url", "memory://", "--host", "0.0.0.0", "--port", "9002", "--insecure", "--insecure-actions"]
+    assert main(args) == EXIT_OK
+    (call,) = served
+    warning = call["app"].state.dashboard.warning
+    assert warning.startswith("No authentication: anyone who can reach 0.0.0.0:9002 can requeue, purge")
+    assert f"alkstore: WARNING: {warning}" in capsys.readouterr().err
+    assert action_paths(call["app"])  # the actions are served, as asked twice
+
+
+def test_it_answers_to_loopback_names_on_its_port_and_to_each_allowed_host(
+    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["web", "--url", "memory://", "--port", "9001"]) == EXIT_OK
+    assert served[0]["app"].state.allowed_hosts.names() == ["127.0.0.1:9001", "localhost:9001", "[::1]:9001"]
+    args = ["web", "--url", "memory://", "--allowed-host", "dash.example.com", "--allowed-host", "10.0.0.5:8443"]
+    assert main(args) == EXIT_OK
+    hosts = served[1]["app"].state.allowed_hosts
+    assert hosts.names()[-2:] == ["dash.example.com", "10.0.0.5:8443"]
+    assert "dash.example.com, 10.0.0.5:8443" in capsys.readouterr().err
+    assert main(["web", "--url", "memory://", "--allowed-host", "dash.example.com:http"]) == EXIT_USAGE
+    assert "not a port" in capsys.readouterr().err
+    assert len(served) == 2
 
 
 def test_read_only_serves_an_app_without_action_routes(served: list[dict[str, Any]]) -> None:
@@ -106,8 +148,11 @@ def test_loopback_addresses_need_no_auth(host: str) -> None:
 def test_other_addresses_are_not_loopback(host: str) -> None:
     assert not is_loopback(host)
     assert bind_refusal(host, token=None, insecure=False) is not None
-    assert bind_refusal(host, token="t", insecure=False) is None
-    assert bind_refusal(host, token=None, insecure=True) is None
+    assert bind_refusal(host, token="a-token-of-enough-characters", insecure=False) is None
+    assert bind_refusal(host, token="t", insecure=False) is not None
+    assert bind_refusal(host, token=None, insecure=True, read_only=True) is None
+    assert bind_refusal(host, token=None, insecure=True, insecure_actions=True) is None
+    assert bind_refusal(host, token=None, insecure=True) is not None
 
 
 _WITHOUT_THE_EXTRA = """
@@ -180,3 +225,81 @@ def test_web_exits_1_when_the_app_fails_to_start_after_the_store_opened(
 
     monkeypatch.setattr(uvicorn, "run", fail_to_start)
     assert main(["web", "--url", "memory://"]) == EXIT_ERROR
+
+
+@pytest.mark.parametrize(
+    "token", ["x", "s3cret", "fifteen-chars-x", "aaaaaaaaaaaaaaaaaaaaaaaa", "abababababababababab"]
+)
+def test_a_weak_token_cannot_guard_an_address_beyond_loopback(
+    token: str, served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(TOKEN_VARIABLE, token)
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0"]) == EXIT_USAGE
+    assert served == []
+    err = capsys.readouterr().err
+    assert "behind a weak token" in err
+    assert f"at least {MIN_TOKEN_LENGTH}" in err
+    assert len(token) < 6 or token not in err  # the message never repeats the token
+    assert main(["web", "--url", "memory://"]) == EXIT_OK  # on loopback, the machine's own users, it serves
+
+
+def test_a_random_token_of_sixteen_characters_guards_any_address(
+    served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_VARIABLE, secrets.token_urlsafe(12))  # 16 characters
+    assert main(["web", "--url", "memory://", "--host", "0.0.0.0"]) == EXIT_OK
+
+
+def test_tls_takes_a_certificate_and_its_key_together(
+    served: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("-----BEGIN CERTIFICATE-----\n")
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    assert main(["web", "--url", "memory://", "--certfile", str(cert)]) == EXIT_USAGE
+    assert "--certfile and --keyfile go together" in capsys.readouterr().err
+    assert main(["web", "--url", "memory://", "--certfile", str(cert), "--keyfile", str(tmp_path / "no")]) == EXIT_USAGE
+    assert "no such file" in capsys.readouterr().err
+    assert served == []
+    assert main(["web", "--url", "memory://", "--certfile", str(cert), "--keyfile", str(key)]) == EXIT_OK
+    (call,) = served
+    assert (call["ssl_certfile"], call["ssl_keyfile"]) == (str(cert), str(key))
+    assert "at https://127.0.0.1:8080/" in capsys.readouterr().err
+
+
+DOCS = [Path(__file__).resolve().parents[2] / "docs" / name for name in ("dashboard.md", "operations.md")]
+
+
+def doc_commands() -> list[str]:
+    """The ``alkstore web`` lines of the docs' fenced blocks (the dashboard's page and operations'), comments
+    dropped."""
+    found: list[str] = []
+    for doc in DOCS:
+        fenced = False
+        for line in doc.read_text().splitlines():
+            if line.startswith("```"):
+                fenced = not fenced
+            elif fenced and "alkstore web" in line:
+                found.append(line.split("#")[0].strip())
+    return found
+
+
+def test_the_docs_have_their_commands() -> None:
+    assert len(doc_commands()) >= 9
+
+
+@pytest.mark.parametrize("line", doc_commands())
+def test_every_command_in_the_docs_passes_the_commands_checks_as_written(
+    line: str, served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cert.pem").write_text("a certificate\n")
+    (tmp_path / "key.pem").write_text("its key\n")
+    monkeypatch.setenv(URL_VARIABLE, "memory://")
+    words = line.split()
+    while "=" in words[0]:
+        name, _, value = words.pop(0).partition("=")
+        monkeypatch.setenv(name, secrets.token_urlsafe(24) if value == "..." else value)
+    assert words[:2] == ["alkstore", "web"]
+    assert main(words[1:]) == EXIT_OK
+    assert len(served) == 1

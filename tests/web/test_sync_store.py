@@ -18,7 +18,7 @@ def test_a_sync_store_serves_every_page_and_action() -> None:
         assert job is not None
         job.fail("card declined")
         store.schedule("digest", "@every 1h", "orders", {"kind": "digest"})
-        client = TestClient(create_app(store), base_url="http://127.0.0.1")
+        client = TestClient(create_app(store), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"})
         for path in ("/", "/fragments/overview", "/dead", "/schedules", f"/jobs/{ids[0]}"):
             assert client.get(path).status_code == 200, path
         page = client.get("/queues/orders", params={"contains": '{"customer": 42}', "order": "reversed"}).text

@@ -10,9 +10,12 @@ template; how values show is ``_views``', the security ``_security``'s.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,20 +25,30 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
-from starlette.routing import BaseRoute, Mount, Route, Router
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobPage, JobPhase, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
-from ._security import CSRF_COOKIE, CSRF_FIELD, TOKEN_VARIABLE, authorized, new_csrf_token, same_token
+from ._guard import SECURITY_HEADERS, Guard
+from ._security import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    TOKEN_VARIABLE,
+    AllowedHosts,
+    LoginThrottle,
+    form_token,
+    new_session,
+    valid_form_token,
+)
+from ._security import allowed_hosts as _allowed_hosts
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
-from ._views import capped, error_groups, instant, payload_text, span
+from ._views import capped, error_groups, instant, payload_text, span, visible_controls
 
-__all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
+__all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "MAX_BODY", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
 
 _HERE = Path(__file__).parent
 #: Jobs a queue page lists at a time; dead jobs per queue grouped on the dead-letters page.
@@ -43,6 +56,8 @@ PAGE_SIZE = 50
 DEAD_GROUP_PAGE = 200
 #: The most job ids one bulk action takes (a page's selection is far fewer).
 BULK_LIMIT = 10_000
+#: The largest request body read (bytes): room for a bulk action's ``BULK_LIMIT`` ids of 19 digits.
+MAX_BODY = 256 * 1024
 #: How often the overview's fragment is asked for again (seconds), and the workers it lists.
 REFRESH_SECONDS = 2.0
 WORKERS_WITHIN = 60.0
@@ -69,13 +84,8 @@ _TOGGLES = {
     JobPhase.RUNNING: ("Newest first", "Oldest first"),
     JobPhase.DEAD: ("Oldest first", "Newest first"),
 }
-_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
+#: A page's headers: the security headers (which the guard also adds to every other response) and no caching.
+_HEADERS = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
 
 #: What a cancel's outcome tells the operator (ADR 035: a running job is asked to stop, not killed).
 _CANCELLED = {
@@ -91,34 +101,23 @@ _BULK = {"requeue": "Requeued", "purge": "Purged"}
 StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
 
 
-class _Auth:
-    """Every request must present ``token`` (basic auth's password or a bearer token); else 401."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            header = headers.get(b"authorization", b"").decode("latin-1")
-            if not authorized(header, self.token):
-                response = Response(
-                    "authentication required\n",
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Basic realm="alkstore", charset="UTF-8"'},
-                    media_type="text/plain",
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
 class _Dashboard:
     """The handlers, over one store."""
 
-    def __init__(self, source: StoreSource, read_only: bool, title: str, cap: int | None) -> None:
+    def __init__(
+        self,
+        source: StoreSource,
+        read_only: bool,
+        title: str,
+        cap: int | None,
+        hosts: AllowedHosts,
+        secret: bytes,
+        warning: str | None,
+    ) -> None:
         self._source = source
+        self.warning = warning
+        self.hosts = hosts
+        self.secret = secret
         self.cap = cap
         self._store: AsyncStore | ThreadedStore | None = None
         if isinstance(source, AsyncStore):
@@ -133,6 +132,7 @@ class _Dashboard:
             autoescape=select_autoescape(default=True, default_for_string=True),
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=visible_controls,  # every value any template shows, before it is escaped
         )
         self.templates.filters.update(capped=capped, span=span, instant=instant, payload=payload_text)
 
@@ -158,11 +158,11 @@ class _Dashboard:
     # -- rendering -------------------------------------------------------------------
 
     def render(self, request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        """``template`` with ``context``, the session's CSRF token (a new session gets one) and the page's headers."""
-        token = request.cookies.get(CSRF_COOKIE) or ""
-        fresh = not token
+        """``template`` with ``context``, the session's form token (a new session gets one) and the page's headers."""
+        session = request.cookies.get(CSRF_COOKIE) or ""
+        fresh = not session
         if fresh:
-            token = new_csrf_token()
+            session = new_session()
 
         def url(name: str, query: Mapping[str, Any] | None = None, **params: Any) -> str:
             path = self.path(request, name, **params)
@@ -172,8 +172,9 @@ class _Dashboard:
         page = self.templates.get_template(template).render(
             title=self.title,
             read_only=self.read_only,
+            warning=self.warning,
             csrf_field=CSRF_FIELD,
-            csrf_token=token,
+            csrf_token=form_token(self.secret, session),
             url=url,
             static=lambda path: url("static", path=path),
             refresh_seconds=REFRESH_SECONDS,
@@ -182,7 +183,7 @@ class _Dashboard:
         response = HTMLResponse(page, status_code=status_code, headers=_HEADERS)
         if fresh:
             secure = request.url.scheme == "https"
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", secure=secure, path="/")
+            response.set_cookie(CSRF_COOKIE, session, httponly=True, samesite="strict", secure=secure, path="/")
         return response
 
     def path(self, request: Request, name: str, **params: Any) -> str:
@@ -316,12 +317,19 @@ class _Dashboard:
     # -- actions (absent when read-only) ---------------------------------------------------
 
     async def _fields(self, request: Request) -> dict[str, list[str]]:
-        """The POSTed form, every value of each field, once its CSRF token is the session's (403 otherwise)."""
+        """The POSTed form, every value of each field, once it came from one of the dashboard's own origins
+        and its form token is the session's (403 otherwise: nothing is read from the store)."""
+        origin = request.headers.get("origin")
+        if origin is None:  # an older browser's POST, or a script's: its Referer must say where from
+            origin = request.headers.get("referer")
+        if not self.hosts.allows_origin(origin, request.headers.get("host"), request.url.scheme):
+            raise HTTPException(
+                403, f"refused: this action comes from {origin or 'no stated origin'}, not from this dashboard's pages"
+            )
         body = (await request.body()).decode("utf-8", "replace")
         fields = parse_qs(body, keep_blank_values=True)
-        session = request.cookies.get(CSRF_COOKIE)
         sent = fields.get(CSRF_FIELD)
-        if not session or not same_token(sent[0] if sent else None, session):
+        if not valid_form_token(self.secret, request.cookies.get(CSRF_COOKIE), sent[0] if sent else None):
             raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
         return fields
 
@@ -330,6 +338,23 @@ class _Dashboard:
         return {key: values[0] for key, values in (await self._fields(request)).items()}
 
     def _done(self, request: Request, message: str, back: str) -> Response:
+        """Post/redirect/get: send the browser on (303) to a page saying ``message``, so reloading it
+        repeats nothing. The message and the way back travel in its query, signed by the dashboard."""
+        query = urlencode({"message": message, "back": back, "sig": self._signature(message, back)})
+        return RedirectResponse(f"{self.path(request, 'done')}?{query}", status_code=303)
+
+    def _signature(self, message: str, back: str) -> str:
+        """The dashboard's signature of a done page's ``message`` and ``back``: no other site can have the
+        dashboard say something it did not, under its own name."""
+        signed = hmac.new(self.secret, f"alkstore-done\x00{message}\x00{back}".encode(), hashlib.sha256)
+        return signed.hexdigest()
+
+    async def done(self, request: Request) -> Response:
+        """What an action did, as its redirect says (400 for a message the dashboard did not sign)."""
+        message = request.query_params.get("message", "")
+        back = request.query_params.get("back", "")
+        if not hmac.compare_digest(request.query_params.get("sig", ""), self._signature(message, back)):
+            raise HTTPException(400, "not a message of this dashboard's")
         return self.render(request, "done.html", page="done", message=message, back=back)
 
     async def requeue_job(self, request: Request) -> Response:
@@ -452,8 +477,32 @@ class _Dashboard:
 
     async def error(self, request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
+        if status == 404 and request.method in {"GET", "HEAD"}:
+            twin = self._slash_twin(request)
+            if twin is not None:
+                return RedirectResponse(twin, status_code=307)
         detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
         return self.render(request, "error.html", status_code=status, page="error", status=status, detail=detail)
+
+    def _slash_twin(self, request: Request) -> str | None:
+        """For a path no route answers, the path (and query) one does once a trailing slash is added or
+        dropped, relative (no scheme or host: nothing a request's ``Host`` says goes into it), or ``None``."""
+        path: str = request.scope["path"]
+        if path in {"", "/"} or path == request.scope.get("root_path", "") + "/":
+            return None
+        twin = path.rstrip("/") if path.endswith("/") else path + "/"
+
+        def routed(candidate: str) -> bool:
+            scope = {**request.scope, "path": candidate}
+            return any(route.matches(scope)[0] is not Match.NONE for route in self.router.routes)
+
+        if routed(path) or not routed(twin):  # a handler's own 404, or no route either way
+            return None
+        raw: bytes = request.scope.get("raw_path") or quote(path).encode()
+        location = raw.decode("latin-1")
+        location = location.rstrip("/") if location.endswith("/") else location + "/"
+        query = request.scope.get("query_string", b"").decode("latin-1")
+        return f"{location}?{query}" if query else location
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [
@@ -467,6 +516,7 @@ class _Dashboard:
         ]
         if not self.read_only:
             routes += [
+                Route("/done", self.done, name="done"),
                 Route("/jobs/{job_id:int}/requeue", self.requeue_job, methods=["POST"], name="requeue_job"),
                 Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
                 Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
@@ -493,6 +543,9 @@ def create_app(
     token: str | None = None,
     title: str = "alkstore",
     cap: int | None = STATS_CAP,
+    allowed_hosts: Iterable[str] | AllowedHosts | None = None,
+    secret: str | bytes | None = None,
+    warning: str | None = None,
 ) -> Starlette:
     """The dashboard over ``store``, an ASGI app to serve or mount in a service.
 
@@ -504,16 +557,31 @@ def create_app(
     With ``token`` (default: ``$ALKSTORE_WEB_TOKEN``, if set) every request must present it, as
     basic auth's password or a bearer token. Queue counts stop at ``cap`` as ``alkstore status``'s
     do (shown as ``10,000+``), which keeps the overview's polling cheap on any table.
+
+    A request whose ``Host`` is not an allowed host is refused (400) before anything else, so a
+    page whose name was re-pointed at this machine reads nothing (DNS rebinding): the loopback
+    names are allowed on any port, and ``allowed_hosts`` adds the names (``name`` or
+    ``name:port``) the dashboard is reached under, e.g. a proxy's in front of it. An action must
+    come from the request's own origin or an ``allowed_hosts`` name's, and carry its session's
+    form token, signed with ``secret`` (default: random for this app; give each process serving
+    one dashboard the same). A ``warning`` shows at the top of every page (``alkstore web`` says
+    there when anyone who can connect may act).
     """
-    dashboard = _Dashboard(store, read_only, title, cap)
+    hosts = allowed_hosts if isinstance(allowed_hosts, AllowedHosts) else _allowed_hosts(configured=allowed_hosts or ())
+    key = secrets.token_bytes(32) if secret is None else secret.encode() if isinstance(secret, str) else secret
+    if not key:
+        raise InvalidOptions("an empty secret signs nothing: leave it out for a random one")
+    dashboard = _Dashboard(store, read_only, title, cap, hosts, key, warning)
     secret = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
     app = Starlette(
         routes=dashboard.routes(),
         lifespan=dashboard.lifespan,
         exception_handlers={HTTPException: dashboard.error, Exception: dashboard.error},
     )
-    if secret:
-        app.add_middleware(_Auth, token=secret)
+    throttle = LoginThrottle(lambda: dashboard.store.clock.now().timestamp())
+    app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY, throttle=throttle)
+    app.state.allowed_hosts = hosts
+    app.router.redirect_slashes = False  # its redirect is absolute, built from the Host header: ours is relative
     dashboard.router = app.router
     app.state.dashboard = dashboard
     return app

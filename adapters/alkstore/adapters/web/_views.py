@@ -1,6 +1,7 @@
 """How the dashboard shows values: counts, durations, instants, payloads and error groups.
 
-Plain functions of public records, free of any web framework; the templates call them as filters.
+Plain functions of public records, free of any web framework (``markupsafe``, Jinja's, marks markup);
+the templates call them as filters, and every value they show passes ``visible_controls``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,38 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from markupsafe import Markup
+
 from alkstore import JobInfo
 from alkstore.display import span
 
-__all__ = ["ErrorGroup", "capped", "error_groups", "instant", "payload_text", "span"]
+__all__ = [
+    "BIDI_CONTROLS",
+    "ErrorGroup",
+    "capped",
+    "error_groups",
+    "instant",
+    "payload_text",
+    "span",
+    "visible_controls",
+]
+
+#: The characters that reorder the text around them (Unicode's Bidi_Control): shown live, U+202E makes
+#: ``evil\u202eexe.txt`` read ``eviltxt.exe``. Every value a page shows has them spelled out instead.
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_SPELLED = {ord(char): f"<U+{ord(char):04X}>" for char in BIDI_CONTROLS}
+_SPELLED_ESCAPED = {ord(char): f"&lt;U+{ord(char):04X}&gt;" for char in BIDI_CONTROLS}
+
+
+def visible_controls(value: Any) -> Any:
+    """``value`` with each bidirectional control character spelled out (``<U+202E>``), so text written to
+    mislead reads as written. Markup (what ``join`` makes of escaped names, say) gets the spelling
+    escaped; anything but a string is returned as it is."""
+    if not isinstance(value, str) or BIDI_CONTROLS.isdisjoint(value):
+        return value
+    if isinstance(value, Markup):
+        return Markup(str(value).translate(_SPELLED_ESCAPED))
+    return value.translate(_SPELLED)
 
 
 def capped(value: int, cap: int | None) -> str:
