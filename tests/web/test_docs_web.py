@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,8 +39,11 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 def test_the_documented_commands_serve_as_their_comments_say(
-    served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # where the documented certificate and key lie
+    (tmp_path / "cert.pem").write_text("a certificate\n")
+    (tmp_path / "key.pem").write_text("its key\n")
     lines = [(page, line) for page, needle in COMMANDS for line in block(page, needle).splitlines()]
     assert len(lines) >= 8
     for page, line in lines:
