@@ -577,7 +577,18 @@ class AsyncWorker:
         No claim follows to carry an ack, so the acks waiting are written now and a run that finishes
         within the grace writes its own at once (ADR 054): a worker killed in its grace runs nothing
         that finished again, and hands back only what still runs."""
-        await self._flush_acks(self._acks.close())
+        acks = self._acks.close()
+        running = self._runs.running()
+        if running and not abort.is_cancelled():
+            log.info(
+                "worker %s stopping: %d running job%s get%s %g s of grace; each is acked as it finishes",
+                self.worker_id,
+                running,
+                "" if running == 1 else "s",
+                "s" if running == 1 else "",
+                self._options.grace,
+            )
+        await self._flush_acks(acks)
         await hand_back(self._kernel, await self._runs.abandon_waiting(), "waiting", self._tally, self.worker_id)
         remaining = await self._runs.drain(self._options.grace, abort)
         if ASYNC:
