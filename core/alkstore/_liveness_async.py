@@ -2,11 +2,11 @@
 
 Every ``HEARTBEAT_TICK`` of the store's clock it looks at the worker's live runs: a running run
 past its task's timeout is given up (abandoned, its job retried at once by core's rule, or buried
-on its last attempt; the run ended where the runtime can: ``end``); every other run whose lease is a third gone gets one
-batched heartbeat; a run whose heartbeat finds its lease taken over is given up as lost; every
-``CANCEL_CHECK_EVERY`` it asks whether a running job's cancel was requested, and stops such a
-run at once, its job ending cancelled (ADR 035). It also has the worker report itself every
-``REPORT_EVERY`` (``IDLE_REPORT_EVERY`` while its figures stay the same).
+on its last attempt; the run ended where the runtime can: ``end``); every other run whose lease
+is a third gone gets one batched heartbeat; a run whose heartbeat finds its lease taken over is
+given up as lost; every ``CANCEL_CHECK_EVERY`` it asks whether a running job's cancel was
+requested, and stops such a run at once, its job ending cancelled (ADR 035). It also has the
+worker report itself every ``REPORT_EVERY`` (``IDLE_REPORT_EVERY`` while its figures stay the same).
 """
 
 from __future__ import annotations
