@@ -7,6 +7,8 @@ loop polls every few hundredths of a wall second, so a job made due by the clock
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -182,6 +184,82 @@ def test_a_failing_run_is_retried_on_the_curve_with_its_traceback_then_buried(
     assert (stats.retried, stats.buried, stats.succeeded) == (1, 1, 0)
 
 
+class Halt(BaseException):
+    """A ``BaseException`` of the application's own, which is no ``Exception``."""
+
+
+def _exit_bare() -> None:
+    raise SystemExit
+
+
+def _exit_one() -> None:
+    sys.exit(1)
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def _halt() -> None:
+    raise Halt("stop here")
+
+
+#: What a task raises that is no ``Exception``: how it raises it, the error kept, its traceback's last line.
+BASE_EXCEPTIONS: dict[str, tuple[Callable[[], None], str, str]] = {
+    "raise SystemExit": (_exit_bare, "SystemExit", "SystemExit"),
+    "sys.exit(1)": (_exit_one, "SystemExit: 1", "SystemExit: 1"),
+    "raise KeyboardInterrupt": (_interrupt, "KeyboardInterrupt", "KeyboardInterrupt"),
+    "a BaseException of its own": (_halt, "Halt: stop here", f"{__name__}.Halt: stop here"),
+}
+
+
+@pytest.mark.parametrize("kind", BASE_EXCEPTIONS)
+def test_whatever_a_task_raises_fails_its_attempt_and_the_worker_serves_on(
+    store: Store, started: Callable[[Worker], Running], kind: str
+) -> None:
+    raise_it, error, last_line = BASE_EXCEPTIONS[kind]
+    tasks = Tasks()
+    done: list[str] = []
+    halt = tasks.task("halt", queue="work", max_attempts=2)(lambda: raise_it())
+    after = tasks.task("after", queue="work")(lambda: done.append("after"))
+    failing = task_call(halt.enqueue, store)
+    task_call(after.enqueue, store)
+    running = started(worker_of(store, tasks, poll_interval=POLL))  # one slot: the same serves the next job
+    wait_until(is_at(store, failing, JobState.PENDING, 1), "the attempt to fail, to be retried")
+    wait_until(lambda: done == ["after"], "the next job to run")
+    info = must_get(store, failing)
+    assert info.last_error == error
+    assert info.last_traceback is not None
+    assert info.last_traceback.rstrip().endswith(last_line)
+    assert running.thread.is_alive(), "the worker serves on"
+    stats = running.finish()
+    assert (stats.retried, stats.buried, stats.succeeded) == (1, 0, 1)
+
+
+def test_a_plain_handler_that_exits_on_its_jobs_last_attempt_buries_it_and_the_worker_serves_on(
+    store: Store, started: Callable[[Worker], Running]
+) -> None:
+    seen: list[Any] = []
+
+    def handle(payload: Any, job: Job) -> None:
+        if payload == "exit":
+            sys.exit(3)
+        seen.append(payload)
+
+    hooks = store.queue("hooks")
+    dead_id = hooks.enqueue("exit", EnqueueOpts(max_attempts=1))
+    hooks.enqueue("next")
+    running = started(worker_of(store, handlers={"hooks": handle}, poll_interval=POLL))
+    wait_until(is_at(store, dead_id, JobState.DEAD, 1), "the job to be buried")
+    wait_until(lambda: seen == ["next"], "the next job to run")
+    info = must_get(store, dead_id)
+    assert info.last_error == "SystemExit: 3"
+    assert info.last_traceback is not None
+    assert info.last_traceback.rstrip().endswith("SystemExit: 3")
+    stats = running.finish()
+    assert (stats.buried, stats.succeeded) == (1, 1)
+
+
 def test_heartbeats_keep_a_running_job_past_its_visibility_timeout(
     store: Store, clock: ManualClock, started: Callable[[Worker], Running]
 ) -> None:
@@ -200,9 +278,15 @@ def test_heartbeats_keep_a_running_job_past_its_visibility_timeout(
     assert gate.saw_stop == [False]
 
 
+def given_up(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The worker's log lines that give up a run past its timeout."""
+    return [record.getMessage() for record in caplog.records if "timed out after" in record.getMessage()]
+
+
 def test_a_run_past_its_timeout_is_cancelled_and_its_job_retried(
-    store: Store, clock: ManualClock, started: Callable[[Worker], Running]
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="alkstore.worker")
     gate, job_id, running = one_gated_run(store, started, {"timeout": 10})
     clock.wait_for_sleepers(1, timeout=PATIENCE)
     for _ in range(10):
@@ -210,11 +294,32 @@ def test_a_run_past_its_timeout_is_cancelled_and_its_job_retried(
     wait_until(lambda: gate.saw_stop == [True], "the run to see its cancellation")
     info = must_get(store, job_id)
     assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 1, "timed out after 10 s")
+    assert given_up(caplog) == [
+        f"job {job_id} (task gated, queue 'work', attempt 1/3) timed out after 10 s; it is given up, to be retried"
+    ]
     gate.opened.set()
     clock.advance(5)  # the retry is due: the next run finishes at once
     wait_until(lambda: store.get_job(job_id) is None, "the retried run to finish")
     stats = running.finish()
     assert (stats.timed_out, stats.succeeded) == (1, 1)
+
+
+def test_a_run_past_its_timeout_on_its_last_attempt_is_given_up_and_its_job_dead(
+    store: Store, clock: ManualClock, started: Callable[[Worker], Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="alkstore.worker")
+    gate, job_id, running = one_gated_run(store, started, {"timeout": 10, "max_attempts": 1})
+    clock.wait_for_sleepers(1, timeout=PATIENCE)
+    for _ in range(10):
+        step(clock, sleepers=1)
+    wait_until(lambda: gate.saw_stop == [True], "the run to see its cancellation")
+    info = must_get(store, job_id)
+    assert (info.state, info.attempts, info.last_error) == (JobState.DEAD, 1, "timed out after 10 s")
+    assert given_up(caplog) == [
+        f"job {job_id} (task gated, queue 'work', attempt 1/1) timed out after 10 s;"
+        " it is given up, dead, no attempts left"
+    ]
+    assert running.finish().timed_out == 1
 
 
 def test_a_lost_lease_is_surfaced_to_the_run_and_its_outcome_discarded(
@@ -260,6 +365,27 @@ def test_a_stopping_worker_lets_running_jobs_finish_within_its_grace(
     stats = running.finish()
     assert (stats.succeeded, stats.released) == (1, 0)
     assert store.get_job(job_id) is None
+
+
+def test_a_draining_worker_acks_a_run_that_finishes_within_its_grace_at_once(
+    store: Store, started: Callable[[Worker], Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="alkstore.worker")
+    tasks, quick_gate, long_gate = Tasks(), Gate(), Gate()
+    quick = tasks.task("quick", queue="work")(quick_gate)
+    long = tasks.task("long", queue="work")(long_gate)
+    quick_id, long_id = task_call(quick.enqueue, store), task_call(long.enqueue, store)
+    running = started(worker_of(store, tasks, concurrency=2, grace=PATIENCE * 4, poll_interval=POLL))
+    wait_until(lambda: quick_gate.entered == long_gate.entered == 1, "both runs to start")
+    running.stop.cancel()
+    wait_until(lambda: "2 running jobs get 120 s of grace" in caplog.text, "the drain to begin: no claim follows")
+    quick_gate.opened.set()
+    wait_until(lambda: store.get_job(quick_id) is None, "the finished run's ack, within the grace")
+    assert running.thread.is_alive(), "still in its grace"
+    assert must_get(store, long_id).state is JobState.RUNNING
+    stats = running.finish(abort=True)
+    assert (stats.succeeded, stats.released) == (1, 1), "only what still ran was handed back"
+    assert (must_get(store, long_id).state, store.get_job(quick_id)) == (JobState.PENDING, None)
 
 
 def test_a_job_for_an_unknown_task_fails_on_the_job_and_the_worker_carries_on(

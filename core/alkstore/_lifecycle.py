@@ -10,7 +10,7 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from ._codec import Codec
 from ._options import QueueDefaults, as_duration, retry_delay
@@ -33,6 +33,7 @@ __all__ = [
     "claim_wait",
     "decode_claimed",
     "failure",
+    "last_attempt",
     "lease_until",
     "on_failure",
 ]
@@ -95,15 +96,20 @@ class Failure:
 def failure(error: object) -> Failure:
     """The ``Failure`` for ``error``: a ``str`` as given, an exception as its text and traceback.
 
-    An exception's text is ``str(exc)``, or its type's name when that is empty or raises; the
-    traceback (when it has one) ends with a line naming its type and message.
+    An exception's text is ``str(exc)``, or its type's name when that is empty or raises; a
+    ``BaseException`` that is no ``Exception`` (``SystemExit(1)``: ``"1"``) leads with its type's name
+    (``"SystemExit: 1"``, ADR 054). The traceback (when it has one) ends with a line naming its type
+    and message.
     """
     if isinstance(error, BaseException):
         try:
             text = str(error)
         except Exception:
             text = ""
-        text = text or type(error).__name__
+        name = type(error).__name__
+        if not isinstance(error, Exception) and text and text != name:
+            text = f"{name}: {text}"
+        text = text or name
         kind = f"{type(error).__module__}.{type(error).__qualname__}"
         if error.__traceback__ is None:
             return Failure(text, None, kind)
@@ -120,6 +126,21 @@ def failure(error: object) -> Failure:
     return Failure(error)
 
 
+class _Attempted(Protocol):
+    """A claim as the retry rule sees it: a ``JobRecord`` or a claimed job."""
+
+    @property
+    def attempts(self) -> int: ...
+
+    @property
+    def max_attempts(self) -> int: ...
+
+
+def last_attempt(claim: _Attempted) -> bool:
+    """Whether ``claim`` is its job's last attempt: failing it buries the job (``on_failure``'s rule)."""
+    return claim.attempts >= claim.max_attempts
+
+
 def on_failure(
     record: JobRecord, failed: Failure, defaults: QueueDefaults, delay: object, now: datetime
 ) -> Retry | Burial:
@@ -127,7 +148,7 @@ def on_failure(
     the queue's curve), or bury once the job has used its last attempt. A queue that keeps results
     has the retry log the attempt (ADR 042)."""
     wait = retry_delay(defaults, record.attempts) if delay is None else as_duration(delay, "delay")
-    if record.attempts >= record.max_attempts:
+    if last_attempt(record):
         return Burial(record.id, record.fence, failed.error, failed.traceback)
     try:
         run_at = now + wait

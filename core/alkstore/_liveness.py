@@ -3,12 +3,12 @@
 """A worker's liveness loop: extends its runs' leases and gives up the runs past their timeout (ADR 021).
 
 Every ``HEARTBEAT_TICK`` of the store's clock it looks at the worker's live runs: a running run
-past its task's timeout is given up (abandoned, its job retried at once by core's rule, the run
-ended where the runtime can: ``end``); every other run whose lease is a third gone gets one
-batched heartbeat; a run whose heartbeat finds its lease taken over is given up as lost; every
-``CANCEL_CHECK_EVERY`` it asks whether a running job's cancel was requested, and stops such a
-run at once, its job ending cancelled (ADR 035). It also has the worker report itself every
-``REPORT_EVERY`` (``IDLE_REPORT_EVERY`` while its figures stay the same).
+past its task's timeout is given up (abandoned, its job retried at once by core's rule, or buried
+on its last attempt; the run ended where the runtime can: ``end``); every other run whose lease
+is a third gone gets one batched heartbeat; a run whose heartbeat finds its lease taken over is
+given up as lost; every ``CANCEL_CHECK_EVERY`` it asks whether a running job's cancel was
+requested, and stops such a run at once, its job ending cancelled (ADR 035). It also has the
+worker report itself every ``REPORT_EVERY`` (``IDLE_REPORT_EVERY`` while its figures stay the same).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ._lifecycle import lease_length, lease_until
+from ._lifecycle import last_attempt, lease_length, lease_until
 from ._port import Heartbeat
 from ._reporting import Reporter
 from ._runs import Runs
@@ -112,13 +112,15 @@ class Liveness:
                 object.__setattr__(run.job, "lease_until", until)
 
     def _give_up(self, run: Run, reason: str) -> None:
-        """A run that outlived its timeout: end it, retry its job now, and keep its slot serving."""
+        """A run that outlived its timeout: end it, retry its job now (bury it, on its last attempt), and keep
+        its slot serving."""
         job: Job = run.job
         if not self._runs.abandon(run):
             return
         job.stop.cancel()
         self._tally.add(job.queue, timed_out=1)
-        log.warning("job %s (%s) %s; it is given up and retried", job.id, describe(job), reason)
+        outcome = "dead, no attempts left" if last_attempt(job) else "to be retried"
+        log.warning("job %s (%s) %s; it is given up, %s", job.id, describe(job), reason, outcome)
         self._end(run)
         try:
             job.retry(reason)

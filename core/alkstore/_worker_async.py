@@ -38,7 +38,7 @@ from typing import Any
 from ._acompat import ASYNC, AHelper, AQueue, AThreads, agather, asleep, aspawn
 from ._engine_async import AsyncWaiter
 from ._kernel_async import AsyncKernel, kernel_of
-from ._lifecycle import Backoff, failure
+from ._lifecycle import Backoff, failure, last_attempt
 from ._liveness_async import AsyncLiveness
 from ._maintenance_async import AsyncMaintenance
 from ._port import Held
@@ -87,7 +87,9 @@ class AsyncWorker:
     once; ``grace`` is how long a stopping worker waits for running jobs; with ``schedules`` the
     worker also runs the scheduler (leading, or standing by). Periodic tasks of its queues
     register their schedules when the worker starts. A successful run's ack is written with the
-    worker's next claim, at most ``ack_delay`` later (``0``: at once, by the run itself).
+    worker's next claim, at most ``ack_delay`` later (``0``: at once, by the run itself; a stopping
+    worker's runs write theirs at once too). Whatever a task raises fails its attempt, ``SystemExit``
+    and ``KeyboardInterrupt`` included: the worker serves on (ADR 054).
     ``prefetch`` jobs may be claimed beyond the free slots, to wait for one (default 0: claim only
     for free slots); their leases are extended while they wait, and a stopping worker hands them
     back at once (ADR 022). Dead jobs of its queues are kept ``dead_retention`` (default 7 days;
@@ -205,7 +207,7 @@ class AsyncWorker:
             await self._claim_loop(stop, abort)
         finally:
             await self._drain(abort)
-            await self._flush_acks()  # what finished within the grace
+            await self._flush_acks()  # put back by a slot's claim that met an outage meanwhile
             self._stopping.cancel()
             scheduler_stop.cancel()
             for _ in self._slots:
@@ -375,9 +377,10 @@ class AsyncWorker:
 
     # -- acks ---------------------------------------------------------------------------
 
-    async def _flush_acks(self) -> None:
-        """Write the acks still waiting (a stopping worker's), riding out a short outage."""
-        acks = self._acks.take()
+    async def _flush_acks(self, acks: list[tuple[AsyncJob, float, Held]] | None = None) -> None:
+        """Write the acks still waiting (a stopping worker's; or ``acks``), riding out a short outage."""
+        if acks is None:
+            acks = self._acks.take()
         if not acks:
             return
         kernel = self._kernel
@@ -436,8 +439,11 @@ class AsyncWorker:
     async def _attempt(self, run: Run) -> BaseException | str | None:
         """Call the job's code: its failure (the exception, or why it could not run), ``None`` on success.
 
-        While the call runs, ``run.task`` names the task running it, for ``_end`` to cancel; a
-        cancellation that ``_end`` asked for ends here.
+        Whatever the code raises is its attempt's failure, ``BaseException`` included (``SystemExit``,
+        ``KeyboardInterrupt``: ADR 054), so no task takes its worker down; a run given up meanwhile has
+        its outcome discarded. In the async runtime ``run.task`` names the task running the call, for
+        ``_end`` to cancel: that cancellation ends here, one of the slot itself (the worker cancelled
+        from outside) goes on.
         """
         job: AsyncJob = run.job
         kernel = self._kernel
@@ -454,12 +460,14 @@ class AsyncWorker:
                 return reason
         except Exception as exc:
             return exc
-        except BaseException:
-            if not run.abandoned:
-                raise  # not the worker's own: it is being cancelled itself, or the process is ending
-            if ASYNC:
-                _uncancel()
-            return None
+        except BaseException as exc:
+            if run.abandoned:  # given up: its outcome is discarded, whatever it was
+                if ASYNC:
+                    _uncancel()
+                return None
+            if _slot_cancelled(exc):
+                raise  # the worker itself is cancelled, from outside: not the task's failure
+            return exc  # the task's own: SystemExit, KeyboardInterrupt, ... fail its attempt, the worker serves on
         finally:
             run.task = None
             set_current(None)
@@ -483,9 +491,8 @@ class AsyncWorker:
                     held = await kernel.finished(job, run.value, run.started_at)
                 except InvalidPayload as exc:  # a result its queue would keep cannot be: the attempt failed
                     error = exc
-            if error is None and self._options.ack_delay:
-                self._acks.push(job, elapsed_ms, held)  # the claim loop writes it with its next claim
-                return
+            if error is None and self._options.ack_delay and self._acks.push(job, elapsed_ms, held):
+                return  # written with the next claim (a stopping worker's buffer is closed: written now)
             if error is None:
                 await self._with_retries(partial(kernel.ack, job, held))
                 self._tally.add(job.queue, succeeded=1)
@@ -497,14 +504,14 @@ class AsyncWorker:
                 await job.retry(failed)
 
             await self._with_retries(retry)
-            buried = job.attempts >= job.max_attempts
+            buried = last_attempt(job)
             self._tally.add(job.queue, **({"buried": 1} if buried else {"retried": 1}))
             log.info(
                 "job %s (%s) failed in %.1f ms: %s; %s",
                 job.id,
                 describe(job),
                 elapsed_ms,
-                f"{type(error).__name__}: {failure(error).error}" if isinstance(error, BaseException) else error,
+                _told(error),
                 "dead, no attempts left" if buried else "to be retried",
             )
         except LeaseLost:
@@ -568,7 +575,23 @@ class AsyncWorker:
     # -- stopping -----------------------------------------------------------------------
 
     async def _drain(self, abort: StopToken) -> None:
-        """Hand back the jobs waiting for a slot at once; give running jobs the grace, then hand back the rest."""
+        """Hand back the jobs waiting for a slot at once; give running jobs the grace, then hand back the rest.
+
+        No claim follows to carry an ack, so the acks waiting are written now and a run that finishes
+        within the grace writes its own at once (ADR 054): a worker killed in its grace runs nothing
+        that finished again, and hands back only what still runs."""
+        acks = self._acks.close()
+        running = self._runs.running()
+        if running and not abort.is_cancelled():
+            log.info(
+                "worker %s stopping: %d running job%s get%s %g s of grace; each is acked as it finishes",
+                self.worker_id,
+                running,
+                "" if running == 1 else "s",
+                "s" if running == 1 else "",
+                self._options.grace,
+            )
+        await self._flush_acks(acks)
         await hand_back(self._kernel, await self._runs.abandon_waiting(), "waiting", self._tally, self.worker_id)
         remaining = await self._runs.drain(self._options.grace, abort)
         if ASYNC:
@@ -583,10 +606,30 @@ def _slot_word(count: int) -> str:
     return "thread" if count == 1 else "threads"
 
 
+def _told(error: BaseException | str) -> str:
+    """A failed attempt's error as its log line tells it: an exception's type, then its text."""
+    if isinstance(error, str):
+        return error
+    text = failure(error).error
+    return f"{type(error).__name__}: {text}" if isinstance(error, Exception) else text  # a BaseException's has it
+
+
 if ASYNC:
 
     def _uncancel() -> None:
         """Take back the cancellation the worker asked of the current task (it keeps serving)."""
         task = asyncio.current_task()
-        if task is not None:
+        if task is not None and task.cancelling():
             task.uncancel()
+
+    def _slot_cancelled(exc: BaseException) -> bool:
+        """Whether ``exc`` is the cancellation of the slot's own task, asked from outside; a ``CancelledError``
+        the task's code raised while nobody cancelled the slot is its failure, as anything it raises."""
+        task = asyncio.current_task()
+        return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
+
+else:
+
+    def _slot_cancelled(exc: BaseException) -> bool:
+        """A thread is never cancelled: whatever the code raised is its failure."""
+        return False

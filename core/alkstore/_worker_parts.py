@@ -166,20 +166,33 @@ class Run:
 
 class AckBuffer:
     """Finished runs whose ack is still to be written, with their run time in ms and the ack itself (the
-    pair, or a ``Done`` keeping the result: ADR 022, 042)."""
+    pair, or a ``Done`` keeping the result: ADR 022, 042). A stopping worker closes it: no claim follows
+    to carry an ack, so each run writes its own at once (ADR 054)."""
 
-    __slots__ = ("_acks", "_lock")
+    __slots__ = ("_acks", "_closed", "_lock")
 
     def __init__(self) -> None:
         self._acks: list[tuple[Any, float, Any]] = []
+        self._closed = False
         self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self._acks)
 
-    def push(self, job: Any, elapsed_ms: float, held: Any) -> None:
+    def push(self, job: Any, elapsed_ms: float, held: Any) -> bool:
+        """Hold an ack for the next claim; ``False`` (nothing held) once closed: the run writes it itself."""
         with self._lock:
+            if self._closed:
+                return False
             self._acks.append((job, elapsed_ms, held))
+            return True
+
+    def close(self) -> list[tuple[Any, float, Any]]:
+        """Take every ack waiting and hold no more (``push`` refuses from now on)."""
+        with self._lock:
+            self._closed = True
+            acks, self._acks = self._acks, []
+        return acks
 
     def take(self) -> list[tuple[Any, float, Any]]:
         """Every ack waiting, in the order the runs finished; the buffer is empty after."""

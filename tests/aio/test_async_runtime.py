@@ -10,6 +10,7 @@ refuses ``async def`` code.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -235,6 +236,70 @@ def test_an_async_def_delivery_is_awaited_on_the_workers_loop_and_retried_when_i
             assert await store.get_job(message) is None
 
     run(main)
+
+
+class Halt(BaseException):
+    """A ``BaseException`` of the application's own, which is no ``Exception``."""
+
+
+def _raise(kind: str) -> None:
+    if kind == "raise SystemExit":
+        raise SystemExit
+    if kind == "sys.exit(1)":
+        sys.exit(1)
+    if kind == "raise KeyboardInterrupt":
+        raise KeyboardInterrupt
+    if kind == "raise CancelledError":
+        raise asyncio.CancelledError
+    raise Halt("stop here")
+
+
+#: What an ``async def`` task raises on the worker's loop, and the error kept for it.
+RAISED = {
+    "raise SystemExit": "SystemExit",
+    "sys.exit(1)": "SystemExit: 1",
+    "raise KeyboardInterrupt": "KeyboardInterrupt",
+    "a BaseException of its own": "Halt: stop here",
+    "raise CancelledError": "CancelledError",  # its own, not the worker's cancellation of the run
+}
+
+
+@pytest.mark.parametrize("kind", RAISED)
+def test_whatever_an_async_task_raises_on_the_loop_fails_its_attempt_and_the_worker_serves_on(
+    scratch: Scratch, kind: str
+) -> None:
+    done: list[str] = []
+    tasks = Tasks()
+
+    @tasks.task("halt", queue="halting", max_attempts=2)
+    async def halt() -> None:
+        await asyncio.sleep(0)
+        _raise(kind)
+
+    @tasks.task("after", queue="halting")
+    async def after() -> None:
+        done.append("after")
+
+    async def body() -> None:
+        async with opened(scratch) as store:
+            job_id = await halt.aenqueue(store)
+            await after.aenqueue(store)
+            stop, running = await working(AsyncWorker(store, tasks, poll_interval=0.05))  # one slot serves both
+            await eventually(lambda: done == ["after"], "the next job to run")
+            end = time.monotonic() + PATIENCE
+            while (info := await store.get_job(job_id)) is not None and info.attempts == 0:
+                assert time.monotonic() < end, "the attempt never failed"
+                await asyncio.sleep(0.05)
+            assert info is not None
+            assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 1, RAISED[kind])
+            assert info.last_traceback is not None
+            assert "in halt" in info.last_traceback
+            assert not running.done(), "the worker serves on"
+            stop.cancel()
+            stats = await asyncio.wait_for(running, PATIENCE)
+            assert (stats.retried, stats.succeeded) == (1, 1)
+
+    run(body)
 
 
 def test_the_sync_worker_refuses_async_def_code_and_names_the_async_worker() -> None:

@@ -3,6 +3,7 @@ and the Django task a job names, made for its priority and queue once per kind o
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from django.tasks import task_backends
 from django.tasks.exceptions import InvalidTask
 
-from alkstore.adapters.django.runner import DaemonThreads, _started
+from alkstore.adapters.django.runner import DaemonThreads, _cancelled, _started
 from tests.django.project.shop import tasks
 from tests.django.project.shop.tasks import write
 
@@ -76,3 +77,24 @@ def test_a_job_on_a_queue_the_backend_refuses_fails_each_time() -> None:
         with pytest.raises(InvalidTask, match="not valid"):
             _started(backend, {"args": [], "kwargs": {}}, job_of(WRITE, queue="nowhere"), known)
     assert known == {}
+
+
+def test_only_the_workers_cancellation_of_a_run_is_no_failure_of_the_task() -> None:
+    async def main() -> list[bool]:
+        seen: list[bool] = []
+
+        async def run() -> None:
+            try:
+                await asyncio.sleep(3600)
+            except BaseException as exc:
+                seen.append(_cancelled(exc))
+                raise
+
+        running = asyncio.create_task(run())
+        await asyncio.sleep(0)
+        running.cancel()  # as the worker cancels a run past its timeout
+        await asyncio.gather(running, return_exceptions=True)
+        seen.extend([_cancelled(asyncio.CancelledError()), _cancelled(SystemExit(1))])  # raised by the task itself
+        return seen
+
+    assert asyncio.run(main()) == [True, False, False]

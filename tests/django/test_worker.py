@@ -13,7 +13,7 @@ from django.tasks import task_backends
 
 from alkstore import JobState
 from tests._proc import LiveProcess
-from tests.django.project.shop.tasks import awrite, slow_write, write, write_context
+from tests.django.project.shop.tasks import awrite, exits, slow_write, write, write_context
 from tests.support import PATIENCE, wait_until
 
 #: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
@@ -115,6 +115,30 @@ def test_a_failing_run_sends_finished_as_failed_and_leaves_the_job_to_be_retried
     assert info.attempts == 1
     assert "No such file or directory" in (info.last_error or "")
     assert "FileNotFoundError" in (info.last_traceback or "")
+
+
+def test_a_task_calling_sys_exit_fails_its_run_and_the_worker_serves_the_next_task(tmp_path: Path) -> None:
+    log, exiting, out = tmp_path / "signals", tmp_path / "exiting", tmp_path / "out"
+    result = exits.enqueue(path=str(exiting))
+    try:
+        with worker(log, "--queues", "default") as process:
+            wait_until(lambda: log.exists() and "FAILED" in log.read_text(encoding="utf-8"), "the run to fail")
+            after = write.enqueue(path=str(out), text="after")  # only a worker that survived runs this one
+            wait_until(lambda: out.exists() and stored(after) is None, "the next task to run and be acked")
+            assert process.proc.poll() is None, "the worker serves on"
+            process.proc.send_signal(signal.SIGTERM)
+            assert process.finish() == 0
+        lines = log.read_text(encoding="utf-8").splitlines()
+        assert f"finished {result.id} exits FAILED" in lines
+        assert f"error {result.id} builtins.SystemExit" in lines
+        assert f"finished {after.id} write SUCCESSFUL" in lines
+        info = stored(result)
+        assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 1, "SystemExit: 1")
+        found = exits.get_result(result.id)
+        assert [error.exception_class_path for error in found.errors] == ["builtins.SystemExit"]
+        assert exiting.read_text(encoding="utf-8") == "exiting"
+    finally:
+        task_backends["default"].store.cancel(int(result.id))  # its retry never in the way of the next tests
 
 
 def test_the_worker_refuses_a_queue_the_backend_does_not_have(tmp_path: Path) -> None:

@@ -154,6 +154,32 @@ def test_a_job_of_a_sigkilled_worker_is_run_again_after_its_visibility_timeout(
     assert rows(db, app.schema) == []
 
 
+def test_a_draining_worker_acks_a_finished_run_at_once_so_a_kill_in_its_grace_does_not_run_it_again(
+    app: App, db: psycopg.Connection[Any]
+) -> None:
+    import procapp
+
+    task = procapp.work.with_options(alkstore.EnqueueOpts(visibility_timeout=2))
+    with alkstore.open(app.dsn, schema=app.schema, max_size=2) as store:
+        short = task.enqueue(store, n=1, sleep=2.0)
+        long = task.enqueue(store, n=2, hang_first=True)  # runs until handed back, then quick
+    with app.worker("--concurrency", "2", "--grace", "20") as killed:
+        wait_until(lambda: len(app.events("start")) == 2, "both runs to start", timeout=PATIENCE * 2)
+        killed.proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: rows(db, app.schema, f"id = {short}") == [], "the short job's ack", timeout=PATIENCE * 2)
+        assert killed.proc.poll() is None, "acked while the worker is still in its grace"
+        assert [event["n"] for event in app.events("done")] == [1]
+        assert [row[1:] for row in rows(db, app.schema)] == [("running", 1)], "the long job still runs"
+        killed.proc.kill()
+        assert killed.finish() == -signal.SIGKILL
+    with app.worker("--concurrency", "2") as survivor:
+        wait_until(lambda: len(app.events("done")) == 2, "the long job to run again and finish", timeout=PATIENCE * 2)
+        survivor.proc.send_signal(signal.SIGTERM)
+        assert survivor.finish(timeout=PATIENCE) == 0
+    assert Counter(event["job"] for event in app.events("start")) == {short: 1, long: 2}, "the short one ran once"
+    assert rows(db, app.schema) == []
+
+
 def test_a_worker_whose_backends_are_killed_mid_drain_carries_on_and_runs_each_job_once(
     app: App, db: psycopg.Connection[Any]
 ) -> None:

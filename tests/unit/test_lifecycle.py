@@ -22,6 +22,7 @@ from alkstore._lifecycle import (
     claim_wait,
     decode_claimed,
     failure,
+    last_attempt,
     lease_until,
     on_failure,
 )
@@ -85,6 +86,19 @@ def test_a_failure_keeps_a_string_as_given_and_an_exception_as_its_text() -> Non
     assert failure("SMTP timeout").traceback is None
     assert failure(ValueError("bad")).error == "bad"
     assert failure(ValueError()).error == "ValueError"
+
+
+class Halt(BaseException):
+    """A ``BaseException`` of an application's own, which is no ``Exception``."""
+
+
+def test_a_base_exception_that_is_no_exception_leads_its_text_with_its_type() -> None:
+    assert failure(SystemExit(1)).error == "SystemExit: 1"
+    assert failure(SystemExit("shutting down")).error == "SystemExit: shutting down"
+    assert failure(SystemExit()).error == "SystemExit"
+    assert failure(KeyboardInterrupt()).error == "KeyboardInterrupt"
+    assert failure(Halt("stop here")) == Failure("Halt: stop here", exception=f"{__name__}.Halt")
+    assert failure(ValueError("bad")).error == "bad", "an Exception's text is its own"
 
 
 def test_a_raised_exception_keeps_its_traceback_ending_with_its_type_and_message() -> None:
@@ -169,6 +183,13 @@ def test_the_last_attempt_buries_whatever_the_delay() -> None:
     for delay in (None, 0, 60):
         outcome = on_failure(record(attempts=3), failure("gave up"), DEFAULTS, delay, NOW)
         assert outcome == Burial(7, 4, "gave up", None)
+
+
+def test_the_last_attempt_is_the_one_whose_failure_buries() -> None:
+    for attempts in (1, 2, 3):
+        claim = record(attempts=attempts)
+        buried = isinstance(on_failure(claim, failure("x"), DEFAULTS, None, NOW), Burial)
+        assert last_attempt(claim) is buried is (attempts == 3)
 
 
 @pytest.mark.parametrize("delay", [-1, float("nan"), "5", timedelta(days=-1)])

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from alkstore import ManualClock
 from alkstore._reporting import Reporter
-from alkstore._worker_parts import Tally, WorkerOptions
+from alkstore._worker_parts import AckBuffer, Tally, WorkerOptions
 from alkstore.engine import ThroughputRecord, WorkerRecord
 from alkstore.errors import DatabaseUnavailable
 from tests.support import T0
@@ -82,3 +82,12 @@ def test_a_report_that_cannot_be_stored_keeps_its_counts_for_the_next() -> None:
     engine.down = False
     reporter.report()
     assert engine.stored == [("mail", T0.replace(second=0, microsecond=0) + timedelta(minutes=1), 2, 1)]
+
+
+def test_a_closed_ack_buffer_hands_over_what_it_held_and_holds_no_more() -> None:
+    acks = AckBuffer()
+    assert acks.push("job 1", 1.0, "held 1")
+    held = acks.close()
+    assert held == [("job 1", 1.0, "held 1")]
+    assert not acks.push("job 2", 2.0, "held 2"), "a stopping worker's run writes its own ack"
+    assert (bool(acks), acks.take()) == (False, [])

@@ -8,6 +8,8 @@ plain one runs, signals and all, on one of the worker's daemon threads, as a syn
 stale connections are closed before and after each run, as a request would. A task that raises
 fails the run: alkstore retries it, then keeps it dead. Its return value, normalised to JSON as
 Django's own backends do (a value that is not JSON fails the run, as there), is the job's result.
+Whatever a task raises fails its run, ``SystemExit`` included: ``task_finished`` says ``FAILED`` with
+that exception's class, and the worker serves on (ADR 054).
 
 Periodic tasks (``OPTIONS["schedules"]``) are registered in an ``alkstore.Tasks`` registry whose
 every entry runs through the same handler, so a fired job and an enqueued one run alike.
@@ -15,6 +17,7 @@ every entry runs through the same handler, so a fired job and an enqueued one ru
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -100,7 +103,7 @@ def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaita
             try:
                 args, kwargs = _arguments(task, result)
                 value = normalize_json(task.call(*args, **kwargs))
-            except Exception as exc:
+            except BaseException as exc:  # SystemExit too: the run fails, the worker serves on (ADR 054)
                 task_finished.send(sender=sender, task_result=_failed(result, exc))
                 raise
             task_finished.send(sender=sender, task_result=_succeeded(result, value))
@@ -119,8 +122,9 @@ def handler_for(backend: Any, executor: Executor) -> Callable[[Any, Any], Awaita
             try:
                 args, kwargs = _arguments(task, result)
                 value = normalize_json(await task.acall(*args, **kwargs))
-            except Exception as exc:
-                await task_finished.asend(sender=sender, task_result=_failed(result, exc))
+            except BaseException as exc:
+                if not _cancelled(exc):  # a run the worker cancels (its timeout, a drain's end) did not fail
+                    await task_finished.asend(sender=sender, task_result=_failed(result, exc))
                 raise
             await task_finished.asend(sender=sender, task_result=_succeeded(result, value))
             return value
@@ -214,7 +218,13 @@ def check_call(task: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
     check_arguments(task.module_path, task.func, *context, *args, **kwargs)
 
 
-def _failed(result: TaskResult, exc: Exception) -> TaskResult:
+def _cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` is the cancellation of the running task (the worker's), not one the task raised itself."""
+    task = asyncio.current_task()
+    return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
+
+
+def _failed(result: TaskResult, exc: BaseException) -> TaskResult:
     """``result`` finished as ``FAILED``, with the exception's class path and traceback as its error."""
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "status", TaskResultStatus.FAILED)

@@ -29,3 +29,7 @@ def on_started(sender: Any, task_result: Any, **kwargs: Any) -> None:
 @receiver(task_finished)
 def on_finished(sender: Any, task_result: Any, **kwargs: Any) -> None:
     _note("finished", task_result)
+    path = os.environ.get("SHOP_SIGNAL_LOG")
+    if path and task_result.errors:  # a failed run: a line naming its exception's class too
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"error {task_result.id} {task_result.errors[-1].exception_class_path}\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,13 @@ async def awrite(path: str, text: str) -> str:
     await asyncio.sleep(0)
     Path(path).write_text(f"{text} on {type(asyncio.get_running_loop()).__name__}", encoding="utf-8")
     return text
+
+
+@task
+def exits(path: str) -> None:
+    """Write ``exiting`` to ``path``, then ``sys.exit(1)``: the run fails, the worker serves on."""
+    Path(path).write_text("exiting", encoding="utf-8")
+    sys.exit(1)
 
 
 @task(queue_name="ticks")
