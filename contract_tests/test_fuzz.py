@@ -2,7 +2,7 @@
 
 Each example calls one entry point with arguments drawn from plausible values and junk (wrong
 types, out-of-range numbers, naive and unrepresentable instants, unprintable names, objects of
-alkstore's own that do not belong there). It asserts exactly what the README promises: the call
+alkstore's own that do not belong there). It asserts exactly what docs/tour.md promises: the call
 succeeds, or raises an input error (an ``AlkstoreError``; no bare ``TypeError``, ``ValueError``,
 ``OverflowError`` or ``DatabaseError``). After an error nothing was stored — the schedules, the
 jobs it could have touched or made, the stored queue configs, the lock it named and the

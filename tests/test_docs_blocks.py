@@ -35,8 +35,8 @@ class Shown:
 
 
 T_README = "tests/cli/test_readme.py"
-T_OPS = "tests/cli/test_readme_operations.py"
-T_DEPLOY = "tests/postgres/test_readme_deploying.py"
+T_OPS = "tests/cli/test_docs_operations.py"
+T_DEPLOY = "tests/postgres/test_docs_deploying.py"
 T_INSTALL = "tests/test_install_lines.py::test_every_install_line_resolves_from_the_checkout"
 T_DJANGO_INSTALL = "tests/django/test_docs_django.py::test_the_django_install_line_resolves_from_the_checkout"
 T_BY_HAND = "tests/test_by_hand_commands.py"
@@ -75,8 +75,14 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         "python manage.py alkstore_migrate": Run(
             "tests/django/test_readme_django.py::test_place_order_commits_the_order_with_its_job_and_the_worker_command_runs_it"
         ),
-        'alkstore.open("memory://"': Run(f"{T_README}::test_the_tour_runs_as_written"),
-        "outbox_enqueue_tx(conn": Run(f"{T_README}::test_the_postgres_example_runs_against_a_fresh_schema"),
+    },
+    "docs/async.md": {
+        "asyncio.run(main())": Run("tests/aio/test_docs.py::test_the_example_runs_as_written"),
+    },
+    "docs/benchmarks.md": {
+        "Sort (actual time=": Shown("EXPLAIN output of one benchmark run"),
+    },
+    "docs/deploying.md": {
         "--grant app": Run(
             f"{T_OPS}::test_migrate_with_grant_makes_the_role_an_application_role",
             "owner, application role and database replaced by the test's own",
@@ -88,24 +94,6 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         "with Session(engine) as session": Run(
             f"{T_DEPLOY}::test_the_sqlalchemy_example_commits_the_order_with_its_message"
         ),
-        "pip install '.[web]'": Run(T_INSTALL),
-        "alkstore status --schema readme_demo": Run(
-            f"{T_OPS}::test_status_prints_what_the_readme_shows", "documented output: the same lines, columns and names"
-        ),
-        "alkstore jobs list emails --state dead": Run(f"{T_OPS}::test_the_operators_commands_run_as_written"),
-        "pip install '.[otel]'": Run(T_INSTALL),
-        "pip install opentelemetry-exporter-prometheus": Run(T_INSTALL),
-        "PrometheusMetricReader()": Run(
-            "tests/otel/test_prometheus_readme.py::test_the_prometheus_example_serves_the_documented_names",
-            "the URL and the port (a free one: the machine is shared) replaced",
-        ),
-        "pip install -e '.[test,dev]'": Run(T_INSTALL),
-    },
-    "docs/async.md": {
-        "asyncio.run(main())": Run("tests/aio/test_docs.py::test_the_example_runs_as_written"),
-    },
-    "docs/benchmarks.md": {
-        "Sort (actual time=": Shown("EXPLAIN output of one benchmark run"),
     },
     "docs/dashboard.md": {
         "pip install '.[web]'": Run(T_INSTALL),
@@ -122,6 +110,9 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
     },
     "docs/design.md": {
         "one distribution, import name": Shown("a tree diagram of the source layout"),
+    },
+    "docs/development.md": {
+        "pip install -e '.[test,dev]'": Run(T_INSTALL),
     },
     "docs/django.md": {
         "pip install '.[django]'": Run(T_DJANGO_INSTALL),
@@ -148,6 +139,10 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         "FAILED tests/postgres/test_stored_format.py": Shown("a recorded failure of a planted mutant"),
     },
     "docs/operations.md": {
+        "alkstore status --schema readme_demo": Run(
+            f"{T_OPS}::test_status_prints_what_the_docs_show", "documented output: the same lines, columns and names"
+        ),
+        "alkstore jobs list emails --state dead": Run(f"{T_OPS}::test_the_operators_commands_run_as_written"),
         "HEALTHCHECK --interval=30s": Run(f"{T_OPS}::test_the_container_probes_run_healthcheck"),
         "livenessProbe:": Run(f"{T_OPS}::test_the_container_probes_run_healthcheck"),
         "alkstore status at 2030-01-01 00:10:42 UTC": Run(
@@ -184,6 +179,18 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
             f"{T_BY_HAND}::test_the_nemesis_commands_parse",
             "by hand (75 minutes): the check runs, the options are the runner's; the worktree is not made",
         ),
+    },
+    "docs/telemetry.md": {
+        "pip install '.[otel]'": Run(T_INSTALL),
+        "pip install opentelemetry-exporter-prometheus": Run(T_INSTALL),
+        "PrometheusMetricReader()": Run(
+            "tests/otel/test_docs_telemetry.py::test_the_prometheus_example_serves_the_documented_names",
+            "the URL and the port (a free one: the machine is shared) replaced",
+        ),
+    },
+    "docs/tour.md": {
+        'alkstore.open("memory://"': Run(f"{T_README}::test_the_tour_runs_as_written"),
+        "outbox_enqueue_tx(conn": Run(f"{T_README}::test_the_postgres_example_runs_against_a_fresh_schema"),
     },
 }
 

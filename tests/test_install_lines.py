@@ -26,13 +26,12 @@ from tests._docs import PAGES, ROOT, items_of
 #: The pages' install lines the audit (tests/test_docs_blocks.py) gives to this test, by page and needle.
 INSTALL_LINES = (
     ("README.md", "PY312 -m venv .venv312"),
-    ("README.md", "pip install '.[web]'"),
-    ("README.md", "pip install '.[otel]'"),
-    ("README.md", "pip install opentelemetry-exporter-prometheus"),
-    ("README.md", "pip install -e '.[test,dev]'"),
     ("README.md", "pip install starlette uvicorn 'sqlalchemy[asyncio]'"),
     ("docs/dashboard.md", "pip install '.[web]'"),
+    ("docs/development.md", "pip install -e '.[test,dev]'"),
     ("docs/operations.md", "pip install '.[web]'"),
+    ("docs/telemetry.md", "pip install '.[otel]'"),
+    ("docs/telemetry.md", "pip install opentelemetry-exporter-prometheus"),
 )
 #: Lines for another interpreter: resolved where the suite runs on Python 3.12 or later.
 ELSEWHERE = {("'.[django]'",): "tests/django/test_docs_django.py"}

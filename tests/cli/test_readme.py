@@ -1,4 +1,5 @@
-"""The README cannot rot: its set-up commands come first and its Python examples run."""
+"""The README cannot rot: its set-up commands come first, it stays a short tour, and its examples run (with
+docs/tour.md's, the Python API's tour that moved out of it)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from tests.support import must_claim
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+TOUR = "docs/tour.md"
+#: The README is a short tour; the reference lives under docs/ (its "Where to read on" points there).
+README_MAX_BYTES = 12_288
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/alkstore demo"
@@ -54,6 +58,12 @@ def test_the_setup_commands_stand_at_the_top_after_a_few_lines_of_introduction()
     assert len(before.splitlines()) <= 10
 
 
+def test_the_readme_stays_a_short_tour() -> None:
+    size = len(README.read_bytes())
+
+    assert size <= README_MAX_BYTES, f"README.md is {size} bytes: move the reference to docs/ and link it"
+
+
 def test_the_test_command_installs_the_package_non_editable() -> None:
     assert "-e" not in TEST_COMMAND.split()
     assert "--editable" not in TEST_COMMAND
@@ -70,7 +80,7 @@ def test_ci_runs_the_readmes_two_commands_as_written_in_a_fresh_clone() -> None:
 
 
 def test_the_tour_runs_as_written(tmp_path: Path) -> None:
-    tour = block_with('alkstore.open("memory://"')
+    tour = block(TOUR, 'alkstore.open("memory://"')
     script = tmp_path / "tour.py"
     script.write_text(tour, encoding="utf-8")
 
@@ -89,12 +99,12 @@ def test_every_python_example_compiles(index: int) -> None:
 
 @pytest.mark.postgres
 def test_the_postgres_example_runs_against_a_fresh_schema(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
-    example = block_with("outbox_enqueue_tx(conn")
-    readme_url, readme_schema = '"postgresql://postgres@127.0.0.1:5432/test"', 'schema="alkstore"'
-    assert readme_url in example
-    assert readme_schema in example
+    example = block(TOUR, "outbox_enqueue_tx(conn")
+    documented_url, documented_schema = '"postgresql://postgres@127.0.0.1:5432/test"', 'schema="alkstore"'
+    assert documented_url in example
+    assert documented_schema in example
     script = tmp_path / "postgres_example.py"
-    script.write_text(example.replace(readme_url, repr(pg_dsn)).replace(readme_schema, f"schema={pg_schema!r}"))
+    script.write_text(example.replace(documented_url, repr(pg_dsn)).replace(documented_schema, f"schema={pg_schema!r}"))
 
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False

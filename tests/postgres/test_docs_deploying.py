@@ -1,4 +1,4 @@
-"""The README's Deploying examples run as written, only where they connect replaced: a store behind a
+"""docs/deploying.md's examples run as written, only where they connect replaced: a store behind a
 transaction-pooling PgBouncer, and SQLAlchemy's ``Session`` committing an order with its outbox message."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from tests.postgres._pgbouncer import running_pgbouncer
 
 pytestmark = pytest.mark.postgres
 
+PAGE = "docs/deploying.md"
+
 
 @pytest.fixture
 def migrated(pg_database: str) -> str:
@@ -26,7 +28,7 @@ def migrated(pg_database: str) -> str:
 
 
 def test_the_pgbouncer_example_works_through_a_transaction_pooler(migrated: str) -> None:
-    example = block("README.md", "prepare_threshold=None")
+    example = block(PAGE, "prepare_threshold=None")
     pooled, direct = '"postgresql://app@pgbouncer:6432/app"', '"postgresql://app@db:5432/app"'
     assert pooled in example
     assert direct in example
@@ -58,7 +60,7 @@ class Order(Base):
 
 
 def test_the_sqlalchemy_example_commits_the_order_with_its_message(migrated: str) -> None:
-    example = block("README.md", "with Session(engine) as session")
+    example = block(PAGE, "with Session(engine) as session")
     engine = sqlalchemy.create_engine(migrated.replace("postgresql://", "postgresql+psycopg://"), pool_size=1)
     Base.metadata.create_all(engine)
     try:

@@ -1,6 +1,6 @@
-"""The README's operator commands run as written, each in a database of its own (only where they connect is
-replaced): ``migrate --grant``, the ``jobs``/``schedules``/``status`` block, the status it shows, and
-docs/operations.md's container probes."""
+"""The operator commands of docs/deploying.md and docs/operations.md run as written, each in a database of its
+own (only where they connect is replaced): ``migrate --grant``, the ``jobs``/``schedules``/``status`` block, the
+status it shows, and the container probes."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ from tests.support import PATIENCE, must_claim, url_of
 
 pytestmark = pytest.mark.postgres
 
+DEPLOYING = "docs/deploying.md"
+OPERATIONS = "docs/operations.md"
+
 
 @pytest.fixture
 def database(pg_database: str) -> str:
@@ -53,7 +56,7 @@ def alkstore_command(line: str, url: str, timeout: float = 120.0) -> subprocess.
 
 
 def test_migrate_with_grant_makes_the_role_an_application_role(pg_dsn: str, database: str) -> None:
-    command = block("README.md", "--grant app").strip()
+    command = block(DEPLOYING, "--grant app").strip()
     assert command == "alkstore migrate --url postgresql://owner@db:5432/app --schema alkstore --grant app"
     owner, app = (f"alk_{what}_{secrets.token_hex(5)}" for what in ("owner", "app"))
     password = secrets.token_hex(12)
@@ -95,9 +98,9 @@ def test_migrate_with_grant_makes_the_role_an_application_role(pg_dsn: str, data
                 conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
-# -- Operating alkstore: the status the README shows -------------------------------------------
+# -- Operating alkstore: the status the page shows ---------------------------------------------
 
-README_STATUS = "alkstore status --schema readme_demo"
+STATUS_COMMAND = "alkstore status --schema readme_demo"
 #: What changes from run to run: instants and durations.
 _INSTANT = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 _DURATION = re.compile(r" +(?:\d+h)?(?:\d+m)?\d+(?:\.\d)?s\b")  # right-aligned: its width varies
@@ -107,8 +110,8 @@ def masked(text: str) -> str:
     return _DURATION.sub(" <duration>", _INSTANT.sub("<instant>", text))
 
 
-def seed_the_readme_demo(url: str) -> None:
-    """The state the README's status shows: four queues (one an outbox's), three schedules, a leader and a
+def seed_the_status_demo(url: str) -> None:
+    """The state the documented status shows: four queues (one an outbox's), three schedules, a leader and a
     worker busy with two emails."""
     now = datetime.now(UTC).replace(microsecond=0)
     clock = ManualClock(now - timedelta(seconds=31))
@@ -142,18 +145,18 @@ def seed_the_readme_demo(url: str) -> None:
         )
 
 
-def test_status_prints_what_the_readme_shows(database: str) -> None:
-    shown = block("README.md", README_STATUS)
+def test_status_prints_what_the_docs_show(database: str) -> None:
+    shown = block(OPERATIONS, STATUS_COMMAND)
     export, command, *printed = shown.splitlines()
-    readme_url = "postgresql://postgres@127.0.0.1:5432/test"
-    assert export == f"$ export ALKSTORE_URL={readme_url}"
-    assert command == f"$ {README_STATUS}"
-    seed_the_readme_demo(database)
+    documented_url = "postgresql://postgres@127.0.0.1:5432/test"
+    assert export == f"$ export ALKSTORE_URL={documented_url}"
+    assert command == f"$ {STATUS_COMMAND}"
+    seed_the_status_demo(database)
 
-    result = alkstore_command(README_STATUS, database)
+    result = alkstore_command(STATUS_COMMAND, database)
 
     assert result.returncode == EXIT_OK, result.stderr
-    expected = masked("\n".join(printed).replace(readme_url, database))
+    expected = masked("\n".join(printed).replace(documented_url, database))
     assert masked(result.stdout.rstrip("\n")) == expected
 
 
@@ -161,7 +164,7 @@ def test_status_prints_what_the_readme_shows(database: str) -> None:
 
 
 def test_the_operators_commands_run_as_written(database: str) -> None:
-    lines = block("README.md", "alkstore jobs list emails --state dead").splitlines()
+    lines = block(OPERATIONS, "alkstore jobs list emails --state dead").splitlines()
     with alkstore.open(database, migrate=True, max_size=2) as store:
         # Ids as the block has them, in a database of their own: job 5 is dead on emails, 12 and 13 pending there.
         other, emails = store.queue("other"), store.queue("emails")

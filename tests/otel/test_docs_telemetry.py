@@ -1,4 +1,4 @@
-"""The README's Prometheus example runs as written (its URL and port replaced) and serves the names its table
+"""docs/telemetry.md's Prometheus example runs as written (its URL and port replaced) and serves the names its table
 gives, on ``/metrics``."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import alkstore
 from tests._docs import ROOT, block
 
 pytestmark = pytest.mark.postgres
+
+PAGE = "docs/telemetry.md"
 
 #: What the test adds after the example: some work, then one scrape of the endpoint, printed.
 SCRAPE = """
@@ -39,21 +41,21 @@ def free_port() -> int:
 
 
 def documented_names() -> dict[str, str]:
-    """The README's table: OpenTelemetry name -> Prometheus name."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    return dict(re.findall(r"^\| `(alkstore\.[\w.]+)` \| `(alkstore_\w+)` \|", readme, re.MULTILINE))
+    """The page's table: OpenTelemetry name -> Prometheus name."""
+    text = (ROOT / PAGE).read_text(encoding="utf-8")
+    return dict(re.findall(r"^\| `(alkstore\.[\w.]+)` \| `(alkstore_\w+)` \|", text, re.MULTILINE))
 
 
 def test_the_prometheus_example_serves_the_documented_names(pg_database: str, tmp_path: Path) -> None:
-    example = block("README.md", "PrometheusMetricReader()")
-    readme_url, readme_port = '"postgresql://app@db/app"', "9464"
-    assert readme_url in example
-    assert f"start_http_server({readme_port})" in example
+    example = block(PAGE, "PrometheusMetricReader()")
+    documented_url, documented_port = '"postgresql://app@db/app"', "9464"
+    assert documented_url in example
+    assert f"start_http_server({documented_port})" in example
     port = str(free_port())
     alkstore.open(pg_database, migrate=True, max_size=1).close()
     script = tmp_path / "prometheus_example.py"
     script.write_text(
-        example.replace(readme_url, repr(pg_database)).replace(readme_port, port) + SCRAPE.replace("PORT", port)
+        example.replace(documented_url, repr(pg_database)).replace(documented_port, port) + SCRAPE.replace("PORT", port)
     )
 
     result = subprocess.run(
