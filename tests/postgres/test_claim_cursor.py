@@ -119,6 +119,14 @@ def test_a_lapsed_lease_is_reclaimed_by_a_claim_from_the_cursor(cursor_store: St
     assert claim_ids(cursor_store) == [lapsing.id]
 
 
+def test_jobs_enqueued_after_the_clock_stepped_back_are_claimed(cursor_store: Store, clock: ManualClock) -> None:
+    queue = cursor_store.queue("q")
+    move_the_cursor(cursor_store, clock)
+    clock.set(clock.now() - timedelta(seconds=30))  # behind every job the cursor was made of
+    ids = queue.enqueue_many(["a", "b", "c"])
+    assert [claim_ids(cursor_store) for _ in ids] == [[job_id] for job_id in ids]
+
+
 def test_with_a_backstop_of_zero_every_claim_reads_in_full(open_store: OpenStore, clock: ManualClock) -> None:
     store = open_store(clock=clock, claim_backstop=0)
     queue = store.queue("q")

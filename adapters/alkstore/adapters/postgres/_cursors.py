@@ -68,6 +68,12 @@ class _Queue:
     probed_to: datetime
     bands: OrderedDict[int, _Band] = field(default_factory=OrderedDict)
     stale: bool = False
+    #: Counts the resets: a full claim that began before the last one does not make the cursor current again.
+    resets: int = 0
+
+    def ahead_of(self, now: datetime) -> bool:
+        """Whether a band's newest job is later than ``now``: the claims' clock went back, the bounds are void."""
+        return any(band.newest is not None and band.newest > now for band in self.bands.values())
 
 
 class ClaimCursors:
@@ -80,12 +86,15 @@ class ClaimCursors:
         self._held: dict[int, tuple[str, bool]] = {}
 
     def params(self, queue: str, now: datetime) -> dict[str, Any]:
-        """The parameters of a claim of ``queue`` at ``now``: a full one when due, else one from the bands."""
+        """The parameters of a claim of ``queue`` at ``now``: a full one when due, else one from the bands.
+        ``resets`` is not a statement parameter: ``claimed`` reads it back."""
         with self._lock:
             state = self._queues.get(queue)
-            due = state is None or state.stale or not state.full_at <= now < state.full_at + self._backstop
-            if state is None or due or not state.bands:
-                return full_params()
+            if state is None:
+                return {**full_params(), "resets": 0}
+            due = state.stale or not state.full_at <= now < state.full_at + self._backstop
+            if due or not state.bands or state.ahead_of(now):
+                return {**full_params(), "resets": state.resets}
             segments = _segments({priority: band.bound() for priority, band in state.bands.items()})
             return {
                 "full": False,
@@ -94,6 +103,7 @@ class ClaimCursors:
                 "band_ats": [segment[2] for segment in segments],
                 "band_ids": [segment[3] for segment in segments],
                 "probed_after": min(state.probed_to, now),
+                "resets": state.resets,
             }
 
     def claimed(self, queue: str, now: datetime, params: dict[str, Any], jobs: Sequence[port.JobRecord]) -> None:
@@ -103,7 +113,11 @@ class ClaimCursors:
             if params["full"]:
                 if state is None:
                     state = self._queues[queue] = _Queue(full_at=now, probed_to=now)
-                state.full_at, state.stale = now, False
+                if now < state.full_at or state.ahead_of(now):
+                    state.bands.clear()
+                state.full_at = now
+                if params["resets"] == state.resets:
+                    state.stale = False
             elif state is None:
                 return
             if params["probe"]:
@@ -153,6 +167,7 @@ class ClaimCursors:
                 state = self._queues.get(queue)
                 if state is not None:
                     state.stale = True
+                    state.resets += 1
 
 
 def full_params() -> dict[str, Any]:

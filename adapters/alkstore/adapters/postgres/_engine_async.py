@@ -387,7 +387,7 @@ class AsyncPostgresEngine(port.AsyncEngine):
             rows = await self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         if None in rows:  # the statement swept instead of claiming: claim again, in full, without the probe
             self._cursors.claimed(request.queue, request.now, params, ())
-            params.update(full_params(), probe=False)
+            params.update(full_params(), probe=False)  # its resets stay: the sweep does not make it current
             rows = await self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         claimed = [row for row in rows if row is not None]
         claimed.sort(key=claim_order)
