@@ -8,16 +8,20 @@ These are counts, not times: they do not depend on the machine's load. A store i
 ``alkstore.open(..., migrate=True)`` (the real schema) and the floor's table in a schema of its
 own. One connection then runs ``BEGIN; SELECT txid_current()`` and stays idle in its
 transaction, so nothing deleted after it began can be vacuumed. Jobs are enqueued, claimed and
-acked with the worker's own statements (``claim`` with a limit, ``ack_many``) until the table
+acked with the worker's own statements (``claim`` with a limit, from the cursor the engine
+keeps from them, ADR 061, and ``ack_many``) until the table
 holds each level's number of finished jobs' dead rows; then ``--live`` ready jobs are enqueued
 behind them and each statement below runs under ``EXPLAIN (ANALYZE, BUFFERS)`` (five times,
 the median reported; the claims are real and committed, as a worker's are, and what they
 claimed is acked after each, as a worker would, so no live running job stands in front):
 
-- ``claim``: the worker's claim of 4 (its probe for lapsed leases, expired and due-delayed jobs
-  included), ``ack_and_claim``: the 4 just claimed acked and 4 more claimed in one statement,
+- ``claim``: the worker's claim of 4 read in full (its probe for lapsed leases, expired and
+  due-delayed jobs included): the claim before ADR 061, and the one the engine still runs at
+  least every ``claim_backstop``; the engine's claim from its cursor (ADR 061), with the bounds
+  the builder's claims left it; ``ack_and_claim``: the 4 just claimed acked and 4 more claimed in one statement,
   ``ack_many`` alone, ``soonest_due`` (an idle worker's read), and ``lease_probe`` at a time past
-  the default lease (300 s), when every finished job's ``running`` entry has lapsed;
+  the default lease (300 s), when every finished job's ``running`` entry has lapsed, in full and
+  from where a probe a second before looked up to (ADR 061);
 - the floor's claim (one row, ``FOR UPDATE SKIP LOCKED``) and its ``DELETE`` by id;
 - both claims from a cursor: the same statement with a lower bound on the ready index, ``AND
   priority = p AND (run_at, id) >= (t, i)``, at the key of the finished job ``MARGIN`` (800)
@@ -55,6 +59,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _bench import DEFAULT_DSN, load_average
 
 import alkstore
+from alkstore.adapters.postgres import _rows
+from alkstore.adapters.postgres._cursors import ClaimCursors, full_params
 from alkstore.adapters.postgres._sql import Statements
 
 QUEUE = "pressure"
@@ -73,8 +79,10 @@ FROM_CURSOR = " AND priority = %(cursor_priority)s AND (run_at, id) >= (%(cursor
 
 
 def claim_params(worker: str, limit: int, now: datetime) -> dict[str, Any]:
-    """The parameters the engine binds to its claim (``_engine_async.ack_and_claim``)."""
+    """The parameters the engine binds to its full claim (``_engine_async.ack_and_claim``; ADR 061: the one it
+    runs at least every ``claim_backstop``, from the left end of the ready index, with a full lease probe)."""
     return {
+        **full_params(),
         "probe": True,
         "queue": QUEUE,
         "worker": worker,
@@ -128,6 +136,8 @@ class Store(Subject):
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.conn.execute("SET TIME ZONE 'UTC'")
         self.held: list[tuple[int, int]] = []
+        #: The cursor the engine keeps from its claims; no full claim comes due while this runs.
+        self.cursors = ClaimCursors(backstop=24 * 3600)
         #: The claim order's key (priority, run_at, id) of the last jobs the build claimed, oldest first.
         self.finished_keys: list[tuple[int, datetime, int]] = []
         assert self.sql.claim.count(READY) == 1
@@ -138,15 +148,15 @@ class Store(Subject):
             self.queue.enqueue_many([PAYLOAD] * min(1000, count - start))
 
     def _claim(self, limit: int) -> list[tuple[int, int]]:
-        # The claim returns the job columns: id first, the fence (lease) among them.
-        cur = self.conn.execute(self.sql.claim, claim_params("builder", limit, datetime.now(UTC)))
-        names = [column.name for column in cur.description or []]
-        rows = [row for row in cur.fetchall() if row[names.index("id")] is not None]
-        at_id, at_lease = names.index("id"), names.index("lease")
-        at_priority, at_run_at = names.index("priority"), names.index("run_at")
-        keys = sorted((row[at_priority] * -1, row[at_run_at], row[at_id]) for row in rows)
+        # The engine's claim, in full or from the cursor it keeps from these very claims (ADR 061).
+        now = datetime.now(UTC)
+        params = {**claim_params("builder", limit, now), **self.cursors.params(QUEUE, now)}
+        with self.conn.cursor(binary=True, row_factory=_rows.JOB_OR_SWEPT) as cur:
+            records = [row for row in cur.execute(self.sql.claim, params).fetchall() if row is not None]
+        self.cursors.claimed(QUEUE, now, params, records)
+        keys = sorted((-job.priority, job.run_at, job.id) for job in records)
         self.finished_keys = (self.finished_keys + [(-p, t, i) for p, t, i in keys])[-MARGIN:]
-        return [(row[at_id], row[at_lease]) for row in rows]
+        return [(job.id, job.fence) for job in records]
 
     def _ack(self, held: list[tuple[int, int]]) -> None:
         self.conn.execute(self.sql.ack_many, {"ids": [h[0] for h in held], "fences": [h[1] for h in held]})
@@ -174,7 +184,16 @@ class Store(Subject):
             return self.sql.soonest_due, {"queues": [QUEUE]}
 
         def lapsed_probe(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
-            return self.sql.lease_probe, {"queue": QUEUE, "now": datetime.now(UTC) + timedelta(seconds=301)}
+            params = {"queue": QUEUE, "now": datetime.now(UTC) + timedelta(seconds=301)}
+            return self.sql.lease_probe, {**params, "probed_after": full_params()["probed_after"]}
+
+        def lapsed_probe_from_last(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            now = datetime.now(UTC) + timedelta(seconds=301)
+            return self.sql.lease_probe, {"queue": QUEUE, "now": now, "probed_after": now - timedelta(seconds=1)}
+
+        def engine_claim(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            now = datetime.now(UTC)
+            return self.sql.claim, {**claim_params("w", CLAIM, now), **self.cursors.params(QUEUE, now)}
 
         cursor = self.finished_keys[0] if len(self.finished_keys) == MARGIN else None
 
@@ -189,8 +208,10 @@ class Store(Subject):
             ("ack_and_claim (4+4)", ack_and_claim),
             ("ack_many (4)", ack_many),
             ("soonest_due", soonest_due),
-            ("lease_probe, leases lapsed", lapsed_probe),
+            ("lease_probe, leases lapsed (full)", lapsed_probe),
+            ("lease_probe, leases lapsed, from the last probe 1 s before", lapsed_probe_from_last),
             (f"claim (4) from a cursor {MARGIN} finished jobs back", claim_from_cursor),
+            ("claim (4), the engine's, from its cursor (ADR 061)", engine_claim),
         ]
 
     def settle(self) -> None:

@@ -234,9 +234,10 @@ def test_a_listing_sorts_every_part_in_its_phases_declared_order(phase: JobPhase
 @pytest.mark.parametrize("name", ["claim", "ack_and_claim"])
 def test_the_claim_takes_jobs_in_the_declared_claim_order(name: str) -> None:
     text = flat(_sql._TEMPLATES[name])
-    limit = r"(?:%\(limit\)s|\(SELECT CASE WHEN .*? END\))"
-    found = re.findall(rf"ORDER BY ([^()]*?) LIMIT {limit} FOR UPDATE SKIP LOCKED", text)
-    assert found == [order_by(CLAIM_ORDER)]
+    limit = r"\(SELECT n FROM allowed\)"
+    found = re.findall(rf"ORDER BY ([^()]*?) LIMIT {limit}(?: FOR UPDATE SKIP LOCKED)?", text)
+    # The full read, the read of each segment from the cursor, and the best of the segments (ADR 061).
+    assert found == [order_by(CLAIM_ORDER)] * 3
 
 
 # -- on the server ---------------------------------------------------------------------------
@@ -534,8 +535,12 @@ def test_the_lease_probe_alone_finds_its_queues_first_lapsed_lease(
     claim("probed", 10)  # lapses after now, and one job stays pending
     lease_probe = Statements.for_schema(pg_module_schema).lease_probe
     with engine.pool.connection() as conn:
-        found = conn.execute(lease_probe, {"queue": "probed", "now": start + timedelta(seconds=10)}).fetchall()
-    assert found == [(start + timedelta(seconds=10),)]
+        params = {"queue": "probed", "now": start + timedelta(seconds=10), "probed_after": start}
+        found = conn.execute(lease_probe, params).fetchall()
+        assert found == [(start + timedelta(seconds=10),)]
+        # From where the last probe looked up to (ADR 061): a lease that ended before is not looked at again.
+        params["probed_after"] = start + timedelta(seconds=10, microseconds=1)
+        assert conn.execute(lease_probe, params).fetchall() == []
 
 
 def test_the_workers_claim_is_planned_once_and_not_at_every_call(pg_dsn: str, pg_module_schema: str) -> None:

@@ -32,6 +32,7 @@ from alkstore.errors import AlkstoreError, LeaseLost
 from . import _migrate, _rows
 from ._clock import DatabaseClock
 from ._connections import Connections
+from ._cursors import ClaimCursors, full_params
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._sql import UPKEEP_TABLES, Statements
@@ -75,8 +76,10 @@ class PostgresEngine(port.Engine):
     statement is prepared, but the engine's one-statement calls are prepared at their first, ADR
     053; ``None`` never prepares statements, as a transaction pooler needs),
     ``listen_url`` (where parked claims LISTEN; default the URL) and ``listen_max_size`` (the
-    listening pool's bound, default ``max_size``) and ``grant`` (roles that migrating makes
-    application roles of the schema, ADR 019). A store holds at most ``max_size +
+    listening pool's bound, default ``max_size``), ``grant`` (roles that migrating makes
+    application roles of the schema, ADR 019) and ``claim_backstop`` (seconds, default 1: a
+    claim reads the whole ready index at least this often, and from its cursor in between, ADR
+    061; 0 reads it whole every time). A store holds at most ``max_size +
     listen_max_size`` connections at once (``max_connections``): its open checks the schema on
     one more, closed before the pools open. ``open_engine`` constructs one and ``start``s it.
     """
@@ -93,6 +96,7 @@ class PostgresEngine(port.Engine):
         self._parked: Counter[str] = Counter()  # queues with a parked claim in this engine
         self._clock = DatabaseClock(self._server_time)
         self._clock_conn: psycopg.Connection[Any] | None = None
+        self._cursors = ClaimCursors(opts.claim_backstop)
         self._connections = Connections(opts, self._sql)
         self._listening = Listening(
             self._connections.listen_pool, self._sql, self._schema, self._closing, self._notify_queues
@@ -361,6 +365,7 @@ class PostgresEngine(port.Engine):
         self, acks: Sequence[port.Held], request: port.ClaimRequest
     ) -> tuple[list[port.Held], list[port.JobRecord]]:
         params: dict[str, Any] = {
+            **self._cursors.params(request.queue, request.now),
             "probe": True,
             "queue": request.queue,
             "worker": request.worker_id,
@@ -373,6 +378,7 @@ class PostgresEngine(port.Engine):
         }
         stale: list[port.Held] = []
         if acks:
+            self._cursors.ended(pair.job_id for pair in acks)
             keeping = _keeping(acks)
             params.update(_rows.keeping_params(acks) if keeping else _rows.fenced_params(acks))
             statement = self._sql.ack_keeping_and_claim if keeping else self._sql.ack_and_claim
@@ -381,11 +387,13 @@ class PostgresEngine(port.Engine):
             rows = [row for row in rows if not isinstance(row, int)]
         else:
             rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
-        if None in rows:  # the statement swept instead of claiming: claim again, without the probe
-            params["probe"] = False
+        if None in rows:  # the statement swept instead of claiming: claim again, in full, without the probe
+            self._cursors.claimed(request.queue, request.now, params, ())
+            params.update(full_params(), probe=False)  # its resets stay: the sweep does not make it current
             rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         claimed = [row for row in rows if row is not None]
         claimed.sort(key=claim_order)
+        self._cursors.claimed(request.queue, request.now, params, claimed)
         return stale, claimed
 
     def soonest_due(self, queues: Sequence[str]) -> datetime | None:
@@ -407,6 +415,7 @@ class PostgresEngine(port.Engine):
                         del self._parked[queue]
 
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
+        self._cursors.ended(pair.job_id for pair in held)
         if len(held) == 1 and isinstance(kept := held[0], port.Done):
             acked = self._connections.one(self._sql.ack_keeping_one, _rows.kept_params(kept), _SCALAR)
             return [] if acked is not None else [kept]
@@ -423,15 +432,20 @@ class PostgresEngine(port.Engine):
 
     def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         params = {**_rows.retry_params(retries), "now": now, "schema": self._schema}
-        return _stale(retries, self._connections.all(self._sql.retry, params, _SCALAR))
+        stale = _stale(retries, self._connections.all(self._sql.retry, params, _SCALAR))
+        self._cursors.ended((retry.job_id for retry in retries), put_back=True)
+        return stale
 
     def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
+        self._cursors.ended(burial.job_id for burial in burials)
         params = {**_rows.fenced_params(burials), **_rows.failure_params(burials), "now": now}
         return _stale(burials, self._connections.all(self._sql.bury, params, _SCALAR))
 
     def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:
         params = {**_rows.fenced_params(held), "now": now, "schema": self._schema}
-        return _stale(held, self._connections.all(self._sql.release, params, _SCALAR))
+        stale = _stale(held, self._connections.all(self._sql.release, params, _SCALAR))
+        self._cursors.ended((pair.job_id for pair in held), put_back=True)
+        return stale
 
     def heartbeat(self, beats: Sequence[port.Heartbeat]) -> tuple[list[port.Held], list[port.Held]]:
         params = {**_rows.fenced_params(beats), "lease_untils": [beat.lease_until for beat in beats]}
@@ -452,6 +466,7 @@ class PostgresEngine(port.Engine):
                 conn.execute(self._sql.lock_ordering_keys, locks)
             with conn.cursor(row_factory=scalar_row) as cursor:
                 rows = (cursor.execute(self._sql.requeue_dead, params)).fetchall()
+        self._cursors.reset()
         return sorted(int(value) for value in rows if value is not None)
 
     # -- locks ---------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from psycopg.conninfo import conninfo_to_dict
 from alkstore.engine import SCHEDULER_LEASE, redact
 from alkstore.errors import InvalidOptions
 
+from ._cursors import DEFAULT_BACKSTOP
+
 __all__ = ["SCHEMES", "EngineOptions", "parse_options"]
 
 #: The URL schemes this engine answers to (``postgresql+psycopg`` is SQLAlchemy's spelling).
@@ -45,6 +47,7 @@ class EngineOptions:
     listen_url: str
     listen_max_size: int
     grant: tuple[str, ...]
+    claim_backstop: float
 
     @property
     def max_connections(self) -> int:
@@ -78,6 +81,7 @@ _NAMES = (
     "listen_url",
     "listen_max_size",
     "grant",
+    "claim_backstop",
 )
 _UNSET: Any = object()
 
@@ -121,6 +125,7 @@ def parse_options(url: str, options: Mapping[str, Any]) -> EngineOptions:
         listen_url=listen_url,
         listen_max_size=_check_int(options.get("listen_max_size", max_size), "listen_max_size", 1),
         grant=_check_roles(options.get("grant", ())),
+        claim_backstop=_check_backstop(options.get("claim_backstop", DEFAULT_BACKSTOP)),
     )
 
 
@@ -208,6 +213,15 @@ def _check_pool_timeout(value: object) -> float:
             f" that long for a connection would outlive its lease (default {DEFAULT_POOL_TIMEOUT:g} s)"
         )
     return seconds
+
+
+def _check_backstop(value: object) -> float:
+    """``claim_backstop``: seconds between a queue's full claims at most (ADR 061); 0 makes every claim full."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise InvalidOptions(f"claim_backstop must be seconds (int or float), not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidOptions(f"claim_backstop must be a finite number of seconds, 0 or more, not {value!r}")
+    return float(value)
 
 
 def _check_seconds(value: object, what: str) -> float:

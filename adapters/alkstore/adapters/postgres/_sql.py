@@ -132,10 +132,22 @@ def _reversed_orders() -> dict[str, str]:
 _LISTINGS = tuple(f"list_{phase.value}" for phase in ORDERS)
 
 
+def _claim_band() -> str:
+    """The claim's read from a cursor (ADR 061), one segment ``b`` of the claim order: the claim order's
+    first field between ``b.band_hi`` and ``b.band_lo`` (taken in its direction, descending), from the
+    lower bound ``(b.band_at, b.band_id)`` on the rest, a row the B-tree takes for the start of its range."""
+    runs = _runs(CLAIM_ORDER)
+    if len(runs) != 2 or len(runs[0][0]) != 1 or not runs[0][1] or runs[1][0] != ["run_at", "id"] or runs[1][1]:
+        raise RuntimeError("a claim from a cursor reads one band field descending, then run_at and id; not this order")
+    band = _KEY_COLUMNS[runs[0][0][0]][0]
+    return f"{band} <= b.band_hi AND {band} >= b.band_lo AND (run_at, id) >= (b.band_at, b.band_id)"
+
+
 def _order_fragments() -> Iterator[tuple[str, str]]:
-    """``order_claim``, and per phase ``order_<phase>`` and ``after_<phase>``; for the ready listing's
-    index ranges, ``after_ready`` in its two parts too (``after_ready_beyond OR (after_ready_tied)``)."""
+    """``order_claim`` and ``claim_band``, and per phase ``order_<phase>`` and ``after_<phase>``; for the ready
+    listing's index ranges, ``after_ready`` in its two parts too (``after_ready_beyond OR (after_ready_tied)``)."""
     yield "order_claim", _order_by(CLAIM_ORDER)
+    yield "claim_band", _claim_band()
     for phase, order in ORDERS.items():
         yield f"order_{phase.value}", _order_by(order)
         yield f"after_{phase.value}", _after(_runs(order))

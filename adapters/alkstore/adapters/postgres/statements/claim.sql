@@ -4,12 +4,18 @@
 -- find nothing to sweep and lease the jobs here. Otherwise the statement runs the sweep and
 -- leases nothing (its snapshot cannot see what the sweep did), and the engine runs it again
 -- without the probe. ack_and_claim is the same claim after the acks of what a worker finished.
+-- A claim reads the ready jobs either from the left end of jobs_claim (full) or from the
+-- engine's cursor (ADR 061): per priority band, from a lower bound on (run_at, id), so that it
+-- does not walk the dead entries the jobs claimed before it left at the index's left end.
 
 -- name: lease_probe
--- The claim's look for a lapsed lease in the queue: the left end of jobs_lease, up to now. A
--- statement of its own too, for inspecting its cost (bench/churn.py explains it).
+-- The claim's look for a lapsed lease in the queue: jobs_lease from the instant the engine's
+-- last probe of the queue looked up to (probed_after; the oldest instant on a full probe, ADR
+-- 061) up to now. A statement of its own too, for inspecting its cost
+-- (bench/churn.py explains it).
 SELECT lease_until FROM {s}.jobs
-WHERE queue = (SELECT %(queue)s::text) AND state = 'running' AND lease_until <= %(now)s
+WHERE queue = (SELECT %(queue)s::text) AND state = 'running'
+  AND lease_until >= (SELECT %(probed_after)s::timestamptz) AND lease_until <= %(now)s
 ORDER BY lease_until LIMIT 1
 
 -- fragment: sweep_needed
@@ -36,7 +42,16 @@ SELECT {s}.sweep_6(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_er
 -- The limit and the queue are subqueries so that no plan knows them: a custom plan that folded
 -- the limit looked cheaper than the generic one (which guesses a tenth of the rows) on any table
 -- of some thousands of jobs, one that knew its queue was empty looked cheaper than one for an
--- average queue, and the server then planned the claim anew at every call (ADR 049).
+-- average queue, and the server then planned the claim anew at every call (ADR 049). So are
+-- full (one of the two reads below runs, the other is left out by a one-time filter, in one
+-- generic plan), the cursor's segments (a custom plan that knew there were none looked
+-- cheaper) and where the lease probe starts.
+-- The full read takes the ready jobs from the left end of jobs_claim. The read from the cursor
+-- (ADR 061) cuts the claim order into segments of priorities (band_his to band_los), each read
+-- from a lower bound on (run_at, id) ({claim_band}: an index range that starts there), and
+-- takes the best of what they hold: a priority band this engine claimed from starts at its
+-- cursor, every other priority at its left end, so only a job behind a band's cursor is left
+-- for a full read, which the engine runs at least every claim_backstop seconds.
 claimed AS (
     UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
                         worker_id = %(worker)s,
@@ -46,16 +61,36 @@ claimed AS (
         SELECT id FROM {s}.jobs
         WHERE queue = (SELECT %(queue)s::text) AND state = 'pending' AND run_at <= %(now)s
           AND (expires_at IS NULL OR expires_at > %(now)s)
-          AND NOT (SELECT needed FROM sweep)
+          AND NOT (SELECT needed FROM sweep) AND (SELECT %(full)s::boolean)
         ORDER BY {order_claim}
-        LIMIT (SELECT CASE WHEN %(limited)s THEN {s}.allowance_6(%(queue)s, %(now)s, %(limit)s) ELSE %(limit)s END)
-        FOR UPDATE SKIP LOCKED))
+        LIMIT (SELECT n FROM allowed)
+        FOR UPDATE SKIP LOCKED) || ARRAY(
+        SELECT picked.id
+        FROM unnest((SELECT %(band_his)s::integer[]), (SELECT %(band_los)s::integer[]),
+                    (SELECT %(band_ats)s::timestamptz[]), (SELECT %(band_ids)s::bigint[]))
+          AS b(band_hi, band_lo, band_at, band_id)
+        CROSS JOIN LATERAL (
+            SELECT id, priority, run_at FROM {s}.jobs
+            WHERE queue = (SELECT %(queue)s::text) AND state = 'pending' AND {claim_band}
+              AND run_at <= %(now)s AND (expires_at IS NULL OR expires_at > %(now)s)
+            ORDER BY {order_claim}
+            LIMIT (SELECT n FROM allowed)
+            FOR UPDATE SKIP LOCKED) AS picked
+        WHERE NOT (SELECT needed FROM sweep) AND NOT (SELECT %(full)s::boolean)
+        ORDER BY {order_claim}
+        LIMIT (SELECT n FROM allowed)))
     RETURNING {job_columns})
+
+-- fragment: allowed
+-- The CTE "allowed": how many jobs the claim may take, computed once for either read.
+allowed AS MATERIALIZED (
+    SELECT CASE WHEN %(limited)s THEN {s}.allowance_6(%(queue)s, %(now)s, %(limit)s) ELSE %(limit)s END AS n)
 
 -- name: claim
 -- The claimed jobs (swept false), or one row of NULLs with swept true when it swept instead.
 WITH {sweep_needed},
 swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
+{allowed},
 {claimed}
 SELECT {job_columns}, false AS swept FROM claimed
 UNION ALL
@@ -68,6 +103,7 @@ SELECT {job_columns_as_null}, true FROM swept
 -- rows of their own (acked), the claimed jobs and the sweep marker as in claim.
 {sweep_needed},
 swept AS MATERIALIZED ({sweep_call} FROM sweep, (SELECT count(*) FROM {acked}) AS finished WHERE needed),
+{allowed},
 {claimed}
 SELECT {job_columns}, false AS swept, NULL::bigint AS acked FROM claimed
 UNION ALL

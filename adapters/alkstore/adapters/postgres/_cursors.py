@@ -1,0 +1,191 @@
+"""Where this engine's claims of a queue start reading the ready index (ADR 061), in process memory.
+
+Under a pinned xmin horizon every job claimed and finished leaves a dead ``jobs_claim`` entry at
+the index's left end, where a claim starts; a claim that starts from the key of a job claimed a
+moment ago reads past none of them. So the engine keeps, per queue and per priority band it
+claimed from, a lower bound on (``run_at``, id), and its claims read each band from there (a
+priority it has no band for, from that priority's left end). The bound is a hint: a job can
+become ready behind it (a released or retried job, the next job of an ordering key, an enqueue
+committed late, one put back by another engine), so a claim reads the whole index at least
+every ``backstop`` (by the claims' clock), after a sweep, and after this engine put a job of the
+queue back or finished one of an ordering key. Nothing here is written anywhere: each engine
+keeps its own.
+
+The lapsed-lease probe is bounded the same way: a claim probes ``jobs_lease`` from the instant
+the last probe of the queue looked up to (a lease ending before it was seen then),
+and from the left end with every full claim.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from alkstore import engine as port
+
+__all__ = ["DEFAULT_BACKSTOP", "ClaimCursors"]
+
+#: The longest a job ready behind a cursor waits for a full claim, by default (seconds).
+DEFAULT_BACKSTOP = 1.0
+#: How far behind the newest job claimed from a band its bound stays, at most, in ``run_at``: a job
+#: enqueued by a transaction that committed that late is still found by the next claim.
+MARGIN = timedelta(seconds=1)
+#: How far behind it stays at most in claims: the bound is never older than the first job of the
+#: claim this many claims back, so a backlog of jobs of one ``run_at`` is not read again and again.
+LAG = 16
+#: The bands a queue's cursor keeps, the most recently claimed from (a band left out waits for a full claim).
+BANDS = 8
+#: Jobs this engine claimed and remembers the queue of, until their end (past it, the memory starts over).
+HELD = 100_000
+#: The lower bound of a full probe of the leases: before any lease.
+_EVER = datetime.min.replace(tzinfo=UTC)
+#: The priorities a job can have (a 32-bit integer).
+_PRIORITY_MAX, _PRIORITY_MIN = 2**31 - 1, -(2**31)
+
+
+@dataclass(slots=True)
+class _Band:
+    """One priority band's bound: the first key of its last ``LAG`` claims, and its newest ``run_at``."""
+
+    firsts: deque[tuple[datetime, int]] = field(default_factory=lambda: deque(maxlen=LAG))
+    newest: datetime | None = None
+
+    def bound(self) -> tuple[datetime, int]:
+        assert self.newest is not None
+        behind = self.newest - MARGIN if self.newest - _EVER > MARGIN else _EVER
+        return max(min(self.firsts), (behind, 0))
+
+
+@dataclass(slots=True)
+class _Queue:
+    """One queue's cursor: its bands, the last full claim's instant, and how far its leases were probed."""
+
+    full_at: datetime
+    probed_to: datetime
+    bands: OrderedDict[int, _Band] = field(default_factory=OrderedDict)
+    stale: bool = False
+    #: Counts the resets: a full claim that began before the last one does not make the cursor current again.
+    resets: int = 0
+
+    def ahead_of(self, now: datetime) -> bool:
+        """Whether a band's newest job is later than ``now``: the claims' clock went back, the bounds are void."""
+        return any(band.newest is not None and band.newest > now for band in self.bands.values())
+
+
+class ClaimCursors:
+    """Per queue, the bounds a claim reads from, the next full claim, and the lease probe's start."""
+
+    def __init__(self, backstop: float) -> None:
+        self._backstop = timedelta(seconds=backstop)
+        self._lock = threading.Lock()
+        self._queues: dict[str, _Queue] = {}
+        self._held: dict[int, tuple[str, bool]] = {}
+
+    def params(self, queue: str, now: datetime) -> dict[str, Any]:
+        """The parameters of a claim of ``queue`` at ``now``: a full one when due, else one from the bands.
+        ``resets`` is not a statement parameter: ``claimed`` reads it back."""
+        with self._lock:
+            state = self._queues.get(queue)
+            if state is None:
+                return {**full_params(), "resets": 0}
+            due = state.stale or not state.full_at <= now < state.full_at + self._backstop
+            if due or not state.bands or state.ahead_of(now):
+                return {**full_params(), "resets": state.resets}
+            segments = _segments({priority: band.bound() for priority, band in state.bands.items()})
+            return {
+                "full": False,
+                "band_his": [segment[0] for segment in segments],
+                "band_los": [segment[1] for segment in segments],
+                "band_ats": [segment[2] for segment in segments],
+                "band_ids": [segment[3] for segment in segments],
+                "probed_after": min(state.probed_to, now),
+                "resets": state.resets,
+            }
+
+    def claimed(self, queue: str, now: datetime, params: dict[str, Any], jobs: Sequence[port.JobRecord]) -> None:
+        """Note a claim of ``queue`` at ``now`` (``params`` as it ran, its probe included) and the ``jobs`` it took."""
+        with self._lock:
+            state = self._queues.get(queue)
+            if params["full"]:
+                if state is None:
+                    state = self._queues[queue] = _Queue(full_at=now, probed_to=now)
+                if now < state.full_at or state.ahead_of(now):
+                    state.bands.clear()
+                state.full_at = now
+                if params["resets"] == state.resets:
+                    state.stale = False
+            elif state is None:
+                return
+            if params["probe"]:
+                state.probed_to = now if params["full"] else max(state.probed_to, now)
+            firsts: dict[int, tuple[datetime, int]] = {}
+            for job in jobs:
+                self._held[job.id] = (queue, job.ordering_key is not None)
+                band = state.bands.get(job.priority)
+                key = (job.run_at, job.id)
+                if band is not None and band.firsts and key < band.bound():
+                    continue  # found behind the bound by a full claim: not where the next claims start
+                firsts.setdefault(job.priority, key)
+                if band is None:
+                    band = state.bands[job.priority] = _Band()
+                    while len(state.bands) > BANDS:
+                        state.bands.popitem(last=False)
+                else:
+                    state.bands.move_to_end(job.priority)
+                band.newest = job.run_at if band.newest is None else max(band.newest, job.run_at)
+            for priority, key in firsts.items():
+                band = state.bands.get(priority)
+                if band is not None:
+                    band.firsts.append(key)
+            if len(self._held) > HELD:  # ended through another engine: only the backstop finds what they free
+                self._held.clear()
+
+    def swept(self, queue: str) -> None:
+        """The claim of ``queue`` swept: what it reclaimed or promoted may stand behind any bound."""
+        self.reset([queue])
+
+    def ended(self, job_ids: Iterable[int], put_back: bool = False) -> None:
+        """Jobs this engine claimed ended (``put_back``: are pending again); a queue that holds the next job
+        of an ordering key they held, or a job put back, reads in full at its next claim."""
+        queues = []
+        with self._lock:
+            for job_id in job_ids:
+                held = self._held.pop(job_id, None)
+                if held is not None and (put_back or held[1]):
+                    queues.append(held[0])
+        if queues or put_back:
+            self.reset(queues if queues else None)
+
+    def reset(self, queues: Iterable[str] | None = None) -> None:
+        """The next claim of each of ``queues`` (``None``: of every queue) reads in full."""
+        with self._lock:
+            for queue in self._queues if queues is None else queues:
+                state = self._queues.get(queue)
+                if state is not None:
+                    state.stale = True
+                    state.resets += 1
+
+
+def full_params() -> dict[str, Any]:
+    """The parameters of a full claim: from the left end of the ready index, and a full probe of the leases."""
+    return {"full": True, "band_his": [], "band_los": [], "band_ats": [], "band_ids": [], "probed_after": _EVER}
+
+
+def _segments(bounds: dict[int, tuple[datetime, int]]) -> list[tuple[int, int, datetime, int]]:
+    """The whole claim order cut into segments ``(highest, lowest priority, run_at, id)``: each band of
+    ``bounds`` from its bound, the priorities between, above and below them from their left end."""
+    segments = []
+    above = _PRIORITY_MAX
+    for priority in sorted(bounds, reverse=True):
+        if above > priority:
+            segments.append((above, priority + 1, _EVER, 0))
+        at, job_id = bounds[priority]
+        segments.append((priority, priority, at, job_id))
+        above = priority - 1
+    if above >= _PRIORITY_MIN:
+        segments.append((above, _PRIORITY_MIN, _EVER, 0))
+    return segments

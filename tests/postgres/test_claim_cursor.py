@@ -1,0 +1,238 @@
+"""The claim from a cursor (ADR 061): what it must still find, and what it stops reading under a pinned horizon.
+
+Time is the store's ``ManualClock``: the backstop (a full claim at least every ``claim_backstop``
+seconds of it) fires only when a test moves the clock.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import alkstore
+from alkstore import EnqueueOpts, ManualClock, StopToken, Store
+from alkstore.engine import ClaimRequest
+
+from .conftest import OpenStore, engine_of
+
+pytestmark = pytest.mark.postgres
+
+#: A backstop no test reaches unless it moves the clock that far.
+HOUR = 3600.0
+
+
+def claim_ids(store: Store, limit: int = 1, queue: str = "q") -> list[int]:
+    """Claim up to ``limit`` jobs of ``queue`` as worker ``w`` and ack them at once: their ids, in claim order."""
+    jobs = store.queue(queue).claim_many("w", limit)
+    for job in jobs:
+        job.ack()
+    return [job.id for job in jobs]
+
+
+def move_the_cursor(store: Store, clock: ManualClock, count: int = 6) -> None:
+    """Enqueue ``count`` jobs 20 s on and claim them, one by one: the cursor stands past anything enqueued before."""
+    clock.advance(20)
+    store.queue("q").enqueue_many([f"filler {n}" for n in range(count)])
+    for _ in range(count):
+        assert len(claim_ids(store)) == 1
+
+
+@pytest.fixture
+def cursor_store(open_store: OpenStore, clock: ManualClock) -> Store:
+    """A store whose claims read from their cursor until the test moves its clock an hour on."""
+    return open_store(clock=clock, claim_backstop=HOUR)
+
+
+def test_jobs_of_priorities_it_has_no_band_for_are_claimed_in_order_by_a_claim_from_the_cursor(
+    cursor_store: Store,
+) -> None:
+    queue = cursor_store.queue("q")
+    a, b, c = queue.enqueue_many(["a", "b", "c"])
+    assert claim_ids(cursor_store) == [a]  # the first claim reads in full; the next ones from the cursor
+    high = queue.enqueue("high", EnqueueOpts(priority=5))
+    low = queue.enqueue("low", EnqueueOpts(priority=-5))
+    assert claim_ids(cursor_store, 4) == [high, b, c, low]
+
+
+def test_a_job_enqueued_by_a_transaction_that_commits_after_later_jobs_were_claimed_is_claimed_by_the_backstop(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    queue = cursor_store.queue("q")
+    queue.enqueue("first")
+    claim_ids(cursor_store)
+    with cursor_store.transaction() as tx:
+        late = cursor_store.enqueue_tx(tx, "q", "late")
+        move_the_cursor(cursor_store, clock)
+    assert claim_ids(cursor_store) == []  # behind the cursor: left to the backstop
+    clock.advance(HOUR)
+    assert claim_ids(cursor_store) == [late]
+
+
+def test_a_released_job_is_claimed_by_the_next_claim(cursor_store: Store, clock: ManualClock) -> None:
+    queue = cursor_store.queue("q")
+    queue.enqueue("held")
+    held = queue.claim_many("w", 1)[0]
+    move_the_cursor(cursor_store, clock)
+    held.release()
+    assert claim_ids(cursor_store) == [held.id]
+
+
+def test_a_delayed_job_is_claimed_by_the_claim_that_promotes_it(cursor_store: Store, clock: ManualClock) -> None:
+    # Every claim probes for due delayed jobs first, so one is never promoted behind a cursor that moved past it.
+    queue = cursor_store.queue("q")
+    queue.enqueue("first")
+    claim_ids(cursor_store)
+    delayed = queue.enqueue("later", EnqueueOpts(delay=5))
+    clock.advance(20)
+    fillers = queue.enqueue_many(["a", "b"])
+    assert claim_ids(cursor_store, 3) == [delayed, *fillers]
+
+
+def test_the_next_job_of_an_ordering_key_is_claimed_when_the_one_before_is_acked(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    queue = cursor_store.queue("q")
+    first = queue.enqueue("k1", EnqueueOpts(ordering_key="k"))
+    second = queue.enqueue("k2", EnqueueOpts(ordering_key="k"))
+    held = queue.claim_many("w", 1)[0]
+    assert held.id == first
+    move_the_cursor(cursor_store, clock)
+    held.ack()
+    assert claim_ids(cursor_store) == [second]
+
+
+def test_a_lapsed_lease_is_reclaimed_by_a_claim_from_the_cursor(cursor_store: Store, clock: ManualClock) -> None:
+    queue = cursor_store.queue("q")
+    queue.enqueue("slow", EnqueueOpts(visibility_timeout=30))
+    lapsing = queue.claim_many("w", 1)[0]
+    move_the_cursor(cursor_store, clock)
+    clock.advance(timedelta(seconds=10) - timedelta(microseconds=1))
+    assert claim_ids(cursor_store) == []  # its lease ends 30 s after its claim
+    clock.advance(timedelta(microseconds=1))
+    assert claim_ids(cursor_store) == [lapsing.id]
+
+
+def test_jobs_enqueued_after_the_clock_stepped_back_are_claimed(cursor_store: Store, clock: ManualClock) -> None:
+    queue = cursor_store.queue("q")
+    move_the_cursor(cursor_store, clock)
+    clock.set(clock.now() - timedelta(seconds=30))  # behind every job the cursor was made of
+    ids = queue.enqueue_many(["a", "b", "c"])
+    assert [claim_ids(cursor_store) for _ in ids] == [[job_id] for job_id in ids]
+
+
+def test_with_a_backstop_of_zero_every_claim_reads_in_full(open_store: OpenStore, clock: ManualClock) -> None:
+    store = open_store(clock=clock, claim_backstop=0)
+    queue = store.queue("q")
+    queue.enqueue("first")
+    claim_ids(store)
+    with store.transaction() as tx:
+        late = store.enqueue_tx(tx, "q", "late")
+        move_the_cursor(store, clock)
+    assert claim_ids(store) == [late]
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), "1", True])
+def test_a_backstop_that_is_not_seconds_is_refused(pg_dsn: str, value: Any) -> None:
+    with pytest.raises(alkstore.errors.InvalidOptions, match="claim_backstop"):
+        alkstore.open(pg_dsn, claim_backstop=value)
+
+
+# -- under a pinned horizon ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def pinned(pg_dsn: str) -> Iterator[None]:
+    """One transaction holding an xid, idle, for the test's length: nothing deleted after it is reclaimed."""
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute("SELECT txid_current()")
+        yield
+        conn.rollback()
+
+
+def test_a_worker_drains_a_queue_under_a_pinned_horizon_running_each_job_once(
+    open_store: OpenStore, pinned: None
+) -> None:
+    store = open_store(max_size=4)
+    tasks = alkstore.Tasks()
+    ran: Counter[int] = Counter()
+    total = 3000
+    stop = StopToken()
+    lock = threading.Lock()
+
+    @tasks.task("count", queue="pinned")
+    def count(n: int) -> None:
+        with lock:
+            ran[n] += 1
+            if len(ran) == total:
+                stop.cancel()
+
+    for start in range(0, total, 500):
+        count.enqueue_many(store, [{"n": n} for n in range(start, start + 500)])
+    worker = alkstore.Worker(store, tasks, worker_id="pinned", concurrency=4, poll_interval=0.05)
+    stats = worker.run(stop)
+    assert sorted(ran) == list(range(total))
+    assert set(ran.values()) == {1}
+    assert stats.succeeded == total
+    (counts,) = store.queue_stats("pinned")
+    assert (counts.ready, counts.running, counts.delayed) == (0, 0, 0)
+
+
+def claim_buffers(store: Store, queue: str) -> int:
+    """The shared buffers of the claim of 4 that the engine would run next, under EXPLAIN (ANALYZE, BUFFERS)."""
+    engine = engine_of(store)
+    now = store.clock.now()
+    request = ClaimRequest(queue=queue, worker_id="w", now=now, lease=timedelta(seconds=300), limit=4)
+    params = {
+        **engine._cursors.params(queue, now),
+        "probe": True,
+        "queue": request.queue,
+        "worker": request.worker_id,
+        "now": request.now,
+        "lease_us": 300_000_000,
+        "limit": request.limit,
+        "limited": False,
+        "lease_expired_error": b"lease expired",
+        "job_expired_error": b"job expired",
+    }
+    with engine.pool.connection() as conn:
+        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + engine._sql.claim, params).fetchall()
+    found = re.search(r"shared hit=(\d+)(?: read=(\d+))?", str(plan[1][0]))
+    assert found is not None, plan[:3]
+    return int(found.group(1)) + int(found.group(2) or 0)
+
+
+def finish(store: Store, queue: str, count: int) -> None:
+    """Enqueue ``count`` jobs and claim and ack them through the engine, 4 a claim."""
+    q = store.queue(queue)
+    q.enqueue_many(["x"] * count)
+    left = count
+    while left:
+        jobs = q.claim_many("builder", 4)
+        assert jobs
+        for job in jobs:
+            job.ack()
+        left -= len(jobs)
+
+
+@pytest.mark.parametrize("backstop", [HOUR, 0.0])
+def test_under_a_pinned_horizon_a_claim_from_the_cursor_reads_as_much_whatever_finished_before_it(
+    open_store: OpenStore, clock: ManualClock, pinned: None, backstop: float
+) -> None:
+    store = open_store(clock=clock, claim_backstop=backstop)
+    buffers = []
+    for queue, finished in (("small", 2000), ("large", 10000)):
+        finish(store, queue, finished)
+        store.queue(queue).enqueue_many(["live"] * 8)
+        buffers.append(claim_buffers(store, queue))
+    small, large = buffers
+    if backstop:
+        assert large - small < 20, buffers
+    else:  # every claim from the left end: it reads every finished job's dead entry
+        assert large - small > 200, buffers
