@@ -57,11 +57,13 @@ from ._worker_parts import (
     IDLE_RECHECK,
     SUMMARY_EVERY,
     AckBuffer,
+    KnownDue,
     Run,
     Tally,
     WorkerOptions,
     WorkerStats,
     describe,
+    put_back,
 )
 from .errors import AlkstoreError, DatabaseUnavailable, InvalidArgument, InvalidPayload, LeaseLost
 
@@ -158,6 +160,8 @@ class AsyncWorker:
         self._abort: StopToken | None = None
         self._healthy = True  # the last claim round went through
         self._next_queue = 0  # where the next round begins in the queues (each round begins one further)
+        self._known_due: KnownDue | None = None  # the idle waits' last read (ADR 066)
+        self._woken = False  # the last idle wait ended by a wake (an enqueue's, or spurious)
         self._summary_at = time.monotonic() + SUMMARY_EVERY
 
     def __repr__(self) -> str:
@@ -272,6 +276,9 @@ class AsyncWorker:
                     await stop.wait_async(backoff.next())
                     continue
                 await self._runs.end_turn()
+                if self._woken and not claimed:
+                    self._known_due = None  # woken for nothing claimable: maybe an earlier delayed job (ADR 066)
+                self._woken = False
                 if not claimed:
                     await self._idle(waiter, stop, round_at)
             await self._flush_acks()
@@ -344,14 +351,19 @@ class AsyncWorker:
     async def _until_due(self, waiter: AsyncWaiter, stop: StopToken, round_at: datetime) -> None:
         """The idle wait (ADR 044): one read of the soonest instant a claim of the queues may find work, then
         park until that instant, an enqueue's wake, or ``IDLE_RECHECK`` (``poll_interval`` for a waiter that
-        cannot hear enqueues), then read again. A job that was due when the round began is one the round
-        could not take (its queue at its global limit): it is looked at again every ``poll_interval``."""
+        cannot hear enqueues), then read again. The waits that follow within that time go on the same
+        read while it holds (ADR 066): an idle moment between two jobs costs no read. A job that was due
+        when the round began is one the round could not take (its queue at its global limit): it is
+        looked at again every ``poll_interval``."""
         kernel = self._kernel
         options = self._options
         while not stop.is_cancelled():
-            due = await kernel.live().soonest_due(options.queues)
-            looked = time.monotonic()
             recheck = IDLE_RECHECK if waiter.hears else options.poll_interval
+            known, returned = self._known_due, put_back(self.stats)
+            if known is None or not known.holds(kernel.clock.now(), time.monotonic(), returned, recheck):
+                due = await kernel.live().soonest_due(options.queues)
+                known = self._known_due = KnownDue(due, time.monotonic(), returned)
+            due, looked = known.at, known.read
             if due is not None and due <= round_at:
                 await waiter.wait(options.poll_interval, stop)
                 return
@@ -365,6 +377,7 @@ class AsyncWorker:
                 began = time.monotonic()
                 await waiter.wait(step, stop)
                 if stop.is_cancelled() or time.monotonic() - began < step:
+                    self._woken = True
                     return  # woken: an enqueue (or a spurious wake: the round finds nothing)
 
     async def _dispatch(self, job: AsyncJob) -> None:

@@ -38,12 +38,14 @@ __all__ = [
     "REPORT_EVERY",
     "SUMMARY_EVERY",
     "AckBuffer",
+    "KnownDue",
     "Run",
     "Tally",
     "WorkerOptions",
     "WorkerStats",
     "describe",
     "new_worker_id",
+    "put_back",
 ]
 
 #: How often (seconds of the store's clock) the liveness loop looks at the running jobs.
@@ -74,6 +76,26 @@ DEFAULT_GRACE = 30.0
 #: How often (wall seconds) a running worker logs its summary.
 SUMMARY_EVERY = 60.0
 MAX_CONCURRENCY = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class KnownDue:
+    """An idle worker's last read of the soonest instant its queues may have work (ADR 066): ``at`` as read,
+    ``read`` its ``time.monotonic()``, ``put_back`` the worker's own runs that had put a job back by then."""
+
+    at: datetime | None
+    read: float
+    put_back: int
+
+    def holds(self, now: datetime, mono: float, put_back: int, recheck: float) -> bool:
+        """Whether an idle wait may go on this read instead of a new one: younger than ``recheck``, the
+        instant it names still ahead, and no job put back by the worker since (its ``run_at`` is unknown)."""
+        return put_back == self.put_back and mono - self.read < recheck and (self.at is None or self.at > now)
+
+
+def put_back(stats: WorkerStats) -> int:
+    """How many of a worker's runs ended putting their job back to wait (retried, given up, released)."""
+    return stats.retried + stats.timed_out + stats.released
 
 
 @dataclass

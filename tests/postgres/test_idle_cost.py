@@ -154,3 +154,33 @@ def test_a_lease_that_lapses_while_the_worker_idles_is_swept_at_its_lapse(pg_dsn
         # Known at the worker's first look, the lapse is waited for; a lease granted after a look is
         # seen at the next, within IDLE_RECHECK (ADR 044).
         assert 0 <= late <= LATE, f"swept {late:.3f} s after its lease lapsed (bound {IDLE_RECHECK} s at most)"
+
+
+def test_a_job_the_worker_retried_itself_starts_at_its_run_at(pg_dsn: str) -> None:
+    # The retry announces nothing: the worker, idle on a read made before it, reads again because it
+    # put a job back itself (ADR 066), instead of waiting for the recheck.
+    schema = unique_schema()
+    store = alkstore.open(pg_dsn, schema=schema, migrate=True, max_size=3)
+    attempts: list[tuple[Job, datetime]] = []
+
+    def flaky(payload: object, job: Job) -> None:
+        attempts.append((job, store.clock.now()))
+        if job.attempts == 1:
+            raise RuntimeError("the first attempt fails")
+
+    store.queue("retried").configure(backoff_base=1.0, backoff_cap=1.0)
+    worker = alkstore.Worker(store, handlers={"retried": flaky})
+    stop = StopToken()
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        store.queue("retried").enqueue({"flaky": True})
+        wait_until(lambda: len(attempts) == 2, "the retried job's second attempt")
+    finally:
+        stop.cancel()
+        thread.join(PATIENCE)
+        store.close()
+        drop_schema(pg_dsn, schema)
+    job, started_at = attempts[1]
+    late = (started_at - job.run_at).total_seconds()
+    assert 0 <= late <= LATE, f"the retry started {late:.3f} s after its run_at (the recheck is {IDLE_RECHECK} s)"
