@@ -95,12 +95,19 @@ UNLISTEN *
 -- -- finishing a claimed job ----------------------------------------------------------------
 -- The fenced calls return a row for each job whose fence still held (and which they changed).
 
+-- fragment: running
+-- The running state compared as a subquery, in the fenced calls that find held jobs by id: no
+-- plan can then read them through jobs_lease (the partial index of running jobs), only through
+-- the primary key. A plan that scanned jobs_lease and filtered on id looked as cheap while the
+-- index was small, and read every dead entry a pinned horizon keeps there at each call (ADR 066).
+(SELECT 'running'::text)
+
 -- name: ack_one
-DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(fence)s RETURNING id
+DELETE FROM {s}.jobs WHERE id = %(id)s AND state = {running} AND lease = %(fence)s RETURNING id
 
 -- name: ack_many
 DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
-WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence
+WHERE j.id = h.id AND j.state = {running} AND j.lease = h.fence
 RETURNING j.id
 
 -- fragment: cancelled_instead
@@ -108,7 +115,7 @@ RETURNING j.id
 -- cancelled whatever their holder asked (ADR 035).
 cancelled AS (
     DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
-    WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence AND j.cancel_requested
+    WHERE j.id = h.id AND j.state = {running} AND j.lease = h.fence AND j.cancel_requested
     RETURNING j.id)
 
 -- name: retry
@@ -122,7 +129,7 @@ job AS (
     FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(run_ats)s::timestamptz[], %(errors)b::bytea[],
                 %(tracebacks)b::bytea[], %(attempt_entries)b::bytea[])
       AS r(id, fence, run_at, error, traceback, attempt)
-    WHERE j.id = r.id AND j.state = 'running' AND j.lease = r.fence AND NOT j.cancel_requested
+    WHERE j.id = r.id AND j.state = {running} AND j.lease = r.fence AND NOT j.cancel_requested
     RETURNING j.id, j.queue)
 SELECT id FROM cancelled
 UNION ALL
@@ -137,7 +144,7 @@ job AS (
     UPDATE {s}.jobs AS j SET state = {state_at: j.run_at},
            attempts = greatest(j.attempts - 1, 0), worker_id = NULL, lease_until = NULL
     FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
-    WHERE j.id = h.id AND j.state = 'running' AND j.lease = h.fence AND NOT j.cancel_requested
+    WHERE j.id = h.id AND j.state = {running} AND j.lease = h.fence AND NOT j.cancel_requested
     RETURNING j.id, j.queue)
 SELECT id FROM cancelled
 UNION ALL
@@ -148,7 +155,7 @@ UNION ALL
 UPDATE {s}.jobs AS j SET lease_until = b.lease_until
 FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(lease_untils)s::timestamptz[])
   AS b(id, fence, lease_until)
-WHERE j.id = b.id AND j.state = 'running' AND j.lease = b.fence
+WHERE j.id = b.id AND j.state = {running} AND j.lease = b.fence
 RETURNING j.id, j.cancel_requested
 
 -- -- one job, live or dead ------------------------------------------------------------------
