@@ -735,3 +735,31 @@ def test_a_schema_named_with_a_percent_sign_works_every_statement_it_names(pg_ds
         store.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+#: The fenced calls that find held jobs by id (ADR 066), and the claims that ack first.
+FENCED = (
+    "ack_one", "ack_many", "retry", "release", "heartbeat", "request_cancel", "cancel_requested",
+    "ack_keeping", "ack_keeping_one",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FENCED)
+def test_a_fenced_call_finds_its_jobs_through_the_primary_key_whatever_the_planner_knows(
+    migrated: psycopg.Connection[Any], pg_module_schema: str, name: str
+) -> None:
+    # Planned generically on a table the server knows nothing of (a worker's first minutes), the
+    # fenced call with the running state written as a constant went through jobs_lease and filtered
+    # on id, reading every dead entry a pinned horizon keeps there, at every call. The call must not
+    # be able to use that index at all, whatever the table's statistics say.
+    text = numbered(getattr(Statements.for_schema(pg_module_schema), name))
+    parameters = len(set(re.findall(r"\$(\d+)", text)))
+    with migrated.transaction(force_rollback=True):
+        migrated.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        migrated.execute(f"PREPARE fenced AS {text}")
+        try:
+            arguments = ", ".join(["NULL"] * parameters)
+            plan = "\n".join(row[0] for row in migrated.execute(f"EXPLAIN EXECUTE fenced({arguments})"))
+        finally:
+            migrated.execute("DEALLOCATE fenced")
+    assert "jobs_lease" not in plan, f"{name} reads jobs_lease:\n{plan}"

@@ -30,7 +30,7 @@ SELECT id FROM acked
 -- name: ack_keeping_one
 -- ack_keeping for one job, shaped as ack_one is: a delete by primary key, no arrays to join.
 WITH acked AS (
-    DELETE FROM {s}.jobs WHERE id = %(id)s AND state = 'running' AND lease = %(fence)s
+    DELETE FROM {s}.jobs WHERE id = %(id)s AND state = {running} AND lease = %(fence)s
     RETURNING id, queue, payload, task, attempts, max_attempts, enqueued_at, worker_id, attempt_log,
               cancel_requested),
 kept AS (
