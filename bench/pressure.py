@@ -39,7 +39,9 @@ Scenarios (``--scenario``):
   again (the queue's visibility timeout is ``--visibility``, so the killed worker's jobs come
   back; the floor has no leases: its killed jobs stay running, and are counted).
 
-Per phase and subject: offered/s (enqueued), completed/s (handlers finished), pickup p50/p99 of
+After the table, a series per subject (``--window`` seconds a row): completed/s, pickup p99 and
+the machine's highest one-minute load in each window, to tell a rate held throughout a phase
+from an average. Per phase and subject: offered/s (enqueued), completed/s (handlers finished), pickup p50/p99 of
 the jobs started in the phase, backlog and the oldest waiting job's age at its end, the jobs
 table's ``n_dead_tup``, and per job completed, each index's scans and entries read (dead ones
 included: ``pg_stat_user_indexes``, as the backends have reported them, so a second or so
@@ -260,6 +262,7 @@ class Run:
         self.child: subprocess.Popen[str] | None = None
         self.child_lock = threading.Lock()
         self.restarts = 0
+        self.loads: list[tuple[float, float]] = []
         self.done = threading.Event()
         self.rate = args.rate
         self.floor = FloorSql(self.schema)
@@ -293,6 +296,11 @@ class Run:
             with self.lock:
                 self.records.append((int(seq), float(started), float(ended)))
                 self.started.add(int(seq))
+
+    def sample_load(self) -> None:
+        """The machine's one-minute load every 5 s until the run is done, for the series."""
+        while not self.done.wait(5.0):
+            self.loads.append((time.time(), os.getloadavg()[0]))
 
     def kill_and_restart(self) -> None:
         """SIGKILL the worker and start another (under the lock, so ``supervise`` never sees the gap)."""
@@ -544,6 +552,7 @@ def run_subject(args: argparse.Namespace, subject: str, admin: psycopg.Connectio
         first = len(run.enqueued)
         producer = threading.Thread(target=run.produce, daemon=True)
         producer.start()
+        threading.Thread(target=run.sample_load, daemon=True).start()
         for index, phase in enumerate(phases):
             run.rate = phase.rate
             pressure = Pressure(run) if index == 1 else None
@@ -617,6 +626,30 @@ def summarise(subject: str, phases: list[Phase], run: Run) -> list[str]:
     return rows
 
 
+def series(subject: str, phases: list[Phase], run: Run, window: float) -> list[str]:
+    """Per ``window`` seconds from the clean phase's start: completed/s, pickup p99 of the jobs started in
+    it, and the machine's highest one-minute load seen in it: whether a rate held *throughout* a phase."""
+    with run.lock:
+        records = list(run.records)
+    rows = []
+    start, end = phases[0].start, phases[-1].end
+    at = start
+    while at < end:
+        until = min(at + window, end)
+        finished = sum(1 for _, _, ended in records if at <= ended < until)
+        pickups = sorted(started - run.enqueued[seq] for seq, started, _ in records if at <= started < until)
+        p99 = f"{pickups[int(0.99 * (len(pickups) - 1))] * 1000:,.0f}" if pickups else "-"
+        loads = [load for when, load in run.loads if at <= when < until]
+        phase = next((phase.name for phase in phases if phase.start <= at < phase.end), "-")
+        load = f"{max(loads):.2f}" if loads else "-"
+        rows.append(
+            f"| {subject} | {phase} | {at - start:.0f}-{until - start:.0f} s"
+            f" | {finished / (until - at):,.0f} | {p99} | {load} |"
+        )
+        at = until
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default=DEFAULT_DSN)
@@ -635,6 +668,9 @@ def main() -> int:
     parser.add_argument("--kill-every", type=float, default=10.0, help="sigkill: seconds between kills")
     parser.add_argument("--visibility", type=float, default=10.0, help="sigkill: the queue's visibility timeout")
     parser.add_argument("--exhaust-max", type=int, default=300)
+    parser.add_argument(
+        "--window", type=float, default=30.0, help="seconds per row of the series printed after the table"
+    )
     parser.add_argument("--allow-exhaust", action="store_true", help="exhaust: yes, deny the server's connections")
     # the child's own options
     parser.add_argument("--child", choices=("alkstore", "floor"), help=argparse.SUPPRESS)
@@ -660,10 +696,12 @@ def main() -> int:
     )
     print(f"load before: {load_average()}", flush=True)
     rows: list[str] = []
+    windows: list[str] = []
     try:
         for subject in subjects:
             phases, run = run_subject(args, subject, admin)
             rows.extend(summarise(subject, phases, run))
+            windows.extend(series(subject, phases, run, args.window))
             print(f"load after {subject}: {load_average()}", flush=True)
     finally:
         admin.close()
@@ -674,6 +712,11 @@ def main() -> int:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
+        print(row)
+    print()
+    print("| subject | phase | window | completed/s | pickup p99 (ms) | load (1 min, highest) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in windows:
         print(row)
     return 0
 
