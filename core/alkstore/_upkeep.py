@@ -61,7 +61,10 @@ VACUUM_DEAD_FRACTION = 0.1
 BEHIND_DEAD_ROWS = 50_000
 #: How long (wall seconds) a table a vacuum could not bring below the threshold is left alone: its
 #: dead rows are younger than the oldest open transaction, and vacuuming again would find the same.
-HELD_BACK_PAUSE = 60.0
+#: Short enough that the rows a long transaction held are reclaimed within a minute of its end (the
+#: next vacuum follows within this, and takes a few seconds at half a million dead rows; ADR 066),
+#: long enough that a futile one (a heap scan) is rare.
+HELD_BACK_PAUSE = 30.0
 
 
 def look_due(runs: int, seconds: float) -> bool:
