@@ -264,13 +264,19 @@ class _AsyncListeningWaiter(AsyncWaiter):
             left = end - now if probe is None else min(end, probe.deadline) - now
             if left <= 0:
                 return False
+            woken = False
             try:
                 # Closed on the way out: the generator holds the connection's lock while it is open.
+                # Every notification of the packet is read: leaving at the first drops the rest, and
+                # under a stream of enqueues the probe shares a packet with a queue's notification.
                 async with aclosing(self._conn.notifies(timeout=left, stop_after=1)) as notifies:
                     async for notify in notifies:
-                        if self._probe is None or notify.channel != self._probe.channel:
-                            return True
-                        self._probe.settle(True)  # the probe (perhaps late): no job, wait on
+                        if self._probe is not None and notify.channel == self._probe.channel:
+                            self._probe.settle(True)  # the probe (perhaps late): no job by itself
+                        else:
+                            woken = True
+                if woken:
+                    return True
             except psycopg.Error as exc:
                 # The row is the truth: a dead listener only turns the rest of the wait into polling.
                 log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
