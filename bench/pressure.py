@@ -40,7 +40,9 @@ Scenarios (``--scenario``):
   back; the floor has no leases: its killed jobs stay running, and are counted).
 
 After the recovery the producer stops and the worker gets ``--drain`` seconds to finish every job;
-then a ledger per subject: jobs enqueued, never finished, finished more than once, and the
+then a ledger per subject: jobs enqueued, with no finish reported (a SIGKILL loses the reports the
+child had not sent yet), still in the jobs table (the truth of what is unfinished), finished more
+than once, and the
 shortest time between two starts of one job (a job run again sooner than its lease lets is a
 broken fence; a kill or a terminated connection may lose an ack, and the job then runs again once
 its lease lapses). After the table, a series per subject (``--window`` seconds a row): completed/s, pickup p99 and
@@ -268,6 +270,7 @@ class Run:
         self.child_lock = threading.Lock()
         self.restarts = 0
         self.drained: float | None = None
+        self.left = 0
         self.loads: list[tuple[float, float]] = []
         self.done = threading.Event()
         self.rate = args.rate
@@ -412,6 +415,11 @@ class Run:
             (self.schema,),
         ).fetchall()
         return {name: (int(scans), int(read)) for name, scans, read in rows}
+
+    def left_in_table(self) -> int:
+        """Jobs still in the subject's jobs table (not finished, or held by a killed floor worker for ever)."""
+        row = self.admin.execute(sql.SQL("SELECT count(*) FROM {}.jobs").format(sql.Identifier(self.schema))).fetchone()
+        return int(row[0]) if row else 0
 
     def dead_tuples(self) -> int | None:
         self.admin.execute("SELECT pg_stat_clear_snapshot()")
@@ -589,6 +597,7 @@ def run_subject(args: argparse.Namespace, subject: str, admin: psycopg.Connectio
         run.done.set()
         producer.join()
         run.drained = run.wait_finished(len(run.enqueued), args.drain)
+        run.left = run.left_in_table()
         if run.restarts:
             phases[1].notes.append(f"worker exited {run.restarts} times on its own and was restarted")
         if subject == "floor" and args.scenario == "sigkill":
@@ -658,7 +667,7 @@ def ledger(subject: str, run: Run) -> str:
     drained = "not drained" if run.drained is None else f"drained in {run.drained:.0f} s"
     shortest = f", shortest gap between two starts {min(gaps):.1f} s" if gaps else ""
     return (
-        f"| {subject} | {enqueued:,} | {drained} | {lost:,} | {len(again):,}"
+        f"| {subject} | {enqueued:,} | {drained} | {lost:,} | {run.left:,} | {len(again):,}"
         f" ({sum(len(s) - 1 for s in again.values()):,} extra runs{shortest}) |"
     )
 
@@ -756,8 +765,10 @@ def main() -> int:
     for row in rows:
         print(row)
     print()
-    print("| subject | enqueued | after the recovery | never finished | finished more than once |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        "| subject | enqueued | after the recovery | no finish reported | left in the table | finished more than once |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
     for row in ledgers:
         print(row)
     print()
