@@ -284,7 +284,7 @@ def test_any_queue_name_links_to_its_own_page_and_shows_as_text(served: Served) 
     client = served.client()
     overview = client.get("/")
     assert "<img" not in overview.text
-    (link,) = re.findall(r'<td><a href="([^"]+)">&#34;&gt;&lt;img', overview.text)
+    (link,) = re.findall(r'<td class="name"><a href="([^"]+)">&#34;&gt;&lt;img', overview.text)
     page = client.get(html.unescape(link))
     assert page.status_code == 200
     assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)] == [job_id]
