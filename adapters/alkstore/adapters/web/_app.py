@@ -29,7 +29,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
-from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobPage, JobPhase, Store
+from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobInfo, JobPage, JobPhase, QueueStats, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
 from ._guard import SECURITY_HEADERS, Guard
@@ -46,6 +46,7 @@ from ._security import (
 from ._security import allowed_hosts as _allowed_hosts
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
+from ._trouble import LIVE_WITHIN, is_live, troubles, worker_views
 from ._views import capped, error_groups, instant, payload_text, span, visible_controls
 
 __all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "MAX_BODY", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
@@ -58,9 +59,15 @@ DEAD_GROUP_PAGE = 200
 BULK_LIMIT = 10_000
 #: The largest request body read (bytes): room for a bulk action's ``BULK_LIMIT`` ids of 19 digits.
 MAX_BODY = 256 * 1024
-#: How often the overview's fragment is asked for again (seconds), and the workers it lists.
+#: How often the overview's fragment is asked for again (seconds), and the workers it lists (the live ones).
 REFRESH_SECONDS = 2.0
-WORKERS_WITHIN = 60.0
+WORKERS_WITHIN = LIVE_WITHIN.total_seconds()
+#: How far back the workers page and the trouble list look for workers gone without a word (a reporting
+#: worker forgets them after an hour); the running jobs read per queue to tell whose worker is gone;
+#: the newest dead jobs read per queue to tell dead letters rising.
+GONE_WITHIN = 3600.0
+RUNNING_SAMPLE = 200
+DEAD_SAMPLE = 20
 #: How each phase's listing is ordered (the keyset order ``AsyncStore.jobs`` pages through).
 _ORDERS = {
     JobPhase.READY: "in claim order: highest priority first, then the longest waiting",
@@ -192,17 +199,38 @@ class _Dashboard:
         quoted = {key: quote(value, safe="") if isinstance(value, str) else value for key, value in params.items()}
         return root + str(self.router.url_path_for(name, **quoted))
 
+    async def _running(self, queues: Iterable[QueueStats]) -> list[JobInfo]:
+        """The running jobs of ``queues`` (up to ``RUNNING_SAMPLE`` a queue), oldest first."""
+        running: list[JobInfo] = []
+        for stats in queues:
+            if stats.running:
+                running.extend((await self.store.jobs(stats.queue, JobPhase.RUNNING, limit=RUNNING_SAMPLE)).jobs)
+        return running
+
     async def overview_context(self) -> dict[str, Any]:
         store = self.store
         at = store.clock.now()
         queues = await store.queue_stats(cap=self.cap)
-        workers = await store.workers(WORKERS_WITHIN)
+        seen = await store.workers(GONE_WITHIN)
+        workers = [worker for worker in seen if is_live(worker, at)]
+        recent_dead = {
+            stats.queue: (await store.jobs(stats.queue, JobPhase.DEAD, limit=DEAD_SAMPLE)).jobs
+            for stats in queues
+            if stats.dead
+        }
+        schedules = await store.schedules()
+        leader = await store.leader()
+        running = await self._running(queues)
+        found = troubles(at, queues, seen, leader, schedules, running, recent_dead, DEAD_SAMPLE)
         return {
             "at": at,
             "queues": queues,
+            "troubles": found,
+            "troubled": {(trouble.kind, trouble.subject) for trouble in found},
             # An outbox's backing queue: how many of the workers seen deliver it (its couriers, ADR 057).
             "couriers": {s.queue: sum(s.queue in w.queues for w in workers) for s in queues if s.outbox},
-            "leader": await store.leader(),
+            "leader": leader,
+            "schedules": schedules,
             "workers": workers,
             "workers_within": WORKERS_WITHIN,
             "chart": chart_of(per_minute(await store.throughput(MINUTES), at)),
@@ -276,6 +304,11 @@ class _Dashboard:
             cancellable=not self.read_only and phase is not JobPhase.DEAD,
             defaults=defaults,
             at=self.store.clock.now(),
+            live=(
+                {worker.id for worker in await self.store.workers(WORKERS_WITHIN)}
+                if phase is JobPhase.RUNNING
+                else set()
+            ),
         )
 
     async def job(self, request: Request) -> Response:
@@ -298,6 +331,26 @@ class _Dashboard:
 
     async def schedules(self, request: Request) -> Response:
         return await self._schedules_page(request)
+
+    async def workers(self, request: Request) -> Response:
+        """The workers seen in the last hour: live or gone, what each serves and the running jobs it holds."""
+        at = self.store.clock.now()
+        seen = await self.store.workers(GONE_WITHIN)
+        running = await self._running(await self.store.queue_stats(cap=self.cap))
+        views = worker_views(seen, running, at)
+        known = {view.worker.id for view in views}
+        unknown = [job for job in running if job.worker_id not in known]
+        return self.render(
+            request,
+            "workers.html",
+            page="workers",
+            workers=views,
+            unknown=unknown,
+            at=at,
+            live_within=WORKERS_WITHIN,
+            gone_within=GONE_WITHIN,
+            sample=RUNNING_SAMPLE,
+        )
 
     async def _schedules_page(
         self, request: Request, entry: Mapping[str, str] | None = None, problem: str | None = None
@@ -512,6 +565,7 @@ class _Dashboard:
             Route("/jobs/{job_id:int}", self.job, name="job"),
             Route("/dead", self.dead, name="dead"),
             Route("/schedules", self.schedules, name="schedules"),
+            Route("/workers", self.workers, name="workers"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
         if not self.read_only:
