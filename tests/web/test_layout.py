@@ -21,6 +21,7 @@ from selenium.webdriver.common.by import By
 
 from alkstore import AsyncStore, open_async
 from alkstore.adapters.web import create_app
+from alkstore.adapters.web._views import group_key
 from tests.support import PATIENCE
 from tests.web._hostile import LONG_NAME, WIDE, seed_hostile
 from tests.web._seed import seed
@@ -74,6 +75,8 @@ def pages(site: Site) -> dict[str, str]:
         "dead": "/dead",
         "schedules": "/schedules",
         "workers": "/workers",
+        "dead-wide": f"/dead?queue={WIDE}",
+        "dead-group": f"/dead/group?queue={WIDE}&key={group_key(None, 'KeyError', 'order # not found in shard <hex>')}",
         "job-huge-error": f"/jobs/{ids['huge']}",
         "job-rtl-deep": f"/jobs/{ids['rtl']}",
         "job-running": f"/jobs/{ids['running']}",

@@ -47,14 +47,31 @@ from ._security import allowed_hosts as _allowed_hosts
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
 from ._trouble import LIVE_WITHIN, is_live, troubles, worker_views
-from ._views import capped, error_groups, instant, payload_text, span, visible_controls
+from ._views import DeadGroup, DeadGroups, capped, group_key, instant, key_of, payload_text, span, visible_controls
 
-__all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "MAX_BODY", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
+__all__ = [
+    "BULK_LIMIT",
+    "DEAD_GROUP_PAGE",
+    "DEAD_SCAN",
+    "MAX_BODY",
+    "PAGE_SIZE",
+    "REFRESH_SECONDS",
+    "WORKERS_WITHIN",
+    "create_app",
+]
 
 _HERE = Path(__file__).parent
-#: Jobs a queue page lists at a time; dead jobs per queue grouped on the dead-letters page.
+#: Jobs a queue page lists at a time; the ids of a dead-letter group's page at a time.
 PAGE_SIZE = 50
 DEAD_GROUP_PAGE = 200
+#: The dead jobs of a queue the dead-letters page groups (all of them, up to this many, newest death
+#: first); the ids of each group it shows (its own page has them all); the characters of a group's
+#: newest error it shows folded (the job's page has it whole).
+DEAD_SCAN = 100_000
+GROUP_IDS_SHOWN = 10
+SAMPLE_CHARS = 5_000
+#: The most jobs one listing call returns (``AsyncStore.jobs``' limit).
+_READ = 1000
 #: The most job ids one bulk action takes (a page's selection is far fewer).
 BULK_LIMIT = 10_000
 #: The largest request body read (bytes): room for a bulk action's ``BULK_LIMIT`` ids of 19 digits.
@@ -185,6 +202,7 @@ class _Dashboard:
             url=url,
             static=lambda path: url("static", path=path),
             refresh_seconds=REFRESH_SECONDS,
+            sample_chars=SAMPLE_CHARS,
             **context,
         )
         response = HTMLResponse(page, status_code=status_code, headers=_HEADERS)
@@ -321,13 +339,71 @@ class _Dashboard:
             return self.render(request, "result.html", page="job", result=kept)
         return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
 
+    async def _dead_jobs(self, queue: str) -> AsyncIterator[JobInfo]:
+        """``queue``'s dead jobs, newest death first, up to ``DEAD_SCAN`` of them (read ``_READ`` at a time);
+        none for a name no queue can have."""
+        cursor: str | None = None
+        read = 0
+        while read < DEAD_SCAN:
+            try:
+                page = await self.store.jobs(queue, JobPhase.DEAD, limit=min(_READ, DEAD_SCAN - read), cursor=cursor)
+            except (InvalidName, InvalidArgument):
+                return
+            for job in page.jobs:
+                yield job
+            read += len(page.jobs)
+            cursor = page.cursor
+            if cursor is None:
+                return
+
+    async def _dead_groups(self, queue: str, shown: int = GROUP_IDS_SHOWN) -> tuple[list[DeadGroup], int]:
+        """``queue``'s dead jobs grouped (``group_dead``), and how many were read."""
+        groups = DeadGroups(queue, shown)
+        async for job in self._dead_jobs(queue):
+            groups.add(job)
+        return groups.ordered(), groups.read
+
+    async def _group_ids(self, queue: str, key: str) -> tuple[DeadGroup | None, list[int]]:
+        """The group of ``queue``'s dead jobs named ``key``, and the ids of all its jobs read (newest death first)."""
+        ids: list[int] = []
+        groups = DeadGroups(queue, 0)
+        found: DeadGroup | None = None
+        async for job in self._dead_jobs(queue):
+            if group_key(*key_of(job)) == key:
+                found = groups.add(job)
+                ids.append(job.id)
+        return found, ids
+
     async def dead(self, request: Request) -> Response:
-        groups = []
-        queues = [stats for stats in await self.store.queue_stats(cap=self.cap) if stats.dead]
-        for stats in queues:
-            page = await self.store.jobs(stats.queue, JobPhase.DEAD, limit=DEAD_GROUP_PAGE)
-            groups.append((stats, error_groups(stats.queue, page.jobs), page.cursor is not None))
-        return self.render(request, "dead.html", page="dead", queues=groups, sample=DEAD_GROUP_PAGE)
+        only = request.query_params.get("queue") or None
+        queues = []
+        try:
+            listed = await self.store.queue_stats(only, cap=self.cap)
+        except InvalidName:
+            listed = []
+        for stats in listed:
+            if stats.dead:
+                groups, read = await self._dead_groups(stats.queue)
+                queues.append((stats, groups, read))
+        return self.render(request, "dead.html", page="dead", queues=queues, only=only, scan=DEAD_SCAN)
+
+    async def dead_group(self, request: Request) -> Response:
+        """One group's dead jobs, their ids ``DEAD_GROUP_PAGE`` at a time, with its newest error in full."""
+        queue = request.query_params.get("queue", "")
+        key = request.query_params.get("key", "")
+        try:
+            number = max(1, int(request.query_params.get("page", "1")))
+        except ValueError:
+            raise HTTPException(400, "the page is not a number") from None
+        group, ids = await self._group_ids(queue, key)
+        if group is None:
+            raise HTTPException(404, f"no dead jobs of {queue} in that group (requeued, purged, or never there)")
+        pages = max(1, -(-len(ids) // DEAD_GROUP_PAGE))
+        number = min(number, pages)
+        chosen = ids[(number - 1) * DEAD_GROUP_PAGE : number * DEAD_GROUP_PAGE]
+        return self.render(
+            request, "dead_group.html", page="dead", group=group, ids=chosen, number=number, pages=pages, scan=DEAD_SCAN
+        )
 
     async def schedules(self, request: Request) -> Response:
         return await self._schedules_page(request)
@@ -528,6 +604,25 @@ class _Dashboard:
         )
         return self._done(request, message, self.path(request, "dead"))
 
+    async def dead_group_bulk(self, request: Request) -> Response:
+        """Requeue or purge every dead job of a group, read again when confirmed, after a page that asks."""
+        form = await self._form(request)
+        action, queue, key = form.get("action", ""), form.get("queue", ""), form.get("key", "")
+        if action not in _BULK:
+            raise HTTPException(400, f"no such bulk action: {action}")
+        group, ids = await self._group_ids(queue, key)
+        if group is None:
+            return self._done(request, "No dead job is left in that group; nothing done.", self.path(request, "dead"))
+        if form.get("confirmed") != "yes":
+            return self.render(request, "confirm_group.html", page="dead", action=action, group=group)
+        if action == "requeue":
+            count = len(await self.store.requeue_dead_many(ids))
+        else:
+            count = len(await self.store.purge_dead_many(ids))
+        what = f"{group.kind}: {group.message}" if group.kind else group.message
+        message = f"{_BULK[action]} {count} dead jobs of {queue} ({what})."
+        return self._done(request, message, self.path(request, "dead") + "?" + urlencode({"queue": queue}))
+
     async def error(self, request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         if status == 404 and request.method in {"GET", "HEAD"}:
@@ -564,6 +659,7 @@ class _Dashboard:
             Route("/queues/{queue:path}", self.queue, name="queue"),
             Route("/jobs/{job_id:int}", self.job, name="job"),
             Route("/dead", self.dead, name="dead"),
+            Route("/dead/group", self.dead_group, name="dead_group"),
             Route("/schedules", self.schedules, name="schedules"),
             Route("/workers", self.workers, name="workers"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
@@ -575,6 +671,7 @@ class _Dashboard:
                 Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
                 Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
                 Route("/actions/dead", self.dead_bulk, methods=["POST"], name="dead_bulk"),
+                Route("/actions/dead-group", self.dead_group_bulk, methods=["POST"], name="dead_group_bulk"),
                 Route("/actions/pause/{queue:path}", self.pause_queue, methods=["POST"], name="pause_queue"),
                 Route("/actions/resume/{queue:path}", self.resume_queue, methods=["POST"], name="resume_queue"),
                 Route("/jobs/{job_id:int}/cancel", self.cancel_job, methods=["POST"], name="cancel_job"),
