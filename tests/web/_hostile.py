@@ -54,6 +54,7 @@ async def seed_hostile(store: AsyncStore) -> dict[str, int]:
     ids["running"] = await long.enqueue({"n": 2})
     running = await long.claim("w" * 120)
     assert running is not None
+    await store.outbox("o" * 100).enqueue({"deep": _deep(30)})
     await store.schedule("s" * 128, "@every 1h", LONG_NAME, {"deep": _deep(10)})
     now = store.clock.now()
     await store.engine.record_worker(

@@ -76,6 +76,8 @@ def pages(site: Site) -> dict[str, str]:
         "schedules": "/schedules",
         "workers": "/workers",
         "dead-wide": f"/dead?queue={WIDE}",
+        "results": f"/results/{WIDE}",
+        "outbox": "/outboxes/" + "o" * 100,
         "dead-group": f"/dead/group?queue={WIDE}&key={group_key(None, 'KeyError', 'order # not found in shard <hex>')}",
         "job-huge-error": f"/jobs/{ids['huge']}",
         "job-rtl-deep": f"/jobs/{ids['rtl']}",

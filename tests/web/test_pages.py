@@ -50,7 +50,7 @@ def test_the_overview_marks_an_outboxs_queue_with_its_couriers_or_none(served: S
     def badge(queue: str) -> str:
         row = re.search(rf'<tr data-queue="{re.escape(queue)}">(.*?)</tr>', page, re.S)
         assert row is not None
-        found = re.search(r'<span class="badge outbox[^"]*"[^>]*>(.*?)</span>', row.group(1))
+        found = re.search(r'<a class="badge outbox[^"]*"[^>]*>(.*?)</a>', row.group(1))
         assert found is not None
         return text(found.group(0))
 

@@ -17,6 +17,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -123,6 +124,11 @@ _CANCELLED = {
 _BULK = {"requeue": "Requeued", "purge": "Purged"}
 
 StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
+
+
+def _outbox_of(queue: str) -> str | None:
+    """The outbox whose backing queue ``queue`` is (``QueueStats.outbox``'s rule), or ``None``."""
+    return QueueStats(queue, 0, 0, 0, 0, timedelta(0), None).outbox
 
 
 class _Dashboard:
@@ -263,7 +269,42 @@ class _Dashboard:
         return self.render(request, "_overview.html", **await self.overview_context())
 
     async def queue(self, request: Request) -> Response:
+        return await self._queue_page(request, request.path_params["queue"])
+
+    async def outbox(self, request: Request) -> Response:
+        """An outbox's messages: its backing queue's page (ADR 057), under the outbox's name."""
+        try:
+            name = self.store.outbox(request.path_params["outbox"]).queue
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return await self._queue_page(request, name)
+
+    async def results(self, request: Request) -> Response:
+        """A queue's kept results (ADR 042), newest first, a page at a time."""
         name = request.path_params["queue"]
+        cursor = request.query_params.get("cursor") or None
+        try:
+            page = await self.store.results(name, limit=PAGE_SIZE, cursor=cursor)
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return self.render(
+            request,
+            "results.html",
+            page="results",
+            queue=name,
+            results=page.results,
+            next_cursor=page.cursor,
+            first_page=cursor is None,
+        )
+
+    async def find(self, request: Request) -> Response:
+        """The page of the job whose id was asked for (the search box every page has)."""
+        asked = request.query_params.get("id", "").strip().lstrip("#")
+        if not asked.isdigit() or len(asked) > 19:
+            raise HTTPException(400, f"not a job id: {asked!r} (a job id is a whole number)")
+        return RedirectResponse(self.path(request, "job", job_id=int(asked)), status_code=303)
+
+    async def _queue_page(self, request: Request, name: str) -> Response:
         state = request.query_params.get("state", JobPhase.READY.value)
         try:
             phase = JobPhase(state)
@@ -296,15 +337,18 @@ class _Dashboard:
             raise HTTPException(404, str(exc)) from None
         try:
             stats = await self.store.queue_stats(name, cap=self.cap)
-            defaults = await self.store.queue(name).defaults()
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
+        outbox = _outbox_of(name)
+        # An outbox's backing queue is reached through its outbox alone: its settings and pause are not the page's.
+        defaults = None if outbox is not None else await self.store.queue(name).defaults()
         return self.render(
             request,
             "queue.html",
             status_code=200 if problem is None else 400,
             page="queue",
             queue=name,
+            outbox=outbox,
             phase=phase,
             phases=list(JobPhase),
             order=(_REVERSED if reverse else _ORDERS)[phase],
@@ -657,6 +701,9 @@ class _Dashboard:
             Route("/", self.overview, name="overview"),
             Route("/fragments/overview", self.overview_fragment, name="overview_fragment"),
             Route("/queues/{queue:path}", self.queue, name="queue"),
+            Route("/outboxes/{outbox:path}", self.outbox, name="outbox"),
+            Route("/results/{queue:path}", self.results, name="results"),
+            Route("/find", self.find, name="find"),
             Route("/jobs/{job_id:int}", self.job, name="job"),
             Route("/dead", self.dead, name="dead"),
             Route("/dead/group", self.dead_group, name="dead_group"),
