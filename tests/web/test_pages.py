@@ -78,6 +78,13 @@ def test_counts_at_the_cap_show_as_at_least_the_cap(served: Served) -> None:
     assert re.findall(r'<td class="n ready">([^<]*)</td>', row.group(1)) == ["3+"]
     exact = re.search(r'<tr data-queue="bulk">(.*?)</tr>', served.client(cap=None).get("/").text, re.S)
     assert exact is not None
+    capped_page = served.client(cap=3).get("/").text
+    (asked,) = re.findall(r'<a href="([^"]+)">Count every job</a>', capped_page)
+    counted = served.client(cap=3).get(html.unescape(asked)).text
+    row = re.search(r'<tr data-queue="bulk">(.*?)</tr>', counted, re.S)
+    assert row is not None
+    assert re.findall(r'<td class="n ready">([^<]*)</td>', row.group(1)) == ["5"]
+    assert 'data-refresh="/fragments/overview?exact=1"' in counted, "the refreshes count every job too"
     assert re.findall(r'<td class="n ready">([^<]*)</td>', exact.group(1)) == ["5"]
 
 

@@ -231,10 +231,13 @@ class _Dashboard:
                 running.extend((await self.store.jobs(stats.queue, JobPhase.RUNNING, limit=RUNNING_SAMPLE)).jobs)
         return running
 
-    async def overview_context(self) -> dict[str, Any]:
+    async def overview_context(self, request: Request) -> dict[str, Any]:
+        """The overview's figures; with ``?exact=1``, counts past the cap too (a count of every row: slower on a
+        big table, so asked for, not polled by default)."""
         store = self.store
         at = store.clock.now()
-        queues = await store.queue_stats(cap=self.cap)
+        exact = request.query_params.get("exact") == "1"
+        queues = await store.queue_stats(cap=None if exact else self.cap)
         seen = await store.workers(GONE_WITHIN)
         workers = [worker for worker in seen if is_live(worker, at)]
         recent_dead = {
@@ -248,6 +251,10 @@ class _Dashboard:
         found = troubles(at, queues, seen, leader, schedules, running, recent_dead, DEAD_SAMPLE)
         return {
             "at": at,
+            "exact": exact,
+            "capped_counts": any(
+                s.cap is not None and max(s.ready, s.delayed, s.running, s.dead) >= s.cap for s in queues
+            ),
             "queues": queues,
             "troubles": found,
             "troubled": {(trouble.kind, trouble.subject) for trouble in found},
@@ -257,16 +264,16 @@ class _Dashboard:
             "schedules": schedules,
             "workers": workers,
             "workers_within": WORKERS_WITHIN,
-            "chart": chart_of(per_minute(await store.throughput(MINUTES), at)),
+            "chart": chart_of(per_minute(await store.throughput(MINUTES + 1), at)),
         }
 
     # -- pages -----------------------------------------------------------------------
 
     async def overview(self, request: Request) -> Response:
-        return self.render(request, "overview.html", page="overview", **await self.overview_context())
+        return self.render(request, "overview.html", page="overview", **await self.overview_context(request))
 
     async def overview_fragment(self, request: Request) -> Response:
-        return self.render(request, "_overview.html", **await self.overview_context())
+        return self.render(request, "_overview.html", **await self.overview_context(request))
 
     async def queue(self, request: Request) -> Response:
         return await self._queue_page(request, request.path_params["queue"])
