@@ -171,7 +171,11 @@ def troubles(
                 queue,
                 f"{_plural(len(held), 'running job')} held by a worker not seen live"
                 + (f" ({past:,} past their lease)" if past else "")
-                + ": they run again once their lease lapses.",
+                + (
+                    ": it runs again once its lease lapses."
+                    if len(held) == 1
+                    else ": they run again once their lease lapses."
+                ),
                 "queue",
                 query={"state": "running"},
                 params={"queue": queue},
