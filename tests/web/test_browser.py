@@ -327,7 +327,14 @@ def test_cancelling_a_running_job_says_cancelling(live: Live, browser: Any) -> N
     job_id = live.call(queue.enqueue({"n": 1}))
     assert live.call(queue.claim("w-browser")) is not None
     browser.get(live.url + "/queues/long-runs?state=running")
-    browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel button').click()
+    button = (By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel button')
+    browser.find_element(*button).click()
+    question = WebDriverWait(browser, PATIENCE).until(expected_conditions.alert_is_present())
+    assert question.text == f"Cancel job {job_id}? Its worker is asked to stop it."
+    question.dismiss()
+    assert live.call(live.store.get_job(job_id)).cancel_requested is False, "a dismissed question cancels nothing"
+    browser.find_element(*button).click()
+    WebDriverWait(browser, PATIENCE).until(expected_conditions.alert_is_present()).accept()
     shows(browser, (By.CSS_SELECTOR, "p.message"), "is running: cancelling")
     browser.get(live.url + "/queues/long-runs?state=running")
     assert browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel').text == "cancelling"
