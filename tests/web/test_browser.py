@@ -171,6 +171,22 @@ def test_the_overview_shows_the_queues_leader_and_workers_and_refreshes_in_place
     assert console_errors(browser) == []
 
 
+def test_a_queue_pages_counts_refresh_in_place(live: Live, browser: Any) -> None:
+    queue = live.store.queue("counted")
+    live.call(queue.enqueue({"n": 0}))
+    browser.get(live.url + "/queues/counted")
+    counts = (By.CSS_SELECTOR, "#counts .counts")
+    assert browser.find_element(*counts).text.startswith("Ready 1 ·")
+    assert browser.find_element(By.ID, "counts").get_attribute("data-live") == "polling"
+    browser.execute_script("window.notReloaded = true;")
+    live.call(queue.enqueue_many([{"n": 1}, {"n": 2}]))
+    WebDriverWait(browser, PATIENCE, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda driver: driver.find_element(*counts).text.startswith("Ready 3 ·"), "the counts never refreshed"
+    )
+    assert browser.execute_script("return window.notReloaded === true;"), "the page reloaded instead of refreshing"
+    assert console_errors(browser) == []
+
+
 def charted(browser: Any) -> dict[str, tuple[int, int]]:
     """The minutes the overview's chart draws with runs in them: each minute's instant, its done and failed.
 

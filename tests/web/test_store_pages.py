@@ -114,3 +114,13 @@ def test_a_job_is_found_by_its_id_from_every_page(served: Served) -> None:
         answer = client.get("/find", params={"id": bad})
         assert answer.status_code == 400, bad
         assert "<script>" not in answer.text
+
+
+def test_a_queue_pages_counts_are_a_fragment_of_their_own(served: Served) -> None:
+    served.call(served.store.queue("counted").enqueue_many, [{"n": n} for n in range(3)])
+    client = served.client()
+    page = client.get("/queues/counted").text
+    (fragment,) = re.findall(r'<div id="counts" data-refresh="([^"]+)"', page)
+    assert text(client.get(html.unescape(fragment)).text).startswith("Ready 3 · delayed 0 · running 0 · dead 0")
+    assert text(client.get("/fragments/counts/empty").text).startswith("Ready 0 · delayed 0")
+    assert client.get("/fragments/counts/__alkstore_x").status_code == 404

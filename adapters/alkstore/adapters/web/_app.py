@@ -278,6 +278,14 @@ class _Dashboard:
     async def queue(self, request: Request) -> Response:
         return await self._queue_page(request, request.path_params["queue"])
 
+    async def queue_counts(self, request: Request) -> Response:
+        """A queue's counts, the fragment its page refreshes."""
+        try:
+            stats = await self.store.queue_stats(request.path_params["queue"], cap=self.cap)
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return self.render(request, "_queue_counts.html", stats=stats[0] if stats else None)
+
     async def outbox(self, request: Request) -> Response:
         """An outbox's messages: its backing queue's page (ADR 057), under the outbox's name."""
         try:
@@ -707,6 +715,7 @@ class _Dashboard:
         routes: list[BaseRoute] = [
             Route("/", self.overview, name="overview"),
             Route("/fragments/overview", self.overview_fragment, name="overview_fragment"),
+            Route("/fragments/counts/{queue:path}", self.queue_counts, name="queue_counts"),
             Route("/queues/{queue:path}", self.queue, name="queue"),
             Route("/outboxes/{outbox:path}", self.outbox, name="outbox"),
             Route("/results/{queue:path}", self.results, name="results"),
