@@ -7,6 +7,8 @@ import re
 from functools import partial
 from urllib.parse import urlencode
 
+import pytest
+
 from alkstore import EnqueueOpts, JobPhase
 from alkstore.adapters.web import DEAD_GROUP_PAGE, PAGE_SIZE
 from alkstore.engine import NewJob, WorkerRecord
@@ -442,3 +444,26 @@ def test_a_queue_page_toggles_between_its_order_and_the_order_turned_round(serve
     assert waiting.status_code == 200
     assert "Oldest first" not in waiting.text
     assert "Newest first" in waiting.text
+
+
+def test_every_queues_dead_letters_group_the_newest_few_and_one_queues_page_groups_more(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import alkstore.adapters.web._app as app
+
+    monkeypatch.setattr(app, "DEAD_SCAN_EACH", 4)
+    queue = served.store.queue("many")
+    served.call(queue.enqueue_many, list(range(6)), None)
+    for n in range(6):
+        job = served.call(queue.claim, "w")
+        assert job is not None
+        served.call(job.fail, "old kind" if n < 2 else f"new kind {n}")
+    client = served.client()
+    page = client.get("/dead").text
+    assert "Grouped below: the newest 4 deaths." in text(page)
+    counts = re.findall(r'<td class="n count">(\d+)</td>', page)
+    assert counts == ["4"], "the two oldest, of another kind, were not read"
+    (more,) = re.findall(r'<a href="([^"]+)">Group more of them</a>', page)
+    everything = client.get(html.unescape(more)).text
+    assert re.findall(r'<td class="n count">(\d+)</td>', everything) == ["4", "2"]
+    assert "Grouped below" not in everything

@@ -69,6 +69,8 @@ DEAD_GROUP_PAGE = 200
 #: first); the ids of each group it shows (its own page has them all); the characters of a group's
 #: newest error it shows folded (the job's page has it whole).
 DEAD_SCAN = 100_000
+#: The dead jobs of each queue grouped when every queue's are shown (one queue's page groups ``DEAD_SCAN``).
+DEAD_SCAN_EACH = 10_000
 GROUP_IDS_SHOWN = 10
 SAMPLE_CHARS = 5_000
 #: The most jobs one listing call returns (``AsyncStore.jobs``' limit).
@@ -398,14 +400,14 @@ class _Dashboard:
             return self.render(request, "result.html", page="job", result=kept)
         return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
 
-    async def _dead_jobs(self, queue: str) -> AsyncIterator[JobInfo]:
-        """``queue``'s dead jobs, newest death first, up to ``DEAD_SCAN`` of them (read ``_READ`` at a time);
+    async def _dead_jobs(self, queue: str, most: int = DEAD_SCAN) -> AsyncIterator[JobInfo]:
+        """``queue``'s dead jobs, newest death first, up to ``most`` of them (read ``_READ`` at a time);
         none for a name no queue can have."""
         cursor: str | None = None
         read = 0
-        while read < DEAD_SCAN:
+        while read < most:
             try:
-                page = await self.store.jobs(queue, JobPhase.DEAD, limit=min(_READ, DEAD_SCAN - read), cursor=cursor)
+                page = await self.store.jobs(queue, JobPhase.DEAD, limit=min(_READ, most - read), cursor=cursor)
             except (InvalidName, InvalidArgument):
                 return
             for job in page.jobs:
@@ -415,10 +417,10 @@ class _Dashboard:
             if cursor is None:
                 return
 
-    async def _dead_groups(self, queue: str, shown: int = GROUP_IDS_SHOWN) -> tuple[list[DeadGroup], int]:
-        """``queue``'s dead jobs grouped (``group_dead``), and how many were read."""
-        groups = DeadGroups(queue, shown)
-        async for job in self._dead_jobs(queue):
+    async def _dead_groups(self, queue: str, most: int) -> tuple[list[DeadGroup], int]:
+        """``queue``'s newest ``most`` dead jobs grouped (``group_dead``), and how many were read."""
+        groups = DeadGroups(queue, GROUP_IDS_SHOWN)
+        async for job in self._dead_jobs(queue, most):
             groups.add(job)
         return groups.ordered(), groups.read
 
@@ -440,11 +442,12 @@ class _Dashboard:
             listed = await self.store.queue_stats(only, cap=self.cap)
         except InvalidName:
             listed = []
+        scan = DEAD_SCAN if only else DEAD_SCAN_EACH
         for stats in listed:
             if stats.dead:
-                groups, read = await self._dead_groups(stats.queue)
+                groups, read = await self._dead_groups(stats.queue, scan)
                 queues.append((stats, groups, read))
-        return self.render(request, "dead.html", page="dead", queues=queues, only=only, scan=DEAD_SCAN)
+        return self.render(request, "dead.html", page="dead", queues=queues, only=only, scan=scan)
 
     async def dead_group(self, request: Request) -> Response:
         """One group's dead jobs, their ids ``DEAD_GROUP_PAGE`` at a time, with its newest error in full."""
