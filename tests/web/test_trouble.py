@@ -160,3 +160,15 @@ def test_jobs_dying_are_flagged_for_an_hour_with_a_link_to_their_dead_letters(
     clock.advance(3601)
     report(served, "w-1", "mail")
     assert troubles(served) == {}
+
+
+def test_an_outbox_whose_messages_no_courier_delivers_is_flagged_with_a_link_to_its_page(served: Served) -> None:
+    outbox = served.store.outbox("hooks")
+    served.call(outbox.enqueue, {"event": "paid"})
+    href, what = troubles(served)[("unserved", outbox.queue)]
+    assert href == "/outboxes/hooks"
+    assert what.startswith("1 ready message and no live worker's courier delivers them")
+    assert "<strong>outbox hooks</strong>" in served.client().get("/").text
+    assert served.client().get(href).status_code == 200
+    report(served, "courier-1", outbox.queue)
+    assert ("unserved", outbox.queue) not in troubles(served)

@@ -59,6 +59,7 @@ class Trouble:
     route: str
     query: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""  # how the subject reads, when not as it is named (an outbox's backing queue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +117,19 @@ def troubles(
         if not stats.ready or stats.paused:
             continue
         waited = span(stats.lag)
-        if stats.queue not in served:
+        if stats.queue not in served and stats.outbox is not None:
+            found.append(
+                Trouble(
+                    "unserved",
+                    stats.queue,
+                    f"{_plural(stats.ready, 'ready message')} and no live worker's courier delivers them "
+                    f"(the oldest has waited {waited}).",
+                    "outbox",
+                    params={"outbox": stats.outbox},
+                    label=f"outbox {stats.outbox}",
+                )
+            )
+        elif stats.queue not in served:
             found.append(
                 Trouble(
                     "unserved",
