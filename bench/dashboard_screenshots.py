@@ -7,8 +7,9 @@ Run by hand (needs the ``web`` and ``test`` extras and Debian's ``chromium`` and
 
 It seeds a fresh ``memory://`` store on a manual clock with a small shop's queues (ready,
 delayed, running and dead jobs, two workers with an hour of stored throughput counts, a leader,
-schedules), serves the dashboard with uvicorn on a free loopback port, and saves ``overview.png``, ``queue.png``,
-``job.png`` and ``dead-letters.png``.
+schedules, a queue no worker serves and a worker gone mid-run), serves the dashboard with uvicorn on a free
+loopback port, and saves ``overview.png``, ``queue.png``, ``job.png``, ``dead-letters.png``, ``workers.png`` and
+``overview-phone.png`` (390 px wide).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from alkstore.engine import NewJob, ThroughputRecord, WorkerRecord
 
 START = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 WORKERS = (("web-1:4242", ("emails", "webhooks"), 8), ("batch-1:1177", ("reports", "thumbnails"), 4))
+#: A worker that stopped reporting four minutes ago, its claimed job still running.
+GONE = ("web-2:5151", ("emails",), 8)
 
 
 async def seed(store: AsyncStore, clock: ManualClock) -> dict[str, int]:
@@ -56,7 +59,7 @@ async def seed(store: AsyncStore, clock: ManualClock) -> dict[str, int]:
     await store.queue("thumbnails").enqueue_many([{"image": f"img/{n}.jpg"} for n in range(9)])
     await store.queue("reports").enqueue({"kind": "monthly", "month": "2026-02"}, EnqueueOpts(priority=5))
     errors = [
-        ("webhooks", "ConnectionError: 503 Service Unavailable from https://crm.example.com/hooks", 14),
+        ("webhooks", "ConnectionError: 503 Service Unavailable from https://crm.example.com/hooks/{id}", 14),
         ("webhooks", "TimeoutError: no answer from https://erp.example.com within 10 s", 5),
         ("emails", "SMTPRecipientsRefused: 550 5.1.1 mailbox unavailable", 3),
     ]
@@ -67,11 +70,14 @@ async def seed(store: AsyncStore, clock: ManualClock) -> dict[str, int]:
         for _ in made:
             job = await store.queue(queue).claim("web-1:4242")
             assert job is not None
-            await job.fail(error)
+            await job.fail(error.format(id=job.id))
         ids.setdefault("dead", made[0])
     running = await store.queue("reports").claim("batch-1:1177")
     assert running is not None
     ids["running"] = running.id
+    await store.queue("exports").enqueue_many([{"export": n} for n in range(3)])  # no worker serves exports
+    held = await store.queue("emails").claim(GONE[0])  # held by a worker killed mid-run
+    assert held is not None
     return ids
 
 
@@ -83,7 +89,7 @@ async def lead(store: AsyncStore, at: datetime) -> None:
 def an_hour(n: int, queues: tuple[str, ...], at: datetime) -> list[ThroughputRecord]:
     """Worker ``n``'s runs per queue and minute over the hour up to ``at``, at a pace that wanders a little."""
     counts = []
-    for back in range(59, -1, -1):
+    for back in range(60, 0, -1):
         minute = minute_of(at) - timedelta(minutes=back)
         for q, queue in enumerate(queues):
             done = (140, 50)[n] // (q + 1) + (back * 7 + n * 3 + q) % 23 + (40 if 18 <= back <= 24 else 0)
@@ -112,6 +118,14 @@ async def report_workers(store: AsyncStore, at: datetime) -> None:
             failed=7 + failed,
         )
         await store.engine.record_worker(record, counts)
+    gone_id, gone_queues, gone_concurrency = GONE
+    gone_host, gone_pid = gone_id.split(":")
+    seen = at - timedelta(minutes=4)
+    await store.engine.record_worker(
+        WorkerRecord(
+            gone_id, gone_host, int(gone_pid), gone_queues, gone_concurrency, seen - timedelta(hours=1), seen, running=1
+        )
+    )
 
 
 def chrome() -> Any:
@@ -165,11 +179,15 @@ def main() -> int:
                 "queue.png": "/queues/webhooks?contains=%7B%22customer%22%3A+4203%7D",
                 "job.png": f"/jobs/{opened['ids']['dead']}",
                 "dead-letters.png": "/dead",
+                "workers.png": "/workers",
+                "overview-phone.png": "/",
             }
             for name, path in pages.items():
+                width = 390 if "phone" in name else 1280
+                driver.set_window_size(width, 900)
                 driver.get(url + path)
                 height = driver.execute_script("return document.documentElement.scrollHeight")
-                driver.set_window_size(1280, min(max(int(height), 600), 1800))
+                driver.set_window_size(width, min(max(int(height), 600), 1800))
                 driver.save_screenshot(str(args.out / name))
                 print(f"wrote {args.out / name}")
         finally:

@@ -15,7 +15,7 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from starlette.testclient import TestClient
 
-from alkstore import AsyncStore
+from alkstore import AsyncStore, Clock
 from alkstore.adapters.web import TOKEN_VARIABLE, create_app
 from alkstore.testing import Scratch, open_scratch_async, scratch_engines
 from tests.support import under_ci
@@ -68,9 +68,9 @@ class Served:
         return client
 
 
-def serve(scratch: Scratch, **options: Any) -> Iterator[Served]:
+def serve(scratch: Scratch, clock: Clock | None = None, **options: Any) -> Iterator[Served]:
     with start_blocking_portal() as portal:
-        store, cleanup = portal.call(open_scratch_async, scratch, None)
+        store, cleanup = portal.call(open_scratch_async, scratch, clock)
         try:
             yield Served(store, portal, options)
         finally:

@@ -171,6 +171,22 @@ def test_the_overview_shows_the_queues_leader_and_workers_and_refreshes_in_place
     assert console_errors(browser) == []
 
 
+def test_a_queue_pages_counts_refresh_in_place(live: Live, browser: Any) -> None:
+    queue = live.store.queue("counted")
+    live.call(queue.enqueue({"n": 0}))
+    browser.get(live.url + "/queues/counted")
+    counts = (By.CSS_SELECTOR, "#counts .counts")
+    assert browser.find_element(*counts).text.startswith("Ready 1 ·")
+    assert browser.find_element(By.ID, "counts").get_attribute("data-live") == "polling"
+    browser.execute_script("window.notReloaded = true;")
+    live.call(queue.enqueue_many([{"n": 1}, {"n": 2}]))
+    WebDriverWait(browser, PATIENCE, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda driver: driver.find_element(*counts).text.startswith("Ready 3 ·"), "the counts never refreshed"
+    )
+    assert browser.execute_script("return window.notReloaded === true;"), "the page reloaded instead of refreshing"
+    assert console_errors(browser) == []
+
+
 def charted(browser: Any) -> dict[str, tuple[int, int]]:
     """The minutes the overview's chart draws with runs in them: each minute's instant, its done and failed.
 
@@ -231,7 +247,9 @@ def test_a_hostile_payload_shows_as_text_and_runs_nothing(live: Live, browser: A
     assert no_alert(browser)
     browser.get(live.url + "/dead")
     section = browser.find_element(By.CSS_SELECTOR, 'section[data-queue="hostile"]')
-    assert HOSTILE[1] in section.text
+    assert HOSTILE[1] not in section.text, "a long error is folded"
+    section.find_element(By.CSS_SELECTOR, "details.sample summary").click()
+    assert HOSTILE[1] in section.find_element(By.CSS_SELECTOR, "details.sample pre").text
     assert browser.find_elements(By.CSS_SELECTOR, "main script, main img") == []
     assert no_alert(browser)
     assert console_errors(browser) == []
@@ -325,7 +343,14 @@ def test_cancelling_a_running_job_says_cancelling(live: Live, browser: Any) -> N
     job_id = live.call(queue.enqueue({"n": 1}))
     assert live.call(queue.claim("w-browser")) is not None
     browser.get(live.url + "/queues/long-runs?state=running")
-    browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel button').click()
+    button = (By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel button')
+    browser.find_element(*button).click()
+    question = WebDriverWait(browser, PATIENCE).until(expected_conditions.alert_is_present())
+    assert question.text == f"Cancel job {job_id}? Its worker is asked to stop it."
+    question.dismiss()
+    assert live.call(live.store.get_job(job_id)).cancel_requested is False, "a dismissed question cancels nothing"
+    browser.find_element(*button).click()
+    WebDriverWait(browser, PATIENCE).until(expected_conditions.alert_is_present()).accept()
     shows(browser, (By.CSS_SELECTOR, "p.message"), "is running: cancelling")
     browser.get(live.url + "/queues/long-runs?state=running")
     assert browser.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"] td.cancel').text == "cancelling"

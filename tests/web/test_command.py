@@ -43,6 +43,7 @@ def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]
         "/actions/requeue-dead/{queue:path}",
         "/actions/purge-dead/{queue:path}",
         "/actions/dead",
+        "/actions/dead-group",
         "/actions/pause/{queue:path}",
         "/actions/resume/{queue:path}",
         "/jobs/{job_id:int}/cancel",

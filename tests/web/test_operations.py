@@ -146,33 +146,45 @@ def kill_many(served: Served, queue: str, errors: list[str]) -> list[int]:
     return [int(i) for i in ids]
 
 
-def group_forms(page: str) -> dict[str, list[str]]:
-    """Each group's bulk forms on the dead-letters page: ``action:what`` to the ids it carries."""
-    forms: dict[str, list[str]] = {}
-    pattern = r'<form method="post" action="/actions/dead">(.*?)</form>'
+def group_forms(page: str) -> dict[str, dict[str, str]]:
+    """Each group's bulk forms on a dead-letters page: ``action:key`` to the fields it sends."""
+    forms: dict[str, dict[str, str]] = {}
+    pattern = r'<form method="post" action="/actions/dead-group">(.*?)</form>'
     for body in re.findall(pattern, page, re.S):
-        action = re.search(r'name="action" value="(\w+)"', body).group(1)  # type: ignore[union-attr]
-        what = html.unescape(re.search(r'name="what" value="([^"]*)"', body).group(1))  # type: ignore[union-attr]
-        forms[f"{action}:{what}"] = re.findall(r'name="id" value="(\d+)"', body)
+        fields = {name: html.unescape(value) for name, value in re.findall(r'name="(\w+)" value="([^"]*)"', body)}
+        forms[f"{fields['action']}:{fields['key']}"] = fields
     return forms
 
 
-def test_a_groups_requeue_asks_to_confirm_then_requeues_that_group_alone(served: Served) -> None:
-    ids = kill_many(served, "billing", ["card declined", "card declined", "timeout"])
+def test_a_groups_requeue_asks_to_confirm_then_requeues_every_job_of_that_group_alone(served: Served) -> None:
+    errors = [f"CardError: card {n} declined" for n in range(7)] + ["timeout"]
+    ids = kill_many(served, "billing", errors)
     client = served.client()
-    token = csrf_of(client)
-    forms = group_forms(client.get("/dead").text)
-    chosen = forms["requeue:billing: card declined"]
-    assert sorted(int(i) for i in chosen) == ids[:2]
-    asked = client.post("/actions/dead", data={CSRF_FIELD: token, "action": "requeue", "id": chosen, "what": "x"})
-    assert "Requeue 2 dead jobs (x)?" in text(asked.text)
-    assert served.call(served.store.queue_stats, "billing")[0].dead == 3, "asking changed nothing"
-    confirmed = {CSRF_FIELD: token, "action": "requeue", "id": chosen, "confirmed": "yes"}
-    assert message(client.post("/actions/dead", data=confirmed).text) == "Requeued 2 jobs."
+    page = client.get("/dead").text
+    (key,) = re.findall(r'<tr class="group" data-key="(\w+)">\s*<td class="n count">7</td>', page)
+    form = group_forms(page)[f"requeue:{key}"]
+    assert form["queue"] == "billing"
+    asked = client.post("/actions/dead-group", data=form)
+    assert "Requeue the 7 dead jobs of billing, that died of this?" in text(asked.text)
+    assert served.call(served.store.queue_stats, "billing")[0].dead == 8, "asking changed nothing"
+    one_more = kill_many(served, "billing", ["CardError: card 99 declined"])  # dies meanwhile: read again
+    confirmed = {**form, "confirmed": "yes"}
+    done = client.post("/actions/dead-group", data=confirmed)
+    assert message(done.text) == "Requeued 8 dead jobs of billing (CardError: card # declined)."
     (stats,) = served.call(served.store.queue_stats, "billing")
-    assert (stats.ready, stats.dead) == (2, 1)
-    again = message(client.post("/actions/dead", data=confirmed).text)
-    assert again == "Requeued 0 jobs (2 of those chosen were no longer dead)."
+    assert (stats.ready, stats.dead) == (8, 1)
+    left = served.call(served.store.jobs, "billing", JobPhase.DEAD).jobs
+    assert [job.id for job in left] == [ids[-1]]
+    assert one_more[0] not in [job.id for job in left]
+    again = message(client.post("/actions/dead-group", data=confirmed).text)
+    assert again == "No dead job is left in that group; nothing done."
+    purge = {**group_forms(client.get("/dead").text).popitem()[1], "action": "purge", "confirmed": "yes"}
+    assert message(client.post("/actions/dead-group", data=purge).text) == "Purged 1 dead jobs of billing (timeout)."
+    assert served.call(served.store.queue_stats, "billing")[0].dead == 0
+    bad = {**purge, "action": "drop"}
+    assert client.post("/actions/dead-group", data=bad).status_code == 400
+    unsigned = {key: value for key, value in purge.items() if key != CSRF_FIELD}
+    assert client.post("/actions/dead-group", data=unsigned).status_code == 403
 
 
 def test_purging_a_selection_deletes_the_chosen_dead_jobs_and_never_a_live_one(served: Served) -> None:
@@ -203,8 +215,9 @@ def test_a_read_only_dashboard_reaches_none_of_these_actions(served: Served) -> 
     client = served.client(read_only=True)
     for path in ("/queues/emails", "/queues/emails?state=running", "/schedules", "/dead"):
         page = client.get(path).text
-        assert 'method="post"' not in page, path  # the queue page's filter is a GET form, its one button
-        assert page.count("<button") == page.count('<form class="filter" method="get"'), path
+        assert 'method="post"' not in page, path  # the search and the queue page's filter are GET forms
+        gets = page.count('<form class="filter" method="get"') + page.count('<form class="find" method="get"')
+        assert page.count("<button") == gets, path
         assert 'type="checkbox"' not in page, path
     token = client.cookies.get(CSRF_COOKIE)
     assert token
@@ -216,6 +229,7 @@ def test_a_read_only_dashboard_reaches_none_of_these_actions(served: Served) -> 
         "/actions/unschedule/nightly-digest",
         "/actions/fire/nightly-digest",
         "/actions/dead",
+        "/actions/dead-group",
     ]
     for path in paths:
         assert client.post(path, data={CSRF_FIELD: token, "action": "purge", "id": "1"}).status_code in (404, 405), path

@@ -7,8 +7,10 @@ import re
 from functools import partial
 from urllib.parse import urlencode
 
+import pytest
+
 from alkstore import EnqueueOpts, JobPhase
-from alkstore.adapters.web import PAGE_SIZE
+from alkstore.adapters.web import DEAD_GROUP_PAGE, PAGE_SIZE
 from alkstore.engine import NewJob, WorkerRecord
 from tests.web._seed import HOSTILE, LEADER, seed
 from tests.web.conftest import Served
@@ -50,7 +52,7 @@ def test_the_overview_marks_an_outboxs_queue_with_its_couriers_or_none(served: S
     def badge(queue: str) -> str:
         row = re.search(rf'<tr data-queue="{re.escape(queue)}">(.*?)</tr>', page, re.S)
         assert row is not None
-        found = re.search(r'<span class="badge outbox[^"]*"[^>]*>(.*?)</span>', row.group(1))
+        found = re.search(r'<a class="badge outbox[^"]*"[^>]*>(.*?)</a>', row.group(1))
         assert found is not None
         return text(found.group(0))
 
@@ -75,10 +77,17 @@ def test_counts_at_the_cap_show_as_at_least_the_cap(served: Served) -> None:
     served.call(served.store.queue("bulk").enqueue_many, [{"n": n} for n in range(5)])
     row = re.search(r'<tr data-queue="bulk">(.*?)</tr>', served.client(cap=3).get("/").text, re.S)
     assert row is not None
-    assert text(row.group(1)).split()[1] == "3+"
+    assert re.findall(r'<td class="n ready">([^<]*)</td>', row.group(1)) == ["3+"]
     exact = re.search(r'<tr data-queue="bulk">(.*?)</tr>', served.client(cap=None).get("/").text, re.S)
     assert exact is not None
-    assert text(exact.group(1)).split()[1] == "5"
+    capped_page = served.client(cap=3).get("/").text
+    (asked,) = re.findall(r'<a href="([^"]+)">Count every job</a>', capped_page)
+    counted = served.client(cap=3).get(html.unescape(asked)).text
+    row = re.search(r'<tr data-queue="bulk">(.*?)</tr>', counted, re.S)
+    assert row is not None
+    assert re.findall(r'<td class="n ready">([^<]*)</td>', row.group(1)) == ["5"]
+    assert 'data-refresh="/fragments/overview?exact=1"' in counted, "the refreshes count every job too"
+    assert re.findall(r'<td class="n ready">([^<]*)</td>', exact.group(1)) == ["5"]
 
 
 def test_a_queue_with_nothing_ready_shows_no_oldest_ready_age(served: Served) -> None:
@@ -219,9 +228,20 @@ def test_hostile_payload_and_error_text_render_as_text_never_as_markup(served: S
     assert "script-src 'self'" in job_page.headers["content-security-policy"]
 
 
-def test_dead_letters_group_each_queues_dead_jobs_by_task_and_exact_error(served: Served) -> None:
+def test_dead_letters_group_by_task_error_class_and_message_with_ids_and_numbers_masked(served: Served) -> None:
     queue = served.store.queue("flaky")
-    errors = ["timeout", "timeout", "timeout ", "refused\nat line 3", "refused\nat line 4"]
+    errors = [
+        "timeout",
+        "timeout",
+        "timeout ",
+        "refused\nat line 3",
+        "refused\nat line 4",
+        "KeyError: order 17 not in shard 0x1f",
+        "KeyError: order 4242 not in shard 0xa0",
+        "ValueError: order 17 not in shard 0x1f",
+        "LookupError: session 3f2a9c1e-1111-2222-3333-444455556666 gone (deadbeef42)",
+        "LookupError: session 0d1e2f3a-aaaa-bbbb-cccc-ddddeeeeffff gone (c0ffee0099)",
+    ]
     served.call(queue.enqueue_many, list(range(len(errors))), None)
     for n, error in enumerate(errors):
         job = served.call(queue.claim, f"w{n}")
@@ -231,19 +251,54 @@ def test_dead_letters_group_each_queues_dead_jobs_by_task_and_exact_error(served
     page = served.client().get("/dead")
     section = re.search(r'<section class="dead-queue" data-queue="flaky">(.*?)</section>', page.text, re.S)
     assert section is not None
-    rows = re.findall(r'<tr class="group">(.*?)</tr>', section.group(1), re.S)
-    shown = [html.unescape(re.search(r"<pre>(.*?)</pre>", row, re.S).group(1)) for row in rows]  # type: ignore[union-attr]
-    # Errors that differ in a trailing space or a later line are groups of their own; the biggest first.
-    assert shown == ["timeout", "refused\nat line 3", "refused\nat line 4", "timeout "]
+    rows = re.findall(r'<tr class="group" data-key="\w+">(.*?)</tr>', section.group(1), re.S)
+    shown = [text(re.search(r'<p class="kind">(.*?)</p>', row, re.S).group(1)) for row in rows]  # type: ignore[union-attr]
+    # White space, numbers, hex and uuids do not part errors; the class does; the biggest group first.
+    assert shown == [
+        "timeout",
+        "refused at line #",
+        "KeyError : order # not in shard <hex>",
+        "LookupError : session <uuid> gone (<hex>)",
+        "ValueError : order # not in shard <hex>",
+    ]
     dead = served.call(served.store.jobs, "flaky", JobPhase.DEAD)
-    by_error: dict[str | None, set[int]] = {}
+    by_error: dict[str, set[int]] = {}
     for info in dead.jobs:
-        by_error.setdefault(info.last_error, set()).add(info.id)
-    for row, error in zip(rows, shown, strict=True):
+        by_error.setdefault(str(info.last_error).split(":")[0].split()[0], set()).add(info.id)
+    for row, kind in zip(rows, ["timeout", "refused", "KeyError", "LookupError", "ValueError"], strict=True):
         ids = {int(i) for i in re.findall(r'<input type="checkbox" form="bulk" name="id" value="(\d+)"', row)}
-        assert ids == by_error[error], error
+        assert ids == by_error[kind], kind
         assert text(row).startswith(f"{len(ids)} —")  # the count, then no task
-    assert "flaky : 5 dead" in text(section.group(1))
+    assert "flaky : 10 dead" in text(section.group(1))
+
+
+def test_a_big_group_shows_a_few_ids_and_pages_them_all_on_its_own_page(served: Served) -> None:
+    queue = served.store.queue("bulk")
+    count = DEAD_GROUP_PAGE + 30
+    served.call(queue.enqueue_many, list(range(count)), None)
+    for _ in range(count):
+        job = served.call(queue.claim, "w")
+        assert job is not None
+        served.call(job.fail, f"LookupError: no row {job.id}")
+    client = served.client()
+    page = client.get("/dead?queue=bulk").text
+    (row,) = re.findall(r'<tr class="group" data-key="\w+">(.*?)</tr>', page, re.S)
+    assert len(re.findall(r'name="id" value="(\d+)"', row)) == 10
+    (link,) = re.findall(r'<a class="all" href="([^"]+)">all 230 →</a>', row)
+    seen: list[int] = []
+    while link:
+        listing = client.get(html.unescape(link))
+        assert listing.status_code == 200
+        assert "230 dead jobs of" in text(listing.text)
+        seen += [
+            int(i) for i in re.findall(r'<input type="checkbox" form="bulk" name="id" value="(\d+)"', listing.text)
+        ]
+        following = re.findall(r'<a rel="next" href="([^"]+)"', listing.text)
+        link = following[0] if following else ""
+    everything = served.call(partial(served.store.jobs, "bulk", JobPhase.DEAD, limit=1000))
+    assert seen == [job.id for job in everything.jobs]
+    assert client.get("/dead/group?queue=bulk&key=nothing").status_code == 404
+    assert client.get("/dead/group?queue=&key=x").status_code == 404
 
 
 def test_schedules_show_spec_queue_and_boundaries(served: Served) -> None:
@@ -284,7 +339,7 @@ def test_any_queue_name_links_to_its_own_page_and_shows_as_text(served: Served) 
     client = served.client()
     overview = client.get("/")
     assert "<img" not in overview.text
-    (link,) = re.findall(r'<td><a href="([^"]+)">&#34;&gt;&lt;img', overview.text)
+    (link,) = re.findall(r'<td class="name"><a href="([^"]+)">&#34;&gt;&lt;img', overview.text)
     page = client.get(html.unescape(link))
     assert page.status_code == 200
     assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page.text)] == [job_id]
@@ -389,3 +444,26 @@ def test_a_queue_page_toggles_between_its_order_and_the_order_turned_round(serve
     assert waiting.status_code == 200
     assert "Oldest first" not in waiting.text
     assert "Newest first" in waiting.text
+
+
+def test_every_queues_dead_letters_group_the_newest_few_and_one_queues_page_groups_more(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import alkstore.adapters.web._app as app
+
+    monkeypatch.setattr(app, "DEAD_SCAN_EACH", 4)
+    queue = served.store.queue("many")
+    served.call(queue.enqueue_many, list(range(6)), None)
+    for n in range(6):
+        job = served.call(queue.claim, "w")
+        assert job is not None
+        served.call(job.fail, "old kind" if n < 2 else f"new kind {n}")
+    client = served.client()
+    page = client.get("/dead").text
+    assert "Grouped below: the newest 4 deaths." in text(page)
+    counts = re.findall(r'<td class="n count">(\d+)</td>', page)
+    assert counts == ["4"], "the two oldest, of another kind, were not read"
+    (more,) = re.findall(r'<a href="([^"]+)">Group more of them</a>', page)
+    everything = client.get(html.unescape(more)).text
+    assert re.findall(r'<td class="n count">(\d+)</td>', everything) == ["4", "2"]
+    assert "Grouped below" not in everything

@@ -18,9 +18,14 @@ def test_a_sync_store_serves_every_page_and_action() -> None:
         assert job is not None
         job.fail("card declined")
         store.schedule("digest", "@every 1h", "orders", {"kind": "digest"})
+        store.outbox("hooks").enqueue({"event": "paid"})
         client = TestClient(create_app(store), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"})
-        for path in ("/", "/fragments/overview", "/dead", "/schedules", f"/jobs/{ids[0]}"):
+        pages = ["/", "/fragments/overview", "/dead", "/schedules", f"/jobs/{ids[0]}", "/workers", "/outboxes/hooks"]
+        pages += ["/results/orders", "/fragments/counts/orders", "/dead?queue=orders"]
+        for path in pages:
             assert client.get(path).status_code == 200, path
+        (group,) = re.findall(r'<tr class="group" data-key="(\w+)">', client.get("/dead").text)
+        assert client.get("/dead/group", params={"queue": "orders", "key": group}).status_code == 200
         page = client.get("/queues/orders", params={"contains": '{"customer": 42}', "order": "reversed"}).text
         assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page)] == [ids[2]]
         (token,) = set(re.findall(rf'name="{CSRF_FIELD}" value="([^"]+)"', page))

@@ -28,22 +28,24 @@ def minutes_ago(count: int) -> datetime:
     return NOW - timedelta(minutes=count)
 
 
-def test_the_chart_sums_the_queues_of_each_minute_over_the_hour_the_current_one_last() -> None:
+def test_the_chart_sums_the_queues_of_each_minute_over_the_last_complete_hour_leaving_out_the_current() -> None:
     counts = [
-        ThroughputInfo("a", minutes_ago(60), 100, 100),  # the 61st minute back: not drawn
-        ThroughputInfo("a", minutes_ago(59), 3, 0),
-        ThroughputInfo("a", minutes_ago(1), 4, 1),
-        ThroughputInfo("b", minutes_ago(1), 6, 0),
-        ThroughputInfo("b", NOW, 2, 0),
+        ThroughputInfo("a", minutes_ago(61), 100, 100),  # the 61st complete minute back: not drawn
+        ThroughputInfo("a", minutes_ago(60), 3, 0),
+        ThroughputInfo("a", minutes_ago(2), 4, 1),
+        ThroughputInfo("b", minutes_ago(2), 6, 0),
+        ThroughputInfo("b", minutes_ago(1), 2, 0),
+        ThroughputInfo("b", NOW, 1, 0),  # still filling: not drawn, so the line never dips at its end
     ]
     minutes = per_minute(counts, T0)
     assert len(minutes) == 60
-    assert minutes[0] == Minute(minutes_ago(59), 3, 0)
-    assert minutes[-2:] == [Minute(minutes_ago(1), 10, 1), Minute(NOW, 2, 0)]
+    assert minutes[0] == Minute(minutes_ago(60), 3, 0)
+    assert minutes[-2:] == [Minute(minutes_ago(2), 10, 1), Minute(minutes_ago(1), 2, 0)]
     assert sum(minute.done for minute in minutes[1:-2]) == sum(minute.failed for minute in minutes[1:-2]) == 0
 
     chart = chart_of(minutes, width=590, height=100)
-    assert (chart.top, chart.total_done, chart.total_failed, chart.latest) == (10, 15, 1, minutes[-2])
+    assert (chart.top, chart.total_done, chart.total_failed, chart.latest) == (10, 15, 1, minutes[-1])
+    assert chart.end == NOW
     done = chart.done.split()
     assert (done[0], done[-2], done[-1]) == ("0.0,70.0", "580.0,0.0", "590.0,80.0")  # 10 a minute at the top
 
@@ -85,15 +87,18 @@ def test_a_freshly_opened_overview_charts_the_hour_the_workers_stored(charted: S
     page = charted.client().get("/").text  # no earlier request: nothing sampled, all stored
     minutes = drawn(page)
     assert len(minutes) == 60
-    stored = charted.call(store.throughput)
-    expected = {instant(minutes_ago(back)): (0, 0) for back in range(60)}
+    stored = charted.call(store.throughput, 61)
+    expected = {instant(minutes_ago(back)): (0, 0) for back in range(1, 61)}
     for count in stored:
+        if count.minute == NOW:
+            continue  # the current minute, still filling, is left out
         done, failed = expected[instant(count.minute)]
         expected[instant(count.minute)] = (done + count.done, failed + count.failed)
     assert minutes == expected
     assert minutes[instant(minutes_ago(42))] == (12, 2)
     text = re.sub(r"<[^>]+>", "", page)
-    assert "Last hour 16 done · 3 failed; the last full minute 3 done · 0 failed" in text
+    assert "The last hour of complete minutes 15 done · 2 failed; the last full minute 3 done · 0 failed" in text
+    assert instant(NOW) not in minutes
     assert f"{instant(minutes_ago(42))}: 12 done, 2 failed" in text, "each minute says its counts on hover"
 
 
@@ -108,6 +113,8 @@ def test_the_served_app_reads_a_sync_store_too() -> None:
 
     clock = ManualClock(T0)
     with alkstore.open("memory://", clock=clock) as store:
-        store.engine.record_worker(WorkerRecord("w", "h", 1, ("q",), 1, T0, T0), [ThroughputRecord("q", NOW, 9, 0)])
+        store.engine.record_worker(
+            WorkerRecord("w", "h", 1, ("q",), 1, T0, T0), [ThroughputRecord("q", minutes_ago(1), 9, 0)]
+        )
         with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
-            assert drawn(client.get("/").text)[instant(NOW)] == (9, 0)
+            assert drawn(client.get("/").text)[instant(minutes_ago(1))] == (9, 0)

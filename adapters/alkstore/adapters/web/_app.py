@@ -17,6 +17,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -29,7 +30,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
-from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobPage, JobPhase, Store
+from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobInfo, JobPage, JobPhase, QueueStats, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
 
 from ._guard import SECURITY_HEADERS, Guard
@@ -46,21 +47,47 @@ from ._security import (
 from ._security import allowed_hosts as _allowed_hosts
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
-from ._views import capped, error_groups, instant, payload_text, span, visible_controls
+from ._trouble import LIVE_WITHIN, is_live, troubles, worker_views
+from ._views import DeadGroup, DeadGroups, capped, group_key, instant, key_of, payload_text, span, visible_controls
 
-__all__ = ["BULK_LIMIT", "DEAD_GROUP_PAGE", "MAX_BODY", "PAGE_SIZE", "REFRESH_SECONDS", "WORKERS_WITHIN", "create_app"]
+__all__ = [
+    "BULK_LIMIT",
+    "DEAD_GROUP_PAGE",
+    "DEAD_SCAN",
+    "MAX_BODY",
+    "PAGE_SIZE",
+    "REFRESH_SECONDS",
+    "WORKERS_WITHIN",
+    "create_app",
+]
 
 _HERE = Path(__file__).parent
-#: Jobs a queue page lists at a time; dead jobs per queue grouped on the dead-letters page.
+#: Jobs a queue page lists at a time; the ids of a dead-letter group's page at a time.
 PAGE_SIZE = 50
 DEAD_GROUP_PAGE = 200
+#: The dead jobs of a queue the dead-letters page groups (all of them, up to this many, newest death
+#: first); the ids of each group it shows (its own page has them all); the characters of a group's
+#: newest error it shows folded (the job's page has it whole).
+DEAD_SCAN = 100_000
+#: The dead jobs of each queue grouped when every queue's are shown (one queue's page groups ``DEAD_SCAN``).
+DEAD_SCAN_EACH = 10_000
+GROUP_IDS_SHOWN = 10
+SAMPLE_CHARS = 5_000
+#: The most jobs one listing call returns (``AsyncStore.jobs``' limit).
+_READ = 1000
 #: The most job ids one bulk action takes (a page's selection is far fewer).
 BULK_LIMIT = 10_000
 #: The largest request body read (bytes): room for a bulk action's ``BULK_LIMIT`` ids of 19 digits.
 MAX_BODY = 256 * 1024
-#: How often the overview's fragment is asked for again (seconds), and the workers it lists.
+#: How often the overview's fragment is asked for again (seconds), and the workers it lists (the live ones).
 REFRESH_SECONDS = 2.0
-WORKERS_WITHIN = 60.0
+WORKERS_WITHIN = LIVE_WITHIN.total_seconds()
+#: How far back the workers page and the trouble list look for workers gone without a word (a reporting
+#: worker forgets them after an hour); the running jobs read per queue to tell whose worker is gone;
+#: the newest dead jobs read per queue to tell dead letters rising.
+GONE_WITHIN = 3600.0
+RUNNING_SAMPLE = 200
+DEAD_SAMPLE = 20
 #: How each phase's listing is ordered (the keyset order ``AsyncStore.jobs`` pages through).
 _ORDERS = {
     JobPhase.READY: "in claim order: highest priority first, then the longest waiting",
@@ -99,6 +126,11 @@ _CANCELLED = {
 _BULK = {"requeue": "Requeued", "purge": "Purged"}
 
 StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
+
+
+def _outbox_of(queue: str) -> str | None:
+    """The outbox whose backing queue ``queue`` is (``QueueStats.outbox``'s rule), or ``None``."""
+    return QueueStats(queue, 0, 0, 0, 0, timedelta(0), None).outbox
 
 
 class _Dashboard:
@@ -178,6 +210,7 @@ class _Dashboard:
             url=url,
             static=lambda path: url("static", path=path),
             refresh_seconds=REFRESH_SECONDS,
+            sample_chars=SAMPLE_CHARS,
             **context,
         )
         response = HTMLResponse(page, status_code=status_code, headers=_HEADERS)
@@ -192,32 +225,103 @@ class _Dashboard:
         quoted = {key: quote(value, safe="") if isinstance(value, str) else value for key, value in params.items()}
         return root + str(self.router.url_path_for(name, **quoted))
 
-    async def overview_context(self) -> dict[str, Any]:
+    async def _running(self, queues: Iterable[QueueStats]) -> list[JobInfo]:
+        """The running jobs of ``queues`` (up to ``RUNNING_SAMPLE`` a queue), oldest first."""
+        running: list[JobInfo] = []
+        for stats in queues:
+            if stats.running:
+                running.extend((await self.store.jobs(stats.queue, JobPhase.RUNNING, limit=RUNNING_SAMPLE)).jobs)
+        return running
+
+    async def overview_context(self, request: Request) -> dict[str, Any]:
+        """The overview's figures; with ``?exact=1``, counts past the cap too (a count of every row: slower on a
+        big table, so asked for, not polled by default)."""
         store = self.store
         at = store.clock.now()
-        queues = await store.queue_stats(cap=self.cap)
-        workers = await store.workers(WORKERS_WITHIN)
+        exact = request.query_params.get("exact") == "1"
+        queues = await store.queue_stats(cap=None if exact else self.cap)
+        seen = await store.workers(GONE_WITHIN)
+        workers = [worker for worker in seen if is_live(worker, at)]
+        recent_dead = {
+            stats.queue: (await store.jobs(stats.queue, JobPhase.DEAD, limit=DEAD_SAMPLE)).jobs
+            for stats in queues
+            if stats.dead
+        }
+        schedules = await store.schedules()
+        leader = await store.leader()
+        running = await self._running(queues)
+        found = troubles(at, queues, seen, leader, schedules, running, recent_dead, DEAD_SAMPLE)
         return {
             "at": at,
+            "exact": exact,
+            "capped_counts": any(
+                s.cap is not None and max(s.ready, s.delayed, s.running, s.dead) >= s.cap for s in queues
+            ),
             "queues": queues,
+            "troubles": found,
+            "troubled": {(trouble.kind, trouble.subject) for trouble in found},
             # An outbox's backing queue: how many of the workers seen deliver it (its couriers, ADR 057).
             "couriers": {s.queue: sum(s.queue in w.queues for w in workers) for s in queues if s.outbox},
-            "leader": await store.leader(),
+            "leader": leader,
+            "schedules": schedules,
             "workers": workers,
             "workers_within": WORKERS_WITHIN,
-            "chart": chart_of(per_minute(await store.throughput(MINUTES), at)),
+            "chart": chart_of(per_minute(await store.throughput(MINUTES + 1), at)),
         }
 
     # -- pages -----------------------------------------------------------------------
 
     async def overview(self, request: Request) -> Response:
-        return self.render(request, "overview.html", page="overview", **await self.overview_context())
+        return self.render(request, "overview.html", page="overview", **await self.overview_context(request))
 
     async def overview_fragment(self, request: Request) -> Response:
-        return self.render(request, "_overview.html", **await self.overview_context())
+        return self.render(request, "_overview.html", **await self.overview_context(request))
 
     async def queue(self, request: Request) -> Response:
+        return await self._queue_page(request, request.path_params["queue"])
+
+    async def queue_counts(self, request: Request) -> Response:
+        """A queue's counts, the fragment its page refreshes."""
+        try:
+            stats = await self.store.queue_stats(request.path_params["queue"], cap=self.cap)
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return self.render(request, "_queue_counts.html", stats=stats[0] if stats else None)
+
+    async def outbox(self, request: Request) -> Response:
+        """An outbox's messages: its backing queue's page (ADR 057), under the outbox's name."""
+        try:
+            name = self.store.outbox(request.path_params["outbox"]).queue
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return await self._queue_page(request, name)
+
+    async def results(self, request: Request) -> Response:
+        """A queue's kept results (ADR 042), newest first, a page at a time."""
         name = request.path_params["queue"]
+        cursor = request.query_params.get("cursor") or None
+        try:
+            page = await self.store.results(name, limit=PAGE_SIZE, cursor=cursor)
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        return self.render(
+            request,
+            "results.html",
+            page="results",
+            queue=name,
+            results=page.results,
+            next_cursor=page.cursor,
+            first_page=cursor is None,
+        )
+
+    async def find(self, request: Request) -> Response:
+        """The page of the job whose id was asked for (the search box every page has)."""
+        asked = request.query_params.get("id", "").strip().lstrip("#")
+        if not asked.isdigit() or len(asked) > 19:
+            raise HTTPException(400, f"not a job id: {asked!r} (a job id is a whole number)")
+        return RedirectResponse(self.path(request, "job", job_id=int(asked)), status_code=303)
+
+    async def _queue_page(self, request: Request, name: str) -> Response:
         state = request.query_params.get("state", JobPhase.READY.value)
         try:
             phase = JobPhase(state)
@@ -250,15 +354,18 @@ class _Dashboard:
             raise HTTPException(404, str(exc)) from None
         try:
             stats = await self.store.queue_stats(name, cap=self.cap)
-            defaults = await self.store.queue(name).defaults()
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
+        outbox = _outbox_of(name)
+        # An outbox's backing queue is reached through its outbox alone: its settings and pause are not the page's.
+        defaults = None if outbox is not None else await self.store.queue(name).defaults()
         return self.render(
             request,
             "queue.html",
             status_code=200 if problem is None else 400,
             page="queue",
             queue=name,
+            outbox=outbox,
             phase=phase,
             phases=list(JobPhase),
             order=(_REVERSED if reverse else _ORDERS)[phase],
@@ -276,6 +383,11 @@ class _Dashboard:
             cancellable=not self.read_only and phase is not JobPhase.DEAD,
             defaults=defaults,
             at=self.store.clock.now(),
+            live=(
+                {worker.id for worker in await self.store.workers(WORKERS_WITHIN)}
+                if phase is JobPhase.RUNNING
+                else set()
+            ),
         )
 
     async def job(self, request: Request) -> Response:
@@ -288,16 +400,95 @@ class _Dashboard:
             return self.render(request, "result.html", page="job", result=kept)
         return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
 
+    async def _dead_jobs(self, queue: str, most: int = DEAD_SCAN) -> AsyncIterator[JobInfo]:
+        """``queue``'s dead jobs, newest death first, up to ``most`` of them (read ``_READ`` at a time);
+        none for a name no queue can have."""
+        cursor: str | None = None
+        read = 0
+        while read < most:
+            try:
+                page = await self.store.jobs(queue, JobPhase.DEAD, limit=min(_READ, most - read), cursor=cursor)
+            except (InvalidName, InvalidArgument):
+                return
+            for job in page.jobs:
+                yield job
+            read += len(page.jobs)
+            cursor = page.cursor
+            if cursor is None:
+                return
+
+    async def _dead_groups(self, queue: str, most: int) -> tuple[list[DeadGroup], int]:
+        """``queue``'s newest ``most`` dead jobs grouped (``group_dead``), and how many were read."""
+        groups = DeadGroups(queue, GROUP_IDS_SHOWN)
+        async for job in self._dead_jobs(queue, most):
+            groups.add(job)
+        return groups.ordered(), groups.read
+
+    async def _group_ids(self, queue: str, key: str) -> tuple[DeadGroup | None, list[int]]:
+        """The group of ``queue``'s dead jobs named ``key``, and the ids of all its jobs read (newest death first)."""
+        ids: list[int] = []
+        groups = DeadGroups(queue, 0)
+        found: DeadGroup | None = None
+        async for job in self._dead_jobs(queue):
+            if group_key(*key_of(job)) == key:
+                found = groups.add(job)
+                ids.append(job.id)
+        return found, ids
+
     async def dead(self, request: Request) -> Response:
-        groups = []
-        queues = [stats for stats in await self.store.queue_stats(cap=self.cap) if stats.dead]
-        for stats in queues:
-            page = await self.store.jobs(stats.queue, JobPhase.DEAD, limit=DEAD_GROUP_PAGE)
-            groups.append((stats, error_groups(stats.queue, page.jobs), page.cursor is not None))
-        return self.render(request, "dead.html", page="dead", queues=groups, sample=DEAD_GROUP_PAGE)
+        only = request.query_params.get("queue") or None
+        queues = []
+        try:
+            listed = await self.store.queue_stats(only, cap=self.cap)
+        except InvalidName:
+            listed = []
+        scan = DEAD_SCAN if only else DEAD_SCAN_EACH
+        for stats in listed:
+            if stats.dead:
+                groups, read = await self._dead_groups(stats.queue, scan)
+                queues.append((stats, groups, read))
+        return self.render(request, "dead.html", page="dead", queues=queues, only=only, scan=scan)
+
+    async def dead_group(self, request: Request) -> Response:
+        """One group's dead jobs, their ids ``DEAD_GROUP_PAGE`` at a time, with its newest error in full."""
+        queue = request.query_params.get("queue", "")
+        key = request.query_params.get("key", "")
+        try:
+            number = max(1, int(request.query_params.get("page", "1")))
+        except ValueError:
+            raise HTTPException(400, "the page is not a number") from None
+        group, ids = await self._group_ids(queue, key)
+        if group is None:
+            raise HTTPException(404, f"no dead jobs of {queue} in that group (requeued, purged, or never there)")
+        pages = max(1, -(-len(ids) // DEAD_GROUP_PAGE))
+        number = min(number, pages)
+        chosen = ids[(number - 1) * DEAD_GROUP_PAGE : number * DEAD_GROUP_PAGE]
+        return self.render(
+            request, "dead_group.html", page="dead", group=group, ids=chosen, number=number, pages=pages, scan=DEAD_SCAN
+        )
 
     async def schedules(self, request: Request) -> Response:
         return await self._schedules_page(request)
+
+    async def workers(self, request: Request) -> Response:
+        """The workers seen in the last hour: live or gone, what each serves and the running jobs it holds."""
+        at = self.store.clock.now()
+        seen = await self.store.workers(GONE_WITHIN)
+        running = await self._running(await self.store.queue_stats(cap=self.cap))
+        views = worker_views(seen, running, at)
+        known = {view.worker.id for view in views}
+        unknown = [job for job in running if job.worker_id not in known]
+        return self.render(
+            request,
+            "workers.html",
+            page="workers",
+            workers=views,
+            unknown=unknown,
+            at=at,
+            live_within=WORKERS_WITHIN,
+            gone_within=GONE_WITHIN,
+            sample=RUNNING_SAMPLE,
+        )
 
     async def _schedules_page(
         self, request: Request, entry: Mapping[str, str] | None = None, problem: str | None = None
@@ -475,6 +666,25 @@ class _Dashboard:
         )
         return self._done(request, message, self.path(request, "dead"))
 
+    async def dead_group_bulk(self, request: Request) -> Response:
+        """Requeue or purge every dead job of a group, read again when confirmed, after a page that asks."""
+        form = await self._form(request)
+        action, queue, key = form.get("action", ""), form.get("queue", ""), form.get("key", "")
+        if action not in _BULK:
+            raise HTTPException(400, f"no such bulk action: {action}")
+        group, ids = await self._group_ids(queue, key)
+        if group is None:
+            return self._done(request, "No dead job is left in that group; nothing done.", self.path(request, "dead"))
+        if form.get("confirmed") != "yes":
+            return self.render(request, "confirm_group.html", page="dead", action=action, group=group)
+        if action == "requeue":
+            count = len(await self.store.requeue_dead_many(ids))
+        else:
+            count = len(await self.store.purge_dead_many(ids))
+        what = f"{group.kind}: {group.message}" if group.kind else group.message
+        message = f"{_BULK[action]} {count} dead jobs of {queue} ({what})."
+        return self._done(request, message, self.path(request, "dead") + "?" + urlencode({"queue": queue}))
+
     async def error(self, request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         if status == 404 and request.method in {"GET", "HEAD"}:
@@ -508,10 +718,16 @@ class _Dashboard:
         routes: list[BaseRoute] = [
             Route("/", self.overview, name="overview"),
             Route("/fragments/overview", self.overview_fragment, name="overview_fragment"),
+            Route("/fragments/counts/{queue:path}", self.queue_counts, name="queue_counts"),
             Route("/queues/{queue:path}", self.queue, name="queue"),
+            Route("/outboxes/{outbox:path}", self.outbox, name="outbox"),
+            Route("/results/{queue:path}", self.results, name="results"),
+            Route("/find", self.find, name="find"),
             Route("/jobs/{job_id:int}", self.job, name="job"),
             Route("/dead", self.dead, name="dead"),
+            Route("/dead/group", self.dead_group, name="dead_group"),
             Route("/schedules", self.schedules, name="schedules"),
+            Route("/workers", self.workers, name="workers"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
         if not self.read_only:
@@ -521,6 +737,7 @@ class _Dashboard:
                 Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
                 Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
                 Route("/actions/dead", self.dead_bulk, methods=["POST"], name="dead_bulk"),
+                Route("/actions/dead-group", self.dead_group_bulk, methods=["POST"], name="dead_group_bulk"),
                 Route("/actions/pause/{queue:path}", self.pause_queue, methods=["POST"], name="pause_queue"),
                 Route("/actions/resume/{queue:path}", self.resume_queue, methods=["POST"], name="resume_queue"),
                 Route("/jobs/{job_id:int}/cancel", self.cancel_job, methods=["POST"], name="cancel_job"),

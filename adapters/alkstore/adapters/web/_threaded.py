@@ -25,9 +25,11 @@ from alkstore import (
     JobPhase,
     JobResult,
     Leader,
+    Outbox,
     Queue,
     QueueDefaults,
     QueueStats,
+    ResultPage,
     Schedule,
     Store,
     ThroughputInfo,
@@ -101,6 +103,12 @@ class ThreadedStore:
 
     async def result(self, job_id: int) -> JobResult | None:
         return await _run(self._store.result, job_id)
+
+    async def results(self, queue: str, *, limit: int = 50, cursor: str | None = None) -> ResultPage:
+        return await _run(self._store.results, queue, limit=limit, cursor=cursor)
+
+    def outbox(self, name: str) -> Outbox:
+        return self._store.outbox(name)
 
     async def leader(self) -> Leader | None:
         return await _run(self._store.leader)

@@ -3,7 +3,8 @@
 The workers store their counts per queue and minute with their reports (ADR 048), and
 ``throughput()`` reads them, so a freshly opened dashboard shows the hour past and every
 dashboard shows the same. The chart sums the queues of each minute and draws the last
-``MINUTES`` minutes, the current (still filling) one at the right edge, zeros where nothing ran.
+``MINUTES`` complete minutes, zeros where nothing ran. The current minute is left out: still
+filling, it would always draw a dip at the right edge that is no drop in throughput (ADR 065).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from alkstore.display import minute_of
 
 __all__ = ["MINUTES", "Chart", "Minute", "chart_of", "per_minute"]
 
-#: The minutes the chart shows, the current one included.
+#: The complete minutes the chart shows (the current one is left out).
 MINUTES = 60
 
 
@@ -60,13 +61,19 @@ class Chart:
 
     @property
     def latest(self) -> Minute:
-        """The last complete minute (the one before the current)."""
-        return self.minutes[-2]
+        """The last complete minute (the one before the current), drawn at the right edge."""
+        return self.minutes[-1]
+
+    @property
+    def end(self) -> datetime:
+        """When the last minute drawn ended: the start of the current one."""
+        return self.minutes[-1].start + timedelta(minutes=1)
 
 
 def per_minute(counts: Iterable[ThroughputInfo], now: datetime, minutes: int = MINUTES) -> list[Minute]:
-    """The ``minutes`` minutes up to the one holding ``now``, oldest first, each with every queue's counts."""
-    last = minute_of(now)
+    """The ``minutes`` complete minutes before the one holding ``now``, oldest first, each with every queue's
+    counts."""
+    last = minute_of(now) - timedelta(minutes=1)
     starts = [last - timedelta(minutes=back) for back in range(minutes - 1, -1, -1)]
     sums = {start: [0, 0] for start in starts}
     for count in counts:
@@ -77,7 +84,7 @@ def per_minute(counts: Iterable[ThroughputInfo], now: datetime, minutes: int = M
 
 
 def chart_of(minutes: Sequence[Minute], width: int = 600, height: int = 120) -> Chart:
-    """``minutes`` (at least two) scaled into the box: the oldest at the left edge, the current at the right,
+    """``minutes`` (at least two) scaled into the box: the oldest at the left edge, the latest at the right,
     0 at the bottom, the busiest minute (at least 1) at the top."""
     top = max(1, *(minute.done for minute in minutes), *(minute.failed for minute in minutes))
     step = width / (len(minutes) - 1)

@@ -1,4 +1,5 @@
-// Refresh the overview's live fragment by short polling; without JavaScript the page reads as served.
+// Refresh the pages' live fragments (the overview, a queue's counts) by short polling; without JavaScript
+// the page reads as served.
 "use strict";
 (function () {
   function confirmations() {
@@ -8,10 +9,8 @@
       if (question && !window.confirm(question)) event.preventDefault();
     });
   }
-  function start() {
-    confirmations();
-    var live = document.getElementById("live");
-    if (!live) return;
+  function poll(live) {
+    // Refresh one element whose data-refresh names the fragment that replaces its content.
     var url = live.getAttribute("data-refresh");
     var seconds = parseFloat(live.getAttribute("data-seconds")) || 2;
     var busy = false;
@@ -37,6 +36,11 @@
     }
     live.setAttribute("data-live", "polling");
     window.setInterval(refresh, seconds * 1000);
+  }
+  function start() {
+    confirmations();
+    var polled = document.querySelectorAll("[data-refresh]");
+    for (var i = 0; i < polled.length; i++) poll(polled[i]);
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,72 @@
+"""Content written to break a page's layout: a 100 KB error, 200 dead jobs whose errors embed their ids,
+right-to-left and U+202E text, NUL characters, a deeply nested payload and names at the length limit."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from alkstore import AsyncStore, EnqueueOpts
+from alkstore.engine import NewJob, WorkerRecord
+
+__all__ = ["LONG_NAME", "WIDE", "seed_hostile"]
+
+#: A queue (and task) name as long as names go, without a place to break it.
+LONG_NAME = "q" * 128
+#: The queue that holds most of the hostile content.
+WIDE = "wide"
+
+
+def _deep(levels: int) -> object:
+    payload: object = {"leaf": "x" * 300}
+    for level in range(levels):
+        payload = {f"level{level}": [payload, level]}
+    return payload
+
+
+async def seed_hostile(store: AsyncStore) -> dict[str, int]:
+    """Hostile content on the queue ``WIDE`` and a queue named ``LONG_NAME``; the ids worth a page."""
+    ids: dict[str, int] = {}
+    wide = store.queue(WIDE)
+    unbroken = "E" * 100_000
+    now = store.clock.now()
+    huge = NewJob(WIDE, json.dumps({"text": "a" * 5_000}).encode(), 0, now, None, 1, task="t" * 128)
+    (ids["huge"],) = await store.engine.enqueue([huge], now)
+    job = await wide.claim("wide-1")
+    assert job is not None
+    await job.fail(f"ValueError: {unbroken}")
+    made = await wide.enqueue_many([{"order": n} for n in range(200)], EnqueueOpts(max_attempts=1))
+    for _ in made:
+        job = await wide.claim("wide-1")
+        assert job is not None
+        await job.fail(f"KeyError: order {job.id} not found in shard 0x{job.id * 7919:08x}")
+    ids["many"] = made[0]
+    ids["rtl"] = await wide.enqueue(
+        {"name": "evil\u202eexe.txt", "arabic": "مرحبا بالعالم " * 40, "nul": "a\x00b", "deep": _deep(60)},
+        EnqueueOpts(max_attempts=1),
+    )
+    job = await wide.claim("wide-1")
+    assert job is not None
+    await job.fail("RuntimeError: \u202eevil text and a\x00NUL " + "שלום " * 200)
+    ids["ready"] = await wide.enqueue({"deep": _deep(60)})
+    long = store.queue(LONG_NAME)
+    (ids["long"],) = await store.engine.enqueue([NewJob(LONG_NAME, b'{"n": 1}', 0, now, None, 3, task=LONG_NAME)], now)
+    ids["running"] = await long.enqueue({"n": 2})
+    running = await long.claim("w" * 120)
+    assert running is not None
+    await store.outbox("o" * 100).enqueue({"deep": _deep(30)})
+    await store.schedule("s" * 128, "@every 1h", LONG_NAME, {"deep": _deep(10)})
+    now = store.clock.now()
+    await store.engine.record_worker(
+        WorkerRecord(
+            "w" * 120,
+            "h" * 100,
+            1,
+            (LONG_NAME, WIDE, *(f"queue-{n}" for n in range(30))),
+            4,
+            now - timedelta(hours=1),
+            now - timedelta(seconds=2),
+            running=1,
+        )
+    )
+    return ids

@@ -1,0 +1,123 @@
+"""Every page at a phone's width (390 px) and a desktop's (1280 px), over hostile content, in headless Chromium.
+
+A page passes when its body never scrolls sideways (``scrollWidth <= innerWidth``): what is wider
+than the screen (a table, a payload) scrolls inside its own box. Each page's screenshot at each
+width is saved under ``$ALKSTORE_SCREENSHOTS`` (default: the test's temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import uvicorn
+from selenium.webdriver.common.by import By
+
+from alkstore import AsyncStore, open_async
+from alkstore.adapters.web import create_app
+from alkstore.adapters.web._views import group_key
+from tests.support import PATIENCE
+from tests.web._hostile import LONG_NAME, WIDE, seed_hostile
+from tests.web._seed import seed
+from tests.web.test_browser import chrome, console_errors
+
+pytestmark = pytest.mark.slow
+
+WIDTHS = (390, 1280)
+
+
+@dataclass
+class Site:
+    url: str
+    ids: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    ids: dict[str, int] = {}
+
+    async def open_store() -> AsyncStore:
+        store = await open_async("memory://")
+        ids.update((await seed(store)).ids)
+        ids.update(await seed_hostile(store))
+        return store
+
+    server = uvicorn.Server(uvicorn.Config(create_app(open_store), log_level="warning", lifespan="on"))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + PATIENCE
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped before it started"
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield Site(f"http://127.0.0.1:{sock.getsockname()[1]}", ids)
+    finally:
+        server.should_exit = True
+        thread.join(PATIENCE)
+        sock.close()
+
+
+def pages(site: Site) -> dict[str, str]:
+    """Every page the dashboard serves on a GET, by a name for its screenshot."""
+    ids = site.ids
+    long = LONG_NAME
+    found = {
+        "overview": "/",
+        "dead": "/dead",
+        "schedules": "/schedules",
+        "workers": "/workers",
+        "dead-wide": f"/dead?queue={WIDE}",
+        "results": f"/results/{WIDE}",
+        "outbox": "/outboxes/" + "o" * 100,
+        "dead-group": f"/dead/group?queue={WIDE}&key={group_key(None, 'KeyError', 'order # not found in shard <hex>')}",
+        "job-huge-error": f"/jobs/{ids['huge']}",
+        "job-rtl-deep": f"/jobs/{ids['rtl']}",
+        "job-running": f"/jobs/{ids['running']}",
+        "job-raw": f"/jobs/{ids['raw']}",
+        "job-missing": "/jobs/999999999",
+        "not-found": "/nowhere",
+        "queue-long-name": f"/queues/{long}",
+        "queue-long-running": f"/queues/{long}?state=running",
+    }
+    for state in ("ready", "delayed", "waiting", "running", "dead"):
+        found[f"queue-wide-{state}"] = f"/queues/{WIDE}?state={state}"
+    found["queue-emails-dead"] = "/queues/emails?state=dead"
+    return found
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_page_scrolls_sideways_at_a_phones_or_a_desktops_width(
+    site: Site, width: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = Path(os.environ.get("ALKSTORE_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    driver = chrome()
+    try:
+        driver.set_window_size(width, 900)
+        inner = driver.execute_script("return window.innerWidth;")
+        assert abs(inner - width) <= 20, f"the window is {inner} px wide, not about {width}"
+        overflowing = {}
+        for name, path in pages(site).items():
+            driver.get(site.url + path)
+            assert driver.find_element(By.TAG_NAME, "main").text, path
+            wide, inner = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth];")
+            height = driver.execute_script("return document.documentElement.scrollHeight;")
+            driver.set_window_size(width, min(max(height + 140, 900), 16_000))
+            driver.save_screenshot(str(folder / f"{name}-{width}.png"))
+            driver.set_window_size(width, 900)
+            if wide > inner:
+                overflowing[path] = wide
+        assert overflowing == {}, f"pages wider than {inner} px at {width} px"
+        # (the pages that answer 404 on purpose log their status: only what a script said counts)
+        assert [entry for entry in console_errors(driver) if entry["source"] != "network"] == []
+    finally:
+        driver.quit()
