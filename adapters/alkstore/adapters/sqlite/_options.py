@@ -75,7 +75,9 @@ def parse_options(url: str, options: dict[str, Any]) -> SqliteOptions:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise DatabaseError(f"the directory of the SQLite file {path!r} does not exist; nothing was written")
-    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+    # A file whose mode grants no write is read-only to the engine even where the process could write through
+    # it (root): its owner made it so.
+    if os.path.exists(path) and (not os.access(path, os.R_OK | os.W_OK) or not os.stat(path).st_mode & 0o222):
         raise DatabaseError(f"the SQLite file {path!r} is read-only to this process; nothing was written")
     if not os.access(directory, os.W_OK):
         raise DatabaseError(
