@@ -148,3 +148,21 @@ def test_two_scheduler_runners_on_one_file_fire_each_boundary_once(app: App) -> 
     assert len(boundaries) == len(set(boundaries)), "no boundary fired twice"
     jobs = [event["job"] for event in app.events("pulse")]
     assert len(jobs) == len(set(jobs))
+
+
+def test_a_sigstopped_workers_job_runs_again_after_its_lease_and_its_late_finish_changes_nothing(app: App) -> None:
+    (job_id,) = app.enqueue(1, visibility=2, hang_first=True)
+    with app.worker() as stopped:
+        wait_until(lambda: len(app.events("start")) == 1, "the first run to start", timeout=PATIENCE * 2)
+        stopped.proc.send_signal(signal.SIGSTOP)
+        try:
+            with app.worker() as survivor:
+                wait_until(lambda: len(app.events("done")) == 1, "the job to run again", timeout=PATIENCE * 2)
+                stop(survivor)
+        finally:
+            stopped.proc.send_signal(signal.SIGCONT)
+        stop(stopped)
+    first, second = app.events("start")
+    assert (first["job"], first["attempt"], second["job"], second["attempt"]) == (job_id, 1, job_id, 2)
+    assert second["pid"] != first["pid"]
+    assert app.rows() == [], "the continued worker's stale finish wrote nothing back"
