@@ -153,3 +153,39 @@ def test_a_waiter_hears_a_commit_of_another_connection_through_the_data_version(
         job = listening.queue("jobs").claim("w1")
         assert job is not None
         assert job.payload == "wake up"
+
+
+def test_an_enqueue_in_a_sqlalchemy_session_or_connection_on_the_file_commits_with_it_or_not_at_all(
+    tmp_path: Path,
+) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    from sqlalchemy.orm import Session
+
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path)) as store:
+        engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+        try:
+            with engine.begin() as connection:
+                connection.execute(sqlalchemy.text("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)"))
+            with Session(engine) as session:
+                session.execute(sqlalchemy.text("INSERT INTO orders (item) VALUES ('book')"))
+                kept = store.enqueue_tx(session, "mail", "book")
+                assert store.get_job(kept) is None
+                session.commit()
+            with Session(engine) as session:
+                session.execute(sqlalchemy.text("INSERT INTO orders (item) VALUES ('pen')"))
+                dropped = store.enqueue_tx(session, "mail", "pen")
+                session.rollback()
+            assert store.get_job(dropped) is None
+            with engine.connect() as connection:
+                also = store.enqueue_tx(connection, "mail", "by connection")
+                connection.commit()
+                assert connection.execute(sqlalchemy.text("SELECT item FROM orders")).all() == [("book",)]
+        finally:
+            engine.dispose()
+        claimed = [store.queue("mail").claim("w1") for _ in range(3)]
+        assert [(job.id, job.payload) if job else None for job in claimed] == [
+            (kept, "book"),
+            (also, "by connection"),
+            None,
+        ]

@@ -73,9 +73,9 @@ class AsyncSqliteEngine(port.AsyncEngine):
         return await asyncio.get_running_loop().run_in_executor(self._thread, method, *args)
 
     async def _call_with(self, tx: Any, method: Callable[..., _T], *args: Any) -> _T:
-        """``_call``, but on the calling thread when ``tx`` is the caller's own ``sqlite3.Connection`` (which
-        may be used on the thread that made it only): a short write in the caller's transaction."""
-        if isinstance(tx, sqlite3.Connection):
+        """``_call``, but on the calling thread when ``tx`` is the caller's own connection (a ``sqlite3.Connection``
+        may be used on the thread that made it only, SQLAlchemy's too): a short write in the caller's transaction."""
+        if tx is not None and not isinstance(tx, SqliteTransaction):
             self._tables.check_open()
             return method(*args)
         return await self._call(method, *args)

@@ -246,6 +246,43 @@ class SqliteTransaction:
         return f"<alkstore.adapters.sqlite.SqliteTransaction {self._state}, {len(self._pending)} enqueued>"
 
 
+_EXPECTED = (
+    "a transaction of this store's transaction(), the caller's sqlite3.Connection to its file,"
+    " or a SQLAlchemy Connection or Session on it"
+)
+
+
+def _caller_connection(tx: Any) -> sqlite3.Connection:
+    """The ``sqlite3.Connection`` to write on for the caller's ``tx``: itself, or the driver connection of a
+    SQLAlchemy ``Connection``/``Session``/``scoped_session`` (its transaction begun). SQLAlchemy is recognised by
+    its classes' module and name, never imported here."""
+    if isinstance(tx, sqlite3.Connection):
+        return tx
+    if not type(tx).__module__.startswith("sqlalchemy."):
+        raise InvalidTransaction(f"expected {_EXPECTED}, not {type(tx).__name__}")
+    kind = type(tx).__name__
+    if _is_a(tx, "sqlalchemy.orm.scoping", "scoped_session"):
+        tx = tx()
+    if _is_a(tx, "sqlalchemy.orm.session", "Session"):
+        connection = tx.connection()  # begins the session's transaction if it has none
+    elif _is_a(tx, "sqlalchemy.engine.base", "Connection"):
+        connection = tx
+        if connection.closed:
+            raise InvalidTransaction("the caller's SQLAlchemy Connection is closed; nothing was enqueued")
+        if not connection.in_transaction():
+            connection.begin()
+    else:
+        raise InvalidTransaction(f"expected {_EXPECTED}, not the SQLAlchemy {kind}")
+    driver = connection.connection.driver_connection
+    if not isinstance(driver, sqlite3.Connection):
+        raise InvalidTransaction(f"the SQLAlchemy {kind} is not on sqlite3 (sqlite://), but on {type(driver).__name__}")
+    return driver
+
+
+def _is_a(value: object, module: str, name: str) -> bool:
+    return any(cls.__module__ == module and cls.__name__ == name for cls in type(value).__mro__)
+
+
 # -- the tables ----------------------------------------------------------------------------------
 
 
@@ -416,9 +453,9 @@ class SqliteTables:
         return config
 
     def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
-        if isinstance(tx, sqlite3.Connection):
+        if tx is not None and isinstance(caller := self.caller_transaction(tx), sqlite3.Connection):
             with translated("queue_config"):
-                return _config(tx.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
+                return _config(caller.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
         with self._read("queue_config") as db:
             return _config(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
 
@@ -431,20 +468,16 @@ class SqliteTables:
             if tx._state != "open":
                 raise InvalidTransaction(f"the transaction is already {tx._state}; nothing was enqueued")
             return tx
-        if isinstance(tx, sqlite3.Connection):
-            try:
-                if not tx.in_transaction:
-                    tx.execute(sql.BEGIN_IMMEDIATE)
-            except sqlite3.ProgrammingError as exc:
-                raise InvalidTransaction(f"the sqlite3 connection cannot take an enqueue: {exc}") from exc
-            except sqlite3.Error as exc:
-                with translated("beginning the caller's transaction"):
-                    raise exc
-            return tx
-        raise InvalidTransaction(
-            "expected a transaction of this store's transaction() or an open sqlite3.Connection to its file,"
-            f" not {type(tx).__name__}"
-        )
+        db = _caller_connection(tx)
+        try:
+            if not db.in_transaction:
+                db.execute(sql.BEGIN_IMMEDIATE)
+        except sqlite3.ProgrammingError as exc:
+            raise InvalidTransaction(f"the sqlite3 connection cannot take an enqueue: {exc}") from exc
+        except sqlite3.Error as exc:
+            with translated("beginning the caller's transaction"):
+                raise exc
+        return db
 
     def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if tx is not None:
