@@ -189,3 +189,24 @@ def test_an_enqueue_in_a_sqlalchemy_session_or_connection_on_the_file_commits_wi
             (also, "by connection"),
             None,
         ]
+
+
+def test_a_file_on_a_network_filesystem_is_told_apart_by_its_mount() -> None:
+    from alkstore.adapters.sqlite._options import NETWORK_FILESYSTEMS, filesystem_of
+
+    mounts = "\n".join(
+        [
+            "overlay / overlay rw 0 0",
+            "server:/export /mnt/shared nfs4 rw 0 0",
+            "//host/share /mnt/my\\040share cifs rw 0 0",
+            "tmpfs /mnt/shared/tmp tmpfs rw 0 0",
+        ]
+    )
+    assert filesystem_of("/srv/app", mounts) == "overlay"
+    assert filesystem_of("/mnt/shared/app", mounts) == "nfs4"
+    assert filesystem_of("/mnt/shared", mounts) == "nfs4"
+    assert filesystem_of("/mnt/sharedx", mounts) == "overlay"
+    assert filesystem_of("/mnt/my share/app", mounts) == "cifs"
+    assert filesystem_of("/mnt/shared/tmp/app", mounts) == "tmpfs"
+    assert {"nfs4", "cifs"} <= NETWORK_FILESYSTEMS
+    assert "tmpfs" not in NETWORK_FILESYSTEMS

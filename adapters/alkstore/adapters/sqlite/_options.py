@@ -18,7 +18,14 @@ from urllib.parse import parse_qsl, unquote
 
 from alkstore.errors import DatabaseError, InvalidOptions
 
-__all__ = ["SqliteOptions", "parse_options"]
+__all__ = ["NETWORK_FILESYSTEMS", "SqliteOptions", "filesystem_of", "parse_options"]
+
+#: Filesystems whose locks (or shared memory, which WAL needs) do not hold between hosts: a file on one
+#: is refused, since two processes could then both hold the write lock (ADR 063).
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre", "davfs", "fuse.sshfs"}
+)
+_MOUNTS = "/proc/self/mounts"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -54,6 +61,29 @@ def _seconds(name: str, value: Any, low: float, high: float) -> float:
     return seconds
 
 
+def filesystem_of(directory: str, mounts: str) -> str | None:
+    """The type of the filesystem holding ``directory`` (a real path), from the text of ``/proc/self/mounts``."""
+    best, kind = "", None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = directory == point or directory.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+def _network_filesystem(directory: str) -> str | None:
+    try:
+        with open(_MOUNTS, encoding="utf-8", errors="replace") as mounts:
+            kind = filesystem_of(os.path.realpath(directory), mounts.read())
+    except OSError:
+        return None  # not Linux: nothing to tell from
+    return kind if kind in NETWORK_FILESYSTEMS else None
+
+
 def parse_options(url: str, options: dict[str, Any]) -> SqliteOptions:
     """The options of ``url`` and the keyword ``options`` (which win), checked; the file's directory must exist."""
     if not isinstance(url, str) or not url.lower().startswith("sqlite:///"):
@@ -77,6 +107,12 @@ def parse_options(url: str, options: dict[str, Any]) -> SqliteOptions:
         raise DatabaseError(f"the directory of the SQLite file {path!r} does not exist; nothing was written")
     # A file whose mode grants no write is read-only to the engine even where the process could write through
     # it (root): its owner made it so.
+    network = _network_filesystem(directory)
+    if network is not None:
+        raise DatabaseError(
+            f"the SQLite file {path!r} is on a {network} filesystem, whose locks do not hold between hosts;"
+            " keep it on a local disk (nothing was written)"
+        )
     if os.path.exists(path) and (not os.access(path, os.R_OK | os.W_OK) or not os.stat(path).st_mode & 0o222):
         raise DatabaseError(f"the SQLite file {path!r} is read-only to this process; nothing was written")
     if not os.access(directory, os.W_OK):
