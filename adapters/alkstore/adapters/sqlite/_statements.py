@@ -149,6 +149,8 @@ DATABASE_LIST = "PRAGMA database_list"
 # -- counters --------------------------------------------------------------------------------------
 
 NEXT_COUNTER = "UPDATE alkstore_counters SET value = value + ? WHERE name = ? RETURNING value"
+#: Ids and line places for ``?`` new jobs in one statement: the last of each.
+NEXT_JOBS = "UPDATE alkstore_counters SET value = value + ? WHERE name IN ('job', 'line') RETURNING name, value"
 
 # -- queue configuration ---------------------------------------------------------------------------
 

@@ -412,10 +412,26 @@ class SqliteTables:
                     if db.in_transaction:
                         db.rollback()
 
+    @contextmanager
+    def _read_one(self, what: str) -> Iterator[sqlite3.Connection]:
+        """The connection for one read statement, in autocommit: the statement is its own snapshot."""
+        with self._lock:
+            self.check_open()
+            with translated(what):
+                yield self._db
+
     def _next(self, db: sqlite3.Connection, counter: str, count: int = 1) -> int:
         """Take ``count`` values of ``counter``; the last one taken (the first is ``last - count + 1``)."""
         value: int = db.execute(sql.NEXT_COUNTER, (count, counter)).fetchone()[0]
         return value
+
+    @staticmethod
+    def _next_jobs(db: sqlite3.Connection, count: int) -> tuple[int, int]:
+        """The first of ``count`` new job ids and the first of their places in their keys' lines."""
+        if not count:
+            return 0, 0
+        last = dict(db.execute(sql.NEXT_JOBS, (count,)).fetchall())
+        return last["job"] - count + 1, last["line"] - count + 1
 
     # -- queue configuration ----------------------------------------------------------------
 
@@ -456,7 +472,7 @@ class SqliteTables:
         if tx is not None and isinstance(caller := self.caller_transaction(tx), sqlite3.Connection):
             with translated("queue_config"):
                 return _config(caller.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
-        with self._read("queue_config") as db:
+        with self._read_one("queue_config") as db:
             return _config(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
 
     # -- enqueue and the caller's transactions ---------------------------------------------
@@ -506,8 +522,7 @@ class SqliteTables:
         """Insert ``jobs`` in order on ``db`` (in its open write transaction); ``Existing`` for a taken unique key."""
         ids: list[int] = []
         fresh = list(jobs)
-        first = self._next(db, "job", len(fresh)) - len(fresh) + 1 if fresh else 0
-        line = self._next(db, "line", len(fresh)) - len(fresh) + 1 if fresh else 0
+        first, line = self._next_jobs(db, len(fresh))
         for offset, job in enumerate(fresh):
             if job.unique_key is not None:
                 found = db.execute(sql.UNIQUE_HOLDER, (job.queue, job.unique_key)).fetchone()
@@ -613,7 +628,7 @@ class SqliteTables:
     def _claimable(self, request: port.ClaimRequest) -> bool:
         """Whether a claim has anything to do (a due job, a lapsed lease, an expired job): read first, so that
         an idle claim never takes the file's write lock."""
-        with self._read("claim") as db:
+        with self._read_one("claim") as db:
             return bool(db.execute(sql.CLAIM_WORK, (request.queue, us(request.now))).fetchone()[0])
 
     def _claim(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
@@ -788,7 +803,7 @@ class SqliteTables:
         return asked
 
     def get_job(self, job_id: int) -> port.JobRecord | None:
-        with self._read("get_job") as db:
+        with self._read_one("get_job") as db:
             row = db.execute(sql.GET_JOB, (job_id,)).fetchone()
         return None if row is None else _job(row)
 
@@ -846,7 +861,7 @@ class SqliteTables:
             return db.execute(sql.DELETE_LOCK, (lock.name, lock.token)).rowcount > 0
 
     def read_lock(self, name: str) -> port.LockRecord | None:
-        with self._read("read_lock") as db:
+        with self._read_one("read_lock") as db:
             return self._lock_row(db, name)
 
     # -- schedules ---------------------------------------------------------------------------------
@@ -912,8 +927,7 @@ class SqliteTables:
             plan = plan_tick(due, configs, now, budget, fired)
             ids: list[int] = []
             if plan.fires:
-                first = self._next(db, "job", len(plan.fires)) - len(plan.fires) + 1
-                line = self._next(db, "line", len(plan.fires)) - len(plan.fires) + 1
+                first, line = self._next_jobs(db, len(plan.fires))
                 for offset, fire in enumerate(plan.fires):
                     payload, task = db.execute(sql.SCHEDULE_SOURCE, (fire.schedule,)).fetchone()
                     job = port.NewJob(
@@ -934,7 +948,7 @@ class SqliteTables:
             return plan.result(ids, soonest)
 
     def soonest_boundary(self) -> datetime | None:
-        with self._read("soonest_boundary") as db:
+        with self._read_one("soonest_boundary") as db:
             return _at(db.execute(sql.SOONEST_BOUNDARY).fetchone()[0])
 
     def soonest_due(self, queues: Sequence[str]) -> datetime | None:
@@ -1026,7 +1040,7 @@ class SqliteTables:
     # -- kept results ----------------------------------------------------------------------------
 
     def get_result(self, job_id: int) -> port.ResultRecord | None:
-        with self._read("get_result") as db:
+        with self._read_one("get_result") as db:
             row = db.execute(sql.GET_RESULT, (job_id,)).fetchone()
         return None if row is None else _result(row)
 
