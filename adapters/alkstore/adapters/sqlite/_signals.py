@@ -64,20 +64,23 @@ class Signals:
             watcher.join(timeout=5)
 
     def watch(self) -> None:
-        """Start the watcher of the file's data version, once."""
+        """Start the watcher of the file's data version, once. Its baseline is read here, before the first
+        waiter takes its own, so that a commit between the two is heard, not lost until the waiter's timeout."""
         with self._cond:
             if self._watcher is not None or self._closed:
                 return
-            self._watcher = threading.Thread(target=self._watch, name="alkstore-sqlite-watcher", daemon=True)
+            try:
+                db = connect(self._options)
+                seen = db.execute(sql.DATA_VERSION).fetchone()[0]
+            except sqlite3.Error:
+                return  # waiters still hear this process's commits, and poll at their timeout
+            self._watcher = threading.Thread(
+                target=self._watch, args=(db, seen), name="alkstore-sqlite-watcher", daemon=True
+            )
             self._watcher.start()
 
-    def _watch(self) -> None:
+    def _watch(self, db: sqlite3.Connection, seen: int) -> None:
         try:
-            db = connect(self._options)
-        except sqlite3.Error:
-            return  # waiters still hear this process's commits, and poll at their timeout
-        try:
-            seen = db.execute(sql.DATA_VERSION).fetchone()[0]
             while True:
                 time.sleep(self._options.poll_interval)
                 with self._cond:
