@@ -187,6 +187,38 @@ def _worker(row: Sequence[Any]) -> port.WorkerRecord:
     )
 
 
+def _row(
+    job_id: int,
+    job: port.NewJob,
+    now: int,
+    line: int,
+    waiting: bool,
+    schedule: str | None = None,
+    boundary: datetime | None = None,
+) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_JOB`` for ``job``."""
+    return (
+        job_id,
+        job.queue,
+        job.payload,
+        job.priority,
+        us(job.run_at),
+        _us(job.expires_at),
+        job.max_attempts,
+        schedule,
+        _us(boundary),
+        now,
+        _span(job.visibility),
+        job.task,
+        job.trace,
+        job.unique_key,
+        int(job.unique_running),
+        job.ordering_key,
+        int(waiting),
+        line,
+    )
+
+
 # -- errors ------------------------------------------------------------------------------------------
 
 
@@ -523,6 +555,15 @@ class SqliteTables:
         ids: list[int] = []
         fresh = list(jobs)
         first, line = self._next_jobs(db, len(fresh))
+        if all(job.unique_key is None and job.ordering_key is None for job in fresh):
+            # No key to look up first: the rows go in one executemany, in order.
+            ids = list(range(first, first + len(fresh)))
+            stamp = us(now)
+            db.executemany(
+                sql.INSERT_JOB,
+                [_row(first + offset, job, stamp, line + offset, False) for offset, job in enumerate(fresh)],
+            )
+            return ids
         for offset, job in enumerate(fresh):
             if job.unique_key is not None:
                 found = db.execute(sql.UNIQUE_HOLDER, (job.queue, job.unique_key)).fetchone()
@@ -545,29 +586,7 @@ class SqliteTables:
         boundary: datetime | None = None,
     ) -> None:
         waiting = job.ordering_key is not None and db.execute(sql.LINE_BUSY, (job.queue, job.ordering_key)).fetchone()
-        db.execute(
-            sql.INSERT_JOB,
-            (
-                job_id,
-                job.queue,
-                job.payload,
-                job.priority,
-                us(job.run_at),
-                _us(job.expires_at),
-                job.max_attempts,
-                schedule,
-                _us(boundary),
-                us(now),
-                _span(job.visibility),
-                job.task,
-                job.trace,
-                job.unique_key,
-                int(job.unique_running),
-                job.ordering_key,
-                int(bool(waiting)),
-                line,
-            ),
-        )
+        db.execute(sql.INSERT_JOB, _row(job_id, job, us(now), line, bool(waiting), schedule, boundary))
 
     def begin(self) -> SqliteTransaction:
         self.check_open()
