@@ -121,6 +121,7 @@ def test_the_wheel_declares_the_console_script_and_the_engines(wheel: zipfile.Zi
         "memory": "alkstore.adapters.memory:open_engine",
         "postgresql": "alkstore.adapters.postgres:open_engine",
         "postgres": "alkstore.adapters.postgres:open_engine",
+        "sqlite": "alkstore.adapters.sqlite:open_engine",
     }
     assert dict(entry_points["alkstore.commands"]) == {"web": "alkstore.adapters.web._command:add_commands"}
 

@@ -56,7 +56,7 @@ def test_the_memory_engine_takes_no_options(options: dict[str, Any]) -> None:
         alkstore.open("memory://", **options)
 
 
-@pytest.mark.parametrize("url", ["redis://localhost", "sqlite:///tmp/x.db", "mem://", "memoryx://"])
+@pytest.mark.parametrize("url", ["redis://localhost", "mysql://localhost/x", "mem://", "memoryx://"])
 def test_an_unknown_scheme_is_refused_naming_the_installed_engines(url: str) -> None:
     with pytest.raises(InvalidOptions) as info:
         alkstore.open(url)

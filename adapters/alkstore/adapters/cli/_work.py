@@ -114,7 +114,7 @@ def run_worker(
     handler = configure_logging()
     try:
         options: dict[str, Any] = {}
-        if not url.lower().startswith("memory:"):
+        if not url.lower().startswith(("memory:", "sqlite:")):  # one connection per engine: no pool to size
             options["max_size"] = max(10, concurrency + _SPARE_CONNECTIONS)
         worker_options: dict[str, Any] = {
             "queues": queues,

@@ -1,0 +1,327 @@
+"""Every SQL statement of the SQLite engine, and its schema's migrations: the one place they live.
+
+Parameters are always bound (``?``); no statement is formatted from a value. Instants are stored as
+integer microseconds since the Unix epoch (UTC), durations as integer microseconds, so that every
+order and comparison is an integer's, exact at the port's resolution.
+"""
+
+from __future__ import annotations
+
+__all__ = ["JOB_COLUMNS", "MIGRATIONS", "RESULT_COLUMNS", "SCHEDULE_COLUMNS", "WORKER_COLUMNS"]
+
+#: The schema, one entry per version: version ``n`` is ``MIGRATIONS[n - 1]``, applied in one
+#: ``BEGIN IMMEDIATE`` transaction with the version row it sets.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE alkstore_counters (
+            name TEXT PRIMARY KEY,
+            value INTEGER NOT NULL
+        )""",
+        "INSERT INTO alkstore_counters (name, value) VALUES ('job', 0), ('token', 0), ('line', 0)",
+        """CREATE TABLE alkstore_jobs (
+            id INTEGER PRIMARY KEY,
+            queue TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            state TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            run_at INTEGER NOT NULL,
+            expires_at INTEGER,
+            attempts INTEGER NOT NULL,
+            max_attempts INTEGER NOT NULL,
+            last_error TEXT,
+            schedule TEXT,
+            boundary INTEGER,
+            enqueued_at INTEGER NOT NULL,
+            worker_id TEXT,
+            lease_until INTEGER,
+            died_at INTEGER,
+            fence INTEGER NOT NULL,
+            visibility INTEGER,
+            task TEXT,
+            last_traceback TEXT,
+            trace TEXT,
+            unique_key TEXT,
+            unique_running INTEGER NOT NULL DEFAULT 0,
+            ordering_key TEXT,
+            waiting INTEGER NOT NULL DEFAULT 0,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            line INTEGER NOT NULL DEFAULT 0,
+            attempt_log BLOB
+        )""",
+        "CREATE INDEX alkstore_jobs_ready ON alkstore_jobs (queue, state, waiting, priority DESC, run_at, id)",
+        "CREATE INDEX alkstore_jobs_leases ON alkstore_jobs (queue, state, lease_until)",
+        "CREATE INDEX alkstore_jobs_expiry ON alkstore_jobs (queue, expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE INDEX alkstore_jobs_dead ON alkstore_jobs (queue, state, died_at)",
+        "CREATE UNIQUE INDEX alkstore_jobs_unique ON alkstore_jobs (queue, unique_key) WHERE unique_key IS NOT NULL",
+        "CREATE INDEX alkstore_jobs_lines ON alkstore_jobs (queue, ordering_key, line) WHERE ordering_key IS NOT NULL",
+        """CREATE TABLE alkstore_results (
+            id INTEGER PRIMARY KEY,
+            queue TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            task TEXT,
+            attempts INTEGER NOT NULL,
+            max_attempts INTEGER NOT NULL,
+            enqueued_at INTEGER NOT NULL,
+            started_at INTEGER,
+            finished_at INTEGER NOT NULL,
+            keep_until INTEGER NOT NULL,
+            worker_id TEXT,
+            result BLOB NOT NULL,
+            attempt_log BLOB
+        )""",
+        "CREATE INDEX alkstore_results_listing ON alkstore_results (queue, finished_at, id)",
+        "CREATE INDEX alkstore_results_expiry ON alkstore_results (keep_until, id)",
+        """CREATE TABLE alkstore_queues (
+            queue TEXT PRIMARY KEY,
+            visibility INTEGER,
+            max_attempts INTEGER,
+            backoff_base INTEGER,
+            backoff_cap INTEGER,
+            priority INTEGER,
+            concurrency INTEGER,
+            keep_results INTEGER,
+            paused INTEGER NOT NULL DEFAULT 0
+        )""",
+        """CREATE TABLE alkstore_locks (
+            name TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            token INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL
+        )""",
+        """CREATE TABLE alkstore_schedules (
+            name TEXT PRIMARY KEY,
+            spec TEXT NOT NULL,
+            interval_s INTEGER NOT NULL,
+            queue TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            priority INTEGER,
+            max_attempts INTEGER,
+            expires INTEGER,
+            task TEXT,
+            anchor INTEGER,
+            next_boundary INTEGER NOT NULL,
+            last_boundary INTEGER
+        )""",
+        """CREATE TABLE alkstore_workers (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            queues TEXT NOT NULL,
+            concurrency INTEGER NOT NULL,
+            started_at INTEGER NOT NULL,
+            seen_at INTEGER NOT NULL,
+            running INTEGER NOT NULL,
+            processed INTEGER NOT NULL,
+            failed INTEGER NOT NULL
+        )""",
+        """CREATE TABLE alkstore_throughput (
+            minute INTEGER NOT NULL,
+            queue TEXT NOT NULL,
+            done INTEGER NOT NULL,
+            failed INTEGER NOT NULL,
+            PRIMARY KEY (minute, queue)
+        )""",
+    ),
+)
+
+# -- schema version ------------------------------------------------------------------------------
+
+CREATE_VERSION = "CREATE TABLE IF NOT EXISTS alkstore_schema (version INTEGER NOT NULL)"
+HAS_VERSION = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'alkstore_schema'"
+READ_VERSION = "SELECT max(version) FROM alkstore_schema"
+WRITE_VERSION = "INSERT INTO alkstore_schema (version) VALUES (?)"
+
+# -- connection ------------------------------------------------------------------------------------
+
+BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
+BEGIN = "BEGIN"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+JOURNAL_WAL = "PRAGMA journal_mode = WAL"
+JOURNAL_MODE = "PRAGMA journal_mode"
+#: ``synchronous`` takes no parameter: one statement per level the engine allows.
+SYNCHRONOUS = {"normal": "PRAGMA synchronous = NORMAL", "full": "PRAGMA synchronous = FULL"}
+FOREIGN_KEYS_OFF = "PRAGMA foreign_keys = OFF"
+DATA_VERSION = "PRAGMA data_version"
+QUICK_CHECK = "PRAGMA quick_check"
+DATABASE_LIST = "PRAGMA database_list"
+
+# -- counters --------------------------------------------------------------------------------------
+
+NEXT_COUNTER = "UPDATE alkstore_counters SET value = value + ? WHERE name = ? RETURNING value"
+#: Ids and line places for ``?`` new jobs in one statement: the last of each.
+NEXT_JOBS = "UPDATE alkstore_counters SET value = value + ? WHERE name IN ('job', 'line') RETURNING name, value"
+
+# -- queue configuration ---------------------------------------------------------------------------
+
+QUEUE_CONFIG = (
+    "SELECT visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused"
+    " FROM alkstore_queues WHERE queue = ?"
+)
+STORE_QUEUE_CONFIG = (
+    "INSERT OR REPLACE INTO alkstore_queues"
+    " (queue, visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+DELETE_QUEUE_CONFIG = "DELETE FROM alkstore_queues WHERE queue = ?"
+PAUSED_QUEUES = "SELECT queue FROM alkstore_queues WHERE paused = 1"
+
+# -- jobs ------------------------------------------------------------------------------------------
+
+JOB_COLUMNS = (
+    "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule,"
+    " boundary, enqueued_at, worker_id, lease_until, died_at, fence, visibility, task, last_traceback, trace,"
+    " unique_key, unique_running, ordering_key, waiting, cancel_requested"
+)
+INSERT_JOB = (
+    "INSERT INTO alkstore_jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
+    " schedule, boundary, enqueued_at, fence, visibility, task, trace, unique_key, unique_running, ordering_key,"
+    " waiting, line) VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+UNIQUE_HOLDER = "SELECT id FROM alkstore_jobs WHERE queue = ? AND unique_key = ?"
+LINE_BUSY = (
+    "SELECT 1 FROM alkstore_jobs WHERE queue = ? AND ordering_key = ? AND state IN ('pending', 'running') LIMIT 1"
+)
+NEXT_IN_LINE = (
+    "SELECT id FROM alkstore_jobs WHERE queue = ? AND ordering_key = ? AND state = 'pending' AND waiting = 1"
+    " ORDER BY line LIMIT 1"
+)
+END_WAIT = "UPDATE alkstore_jobs SET waiting = 0 WHERE id = ?"
+GET_JOB = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ?"
+HELD_JOB = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ?"
+LAPSED_LEASES = (
+    f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE queue = ? AND state = 'running' AND lease_until <= ?"
+    " ORDER BY lease_until, id"
+)
+EXPIRED_PENDING = (
+    f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE queue = ? AND state = 'pending' AND expires_at <= ?"
+    " ORDER BY expires_at, id"
+)
+CLAIMABLE = (
+    f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE queue = ? AND state = 'pending' AND waiting = 0"
+    " AND run_at <= ? ORDER BY priority DESC, run_at, id LIMIT ?"
+)
+#: Whether a claim of the queue has anything to do at ``now``: a due job, a lapsed lease or an expired job.
+CLAIM_WORK = (
+    "SELECT EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = ?1 AND state = 'pending' AND waiting = 0"
+    " AND run_at <= ?2)"
+    " OR EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = ?1 AND state = 'running' AND lease_until <= ?2)"
+    " OR EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = ?1 AND expires_at <= ?2 AND state = 'pending')"
+)
+LIVE_LEASES = "SELECT count(*) FROM alkstore_jobs WHERE queue = ? AND state = 'running' AND lease_until > ?"
+TAKE_JOB = (
+    "UPDATE alkstore_jobs SET state = 'running', attempts = attempts + 1, fence = fence + 1, worker_id = ?,"
+    " lease_until = ?, unique_key = CASE WHEN unique_running = 1 THEN unique_key END WHERE id = ?"
+)
+MAKE_PENDING = "UPDATE alkstore_jobs SET state = 'pending', worker_id = NULL, lease_until = NULL WHERE id = ?"
+RETRY_JOB = (
+    "UPDATE alkstore_jobs SET state = 'pending', worker_id = NULL, lease_until = NULL, run_at = ?,"
+    " last_error = ?, last_traceback = ?, attempt_log = ? WHERE id = ?"
+)
+RELEASE_JOB = (
+    "UPDATE alkstore_jobs SET state = 'pending', worker_id = NULL, lease_until = NULL,"
+    " attempts = max(0, attempts - 1) WHERE id = ?"
+)
+BURY_JOB = (
+    "UPDATE alkstore_jobs SET state = 'dead', last_error = ?, last_traceback = ?, died_at = ?, worker_id = NULL,"
+    " lease_until = NULL, unique_key = NULL, waiting = 0, attempt_log = NULL WHERE id = ?"
+)
+DELETE_JOB = "DELETE FROM alkstore_jobs WHERE id = ?"
+HEARTBEAT = "UPDATE alkstore_jobs SET lease_until = ? WHERE id = ?"
+REQUEUE_DEAD = (
+    "UPDATE alkstore_jobs SET state = 'pending', attempts = 0, run_at = ?, expires_at = NULL, died_at = NULL,"
+    " unique_key = NULL, waiting = ?, line = ? WHERE id = ? AND state = 'dead' RETURNING queue"
+)
+DEAD_JOB = "SELECT queue, ordering_key FROM alkstore_jobs WHERE id = ? AND state = 'dead'"
+PENDING_JOB = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ? AND state = 'pending'"
+REQUEST_CANCEL = "UPDATE alkstore_jobs SET cancel_requested = 1 WHERE id = ? AND state = 'running' RETURNING id"
+PURGE_DEAD = (
+    "DELETE FROM alkstore_jobs WHERE id IN (SELECT id FROM alkstore_jobs WHERE queue = ? AND state = 'dead'"
+    " AND died_at <= ? ORDER BY died_at, id LIMIT ?)"
+)
+PURGE_DEAD_JOB = "DELETE FROM alkstore_jobs WHERE id = ? AND state = 'dead' RETURNING id"
+SOONEST_DUE = (
+    "SELECT min(CASE WHEN state = 'pending' THEN run_at ELSE lease_until END) FROM alkstore_jobs"
+    " WHERE queue = ? AND state IN ('pending', 'running') AND waiting = 0"
+)
+ATTEMPT_LOG = "SELECT attempt_log FROM alkstore_jobs WHERE id = ?"
+
+# -- inspection --------------------------------------------------------------------------------------
+
+#: Per queue (one or all): ready, delayed, running, dead, waiting and the oldest ready run_at at ``now``.
+COUNTS = (
+    "SELECT queue,"
+    " sum(state = 'pending' AND waiting = 0 AND run_at <= ?1),"
+    " sum(state = 'pending' AND waiting = 0 AND run_at > ?1),"
+    " sum(state = 'running'),"
+    " sum(state = 'dead'),"
+    " min(CASE WHEN state = 'pending' AND waiting = 0 AND run_at <= ?1 THEN run_at END),"
+    " sum(state = 'pending' AND waiting = 1)"
+    " FROM alkstore_jobs WHERE ?2 IS NULL OR queue = ?2 GROUP BY queue"
+)
+#: Every job of a queue in a state (a listing sorts and pages them through the kit's own orders).
+JOBS_IN_STATE = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE queue = ? AND state = ?"
+
+# -- kept results ------------------------------------------------------------------------------------
+
+RESULT_COLUMNS = (
+    "id, queue, payload, task, attempts, max_attempts, enqueued_at, started_at, finished_at, keep_until,"
+    " worker_id, result, attempt_log"
+)
+INSERT_RESULT = (
+    f"INSERT OR REPLACE INTO alkstore_results ({RESULT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+GET_RESULT = f"SELECT {RESULT_COLUMNS} FROM alkstore_results WHERE id = ?"
+LIST_RESULTS = (
+    f"SELECT {RESULT_COLUMNS} FROM alkstore_results WHERE queue = ?1"
+    " AND (?2 IS NULL OR finished_at < ?2 OR (finished_at = ?2 AND id < ?3))"
+    " ORDER BY finished_at DESC, id DESC LIMIT ?4"
+)
+PURGE_RESULTS = (
+    "DELETE FROM alkstore_results WHERE id IN (SELECT id FROM alkstore_results WHERE (?1 IS NULL OR queue = ?1)"
+    " AND keep_until <= ?2 ORDER BY keep_until, id LIMIT ?3)"
+)
+
+# -- locks -------------------------------------------------------------------------------------------
+
+READ_LOCK = "SELECT name, owner, token, expires_at FROM alkstore_locks WHERE name = ?"
+STORE_LOCK = "INSERT OR REPLACE INTO alkstore_locks (name, owner, token, expires_at) VALUES (?, ?, ?, ?)"
+DELETE_LOCK = "DELETE FROM alkstore_locks WHERE name = ? AND token = ?"
+
+# -- schedules ---------------------------------------------------------------------------------------
+
+SCHEDULE_COLUMNS = (
+    "name, spec, interval_s, queue, payload, priority, max_attempts, expires, task, anchor, next_boundary,"
+    " last_boundary"
+)
+GET_SCHEDULE = f"SELECT {SCHEDULE_COLUMNS} FROM alkstore_schedules WHERE name = ?"
+STORE_SCHEDULE = (
+    f"INSERT OR REPLACE INTO alkstore_schedules ({SCHEDULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+DELETE_SCHEDULE = "DELETE FROM alkstore_schedules WHERE name = ?"
+ALL_SCHEDULES = f"SELECT {SCHEDULE_COLUMNS} FROM alkstore_schedules ORDER BY name"
+DUE_SCHEDULES = (
+    "SELECT name, interval_s, queue, priority, max_attempts, expires, next_boundary, length(payload)"
+    " FROM alkstore_schedules WHERE next_boundary <= ? ORDER BY length(payload), next_boundary, name"
+)
+SCHEDULE_SOURCE = "SELECT payload, task FROM alkstore_schedules WHERE name = ?"
+ADVANCE_SCHEDULE = (
+    "UPDATE alkstore_schedules SET next_boundary = ?, last_boundary = coalesce(?, last_boundary) WHERE name = ?"
+)
+SOONEST_BOUNDARY = "SELECT min(next_boundary) FROM alkstore_schedules"
+
+# -- workers and throughput --------------------------------------------------------------------------
+
+WORKER_COLUMNS = "id, host, pid, queues, concurrency, started_at, seen_at, running, processed, failed"
+STORE_WORKER = f"INSERT OR REPLACE INTO alkstore_workers ({WORKER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+ADD_THROUGHPUT = (
+    "INSERT INTO alkstore_throughput (minute, queue, done, failed) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (minute, queue) DO UPDATE SET done = done + excluded.done, failed = failed + excluded.failed"
+)
+DELETE_WORKER = "DELETE FROM alkstore_workers WHERE id = ?"
+WORKERS_SINCE = f"SELECT {WORKER_COLUMNS} FROM alkstore_workers WHERE seen_at >= ? ORDER BY id"
+FORGET_WORKERS = "DELETE FROM alkstore_workers WHERE seen_at < ?"
+THROUGHPUT_SINCE = (
+    "SELECT queue, minute, done, failed FROM alkstore_throughput WHERE minute >= ? ORDER BY minute, queue"
+)
+PURGE_THROUGHPUT = "DELETE FROM alkstore_throughput WHERE minute < ?"

@@ -1,0 +1,212 @@
+"""The SQLite engine's own promises: WAL and a schema version on open, a locked file past the busy timeout as
+a named error, a missing directory, a corrupt or read-only file refused with nothing written, the caller's
+own ``sqlite3.Connection`` as a transaction, and a waiter hearing another connection's commit."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+import alkstore
+from alkstore.errors import DatabaseError, DatabaseUnavailable, InvalidOptions, InvalidTransaction, SchemaOutOfDate
+from tests.support import PATIENCE
+
+
+def url_of(path: Path, query: str = "") -> str:
+    return f"sqlite:///{path}{query}"
+
+
+def test_a_new_file_is_in_wal_mode_at_the_current_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    alkstore.open(url_of(path)).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (1,)
+    alkstore.open(url_of(path)).close()  # reopening changes nothing
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM alkstore_schema").fetchone() == (1,)
+
+
+def test_a_file_left_unmigrated_or_from_newer_code_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SchemaOutOfDate, match="migrate"):
+        alkstore.open(url_of(tmp_path / "new.db"), migrate=False)
+    path = tmp_path / "jobs.db"
+    alkstore.open(url_of(path)).close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO alkstore_schema (version) VALUES (99)")
+    with pytest.raises(SchemaOutOfDate, match="newer"):
+        alkstore.open(url_of(path))
+
+
+def test_a_file_locked_by_another_writer_past_the_busy_timeout_is_database_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path, "?busy_timeout=0.2")) as store:
+        holder = sqlite3.connect(path, isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            with pytest.raises(DatabaseUnavailable, match="locked") as raised:
+                store.queue("jobs").enqueue("blocked")
+            assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
+            holder.execute("ROLLBACK")
+        finally:
+            holder.close()
+        job_id = store.queue("jobs").enqueue("once free")
+        assert store.get_job(job_id) is not None
+
+
+def test_a_missing_directory_is_refused_and_not_created(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseError, match="does not exist"):
+        alkstore.open(url_of(tmp_path / "nowhere" / "jobs.db"))
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_corrupt_file_is_refused_with_nothing_written(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    garbage = b"this is no database, " * 400
+    path.write_bytes(garbage)
+    with pytest.raises(DatabaseError, match="not a sound database"):
+        alkstore.open(url_of(path))
+    with pytest.raises(DatabaseError, match="not a sound database"):
+        asyncio.run(alkstore.open_async(url_of(path)))
+    assert path.read_bytes() == garbage
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["jobs.db"]
+
+
+def test_a_read_only_file_is_refused_with_nothing_written(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path)) as store:
+        store.queue("jobs").enqueue("kept")
+    path.chmod(0o444)
+    before = {entry.name: entry.read_bytes() for entry in tmp_path.iterdir()}
+    with pytest.raises(DatabaseError, match="read-only"):
+        alkstore.open(url_of(path))
+    assert {entry.name: entry.read_bytes() for entry in tmp_path.iterdir()} == before
+    path.chmod(0o644)
+    with alkstore.open(url_of(path)) as store:
+        job = store.queue("jobs").claim("w1")
+        assert job is not None
+        assert job.payload == "kept"
+
+
+def test_the_url_and_options_are_checked_before_the_file_is_touched(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    for bad in ("?synchronous=off", "?busy_timeout=-1", "?poll_interval=soon", "?nope=1"):
+        with pytest.raises(InvalidOptions):
+            alkstore.open(url_of(path, bad))
+    with pytest.raises(InvalidOptions):
+        alkstore.open("sqlite://relative.db")
+    assert not path.exists()
+    with alkstore.open(url_of(path, "?synchronous=full&busy_timeout=1")) as store:
+        assert store.queue("jobs").enqueue("durable") > 0
+
+
+def test_an_enqueue_on_the_callers_own_connection_commits_with_it_or_not_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path)) as store:
+        db = sqlite3.connect(path)
+        try:
+            db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)")
+            db.commit()
+            db.execute("INSERT INTO orders (item) VALUES ('book')")
+            kept = store.enqueue_tx(db, "mail", {"order": "book"})
+            assert store.get_job(kept) is None, "not visible before the caller's commit"
+            db.commit()
+            db.execute("INSERT INTO orders (item) VALUES ('pen')")
+            dropped = store.enqueue_tx(db, "mail", {"order": "pen"})
+            db.rollback()
+            assert db.execute("SELECT item FROM orders").fetchall() == [("book",)]
+        finally:
+            db.close()
+        job = store.queue("mail").claim("w1")
+        assert job is not None
+        assert (job.id, job.payload) == (kept, {"order": "book"})
+        assert store.get_job(dropped) is None
+        assert store.queue("mail").claim("w1") is None
+        other = sqlite3.connect(tmp_path / "other.db")
+        try:
+            with pytest.raises(InvalidTransaction, match="not to this store's file"):
+                store.enqueue_tx(other, "mail", "elsewhere")
+        finally:
+            other.close()
+
+
+def test_a_waiter_hears_a_commit_of_another_connection_through_the_data_version(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path)) as listening, alkstore.open(url_of(path)) as other:
+        woke = threading.Event()
+        with listening.engine.waiter("jobs") as waiter:
+            assert waiter.hears
+
+            def park() -> None:
+                waiter.wait(PATIENCE * 4)
+                woke.set()
+
+            parked = threading.Thread(target=park)
+            parked.start()
+            other.queue("jobs").enqueue("wake up")
+            assert woke.wait(PATIENCE), "the other connection's commit woke the waiter before its timeout"
+            parked.join()
+        job = listening.queue("jobs").claim("w1")
+        assert job is not None
+        assert job.payload == "wake up"
+
+
+def test_an_enqueue_in_a_sqlalchemy_session_or_connection_on_the_file_commits_with_it_or_not_at_all(
+    tmp_path: Path,
+) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    from sqlalchemy.orm import Session
+
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path)) as store:
+        engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+        try:
+            with engine.begin() as connection:
+                connection.execute(sqlalchemy.text("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)"))
+            with Session(engine) as session:
+                session.execute(sqlalchemy.text("INSERT INTO orders (item) VALUES ('book')"))
+                kept = store.enqueue_tx(session, "mail", "book")
+                assert store.get_job(kept) is None
+                session.commit()
+            with Session(engine) as session:
+                session.execute(sqlalchemy.text("INSERT INTO orders (item) VALUES ('pen')"))
+                dropped = store.enqueue_tx(session, "mail", "pen")
+                session.rollback()
+            assert store.get_job(dropped) is None
+            with engine.connect() as connection:
+                also = store.enqueue_tx(connection, "mail", "by connection")
+                connection.commit()
+                assert connection.execute(sqlalchemy.text("SELECT item FROM orders")).all() == [("book",)]
+        finally:
+            engine.dispose()
+        claimed = [store.queue("mail").claim("w1") for _ in range(3)]
+        assert [(job.id, job.payload) if job else None for job in claimed] == [
+            (kept, "book"),
+            (also, "by connection"),
+            None,
+        ]
+
+
+def test_a_file_on_a_network_filesystem_is_told_apart_by_its_mount() -> None:
+    from alkstore.adapters.sqlite._options import NETWORK_FILESYSTEMS, filesystem_of
+
+    mounts = "\n".join(
+        [
+            "overlay / overlay rw 0 0",
+            "server:/export /mnt/shared nfs4 rw 0 0",
+            "//host/share /mnt/my\\040share cifs rw 0 0",
+            "tmpfs /mnt/shared/tmp tmpfs rw 0 0",
+        ]
+    )
+    assert filesystem_of("/srv/app", mounts) == "overlay"
+    assert filesystem_of("/mnt/shared/app", mounts) == "nfs4"
+    assert filesystem_of("/mnt/shared", mounts) == "nfs4"
+    assert filesystem_of("/mnt/sharedx", mounts) == "overlay"
+    assert filesystem_of("/mnt/my share/app", mounts) == "cifs"
+    assert filesystem_of("/mnt/shared/tmp/app", mounts) == "tmpfs"
+    assert {"nfs4", "cifs"} <= NETWORK_FILESYSTEMS
+    assert "tmpfs" not in NETWORK_FILESYSTEMS
