@@ -16,6 +16,7 @@ unless the thread where Django runs the caller's sync code is inside ``atomic()`
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import threading
 import weakref
@@ -26,14 +27,14 @@ from typing import Any
 from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
-from django.db import connections
+from django.db import connections, transaction
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
-from django.utils import timezone
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
@@ -50,7 +51,7 @@ from alkstore import (
     parse_spec,
 )
 
-from .results import kept_result_of, result_of, task_error
+from .results import kept_result_of, result_of, run_after_of, task_error
 from .runner import check_call, stored_call
 
 __all__ = ["DEFAULT_OPTIONS", "AlkstoreBackend", "database_url", "task_error"]
@@ -65,6 +66,9 @@ DEFAULT_OPTIONS: Mapping[str, Any] = {
     "schedules": {},
     "keep_results": 86400,
 }
+
+#: The Django application of the backend, whose management commands migrate and run it.
+APP = "alkstore.adapters.django"
 
 #: The Django database engine whose connections alkstore can write on.
 POSTGRES_ENGINE = "django.db.backends.postgresql"
@@ -222,7 +226,19 @@ class AlkstoreBackend(BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """Django's system checks: the OPTIONS, the database they name, the queue names and the schedules."""
-        return [*super().check(**kwargs), *self._errors(), *self._schedule_errors()]
+        return [*super().check(**kwargs), *self._app_errors(), *self._errors(), *self._schedule_errors()]
+
+    def _app_errors(self) -> list[checks.CheckMessage]:
+        """The app missing from ``INSTALLED_APPS``: its commands (``alkstore_migrate``, ``alkstore_worker``) with it."""
+        if apps.is_installed(APP):
+            return []
+        return [
+            checks.Error(
+                f"TASKS[{self.alias!r}] uses the alkstore backend, but {APP!r} is not in INSTALLED_APPS",
+                hint=f"add {APP!r} to INSTALLED_APPS: its commands create the schema and run the worker",
+                id="alkstore.E009",
+            )
+        ]
 
     def _schedule_errors(self) -> list[checks.CheckMessage]:
         try:
@@ -377,16 +393,26 @@ class AlkstoreBackend(BaseTaskBackend):
         return twin
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
-        """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone."""
+        """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone.
+
+        The result's ``enqueued_at`` is the job's stored instant, read back once the job is committed: at
+        once outside a transaction; inside ``atomic()``, the store's clock until the caller's commit, then
+        the stored instant (a job rolled back keeps the clock's; so does one written with autocommit
+        turned off, which has no commit hook)."""
         result, job, payload = self._prepare(task, args, kwargs)
         store = self.store  # InvalidTask if misconfigured, so the database is in DATABASES from here
         connection = connections[self.database]
         if _in_transaction(connection):
             connection.ensure_connection()
             job_id = job.enqueue_tx(store, connection.connection, **payload)
+            self._enqueued(result, job_id, store.clock.now())
+            if connection.in_atomic_block:  # (autocommit turned off by hand has no commit hook)
+                stored = functools.partial(_stored_at, store, job_id)
+                transaction.on_commit(lambda: self._enqueued(result, job_id, stored()), using=self.database)
         else:
             job_id = job.enqueue(store, **payload)
-        task_enqueued.send(type(self), task_result=self._enqueued(result, job_id))
+            self._enqueued(result, job_id, _stored_at(store, job_id) or store.clock.now())
+        task_enqueued.send(type(self), task_result=result)
         return result
 
     async def aenqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
@@ -402,8 +428,10 @@ class AlkstoreBackend(BaseTaskBackend):
         if written is not None:
             return written
         result, job, payload = self._prepare(task, args, kwargs)
-        job_id = await job.aenqueue(await self.astore(), **payload)
-        await task_enqueued.asend(type(self), task_result=self._enqueued(result, job_id))
+        store = await self.astore()
+        job_id = await job.aenqueue(store, **payload)
+        self._enqueued(result, job_id, await _astored_at(store, job_id) or store.clock.now())
+        await task_enqueued.asend(type(self), task_result=result)
         return result
 
     def _in_transaction(self) -> bool:
@@ -436,16 +464,18 @@ class AlkstoreBackend(BaseTaskBackend):
         )
         check_call(task, result.args, result.kwargs)  # before any I/O: a call that cannot bind is never stored
         job = self._twin(task)
+        payload = {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
         if task.run_after is not None:
             job = job.with_options(EnqueueOpts(run_at=task.run_after))
-        return result, job, {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
+            payload["run_after"] = task.run_after.isoformat()  # the task as enqueued, whatever its retries make run_at
+        return result, job, payload
 
     @staticmethod
-    def _enqueued(result: TaskResult, job_id: int) -> TaskResult:
-        """``result`` once its job is written: its id is the job's."""
+    def _enqueued(result: TaskResult, job_id: int, enqueued_at: Any) -> None:
+        """``result`` once its job is written: its id is the job's, ``enqueued_at`` the instant given (if any)."""
         object.__setattr__(result, "id", str(job_id))
-        object.__setattr__(result, "enqueued_at", timezone.now())
-        return result
+        if enqueued_at is not None:
+            object.__setattr__(result, "enqueued_at", enqueued_at)
 
     # -- results -------------------------------------------------------------------------
 
@@ -469,26 +499,40 @@ class AlkstoreBackend(BaseTaskBackend):
     def _result(self, result_id: str, info: JobInfo | None, kept: JobResult | None) -> Any:
         """The ``TaskResult`` of what ``get_job`` and ``result`` read for ``result_id``."""
         if info is not None and info.task is not None:
-            task = self._task(str(info.task), info.id, priority=info.priority, queue_name=info.queue)
+            task = self._task(str(info.task), info.id, info.payload, priority=info.priority, queue_name=info.queue)
             return result_of(task, info, self.alias)
         if kept is not None and kept.task is not None:
-            return kept_result_of(self._task(str(kept.task), kept.id, queue_name=kept.queue), kept, self.alias)
+            task = self._task(str(kept.task), kept.id, kept.payload, queue_name=kept.queue)
+            return kept_result_of(task, kept, self.alias)
         raise TaskResultDoesNotExist(result_id)
 
-    def _task(self, path: str, job_id: int, **using: Any) -> Any:
-        """The Django task of this backend that ``path`` names (``TaskResultDoesNotExist`` if none)."""
+    def _task(self, path: str, job_id: int, payload: Any, **using: Any) -> Any:
+        """The Django task of this backend that ``path`` names, as it was enqueued: its ``run_after`` the one
+        its job's payload keeps (``TaskResultDoesNotExist`` if none)."""
         try:
             found = import_string(path)
         except ImportError as exc:
             raise TaskResultDoesNotExist(str(job_id)) from exc
         if not isinstance(found, self.task_class):
             raise TaskResultDoesNotExist(str(job_id))
-        return found.using(backend=self.alias, **using)
+        return found.using(backend=self.alias, run_after=run_after_of(payload), **using)
 
 
 def _in_transaction(connection: Any) -> bool:
     """Whether a Django connection is in a transaction: an atomic block, or autocommit turned off."""
     return bool(connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit()))
+
+
+def _stored_at(store: Store, job_id: int) -> Any:
+    """The stored ``enqueued_at`` of a committed job: its row's, or its kept result's once it ran (else ``None``)."""
+    found: JobInfo | JobResult | None = store.get_job(job_id) or store.result(job_id)
+    return None if found is None else found.enqueued_at
+
+
+async def _astored_at(store: AsyncStore, job_id: int) -> Any:
+    """``_stored_at`` on an ``AsyncStore``."""
+    found: JobInfo | JobResult | None = await store.get_job(job_id) or await store.result(job_id)
+    return None if found is None else found.enqueued_at
 
 
 def _job_id(result_id: str) -> int:

@@ -8,10 +8,11 @@ from typing import Any
 
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
+from django.utils.dateparse import parse_datetime
 
 from alkstore import JobInfo, JobResult, JobState
 
-__all__ = ["kept_result_of", "result_of", "task_error"]
+__all__ = ["kept_result_of", "result_of", "run_after_of", "task_error"]
 
 
 def result_of(task: Any, info: JobInfo, backend: str) -> Any:
@@ -63,6 +64,12 @@ def kept_result_of(task: Any, kept: JobResult, backend: str) -> Any:
     )
     object.__setattr__(result, "_return_value", kept.result)
     return result
+
+
+def run_after_of(payload: Any) -> Any:
+    """The ``run_after`` a Django task's job was enqueued with (its payload keeps it), else ``None``."""
+    text = payload.get("run_after") if isinstance(payload, dict) else None
+    return parse_datetime(text) if isinstance(text, str) else None
 
 
 def _worker_ids(known: list[str], attempts: int) -> list[str]:

@@ -1,0 +1,142 @@
+"""What Django's own task tests, its ``TaskResult`` reference and django-tasks-db's tests expect of a
+database backend, held by alkstore's (issue 40, ADR 064).
+
+Each test names, in its docstring, the upstream test or document its expectation comes from:
+Django's ``tests/tasks/`` and ``docs/ref/tasks.txt``, and django-tasks-db's ``tests/tests.py``.
+The expectations are the upstream ones; the tests are written for this project. Those about the
+worker run the real ``manage.py alkstore_worker``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from django.tasks import TaskResultStatus, task_backends
+from django.test import override_settings
+
+from alkstore.adapters.django.backend import AlkstoreBackend
+from tests._proc import LiveProcess
+from tests.django.project.shop.tasks import send_email, write
+
+#: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True, available_apps=["alkstore.adapters.django"]),
+]
+
+MANAGE = Path(__file__).with_name("manage.py")
+
+
+def backend() -> AlkstoreBackend:
+    found = task_backends["default"]
+    assert isinstance(found, AlkstoreBackend)
+    return found
+
+
+@pytest.fixture
+def cancelled() -> Iterator[list[Any]]:
+    """Results whose jobs are cancelled after the test, so that no later test's worker runs them."""
+    results: list[Any] = []
+    yield results
+    for result in results:
+        if result.id:
+            backend().store.cancel(int(result.id))
+
+
+def stored_enqueued_at(result: Any) -> datetime:
+    """The ``enqueued_at`` the job of ``result`` is stored with."""
+    info = backend().store.get_job(int(result.id))
+    assert info is not None
+    return info.enqueued_at
+
+
+def manage(*args: str) -> LiveProcess:
+    """``manage.py`` with ``args`` in a subprocess."""
+    return LiveProcess([sys.executable, str(MANAGE), *args])
+
+
+# -- enqueue and get_result -------------------------------------------------------------------
+
+
+def test_get_result_right_after_enqueue_equals_what_enqueue_returned(cancelled: list[Any]) -> None:
+    """django-tasks-db ``DatabaseBackendTestCase.test_get_result``: ``get_result(result.id) == result``."""
+    result = write.enqueue(path="/nowhere", text="x")
+    cancelled.append(result)
+    assert backend().get_result(result.id) == result
+    assert result.enqueued_at == stored_enqueued_at(result)
+
+
+def test_aget_result_right_after_aenqueue_equals_what_aenqueue_returned(cancelled: list[Any]) -> None:
+    """django-tasks-db ``DatabaseBackendTestCase.test_get_result_async``: the same through ``aenqueue`` and
+    ``aget_result``."""
+
+    async def both() -> tuple[Any, Any]:
+        result = await backend().aenqueue(write, [], {"path": "/nowhere", "text": "x"})
+        return result, await backend().aget_result(result.id)
+
+    result, found = async_to_sync(both)()
+    cancelled.append(result)
+    assert found == result
+    assert result.enqueued_at == stored_enqueued_at(result)
+
+
+def test_get_result_task_is_the_task_as_enqueued_with_run_after_priority_queue_and_backend(
+    cancelled: list[Any],
+) -> None:
+    """Django ``docs/ref/tasks.txt`` (``TaskResult.task``: the task the result is for) and django-tasks-db
+    ``DatabaseBackendTestCase.test_run_after_tz``: ``run_after`` comes back as enqueued."""
+    run_after = datetime.now(UTC).replace(microsecond=123456) + timedelta(hours=2)
+    deferred = send_email.using(run_after=run_after, priority=-7)
+    result = deferred.enqueue(to="later@example.com")
+    cancelled.append(result)
+    found = backend().get_result(result.id)
+    assert found.task == deferred == result.task
+    assert (found.task.run_after, found.task.priority, found.task.queue_name, found.task.backend) == (
+        run_after,
+        -7,
+        "emails",
+        "default",
+    )
+    assert found == result
+
+
+def test_enqueued_at_inside_atomic_is_the_stored_instant_once_committed(cancelled: list[Any]) -> None:
+    """django-tasks-db ``DatabaseBackendTestCase.test_get_result``, for a task enqueued in a transaction:
+    once it commits, the result ``enqueue`` returned equals the stored one."""
+    with transaction.atomic():
+        result = write.enqueue(path="/nowhere", text="x")
+        cancelled.append(result)
+        assert result.enqueued_at is not None  # the store's clock until the commit
+    assert backend().get_result(result.id) == result
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+
+def test_check_reports_the_app_missing_from_installed_apps() -> None:
+    """django-tasks-db ``DatabaseBackendTestCase.test_database_backend_app_missing``."""
+    assert "alkstore.E009" not in [error.id for error in backend().check()]
+    without = [app for app in settings.INSTALLED_APPS if app != "alkstore.adapters.django"]
+    with override_settings(INSTALLED_APPS=without):
+        errors = [error for error in backend().check() if error.id == "alkstore.E009"]
+    assert len(errors) == 1
+    assert "INSTALLED_APPS" in errors[0].msg
+
+
+def test_a_ready_result_has_no_start_and_is_not_finished(cancelled: list[Any]) -> None:
+    """Django ``docs/ref/tasks.txt``: a ``READY`` result has not started (``started_at``,
+    ``last_attempted_at`` and ``finished_at`` are ``None``) and has no errors nor workers."""
+    result = write.enqueue(path="/nowhere", text="x")
+    cancelled.append(result)
+    found = backend().get_result(result.id)
+    assert found.status == TaskResultStatus.READY
+    assert (found.started_at, found.last_attempted_at, found.finished_at) == (None, None, None)
+    assert (found.errors, found.worker_ids, found.attempts) == ([], [], 0)
