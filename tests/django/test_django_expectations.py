@@ -25,6 +25,7 @@ from django.test import override_settings
 from alkstore.adapters.django.backend import AlkstoreBackend
 from tests._proc import LiveProcess
 from tests.django.project.shop.tasks import send_email, write
+from tests.support import PATIENCE
 
 #: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
 pytestmark = [
@@ -140,3 +141,102 @@ def test_a_ready_result_has_no_start_and_is_not_finished(cancelled: list[Any]) -
     assert found.status == TaskResultStatus.READY
     assert (found.started_at, found.last_attempted_at, found.finished_at) == (None, None, None)
     assert (found.errors, found.worker_ids, found.attempts) == ([], [], 0)
+
+
+# -- the worker command's options --------------------------------------------------------------
+
+
+def worker(signal_log: Path, *args: str) -> LiveProcess:
+    """``manage.py alkstore_worker`` with ``args``, its task signals written to ``signal_log``."""
+    return LiveProcess(
+        [sys.executable, str(MANAGE), "alkstore_worker", *args], env={"SHOP_SIGNAL_LOG": str(signal_log)}
+    )
+
+
+def finished_ids(signal_log: Path) -> list[str]:
+    """The result ids of the runs that finished, in the order they did."""
+    if not signal_log.exists():
+        return []
+    lines = signal_log.read_text(encoding="utf-8").splitlines()
+    return [line.split()[1] for line in lines if line.startswith("finished")]
+
+
+@pytest.mark.slow
+def test_batch_runs_the_ready_tasks_then_exits(tmp_path: Path, cancelled: list[Any]) -> None:
+    """django-tasks-db ``DatabaseBackendWorkerTestCase.test_batch_processes_all_tasks`` and ``test_no_tasks``:
+    ``--batch`` runs what is ready, a failing task's run included, then exits."""
+    log = tmp_path / "signals"
+    ready = [write.enqueue(path=str(tmp_path / f"out{n}"), text=str(n)) for n in range(3)]
+    failing = write.enqueue(path=str(tmp_path / "no" / "such" / "dir"), text="x")
+    later = write.using(run_after=datetime.now(UTC) + timedelta(hours=1)).enqueue(path=str(tmp_path / "later"), text="")
+    cancelled.extend([failing, later])
+    process = worker(log, "--batch", "--queues", "default")
+    assert process.finish(timeout=PATIENCE * 4) == 0
+    assert "stopped" in "".join(process.stdout)
+    for n, result in enumerate(ready):
+        result.refresh()
+        assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, str(n))
+    failing.refresh()
+    assert failing.id in finished_ids(log)
+    assert [error.exception_class_path for error in failing.errors][:1] == ["builtins.FileNotFoundError"]
+    later.refresh()
+    assert later.status == TaskResultStatus.READY  # not due: a batch leaves it
+    again = worker(tmp_path / "again", "--batch", "--queues", "emails", "--interval", "0.5", "--startup-delay")
+    assert again.finish(timeout=PATIENCE * 4) == 0  # nothing ready: it exits at once
+
+
+@pytest.mark.slow
+def test_max_tasks_exits_after_that_many_runs(tmp_path: Path, cancelled: list[Any]) -> None:
+    """django-tasks-db ``DatabaseBackendWorkerTestCase.test_max_tasks``: of five tasks, ``--max-tasks 2`` runs
+    two and leaves three ready."""
+    log = tmp_path / "signals"
+    results = [write.enqueue(path=str(tmp_path / f"out{n}"), text=str(n)) for n in range(5)]
+    cancelled.extend(results)
+    process = worker(log, "--max-tasks", "2", "--queues", "default")
+    assert process.finish(timeout=PATIENCE * 4) == 0
+    assert "ran 2 tasks (--max-tasks)" in "".join(process.stdout)
+    ran = finished_ids(log)
+    assert len(ran) == 2
+    statuses = []
+    for result in results:
+        result.refresh()
+        statuses.append(result.status)
+    mine = [result.id for result in results if result.id in ran]
+    assert statuses.count(TaskResultStatus.SUCCESSFUL) == len(mine)
+    assert statuses.count(TaskResultStatus.READY) == 5 - len(mine)
+
+
+@pytest.mark.slow
+def test_every_queue_but_those_excluded(tmp_path: Path, cancelled: list[Any]) -> None:
+    """django-tasks-db ``DatabaseBackendWorkerTestCase.test_process_all_queues_excluding_one_queue`` and
+    ``test_excluding_unknown_queue_processes_selected_queues``: ``--queues '*'`` serves every queue of
+    ``QUEUES`` but those ``--exclude-queues`` names, and a name not there is ignored."""
+    log = tmp_path / "signals"
+    served = write.enqueue(path=str(tmp_path / "out"), text="served")
+    excluded = send_email.enqueue(to="someone@example.com")
+    cancelled.append(excluded)
+    process = worker(log, "--batch", "--queues", "*", "--exclude-queues", "emails,ticks,results,missing")
+    assert process.finish(timeout=PATIENCE * 4) == 0
+    assert "serving default\n" in "".join(process.stdout)
+    served.refresh()
+    excluded.refresh()
+    assert (served.status, excluded.status) == (TaskResultStatus.SUCCESSFUL, TaskResultStatus.READY)
+
+
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (["--queues", "default,emails", "--exclude-queues", "emails"], "--exclude-queues can only be used with"),
+        (["--interval", "-1"], "--interval"),
+        (["--interval", "inf"], "--interval"),
+        (["--interval", "0"], "--interval"),
+        (["--max-tasks", "-1"], "--max-tasks"),
+        (["--max-tasks", "0"], "--max-tasks"),
+    ],
+)
+def test_the_worker_refuses_options_out_of_range(args: list[str], refusal: str) -> None:
+    """django-tasks-db ``test_exclude_queues_requires_processing_all_queues``, ``test_negative_interval``,
+    ``test_infinite_interval`` and ``test_negative_max_tasks``: refused before anything runs."""
+    process = manage("alkstore_worker", *args)
+    assert process.finish(timeout=PATIENCE * 2) != 0
+    assert refusal in "".join(process.stderr)
