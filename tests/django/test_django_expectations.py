@@ -12,19 +12,22 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.core.management import call_command
 from django.db import transaction
 from django.tasks import TaskResultStatus, task_backends
+from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import override_settings
 
 from alkstore.adapters.django.backend import AlkstoreBackend
 from tests._proc import LiveProcess
-from tests.django.project.shop.tasks import send_email, write
+from tests.django.project.shop.tasks import explode, flaky, send_email, write
 from tests.support import PATIENCE
 
 #: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
@@ -240,3 +243,52 @@ def test_the_worker_refuses_options_out_of_range(args: list[str], refusal: str) 
     process = manage("alkstore_worker", *args)
     assert process.finish(timeout=PATIENCE * 2) != 0
     assert refusal in "".join(process.stderr)
+
+
+# -- pruning results ---------------------------------------------------------------------------
+
+
+def claimed(result: Any, worker_id: str) -> Any:
+    """The job of ``result`` (on the ``results`` queue, where it must be the only one ready), claimed."""
+    [job] = backend().store.queue("results").claim_many(worker_id, 10)
+    assert job.id == int(result.id)
+    return job
+
+
+def pruned(*args: str) -> str:
+    """What ``manage.py alkstore_prune_results`` with ``args`` says."""
+    out = StringIO()
+    call_command("alkstore_prune_results", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_prune_deletes_failed_results_by_age_and_kept_ones_past_keep_results(cancelled: list[Any]) -> None:
+    """django-tasks-db ``PruneDatabaseTaskResultsTestCase.test_prunes_tasks``, ``test_doesnt_prune_new_tasks``
+    and ``test_failed_min_age``: finished results go, by their age; a ready one stays."""
+    results = backend().store.queue("results")
+    dies = explode.enqueue("gone")
+    claimed(dies, "w1").fail("for good")
+    results.configure(keep_results=timedelta(microseconds=1))  # kept, and past its keep at once
+    try:
+        succeeds = flaky.enqueue(failures=0)
+        claimed(succeeds, "w1").ack(result={"ok": True})
+    finally:
+        results.configure(keep_results=timedelta(days=1))
+    waiting = write.enqueue(path="/nowhere", text="x")
+    cancelled.append(waiting)
+
+    assert "pruned 1 successful and 0 failed" in pruned("--queues", "results")  # it failed under a day ago
+    assert backend().get_result(dies.id).status == TaskResultStatus.FAILED
+    with pytest.raises(TaskResultDoesNotExist):
+        succeeds.refresh()
+    assert "and 1 failed" in pruned("--failed-min-age-days", "0")
+    with pytest.raises(TaskResultDoesNotExist):
+        dies.refresh()
+    assert backend().get_result(waiting.id).status == TaskResultStatus.READY
+
+
+@pytest.mark.parametrize("args", [["--failed-min-age-days", "-1"], ["--queues", "elsewhere"]])
+def test_prune_refuses_a_negative_age_and_an_unknown_queue(args: list[str]) -> None:
+    """django-tasks-db ``PruneDatabaseTaskResultsTestCase.test_negative_age``."""
+    process = manage("alkstore_prune_results", *args)
+    assert process.finish(timeout=PATIENCE * 2) != 0
