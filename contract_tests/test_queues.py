@@ -302,6 +302,7 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "waiting": False,
         "cancel_requested": False,
         "trace": None,
+        "errors": (),  # its queue keeps no results: no attempt is logged (ADR 064)
     }
 
     claimed_at = clock.advance(5)

@@ -9,6 +9,8 @@ worker run the real ``manage.py alkstore_worker``.
 
 from __future__ import annotations
 
+import functools
+import signal
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -27,8 +29,8 @@ from django.test import override_settings
 
 from alkstore.adapters.django.backend import AlkstoreBackend
 from tests._proc import LiveProcess
-from tests.django.project.shop.tasks import explode, flaky, send_email, write
-from tests.support import PATIENCE
+from tests.django.project.shop.tasks import explode, flaky, send_email, slow_write, write
+from tests.support import PATIENCE, wait_until
 
 #: Transactional, flushing only the tables of these apps after each test (not the admin's: they are slow to flush).
 pytestmark = [
@@ -37,6 +39,7 @@ pytestmark = [
 ]
 
 MANAGE = Path(__file__).with_name("manage.py")
+BOOM = "tests.django.project.shop.tasks.Boom"
 
 
 def backend() -> AlkstoreBackend:
@@ -53,6 +56,12 @@ def cancelled() -> Iterator[list[Any]]:
     for result in results:
         if result.id:
             backend().store.cancel(int(result.id))
+
+
+def finished(result: Any) -> bool:
+    """Whether ``result``, read again, is finished."""
+    result.refresh()
+    return bool(result.is_finished)
 
 
 def stored_enqueued_at(result: Any) -> datetime:
@@ -292,3 +301,63 @@ def test_prune_refuses_a_negative_age_and_an_unknown_queue(args: list[str]) -> N
     """django-tasks-db ``PruneDatabaseTaskResultsTestCase.test_negative_age``."""
     process = manage("alkstore_prune_results", *args)
     assert process.finish(timeout=PATIENCE * 2) != 0
+
+
+# -- results as Django documents them ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_failed_result_has_one_error_and_one_worker_id_per_attempt_and_its_instants(tmp_path: Path) -> None:
+    """Django ``docs/ref/tasks.txt`` (``TaskResult.errors``: one per failed attempt; ``worker_ids``: one per
+    attempt; ``started_at``: the first attempt's start; ``last_attempted_at``: the latest) and django-tasks-db
+    ``DatabaseBackendWorkerTestCase.test_failing_task``: a task that fails for good is ``FAILED`` with its
+    exception's class path and traceback, started after it was enqueued and finished after its last start."""
+    results = backend().store.queue("results")
+    results.configure(backoff_base=0.05, backoff_cap=0.1, max_attempts=3)
+    try:
+        failing = explode.enqueue("every time")
+        process = worker(tmp_path / "signals", "--queues", "results", "--worker-id", "wf")
+        with process:
+            process.wait_for(lambda name, line: name == "stdout" and "serving" in line, PATIENCE)
+            wait_until(functools.partial(finished, failing), f"task {failing.id} failed for good")
+            process.proc.send_signal(signal.SIGTERM)
+            assert process.finish() == 0
+    finally:
+        results.configure(keep_results=timedelta(days=1))
+    assert (failing.status, failing.attempts, failing.worker_ids) == (TaskResultStatus.FAILED, 3, ["wf"] * 3)
+    assert [error.exception_class_path for error in failing.errors] == [BOOM] * 3
+    assert all(f"{BOOM}: every time" in error.traceback for error in failing.errors)
+    assert None not in (failing.started_at, failing.last_attempted_at, failing.finished_at)
+    assert failing.enqueued_at <= failing.started_at < failing.last_attempted_at <= failing.finished_at
+    assert async_to_sync(backend().aget_result)(failing.id) == backend().get_result(failing.id)
+
+
+@pytest.mark.slow
+def test_a_running_result_names_its_worker_and_a_retried_one_its_earlier_attempts(tmp_path: Path) -> None:
+    """Django ``docs/ref/tasks.txt``: a ``RUNNING`` result has its worker among ``worker_ids``; a ``READY`` one
+    waiting for its next attempt has that attempt's error, worker and start."""
+    out = tmp_path / "out"
+    running = slow_write.enqueue(path=str(out), seconds=3600.0)
+    try:
+        with worker(tmp_path / "signals", "--queues", "default", "--worker-id", "wr") as process:
+            process.wait_for(lambda name, line: name == "stdout" and "serving" in line, PATIENCE)
+            wait_until(out.exists, "the task started")
+            found = backend().get_result(running.id)
+            assert (found.status, found.worker_ids, found.attempts) == (TaskResultStatus.RUNNING, ["wr"], 1)
+            assert found.finished_at is None
+            process.proc.send_signal(signal.SIGTERM)
+            process.proc.send_signal(signal.SIGTERM)  # abandon it: its lease is handed back
+            assert process.finish() == 0
+    finally:
+        backend().store.cancel(int(running.id))
+    retried = explode.enqueue("once")
+    try:
+        [job] = backend().store.queue("results").claim_many("w1", 1)
+        job.retry(RuntimeError("first"), delay=3600)
+        found = backend().get_result(retried.id)
+        assert (found.status, found.worker_ids, found.attempts) == (TaskResultStatus.READY, ["w1"], 1)
+        assert [error.exception_class_path for error in found.errors] == ["builtins.RuntimeError"]
+        assert found.enqueued_at <= found.started_at == found.last_attempted_at
+        assert found.finished_at is None
+    finally:
+        backend().store.cancel(int(retried.id))

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from dataclasses import fields
 from datetime import timedelta
 from typing import Any
-from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 from django.apps import apps
@@ -51,6 +50,7 @@ from alkstore import (
     parse_spec,
 )
 
+from ._database import astored_at, database_url, in_transaction, job_id_of, stored_at
 from .results import kept_result_of, result_of, run_after_of, task_error
 from .runner import check_call, stored_call
 
@@ -76,9 +76,6 @@ POSTGRES_ENGINE = "django.db.backends.postgresql"
 #: A schema name as the Postgres adapter accepts one (a plain identifier).
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
-#: Entries of a database's ``OPTIONS`` that are Django's own, never libpq parameters.
-_DJANGO_ONLY = frozenset({"isolation_level", "assume_role", "server_side_binding", "pool", "cursor_factory", "context"})
-
 #: One store per (URL, schema, pool bound), shared by every thread's backend instance.
 _stores: dict[tuple[str, str, int], Store] = {}
 _stores_lock = threading.Lock()
@@ -102,28 +99,6 @@ async def _closed_with_the_loop(store: AsyncStore) -> None:
         await asyncio.get_running_loop().create_future()
     finally:
         await store.close()
-
-
-def database_url(settings_dict: Mapping[str, Any]) -> str:
-    """A ``postgresql://`` URL for a Django ``DATABASES`` entry: its NAME, USER, PASSWORD, HOST and PORT.
-
-    Scalar libpq parameters of its ``OPTIONS`` (``sslmode``, ``connect_timeout``, …) go into the
-    query string; Django's own entries (``isolation_level``, ``pool``, …) are left out.
-    """
-    user = quote(str(settings_dict.get("USER") or ""), safe="")
-    password = quote(str(settings_dict.get("PASSWORD") or ""), safe="")
-    host = str(settings_dict.get("HOST") or "")
-    port = str(settings_dict.get("PORT") or "")
-    name = quote(str(settings_dict.get("NAME") or ""), safe="")
-    credentials = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    if host.startswith("/"):  # a Unix socket directory goes into the query string
-        location, query = (f":{port}" if port else ""), [f"host={quote(host, safe='')}"]
-    else:
-        location, query = (host + (f":{port}" if port else "")), []
-    for key, value in sorted((settings_dict.get("OPTIONS") or {}).items()):
-        if key not in _DJANGO_ONLY and isinstance(value, str | int) and not isinstance(value, bool):
-            query.append(f"{quote(str(key), safe='')}={quote(str(value), safe='')}")
-    return f"postgresql://{credentials}{location}/{name}" + (f"?{'&'.join(query)}" if query else "")
 
 
 class AlkstoreBackend(BaseTaskBackend):
@@ -402,16 +377,16 @@ class AlkstoreBackend(BaseTaskBackend):
         result, job, payload = self._prepare(task, args, kwargs)
         store = self.store  # InvalidTask if misconfigured, so the database is in DATABASES from here
         connection = connections[self.database]
-        if _in_transaction(connection):
+        if in_transaction(connection):
             connection.ensure_connection()
             job_id = job.enqueue_tx(store, connection.connection, **payload)
             self._enqueued(result, job_id, store.clock.now())
             if connection.in_atomic_block:  # (autocommit turned off by hand has no commit hook)
-                stored = functools.partial(_stored_at, store, job_id)
+                stored = functools.partial(stored_at, store, job_id)
                 transaction.on_commit(lambda: self._enqueued(result, job_id, stored()), using=self.database)
         else:
             job_id = job.enqueue(store, **payload)
-            self._enqueued(result, job_id, _stored_at(store, job_id) or store.clock.now())
+            self._enqueued(result, job_id, stored_at(store, job_id) or store.clock.now())
         task_enqueued.send(type(self), task_result=result)
         return result
 
@@ -430,7 +405,7 @@ class AlkstoreBackend(BaseTaskBackend):
         result, job, payload = self._prepare(task, args, kwargs)
         store = await self.astore()
         job_id = await job.aenqueue(store, **payload)
-        self._enqueued(result, job_id, await _astored_at(store, job_id) or store.clock.now())
+        self._enqueued(result, job_id, await astored_at(store, job_id) or store.clock.now())
         await task_enqueued.asend(type(self), task_result=result)
         return result
 
@@ -439,7 +414,7 @@ class AlkstoreBackend(BaseTaskBackend):
         or autocommit turned off."""
         if self.database not in settings.DATABASES:
             return False  # misconfigured: the write refuses it (InvalidTask)
-        return _in_transaction(connections[self.database])
+        return in_transaction(connections[self.database])
 
     def _enqueue_in_transaction(self, task: Any, args: Any, kwargs: Any) -> Any:
         """``enqueue`` if this thread is in a transaction (its result), else ``None``: nothing written."""
@@ -482,7 +457,7 @@ class AlkstoreBackend(BaseTaskBackend):
     def get_result(self, result_id: str) -> Any:
         """The ``TaskResult`` of a stored job (``READY``, ``RUNNING``, ``FAILED`` when dead) or of a kept
         result (``SUCCESSFUL``, ADR 046); ``TaskResultDoesNotExist`` for any other id."""
-        job_id = _job_id(result_id)
+        job_id = job_id_of(result_id)
         store = self.store
         info = store.get_job(job_id)
         kept = store.result(job_id) if info is None else None  # gone: finished, kept if its queue keeps results
@@ -490,7 +465,7 @@ class AlkstoreBackend(BaseTaskBackend):
 
     async def aget_result(self, result_id: str) -> Any:
         """``get_result`` on the event loop's ``AsyncStore`` (the one ``aenqueue`` writes through)."""
-        job_id = _job_id(result_id)
+        job_id = job_id_of(result_id)
         store = await self.astore()
         info = await store.get_job(job_id)
         kept = await store.result(job_id) if info is None else None
@@ -516,26 +491,3 @@ class AlkstoreBackend(BaseTaskBackend):
         if not isinstance(found, self.task_class):
             raise TaskResultDoesNotExist(str(job_id))
         return found.using(backend=self.alias, run_after=run_after_of(payload), **using)
-
-
-def _in_transaction(connection: Any) -> bool:
-    """Whether a Django connection is in a transaction: an atomic block, or autocommit turned off."""
-    return bool(connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit()))
-
-
-def _stored_at(store: Store, job_id: int) -> Any:
-    """The stored ``enqueued_at`` of a committed job: its row's, or its kept result's once it ran (else ``None``)."""
-    found: JobInfo | JobResult | None = store.get_job(job_id) or store.result(job_id)
-    return None if found is None else found.enqueued_at
-
-
-async def _astored_at(store: AsyncStore, job_id: int) -> Any:
-    """``_stored_at`` on an ``AsyncStore``."""
-    found: JobInfo | JobResult | None = await store.get_job(job_id) or await store.result(job_id)
-    return None if found is None else found.enqueued_at
-
-
-def _job_id(result_id: str) -> int:
-    """The job id a ``TaskResult.id`` names (0, which no job has, for one that is not a number)."""
-    text = str(result_id)
-    return int(text) if text.isdigit() else 0
