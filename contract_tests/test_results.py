@@ -129,6 +129,7 @@ def test_a_job_that_fails_for_good_keeps_every_failed_attempt_with_its_worker_an
     must_claim(store.queue("jobs"), "w1").retry(failed_with("first"), delay=0)
     clock.advance(1)
     waiting = must_get(store, retried_out)
+    assert waiting.claimed_at == first_start  # its latest claim, kept while it waits
     assert [(e.error, e.worker_id, e.started_at, e.failed_at) for e in waiting.errors] == [
         ("first", "w1", first_start, first_start)
     ]
@@ -137,7 +138,7 @@ def test_a_job_that_fails_for_good_keeps_every_failed_attempt_with_its_worker_an
     clock.advance(2)
     second.retry("second, as text")  # its last attempt: it dies
     dead = must_get(store, retried_out)
-    assert dead.state is JobState.DEAD
+    assert (dead.state, dead.claimed_at) == (JobState.DEAD, None)
     assert [(e.error, e.exception, e.worker_id, e.started_at, e.failed_at) for e in dead.errors] == [
         ("first", "builtins.ValueError", "w1", first_start, first_start),
         ("second, as text", None, "w2", second_start, second_start + timedelta(seconds=2)),

@@ -132,6 +132,9 @@ class JobRecord:
     ordering_key: str | None = None
     waiting: bool = False
     cancel_requested: bool = False
+    #: When its latest claim was (while it runs, the start of the attempt now running); ``None`` before
+    #: its first claim, and once dead (ADR 064).
+    claimed_at: datetime | None = None
     #: The job's failed attempts as core encoded them (oldest first) when its queue keeps results:
     #: read by ``get_job`` (empty from the other reads, claims included), kept by a dead job (ADR 064).
     attempt_log: tuple[bytes, ...] = ()

@@ -51,7 +51,9 @@ class JobInfo:
     is set while the job holds its key (ADR 031); a pending job is ``waiting`` while an earlier
     job of its ``ordering_key`` is unfinished (ADR 032); a running job has ``cancel_requested``
     once a cancel asked its worker to stop it (ADR 035). ``trace`` is the W3C ``traceparent`` of the
-    enqueue that wrote it, when telemetry stored one (ADR 024). ``errors`` are its failed attempts,
+    enqueue that wrote it, when telemetry stored one (ADR 024). ``claimed_at`` is when its latest claim
+    was: a running job's attempt started then (``None`` before its first claim and once dead; ADR
+    064). ``errors`` are its failed attempts,
     oldest first, when its queue keeps results (ADR 064): ``get_job`` reads them, a dead job keeps
     them (the last one's too); a claimed job's are not read (empty).
     """
@@ -79,6 +81,7 @@ class JobInfo:
     waiting: bool = False
     cancel_requested: bool = False
     trace: str | None = None
+    claimed_at: datetime | None = None
     errors: tuple[AttemptFailure, ...] = ()
 
 

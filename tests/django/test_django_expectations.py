@@ -334,8 +334,9 @@ def test_a_failed_result_has_one_error_and_one_worker_id_per_attempt_and_its_ins
 
 @pytest.mark.slow
 def test_a_running_result_names_its_worker_and_a_retried_one_its_earlier_attempts(tmp_path: Path) -> None:
-    """Django ``docs/ref/tasks.txt``: a ``RUNNING`` result has its worker among ``worker_ids``; a ``READY`` one
-    waiting for its next attempt has that attempt's error, worker and start."""
+    """Django ``docs/ref/tasks.txt``: a ``RUNNING`` result has its worker among ``worker_ids`` and its start
+    (``started_at``, ``last_attempted_at``); a ``READY`` one waiting for its next attempt has that attempt's
+    error, worker and start."""
     out = tmp_path / "out"
     running = slow_write.enqueue(path=str(out), seconds=3600.0)
     try:
@@ -345,6 +346,8 @@ def test_a_running_result_names_its_worker_and_a_retried_one_its_earlier_attempt
             found = backend().get_result(running.id)
             assert (found.status, found.worker_ids, found.attempts) == (TaskResultStatus.RUNNING, ["wr"], 1)
             assert found.finished_at is None
+            assert found.started_at is not None  # its claim's instant
+            assert found.enqueued_at <= found.started_at == found.last_attempted_at
             process.proc.send_signal(signal.SIGTERM)
             process.proc.send_signal(signal.SIGTERM)  # abandon it: its lease is handed back
             assert process.finish() == 0

@@ -104,6 +104,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("ordering_key", "text" + _C),
         ("cancel_requested", "boolean NOT NULL"),
         ("attempt_log", "bytea[]"),
+        ("claimed_at", _TS),
     ],
     "locks": [
         ("name", "text NOT NULL" + _C),

@@ -20,10 +20,8 @@ def result_of(task: Any, info: JobInfo, backend: str) -> Any:
 
     Its errors are its failed attempts, one each, as its queue logs them when it keeps results
     (ADR 064), each with its worker and start: ``started_at`` is the first attempt's,
-    ``last_attempted_at`` the latest logged one's. A dead job whose log lacks its last failure (a
-    lapsed last lease; a row from before ADR 064) gets that from its row. The attempt now running
-    is not logged until it ends: a ``RUNNING`` result carries the start of an earlier attempt when
-    there was one, else none (ADR 064 says why).
+    ``last_attempted_at`` the latest one's (a running job's: its claim's). A dead job whose log lacks
+    its last failure (a lapsed last lease; a row from before ADR 064) gets that from its row.
     """
     payload = info.payload if isinstance(info.payload, dict) else {}
     status = {
@@ -40,6 +38,8 @@ def result_of(task: Any, info: JobInfo, backend: str) -> Any:
     if info.state is JobState.RUNNING:
         workers.append(info.worker_id or "")
     starts = [failed.started_at for failed in logged if failed.started_at is not None]
+    if info.state is JobState.RUNNING and info.claimed_at is not None:
+        starts.append(info.claimed_at)  # the attempt now running
     return TaskResult(
         task=task,
         id=str(info.id),

@@ -347,6 +347,7 @@ class MemoryTables:
             worker_id=None,
             lease_until=None,
             unique_key=None,
+            claimed_at=None,
             attempt_log=logged,
         )
 
@@ -487,6 +488,7 @@ class MemoryTables:
                     fence=row.fence + 1,
                     worker_id=request.worker_id,
                     lease_until=lease_until,
+                    claimed_at=now,
                     unique_key=row.unique_key if row.unique_running else None,  # held while it runs, by option
                 )
                 if row.unique_key is not None and not row.unique_running:

@@ -110,7 +110,7 @@ JOB_READ = (
     "id", "queue", "payload", "state", "priority", "run_at", "expires_at", "attempts", "max_attempts",
     "last_error", "last_traceback", "schedule", "boundary", "enqueued_at", "worker_id", "lease_until",
     "lease", "visibility_us", "task", "trace", "unique_key", "unique_running", "ordering_key",
-    "cancel_requested",
+    "cancel_requested", "claimed_at",
 )  # fmt: skip
 
 
@@ -123,7 +123,7 @@ def _job(
         id_, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,
         last_error, last_traceback, schedule, boundary, enqueued_at, worker_id, lease_until,
         lease, visibility_us, task, trace, unique_key, unique_running, ordering_key,
-        cancel_requested,
+        cancel_requested, claimed_at,
     ) = c  # fmt: skip
     return port.JobRecord(
         id=int(id_),
@@ -152,6 +152,7 @@ def _job(
         ordering_key=ordering_key,
         waiting=state == "waiting",
         cancel_requested=cancel_requested,
+        claimed_at=_utc_or_none(claimed_at),
         attempt_log=tuple(bytes(entry) for entry in attempt_log) if attempt_log else (),
     )
 

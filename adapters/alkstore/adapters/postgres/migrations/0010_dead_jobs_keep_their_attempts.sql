@@ -1,10 +1,18 @@
--- alkstore schema, version 10: a dead job keeps its attempt log, its last attempt appended (ADR 064).
+-- alkstore schema, version 10: a job says when its latest claim was, and a dead job keeps its
+-- attempt log, its last attempt appended (ADR 064).
 --
--- Online: one nullable column on dead_jobs (catalogue only: no rewrite, no scan; the ACCESS
--- EXCLUSIVE it takes lasts until the migration commits, which is a moment) and a new function.
--- Code of version 9 runs unchanged against this schema: it buries through bury_6, which leaves the
--- new column NULL, and never reads it. The claim's sweep still buries through bury_6 (a lapsed
+-- Online: one nullable column on each of jobs and dead_jobs (catalogue only: no rewrite, no scan;
+-- the ACCESS EXCLUSIVE each takes lasts until the migration commits, which is a moment) and a new
+-- function. Code of version 9 runs unchanged against this schema: its claims leave claimed_at as
+-- it was, it buries through bury_6, which leaves the new column of dead_jobs NULL, and it reads
+-- neither. The claim's sweep still buries through bury_6 (a lapsed
 -- last lease, an expired job): such a dead job keeps no attempt log.
+
+-- -- jobs ------------------------------------------------------------------------------------------
+
+-- When the job's latest claim was (the start of the attempt running now, while it runs): set by
+-- every claim, in the row the claim updates anyway; in no index. NULL until its first claim.
+ALTER TABLE jobs ADD COLUMN claimed_at timestamptz;
 
 -- -- dead_jobs -----------------------------------------------------------------------------------
 
