@@ -189,7 +189,7 @@ def _started(
             if known is not None:
                 known[key] = made
         task = made[1]
-    started = timezone.now()
+    started = job.claimed_at or timezone.now()  # its claim's instant, as get_result reads it (ADR 064)
     result = TaskResult(
         task=task,
         id=str(job.id),
