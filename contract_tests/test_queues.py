@@ -302,6 +302,8 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "waiting": False,
         "cancel_requested": False,
         "trace": None,
+        "claimed_at": None,
+        "errors": (),  # its queue keeps no results: no attempt is logged (ADR 064)
     }
 
     claimed_at = clock.advance(5)
@@ -313,6 +315,7 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "attempts": 1,
         "worker_id": "w1",
         "lease_until": claimed_at + VISIBILITY,
+        "claimed_at": claimed_at,
     }
     job.fail("gave up")
     dead = must_get(store, job_id)

@@ -117,6 +117,45 @@ def test_an_ack_keeps_the_outcome_while_the_queue_keeps_results(store: Store, cl
     assert result.worker_ids == ("w1",)
 
 
+def test_a_job_that_fails_for_good_keeps_every_failed_attempt_with_its_worker_and_start(
+    store: Store, clock: ManualClock
+) -> None:
+    """ADR 064: ``get_job`` reads a job's failed attempts, oldest first, while it waits for its next one
+    and once it is dead, its last attempt (a retry out of attempts, or a ``fail``) included."""
+    keeping(store)
+    retried_out = store.queue("jobs").enqueue("out of attempts", EnqueueOpts(max_attempts=2))
+    given_up = store.queue("jobs").enqueue("given up")
+    first_start = clock.now()
+    must_claim(store.queue("jobs"), "w1").retry(failed_with("first"), delay=0)
+    clock.advance(1)
+    waiting = must_get(store, retried_out)
+    assert waiting.claimed_at == first_start  # its latest claim, kept while it waits
+    assert [(e.error, e.worker_id, e.started_at, e.failed_at) for e in waiting.errors] == [
+        ("first", "w1", first_start, first_start)
+    ]
+    second_start = clock.now()
+    second = must_claim(store.queue("jobs"), "w2")
+    clock.advance(2)
+    second.retry("second, as text")  # its last attempt: it dies
+    dead = must_get(store, retried_out)
+    assert (dead.state, dead.claimed_at) == (JobState.DEAD, None)
+    assert [(e.error, e.exception, e.worker_id, e.started_at, e.failed_at) for e in dead.errors] == [
+        ("first", "builtins.ValueError", "w1", first_start, first_start),
+        ("second, as text", None, "w2", second_start, second_start + timedelta(seconds=2)),
+    ]
+    must_claim(store.queue("jobs"), "w3").fail(failed_with("hopeless"))
+    [only] = must_get(store, given_up).errors
+    assert (only.error, only.exception, only.worker_id) == ("hopeless", "builtins.ValueError", "w3")
+    assert only.traceback is not None
+
+
+def test_a_job_of_a_queue_that_keeps_no_results_logs_no_attempts(store: Store) -> None:
+    """ADR 064: the attempt log is kept only where results are (bounded like them)."""
+    job_id = store.queue("jobs").enqueue("plain", EnqueueOpts(max_attempts=1))
+    must_claim(store.queue("jobs"), "w1").retry("only")
+    assert must_get(store, job_id).errors == ()
+
+
 def test_nothing_is_kept_while_the_queue_keeps_no_results(store: Store) -> None:
     keeping(store, "kept")
     job_id = store.queue("jobs").enqueue("plain")

@@ -142,22 +142,42 @@ def last_attempt(claim: _Attempted) -> bool:
 
 
 def on_failure(
-    record: JobRecord, failed: Failure, defaults: QueueDefaults, delay: object, now: datetime
+    record: JobRecord,
+    failed: Failure,
+    defaults: QueueDefaults,
+    delay: object,
+    now: datetime,
+    started_at: datetime | None = None,
 ) -> Retry | Burial:
-    """Retry-or-bury for a failed attempt of the claim ``record``: retry after ``delay`` (``None``:
-    the queue's curve), or bury once the job has used its last attempt. A queue that keeps results
-    has the retry log the attempt (ADR 042)."""
+    """Retry-or-bury for a failed attempt of the claim ``record`` (started at ``started_at``): retry after
+    ``delay`` (``None``: the queue's curve), or bury once the job has used its last attempt. A queue
+    that keeps results has the retry log the attempt (ADR 042), and the burial too (ADR 064)."""
     wait = retry_delay(defaults, record.attempts) if delay is None else as_duration(delay, "delay")
     if last_attempt(record):
-        return Burial(record.id, record.fence, failed.error, failed.traceback)
+        return burial(record, failed, defaults, now, started_at)
     try:
         run_at = now + wait
     except OverflowError:
         raise InvalidOptions(f"a retry delay of {wait} from {now.isoformat()} is out of range") from None
-    attempt = None
-    if defaults.keep_results is not None:
-        attempt = encode_attempt(failed.error, failed.exception, failed.traceback, record.worker_id, now)
+    attempt = logged(record, failed, defaults, now, started_at)
     return Retry(record.id, record.fence, failed.error, run_at, failed.traceback, attempt)
+
+
+def burial(
+    record: JobRecord, failed: Failure, defaults: QueueDefaults, now: datetime, started_at: datetime | None
+) -> Burial:
+    """The burial of the claim ``record`` for ``failed``, its attempt logged when its queue keeps results."""
+    attempt = logged(record, failed, defaults, now, started_at)
+    return Burial(record.id, record.fence, failed.error, failed.traceback, attempt)
+
+
+def logged(
+    record: JobRecord, failed: Failure, defaults: QueueDefaults, now: datetime, started_at: datetime | None
+) -> bytes | None:
+    """The attempt log entry of a failed attempt of ``record``, if its queue keeps results (else ``None``)."""
+    if defaults.keep_results is None:
+        return None
+    return encode_attempt(failed.error, failed.exception, failed.traceback, record.worker_id, now, started_at)
 
 
 # -- leases and waits -------------------------------------------------------------------------

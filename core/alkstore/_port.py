@@ -132,6 +132,12 @@ class JobRecord:
     ordering_key: str | None = None
     waiting: bool = False
     cancel_requested: bool = False
+    #: When its latest claim was (while it runs, the start of the attempt now running); ``None`` before
+    #: its first claim, and once dead (ADR 064).
+    claimed_at: datetime | None = None
+    #: The job's failed attempts as core encoded them (oldest first) when its queue keeps results:
+    #: read by ``get_job`` (empty from the other reads, claims included), kept by a dead job (ADR 064).
+    attempt_log: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +192,15 @@ class Retry(Held):
 
 @dataclass(frozen=True, slots=True)
 class Burial(Held):
-    """Make a held job dead with ``error`` (and its traceback) as its last."""
+    """Make a held job dead with ``error`` (and its traceback) as its last.
+
+    ``attempt`` (set when its queue keeps results) is the failed attempt as core encoded it: the
+    engine appends it to the job's attempt log, which the dead job keeps (ADR 064).
+    """
 
     error: str
     traceback: str | None = None
+    attempt: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

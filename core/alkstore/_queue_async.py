@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ._args import batch
-from ._lifecycle import check_poll_interval, check_wait, claim_wait, failure, lease_until, on_failure
+from ._lifecycle import burial, check_poll_interval, check_wait, claim_wait, failure, lease_until, on_failure
 from ._names import validate_label
 from ._options import EnqueueOpts, QueueDefaults, QueueSettings, check_queue_config
-from ._port import Burial, Heartbeat, Held, JobRecord, Retry
+from ._port import Heartbeat, Held, JobRecord, Retry
 from ._records import JobId, JobInfo
 from ._time import StopToken
 from .errors import InvalidArgument, InvalidOptions, LeaseLost
@@ -191,7 +191,7 @@ class AsyncJob(JobInfo):
         failed = failure(error)
         kernel = self._kernel
         now = kernel.clock.now()
-        outcome = on_failure(self._record, failed, await kernel.defaults(self.queue), delay, now)
+        outcome = on_failure(self._record, failed, await kernel.defaults(self.queue), delay, now, self._claimed_at)
         engine = kernel.live()
         if isinstance(outcome, Retry):
             self._fenced(await engine.retry((outcome,), now))
@@ -209,9 +209,10 @@ class AsyncJob(JobInfo):
     async def fail(self, error: str | BaseException) -> None:
         """Give up now: the job goes dead with ``error``, whatever attempts are left."""
         failed = failure(error)
-        burial = Burial(self.id, self._record.fence, failed.error, failed.traceback)
         kernel = self._kernel
-        self._fenced(await kernel.live().bury((burial,), kernel.clock.now()))
+        now = kernel.clock.now()
+        buried = burial(self._record, failed, await kernel.defaults(self.queue), now, self._claimed_at)
+        self._fenced(await kernel.live().bury((buried,), now))
         if kernel.telemetry is not None:
             kernel.telemetry.buried((self._record,))
 

@@ -19,6 +19,7 @@ from ._codec import Codec
 from ._names import outbox_of, validate_name
 from ._options import JobStamps, ScheduleOpts
 from ._port import Existing, JobRecord, JobState, NewJob, NewSchedule, ScheduleRecord, ThroughputRecord, WorkerRecord
+from ._results import AttemptFailure, attempts_of
 from ._spec import parse_spec
 
 __all__ = [
@@ -50,7 +51,11 @@ class JobInfo:
     is set while the job holds its key (ADR 031); a pending job is ``waiting`` while an earlier
     job of its ``ordering_key`` is unfinished (ADR 032); a running job has ``cancel_requested``
     once a cancel asked its worker to stop it (ADR 035). ``trace`` is the W3C ``traceparent`` of the
-    enqueue that wrote it, when telemetry stored one (ADR 024).
+    enqueue that wrote it, when telemetry stored one (ADR 024). ``claimed_at`` is when its latest claim
+    was: a running job's attempt started then (``None`` before its first claim and once dead; ADR
+    064). ``errors`` are its failed attempts,
+    oldest first, when its queue keeps results (ADR 064): ``get_job`` reads them, a dead job keeps
+    them (the last one's too); a claimed job's are not read (empty).
     """
 
     id: int
@@ -76,18 +81,21 @@ class JobInfo:
     waiting: bool = False
     cancel_requested: bool = False
     trace: str | None = None
+    claimed_at: datetime | None = None
+    errors: tuple[AttemptFailure, ...] = ()
 
 
 #: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload
-#: (which is decoded instead): a getter of each run gives them in ``JobInfo``'s order.
+#: (which is decoded instead) and before its errors (decoded from the attempt log): a getter of
+#: each run gives them in ``JobInfo``'s order.
 _NAMES = [f.name for f in fields(JobInfo)]
 _BEFORE_PAYLOAD = attrgetter(*_NAMES[: _NAMES.index("payload")])
-_AFTER_PAYLOAD = attrgetter(*_NAMES[_NAMES.index("payload") + 1 :])
+_AFTER_PAYLOAD = attrgetter(*_NAMES[_NAMES.index("payload") + 1 : _NAMES.index("errors")])
 
 
 def fields_of(record: JobRecord, payload: Any) -> tuple[Any, ...]:
     """A ``JobInfo``'s fields, in its order, from ``record`` (by name) and the decoded ``payload``."""
-    return (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record))
+    return (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record), attempts_of(record.attempt_log))
 
 
 def info_of(record: JobRecord, payload: Any) -> JobInfo:

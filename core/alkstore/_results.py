@@ -21,27 +21,30 @@ __all__ = [
     "AttemptFailure",
     "JobResult",
     "ResultPage",
+    "attempts_of",
     "decode_attempt",
     "done",
     "encode_attempt",
     "result_of",
 ]
 
-#: The version of an attempt log entry's encoding (a JSON array led by it).
-_ATTEMPT_VERSION = 1
+#: The version of an attempt log entry's encoding (a JSON array led by it): 2 adds the attempt's start
+#: (ADR 064); entries of version 1 are still read.
+_ATTEMPT_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptFailure:
-    """One failed attempt of a job whose result was kept: its error text, the exception's class path
-    (``module.QualName``; ``None`` for an error given as text), its traceback, the worker that ran it
-    and when it failed."""
+    """One failed attempt of a job whose queue keeps results: its error text, the exception's class path
+    (``module.QualName``; ``None`` for an error given as text), its traceback, the worker that ran it,
+    when it failed and when it started (its claim; ``None`` in entries written before ADR 064)."""
 
     error: str
     exception: str | None
     traceback: str | None
     worker_id: str | None
     failed_at: datetime | None
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,22 +100,42 @@ def done(
 
 
 def encode_attempt(
-    error: str, exception: str | None, traceback: str | None, worker_id: str | None, failed_at: datetime
+    error: str,
+    exception: str | None,
+    traceback: str | None,
+    worker_id: str | None,
+    failed_at: datetime,
+    started_at: datetime | None = None,
 ) -> bytes:
     """One failed attempt as the attempt log stores it (JSON; any text survives, NUL included)."""
-    entry = [_ATTEMPT_VERSION, error, exception, traceback, worker_id, failed_at.isoformat()]
+    started = None if started_at is None else started_at.isoformat()
+    entry = [_ATTEMPT_VERSION, error, exception, traceback, worker_id, failed_at.isoformat(), started]
     return json.dumps(entry, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def decode_attempt(data: bytes) -> AttemptFailure:
-    """An attempt log entry read back; one this code did not write reads as its bytes, as the error."""
+    """An attempt log entry read back (version 1 or 2); one this code did not write reads as its bytes, as
+    the error."""
     try:
-        version, error, exception, traceback, worker_id, failed_at = json.loads(bytes(data))
-        if version != _ATTEMPT_VERSION:
+        version, error, exception, traceback, worker_id, failed_at, *rest = json.loads(bytes(data))
+        if (version, len(rest)) not in ((1, 0), (_ATTEMPT_VERSION, 1)):
             raise ValueError(version)
-        return AttemptFailure(error, exception, traceback, worker_id, datetime.fromisoformat(failed_at))
+        started = rest[0] if rest else None
+        return AttemptFailure(
+            error,
+            exception,
+            traceback,
+            worker_id,
+            datetime.fromisoformat(failed_at),
+            None if started is None else datetime.fromisoformat(started),
+        )
     except (ValueError, TypeError):
         return AttemptFailure(repr(bytes(data)), None, None, None, None)
+
+
+def attempts_of(log: tuple[bytes, ...]) -> tuple[AttemptFailure, ...]:
+    """A job's attempt log read back, oldest first."""
+    return tuple(decode_attempt(entry) for entry in log) if log else ()
 
 
 def result_of(record: ResultRecord, decode: Callable[[bytes], Any]) -> JobResult:
@@ -130,5 +153,5 @@ def result_of(record: ResultRecord, decode: Callable[[bytes], Any]) -> JobResult
         finished_at=record.finished_at,
         keep_until=record.keep_until,
         worker_id=record.worker_id,
-        errors=tuple(decode_attempt(entry) for entry in record.attempt_log),
+        errors=attempts_of(record.attempt_log),
     )

@@ -96,7 +96,8 @@ def test_a_kept_result_is_successful_with_its_return_value_earlier_errors_worker
     assert error.exception_class is ValueError
     assert "ValueError: first try" in error.traceback
     assert None not in (found.enqueued_at, found.started_at, found.finished_at)
-    assert found.enqueued_at <= found.started_at == found.last_attempted_at <= found.finished_at
+    # The first attempt's start, then the last one's (ADR 064).
+    assert found.enqueued_at <= found.started_at < found.last_attempted_at <= found.finished_at
     assert async_to_sync(flaky.aget_result)(enqueued.id) == found
     enqueued.refresh()
     assert (enqueued.status, enqueued.return_value) == (TaskResultStatus.SUCCESSFUL, {"answer": [42]})
@@ -107,7 +108,7 @@ def test_a_dead_job_is_failed_with_its_exception_class_path_and_traceback() -> N
     job = claim(enqueued.id, "w1")
     job.fail(raised(Boom("gone")))
     found = explode.get_result(enqueued.id)
-    assert (found.status, found.worker_ids, found.finished_at is not None) == (TaskResultStatus.FAILED, [""], True)
+    assert (found.status, found.worker_ids, found.finished_at is not None) == (TaskResultStatus.FAILED, ["w1"], True)
     [error] = found.errors
     assert (error.exception_class_path, error.exception_class) == (BOOM, Boom)
     assert f"{BOOM}: gone" in error.traceback
@@ -189,13 +190,13 @@ def test_a_worker_process_keeps_return_values_earlier_errors_and_failures_for_go
     assert [(error.exception_class_path, "attempt 1 fails" in error.traceback) for error in succeeds.errors] == [
         ("builtins.ValueError", True)
     ]
-    assert succeeds.enqueued_at <= succeeds.started_at == succeeds.last_attempted_at <= succeeds.finished_at
+    assert succeeds.enqueued_at <= succeeds.started_at < succeeds.last_attempted_at <= succeeds.finished_at
 
-    assert (dies.status, dies.worker_ids) == (TaskResultStatus.FAILED, ["", ""])  # a dead job's row keeps no worker
-    assert [error.exception_class_path for error in dies.errors] == [BOOM]
+    assert (dies.status, dies.worker_ids) == (TaskResultStatus.FAILED, ["wr", "wr"])  # one per attempt (ADR 064)
+    assert [error.exception_class_path for error in dies.errors] == [BOOM, BOOM]
     assert f"{BOOM}: for good" in dies.errors[0].traceback
     assert (not_json.status, [error.exception_class_path for error in not_json.errors]) == (
         TaskResultStatus.FAILED,
-        ["builtins.TypeError"],
+        ["builtins.TypeError", "builtins.TypeError"],
     )
     assert "Unsupported type" in not_json.errors[0].traceback

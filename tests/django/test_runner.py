@@ -41,7 +41,9 @@ def test_a_call_that_raises_fails_its_future_and_the_threads_are_daemons() -> No
 
 def job_of(path: str, *, priority: int = 0, queue: str = "default") -> Any:
     """What ``_started`` reads of a claimed job of the Django task at ``path``."""
-    return SimpleNamespace(task=path, id=1, priority=priority, queue=queue, enqueued_at=None, worker_id="w", attempts=1)
+    return SimpleNamespace(
+        task=path, id=1, priority=priority, queue=queue, enqueued_at=None, worker_id="w", attempts=1, claimed_at=None
+    )
 
 
 def made() -> dict[tuple[str, int, str], tuple[Any, Any]]:

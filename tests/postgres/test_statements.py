@@ -679,7 +679,7 @@ _COLUMNS: dict[str, Any] = {
     "last_traceback": b"tb", "schedule": "s", "boundary": _AT - timedelta(hours=1),
     "enqueued_at": _AT - timedelta(hours=2), "worker_id": "w", "lease_until": _AT + timedelta(minutes=1),
     "lease": 4, "visibility_us": 1_500_000, "task": "t", "trace": "tr", "unique_key": "u",
-    "unique_running": True, "ordering_key": "o", "cancel_requested": True,
+    "unique_running": True, "ordering_key": "o", "cancel_requested": True, "claimed_at": _AT - timedelta(seconds=5),
 }  # fmt: skip
 
 
@@ -705,6 +705,8 @@ def test_row_makers_built_afresh_read_each_column_by_its_name_whatever_the_state
 
     assert made(_rows._job_or_died, {}) == job
     assert made(_rows._job_or_died, {"died_at": died}) == dead
+    logged = made(_rows._job_or_died, {"died_at": died, "attempt_log": [b"first", b"last"]})
+    assert logged == dataclasses.replace(dead, attempt_log=(b"first", b"last"))
     assert made(_rows._job_or_swept, {"swept": False}) == job
     assert made(_rows._job_or_swept, {"swept": True}) is None
     assert made(_rows._claim_row, {"swept": False, "acked": None}) == job

@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -39,6 +39,7 @@ MIGRATIONS = [
     (7, "kept_results"),
     (8, "promotion_straight_to_pending"),
     (9, "throughput"),
+    (10, "dead_jobs_keep_their_attempts"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -75,6 +76,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("last_traceback", "bytea"),
         ("trace", "text"),
         ("ordering_key", "text" + _C),
+        ("attempt_log", "bytea[]"),
     ],
     "jobs": [
         ("id", "bigint NOT NULL"),
@@ -102,6 +104,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("ordering_key", "text" + _C),
         ("cancel_requested", "boolean NOT NULL"),
         ("attempt_log", "bytea[]"),
+        ("claimed_at", _TS),
     ],
     "locks": [
         ("name", "text NOT NULL" + _C),
@@ -219,6 +222,10 @@ FUNCTIONS = {
     f"bury_3(p_ids bigint[], p_fences bigint[], p_errors bytea[], p_tracebacks bytea[], p_now {_TS})": ("SETOF bigint"),
     f"allowance_6(p_queue text, p_now {_TS}, p_limit integer)": "integer",
     f"bury_6(p_ids bigint[], p_fences bigint[], p_errors bytea[], p_tracebacks bytea[], p_now {_TS})": ("SETOF bigint"),
+    (
+        "bury_10(p_ids bigint[], p_fences bigint[], p_errors bytea[], p_tracebacks bytea[], p_attempts bytea[],"
+        f" p_now {_TS})"
+    ): "SETOF bigint",
     "channel(p_schema text, p_queue text)": "text",
     (
         f"claim(p_queue text, p_worker text, p_now {_TS}, p_lease_until {_TS},"
@@ -384,7 +391,8 @@ def test_a_kept_result_and_its_attempt_log_are_pinned(
     assert row is not None
     result, log, kept = row
     assert bytes(result) == b'{"\xc3\xa9":[1,null]}'
-    assert [bytes(entry) for entry in log] == [b'[1,"boom",null,null,"w1","' + T0.isoformat().encode() + b'"]']
+    at = T0.isoformat().encode()  # failed, and started (claimed), at T0
+    assert [bytes(entry) for entry in log] == [b'[2,"boom",null,null,"w1","' + at + b'","' + at + b'"]']
     assert kept == timedelta(seconds=60)
     stored = db.execute(
         sql.SQL("SELECT keep_results_us FROM {} WHERE name = %s").format(table(schema, "queues")), ["kept-bytes"]

@@ -10,7 +10,7 @@ import pytest
 from alkstore import InvalidPayload, JsonCodec
 from alkstore._lifecycle import failure, on_failure
 from alkstore._results import AttemptFailure, JobResult, decode_attempt, done, encode_attempt
-from alkstore.engine import Done, Held, Retry
+from alkstore.engine import Burial, Done, Held, Retry
 from tests.support import MIDNIGHT
 
 from .test_lifecycle import DEFAULTS, record
@@ -45,7 +45,26 @@ def test_an_attempt_survives_any_text_and_foreign_bytes_read_as_themselves() -> 
     entry = encode_attempt("nul \x00 é ☃", "pkg.Err", "Traceback\n  line", None, MIDNIGHT)
     assert decode_attempt(entry) == AttemptFailure("nul \x00 é ☃", "pkg.Err", "Traceback\n  line", None, MIDNIGHT)
     assert decode_attempt(b"\xffnot json") == AttemptFailure(repr(b"\xffnot json"), None, None, None, None)
-    assert decode_attempt(b'[2,"from","a","later","version","x"]').error.startswith("b'[2,")
+    assert decode_attempt(b'[3,"from","a","later","version","x","y"]').error.startswith("b'[3,")
+    assert decode_attempt(b'[2,"six","items","are","version","1"]').error.startswith("b'[2,")
+
+
+def test_an_attempt_keeps_its_start_and_entries_of_version_1_still_read() -> None:
+    entry = encode_attempt("x", None, None, "w1", MIDNIGHT + HOUR, MIDNIGHT)
+    assert decode_attempt(entry) == AttemptFailure("x", None, None, "w1", MIDNIGHT + HOUR, MIDNIGHT)
+    old = b'[1,"x",null,null,"w1","' + MIDNIGHT.isoformat().encode() + b'"]'
+    assert decode_attempt(old) == AttemptFailure("x", None, None, "w1", MIDNIGHT, None)
+
+
+def test_a_burial_logs_its_attempt_only_when_the_queue_keeps_results() -> None:
+    last = record(worker_id="w1", attempts=3, max_attempts=3)
+    plain = on_failure(last, failure("x"), DEFAULTS, 0, MIDNIGHT)
+    assert isinstance(plain, Burial)
+    assert plain.attempt is None
+    logged = on_failure(last, failure("x"), replace(DEFAULTS, keep_results=HOUR), 0, MIDNIGHT + HOUR, MIDNIGHT)
+    assert isinstance(logged, Burial)
+    assert logged.attempt is not None
+    assert decode_attempt(logged.attempt) == AttemptFailure("x", None, None, "w1", MIDNIGHT + HOUR, MIDNIGHT)
 
 
 def test_worker_ids_name_each_worker_once_in_the_order_of_its_attempts() -> None:

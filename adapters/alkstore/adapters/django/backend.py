@@ -16,6 +16,7 @@ unless the thread where Django runs the caller's sync code is inside ``atomic()`
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import threading
 import weakref
@@ -23,17 +24,16 @@ from collections.abc import Mapping
 from dataclasses import fields
 from datetime import timedelta
 from typing import Any
-from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
-from django.db import connections
+from django.db import connections, transaction
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
-from django.utils import timezone
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
@@ -50,7 +50,8 @@ from alkstore import (
     parse_spec,
 )
 
-from .results import kept_result_of, result_of, task_error
+from ._database import astored_at, database_url, in_transaction, job_id_of, stored_at
+from .results import kept_result_of, result_of, run_after_of, task_error
 from .runner import check_call, stored_call
 
 __all__ = ["DEFAULT_OPTIONS", "AlkstoreBackend", "database_url", "task_error"]
@@ -66,14 +67,14 @@ DEFAULT_OPTIONS: Mapping[str, Any] = {
     "keep_results": 86400,
 }
 
+#: The Django application of the backend, whose management commands migrate and run it.
+APP = "alkstore.adapters.django"
+
 #: The Django database engine whose connections alkstore can write on.
 POSTGRES_ENGINE = "django.db.backends.postgresql"
 
 #: A schema name as the Postgres adapter accepts one (a plain identifier).
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-#: Entries of a database's ``OPTIONS`` that are Django's own, never libpq parameters.
-_DJANGO_ONLY = frozenset({"isolation_level", "assume_role", "server_side_binding", "pool", "cursor_factory", "context"})
 
 #: One store per (URL, schema, pool bound), shared by every thread's backend instance.
 _stores: dict[tuple[str, str, int], Store] = {}
@@ -98,28 +99,6 @@ async def _closed_with_the_loop(store: AsyncStore) -> None:
         await asyncio.get_running_loop().create_future()
     finally:
         await store.close()
-
-
-def database_url(settings_dict: Mapping[str, Any]) -> str:
-    """A ``postgresql://`` URL for a Django ``DATABASES`` entry: its NAME, USER, PASSWORD, HOST and PORT.
-
-    Scalar libpq parameters of its ``OPTIONS`` (``sslmode``, ``connect_timeout``, …) go into the
-    query string; Django's own entries (``isolation_level``, ``pool``, …) are left out.
-    """
-    user = quote(str(settings_dict.get("USER") or ""), safe="")
-    password = quote(str(settings_dict.get("PASSWORD") or ""), safe="")
-    host = str(settings_dict.get("HOST") or "")
-    port = str(settings_dict.get("PORT") or "")
-    name = quote(str(settings_dict.get("NAME") or ""), safe="")
-    credentials = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    if host.startswith("/"):  # a Unix socket directory goes into the query string
-        location, query = (f":{port}" if port else ""), [f"host={quote(host, safe='')}"]
-    else:
-        location, query = (host + (f":{port}" if port else "")), []
-    for key, value in sorted((settings_dict.get("OPTIONS") or {}).items()):
-        if key not in _DJANGO_ONLY and isinstance(value, str | int) and not isinstance(value, bool):
-            query.append(f"{quote(str(key), safe='')}={quote(str(value), safe='')}")
-    return f"postgresql://{credentials}{location}/{name}" + (f"?{'&'.join(query)}" if query else "")
 
 
 class AlkstoreBackend(BaseTaskBackend):
@@ -222,7 +201,19 @@ class AlkstoreBackend(BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """Django's system checks: the OPTIONS, the database they name, the queue names and the schedules."""
-        return [*super().check(**kwargs), *self._errors(), *self._schedule_errors()]
+        return [*super().check(**kwargs), *self._app_errors(), *self._errors(), *self._schedule_errors()]
+
+    def _app_errors(self) -> list[checks.CheckMessage]:
+        """The app missing from ``INSTALLED_APPS``: its commands (``alkstore_migrate``, ``alkstore_worker``) with it."""
+        if apps.is_installed(APP):
+            return []
+        return [
+            checks.Error(
+                f"TASKS[{self.alias!r}] uses the alkstore backend, but {APP!r} is not in INSTALLED_APPS",
+                hint=f"add {APP!r} to INSTALLED_APPS: its commands create the schema and run the worker",
+                id="alkstore.E009",
+            )
+        ]
 
     def _schedule_errors(self) -> list[checks.CheckMessage]:
         try:
@@ -377,16 +368,26 @@ class AlkstoreBackend(BaseTaskBackend):
         return twin
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
-        """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone."""
+        """Write the job: in the caller's transaction inside ``atomic()`` on the backend's database, else alone.
+
+        The result's ``enqueued_at`` is the job's stored instant, read back once the job is committed: at
+        once outside a transaction; inside ``atomic()``, the store's clock until the caller's commit, then
+        the stored instant (a job rolled back keeps the clock's; so does one written with autocommit
+        turned off, which has no commit hook)."""
         result, job, payload = self._prepare(task, args, kwargs)
         store = self.store  # InvalidTask if misconfigured, so the database is in DATABASES from here
         connection = connections[self.database]
-        if _in_transaction(connection):
+        if in_transaction(connection):
             connection.ensure_connection()
             job_id = job.enqueue_tx(store, connection.connection, **payload)
+            self._enqueued(result, job_id, store.clock.now())
+            if connection.in_atomic_block:  # (autocommit turned off by hand has no commit hook)
+                stored = functools.partial(stored_at, store, job_id)
+                transaction.on_commit(lambda: self._enqueued(result, job_id, stored()), using=self.database)
         else:
             job_id = job.enqueue(store, **payload)
-        task_enqueued.send(type(self), task_result=self._enqueued(result, job_id))
+            self._enqueued(result, job_id, stored_at(store, job_id) or store.clock.now())
+        task_enqueued.send(type(self), task_result=result)
         return result
 
     async def aenqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
@@ -402,8 +403,10 @@ class AlkstoreBackend(BaseTaskBackend):
         if written is not None:
             return written
         result, job, payload = self._prepare(task, args, kwargs)
-        job_id = await job.aenqueue(await self.astore(), **payload)
-        await task_enqueued.asend(type(self), task_result=self._enqueued(result, job_id))
+        store = await self.astore()
+        job_id = await job.aenqueue(store, **payload)
+        self._enqueued(result, job_id, await astored_at(store, job_id) or store.clock.now())
+        await task_enqueued.asend(type(self), task_result=result)
         return result
 
     def _in_transaction(self) -> bool:
@@ -411,7 +414,7 @@ class AlkstoreBackend(BaseTaskBackend):
         or autocommit turned off."""
         if self.database not in settings.DATABASES:
             return False  # misconfigured: the write refuses it (InvalidTask)
-        return _in_transaction(connections[self.database])
+        return in_transaction(connections[self.database])
 
     def _enqueue_in_transaction(self, task: Any, args: Any, kwargs: Any) -> Any:
         """``enqueue`` if this thread is in a transaction (its result), else ``None``: nothing written."""
@@ -436,23 +439,25 @@ class AlkstoreBackend(BaseTaskBackend):
         )
         check_call(task, result.args, result.kwargs)  # before any I/O: a call that cannot bind is never stored
         job = self._twin(task)
+        payload = {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
         if task.run_after is not None:
             job = job.with_options(EnqueueOpts(run_at=task.run_after))
-        return result, job, {"args": result.args, "kwargs": result.kwargs}  # normalised to JSON by TaskResult
+            payload["run_after"] = task.run_after.isoformat()  # the task as enqueued, whatever its retries make run_at
+        return result, job, payload
 
     @staticmethod
-    def _enqueued(result: TaskResult, job_id: int) -> TaskResult:
-        """``result`` once its job is written: its id is the job's."""
+    def _enqueued(result: TaskResult, job_id: int, enqueued_at: Any) -> None:
+        """``result`` once its job is written: its id is the job's, ``enqueued_at`` the instant given (if any)."""
         object.__setattr__(result, "id", str(job_id))
-        object.__setattr__(result, "enqueued_at", timezone.now())
-        return result
+        if enqueued_at is not None:
+            object.__setattr__(result, "enqueued_at", enqueued_at)
 
     # -- results -------------------------------------------------------------------------
 
     def get_result(self, result_id: str) -> Any:
         """The ``TaskResult`` of a stored job (``READY``, ``RUNNING``, ``FAILED`` when dead) or of a kept
         result (``SUCCESSFUL``, ADR 046); ``TaskResultDoesNotExist`` for any other id."""
-        job_id = _job_id(result_id)
+        job_id = job_id_of(result_id)
         store = self.store
         info = store.get_job(job_id)
         kept = store.result(job_id) if info is None else None  # gone: finished, kept if its queue keeps results
@@ -460,7 +465,7 @@ class AlkstoreBackend(BaseTaskBackend):
 
     async def aget_result(self, result_id: str) -> Any:
         """``get_result`` on the event loop's ``AsyncStore`` (the one ``aenqueue`` writes through)."""
-        job_id = _job_id(result_id)
+        job_id = job_id_of(result_id)
         store = await self.astore()
         info = await store.get_job(job_id)
         kept = await store.result(job_id) if info is None else None
@@ -469,29 +474,20 @@ class AlkstoreBackend(BaseTaskBackend):
     def _result(self, result_id: str, info: JobInfo | None, kept: JobResult | None) -> Any:
         """The ``TaskResult`` of what ``get_job`` and ``result`` read for ``result_id``."""
         if info is not None and info.task is not None:
-            task = self._task(str(info.task), info.id, priority=info.priority, queue_name=info.queue)
+            task = self._task(str(info.task), info.id, info.payload, priority=info.priority, queue_name=info.queue)
             return result_of(task, info, self.alias)
         if kept is not None and kept.task is not None:
-            return kept_result_of(self._task(str(kept.task), kept.id, queue_name=kept.queue), kept, self.alias)
+            task = self._task(str(kept.task), kept.id, kept.payload, queue_name=kept.queue)
+            return kept_result_of(task, kept, self.alias)
         raise TaskResultDoesNotExist(result_id)
 
-    def _task(self, path: str, job_id: int, **using: Any) -> Any:
-        """The Django task of this backend that ``path`` names (``TaskResultDoesNotExist`` if none)."""
+    def _task(self, path: str, job_id: int, payload: Any, **using: Any) -> Any:
+        """The Django task of this backend that ``path`` names, as it was enqueued: its ``run_after`` the one
+        its job's payload keeps (``TaskResultDoesNotExist`` if none)."""
         try:
             found = import_string(path)
         except ImportError as exc:
             raise TaskResultDoesNotExist(str(job_id)) from exc
         if not isinstance(found, self.task_class):
             raise TaskResultDoesNotExist(str(job_id))
-        return found.using(backend=self.alias, **using)
-
-
-def _in_transaction(connection: Any) -> bool:
-    """Whether a Django connection is in a transaction: an atomic block, or autocommit turned off."""
-    return bool(connection.in_atomic_block or (connection.connection is not None and not connection.get_autocommit()))
-
-
-def _job_id(result_id: str) -> int:
-    """The job id a ``TaskResult.id`` names (0, which no job has, for one that is not a number)."""
-    text = str(result_id)
-    return int(text) if text.isdigit() else 0
+        return found.using(backend=self.alias, run_after=run_after_of(payload), **using)

@@ -38,6 +38,8 @@ from django.utils.module_loading import import_string
 
 from alkstore import Tasks, check_arguments, current_job
 
+from .results import run_after_of
+
 __all__ = ["DaemonThreads", "check_call", "handler_for", "periodic_registry", "stored_call"]
 
 
@@ -171,19 +173,23 @@ def _started(
     if job.task is None:
         raise ValueError(f"job {job.id} names no task; the Django worker runs only jobs of Django tasks")
     found = import_string(job.task)
-    key = (job.task, job.priority, job.queue)
-    made = known.get(key) if known is not None else None
-    if made is None or made[0] is not found:
-        if not isinstance(found, backend.task_class):
-            raise TypeError(f"{job.task!r} is not a Django task (a django.tasks.Task), but {type(found).__name__}")
-        made = (found, found.using(priority=job.priority, queue_name=job.queue, backend=backend.alias))
-        if known is not None:
-            known[key] = made
     if not isinstance(payload, dict):
         kind = type(payload).__name__
         raise TypeError(f"the payload of a Django task's job is {{'args': …, 'kwargs': …}}, not {kind}")
-    task = made[1]
-    started = timezone.now()
+    if not isinstance(found, backend.task_class):
+        raise TypeError(f"{job.task!r} is not a Django task (a django.tasks.Task), but {type(found).__name__}")
+    run_after = run_after_of(payload)
+    if run_after is not None:  # the task as enqueued (a deferred one: rarer, made afresh)
+        task = found.using(priority=job.priority, queue_name=job.queue, backend=backend.alias, run_after=run_after)
+    else:
+        key = (job.task, job.priority, job.queue)
+        made = known.get(key) if known is not None else None
+        if made is None or made[0] is not found:
+            made = (found, found.using(priority=job.priority, queue_name=job.queue, backend=backend.alias))
+            if known is not None:
+                known[key] = made
+        task = made[1]
+    started = job.claimed_at or timezone.now()  # its claim's instant, as get_result reads it (ADR 064)
     result = TaskResult(
         task=task,
         id=str(job.id),
@@ -207,8 +213,9 @@ def _arguments(task: Any, result: TaskResult) -> tuple[list[Any], dict[str, Any]
     return args, dict(result.kwargs)
 
 
-def stored_call(args: list[Any], kwargs: dict[str, Any]) -> None:
-    """The call a Django task's job stores, as its alkstore task's signature: its ``args`` and ``kwargs``."""
+def stored_call(args: list[Any], kwargs: dict[str, Any], run_after: str | None = None) -> None:
+    """The call a Django task's job stores, as its alkstore task's signature: its ``args`` and ``kwargs``, and
+    the task's ``run_after`` (ISO 8601) when it was enqueued with one."""
 
 
 def check_call(task: Any, args: list[Any], kwargs: dict[str, Any]) -> None:

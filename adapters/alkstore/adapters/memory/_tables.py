@@ -328,10 +328,14 @@ class MemoryTables:
             return None
         return job
 
-    def _to_dead(self, job: port.JobRecord, error: str, traceback: str | None, now: datetime) -> None:
+    def _to_dead(
+        self, job: port.JobRecord, error: str, traceback: str | None, now: datetime, attempt: bytes | None = None
+    ) -> None:
         if job.cancel_requested:  # a job asked to stop ends cancelled, whatever its run came to
             self._delete(job)
             return
+        # A dead job keeps its attempt log, its last attempt appended when the burial logged it (ADR 064).
+        logged = self._attempts.get(job.id, ()) + ((attempt,) if attempt is not None else ())
         del self._jobs[job.id]
         self._gone(job)
         self._dead[job.id] = replace(
@@ -343,6 +347,8 @@ class MemoryTables:
             worker_id=None,
             lease_until=None,
             unique_key=None,
+            claimed_at=None,
+            attempt_log=logged,
         )
 
     # -- queue configuration --------------------------------------------------------
@@ -482,6 +488,7 @@ class MemoryTables:
                     fence=row.fence + 1,
                     worker_id=request.worker_id,
                     lease_until=lease_until,
+                    claimed_at=now,
                     unique_key=row.unique_key if row.unique_running else None,  # held while it runs, by option
                 )
                 if row.unique_key is not None and not row.unique_running:
@@ -566,7 +573,7 @@ class MemoryTables:
 
     def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
         def bury(job: port.JobRecord, item: port.Burial) -> None:
-            self._to_dead(job, item.error, item.traceback, now)
+            self._to_dead(job, item.error, item.traceback, now, item.attempt)
 
         return self._each_held(burials, bury)
 
@@ -597,7 +604,11 @@ class MemoryTables:
 
     def get_job(self, job_id: int) -> port.JobRecord | None:
         with self._cond:
-            return self._jobs.get(job_id) or self._dead.get(job_id)
+            live = self._jobs.get(job_id)
+            if live is None:
+                return self._dead.get(job_id)
+            logged = self._attempts.get(job_id)
+            return live if logged is None else replace(live, attempt_log=logged)
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         requeued = []
@@ -615,6 +626,7 @@ class MemoryTables:
                         expires_at=None,
                         died_at=None,
                         unique_key=None,
+                        attempt_log=(),
                     )
                 )
                 self._signal(job.queue)

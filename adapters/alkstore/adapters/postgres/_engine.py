@@ -440,7 +440,12 @@ class PostgresEngine(port.Engine):
 
     def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
         self._cursors.ended(burial.job_id for burial in burials)
-        params = {**_rows.fenced_params(burials), **_rows.failure_params(burials), "now": now}
+        params = {
+            **_rows.fenced_params(burials),
+            **_rows.failure_params(burials),
+            "attempt_entries": [burial.attempt for burial in burials],
+            "now": now,
+        }
         return _stale(burials, self._connections.all(self._sql.bury, params, _SCALAR))
 
     def release(self, held: Sequence[port.Held], now: datetime) -> list[port.Held]:

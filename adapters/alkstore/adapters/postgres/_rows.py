@@ -110,17 +110,20 @@ JOB_READ = (
     "id", "queue", "payload", "state", "priority", "run_at", "expires_at", "attempts", "max_attempts",
     "last_error", "last_traceback", "schedule", "boundary", "enqueued_at", "worker_id", "lease_until",
     "lease", "visibility_us", "task", "trace", "unique_key", "unique_running", "ordering_key",
-    "cancel_requested",
+    "cancel_requested", "claimed_at",
 )  # fmt: skip
 
 
-def _job(c: tuple[Any, ...], died_at: datetime | None = None) -> port.JobRecord:
-    """A job from the values of ``JOB_READ``, in that order (and ``died_at``, for a dead one)."""
+def _job(
+    c: tuple[Any, ...], died_at: datetime | None = None, attempt_log: Sequence[bytes] | None = None
+) -> port.JobRecord:
+    """A job from the values of ``JOB_READ``, in that order (and ``died_at``, for a dead one, and its attempt
+    log where the statement reads it)."""
     (
         id_, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,
         last_error, last_traceback, schedule, boundary, enqueued_at, worker_id, lease_until,
         lease, visibility_us, task, trace, unique_key, unique_running, ordering_key,
-        cancel_requested,
+        cancel_requested, claimed_at,
     ) = c  # fmt: skip
     return port.JobRecord(
         id=int(id_),
@@ -149,6 +152,8 @@ def _job(c: tuple[Any, ...], died_at: datetime | None = None) -> port.JobRecord:
         ordering_key=ordering_key,
         waiting=state == "waiting",
         cancel_requested=cancel_requested,
+        claimed_at=_utc_or_none(claimed_at),
+        attempt_log=tuple(bytes(entry) for entry in attempt_log) if attempt_log else (),
     )
 
 
@@ -177,11 +182,13 @@ def _no_rows(values: Sequence[Any]) -> Any:
 
 
 def _job_or_died(pick: _Pick, positions: dict[str, int]) -> RowMaker[port.JobRecord]:
-    """A live job, or a dead one with its ``died_at`` where the statement reads it."""
-    died = positions.get("died_at")
+    """A live job, or a dead one with its ``died_at`` where the statement reads it (and its attempt log)."""
+    died, log = positions.get("died_at"), positions.get("attempt_log")
     if died is None:
         return lambda values: _job(pick(values))
-    return lambda values: _job(pick(values), values[died])
+    if log is None:
+        return lambda values: _job(pick(values), values[died])
+    return lambda values: _job(pick(values), values[died], values[log])
 
 
 def _job_or_swept(pick: _Pick, positions: dict[str, int]) -> RowMaker[port.JobRecord | None]:

@@ -45,6 +45,7 @@ _DEAD_IN_PLACE = {
     "unique_key": "NULL::text AS unique_key",
     "unique_running": "false AS unique_running",
     "cancel_requested": "false AS cancel_requested",
+    "claimed_at": "NULL::timestamptz AS claimed_at",
 }
 #: A schedule's columns as the engine reads them (``_rows.SCHEDULE``).
 _SCHEDULE = (

@@ -54,7 +54,7 @@ SELECT {s}.sweep_6(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_er
 -- for a full read, which the engine runs at least every claim_backstop seconds.
 claimed AS (
     UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
-                        worker_id = %(worker)s,
+                        worker_id = %(worker)s, claimed_at = %(now)s,
                         unique_key = CASE WHEN unique_running THEN unique_key END,
                         lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'
     WHERE id = ANY(ARRAY(

@@ -136,7 +136,9 @@ UNION ALL
 {ids_and_notices: job}
 
 -- name: bury
-SELECT id FROM {s}.bury_6(%(ids)s, %(fences)s, %(errors)b::bytea[], %(tracebacks)b::bytea[], %(now)s) AS id
+-- Each burial's attempt (its queue keeps results) is appended to the attempt log the dead job keeps (ADR 064).
+SELECT id FROM {s}.bury_10(%(ids)s, %(fences)s, %(errors)b::bytea[], %(tracebacks)b::bytea[],
+                           %(attempt_entries)b::bytea[], %(now)s) AS id
 
 -- name: release
 WITH {cancelled_instead},
@@ -164,9 +166,10 @@ RETURNING j.id, j.cancel_requested
 SELECT queue, ordering_key FROM {s}.dead_jobs WHERE id = ANY(%(ids)s::bigint[]) AND ordering_key IS NOT NULL
 
 -- name: get_job
-SELECT {job_columns}, NULL::timestamptz AS died_at FROM {s}.jobs WHERE id = %(id)s
+-- With the job's attempt log (its queue keeps results), which a dead job keeps too (ADR 064).
+SELECT {job_columns}, NULL::timestamptz AS died_at, attempt_log FROM {s}.jobs WHERE id = %(id)s
 UNION ALL
-SELECT {dead_as_job}, died_at FROM {s}.dead_jobs WHERE id = %(id)s
+SELECT {dead_as_job}, died_at, attempt_log FROM {s}.dead_jobs WHERE id = %(id)s
 
 -- name: requeue_dead
 -- A requeued job of an ordering key waits behind its key's unfinished jobs, and behind the
