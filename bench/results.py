@@ -25,8 +25,8 @@ from _bench import interleaved, print_rates, repeated
 from psycopg import sql
 
 import alkstore
-from alkstore._kernel import kernel_of
 from alkstore.engine import Held
+from alkstore.store._kernel import kernel_of
 
 BLOCK = 250
 WORKER = "bench"

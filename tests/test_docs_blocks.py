@@ -132,7 +132,7 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         "# urls.py": Run("tests/django/test_docs_django.py::test_the_urls_route_the_admin_pages", "with its imports"),
     },
     "docs/mutation.md": {
-        ".ci/mutation core 'alkstore._tick.*'": Run(
+        ".ci/mutation core 'alkstore.scheduler._tick.*'": Run(
             f"{T_BY_HAND}::test_the_mutation_commands_name_what_the_scripts_take",
             "by hand (an hour): targets and options checked against the scripts, never run",
         ),

@@ -135,12 +135,19 @@ def private_core_imports(source: str, module: str) -> list[str]:
     found += [
         f"line {node.lineno}: {ast.unparse(node)}"
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id in core_names
-        and _is_private(node.attr)
+        if isinstance(node, ast.Attribute) and _private_attribute(node, core_names)
     ]
     return found
+
+
+def _private_attribute(node: ast.Attribute, core_names: set[str]) -> bool:
+    """Whether ``node`` names a private attribute under a core module (``alkstore._x``, ``alkstore.port._x``)."""
+    if not _is_private(node.attr):
+        return False
+    value = node.value
+    while isinstance(value, ast.Attribute) and not _is_private(value.attr):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id in core_names
 
 
 def adapter_modules() -> list[tuple[Path, str]]:
@@ -177,6 +184,9 @@ def test_no_adapter_imports_a_private_core_module() -> None:
         "from ..._acompat import is_async",
         "import importlib; importlib.import_module('alkstore._tasks')",
         "import alkstore; alkstore._acompat.is_async(f)",
+        "import alkstore; alkstore.port._acompat.is_async(f)",
+        "from alkstore.worker._parts import IDLE_RECHECK",
+        "from alkstore.rules import _names",
         "import alkstore as ak; ak._acompat",
         "from alkstore import engine; engine._orders",
     ],

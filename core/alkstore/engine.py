@@ -12,15 +12,10 @@ orders), the error texts of the sweeps, and what an engine written once for both
 
 from __future__ import annotations
 
-from ._acompat import ASYNC, AHelper, Helper, aspawn, spawn
-from ._boundary import registration_boundary, soonest
-from ._engine import Engine, Waiter
-from ._engine_async import AsyncEngine, AsyncWaiter
-from ._leader import LEASE_TTL as SCHEDULER_LEASE
-from ._names import RESERVED_PREFIX
-from ._operations import payload_contains
-from ._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, order_of, phase_at
-from ._port import (
+from .port._acompat import ASYNC, AHelper, Helper, aspawn, spawn
+from .port._engine import Engine, Waiter
+from .port._engine_async import AsyncEngine, AsyncWaiter
+from .port._records import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
     Burial,
@@ -51,9 +46,14 @@ from ._port import (
     TickResult,
     WorkerRecord,
 )
-from ._tick import TickPlan, plan_tick
-from ._time import Clock, StopToken, SystemClock, WallClock, wall_sleep, wall_sleep_async
-from ._urls import redact
+from .port._time import Clock, StopToken, SystemClock, WallClock, wall_sleep, wall_sleep_async
+from .rules._boundary import registration_boundary, soonest
+from .rules._names import RESERVED_PREFIX
+from .rules._operations import payload_contains
+from .rules._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, order_of, phase_at
+from .rules._urls import redact
+from .scheduler._leader import LEASE_TTL as SCHEDULER_LEASE
+from .scheduler._tick import TickPlan, plan_tick
 
 __all__ = [
     "ASYNC",

@@ -19,12 +19,12 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ._port import Fire, JobRecord
-from ._time import Clock
+from .port._records import Fire, JobRecord
+from .port._time import Clock
 
 if TYPE_CHECKING:
-    from ._store import Store
-    from ._store_async import AsyncStore
+    from .store._store import Store
+    from .store._store_async import AsyncStore
 
 __all__ = ["RunReport", "Telemetry"]
 

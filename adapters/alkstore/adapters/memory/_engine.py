@@ -1,5 +1,6 @@
-# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/memory/_engine_async.py by tools/async_to_sync.py (ADR 026, ADR 059).
-# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.
+# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/memory/_engine_async.py
+# by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run
+# `python3 tools/async_to_sync.py`; CI fails when this file is stale.
 """The in-memory engine as the async runtime's port (its sync twin is generated, ADR 026).
 
 Each port method is one transition of the store's ``MemoryTables`` (``_tables``), which never

@@ -1,5 +1,6 @@
-# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_engine_async.py by tools/async_to_sync.py (ADR 026, ADR 059).
-# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.
+# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_engine_async.py
+# by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run
+# `python3 tools/async_to_sync.py`; CI fails when this file is stale.
 """The PostgreSQL engine: the ``Engine`` port on psycopg 3 and psycopg_pool.
 
 Each method borrows one pooled connection in autocommit mode and does its work in one

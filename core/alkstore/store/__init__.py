@@ -1,0 +1,11 @@
+"""The store and its handles: what an application holds (ADR 028, ADR 062).
+
+``_store_async`` the facade (``AsyncStore``, ``open_async``); ``_kernel_async`` the one layer behind
+it that every handle calls (engine, clock, codec, telemetry, queue configs); the handles
+``_queue_async`` (queues and claimed jobs), ``_outbox_async`` and ``_locks_async``; ``_tasks`` the
+task registry (no I/O; it enqueues through a store of either runtime). Each ``*_async`` module has
+its generated sync twin beside it.
+
+May import: ``alkstore.port``, ``alkstore.rules``, ``alkstore.scheduler`` (a store serves its
+schedules), ``alkstore.errors`` and ``alkstore.telemetry``; never the worker.
+"""
