@@ -54,13 +54,15 @@ from .rules._records import (
 )
 from .rules._results import AttemptFailure, JobResult, ResultPage
 from .rules._spec import Every, parse_spec
+from .store._job import Job
+from .store._job_async import AsyncJob
 from .store._kernel import CONFIG_TTL
 from .store._locks import Lock
 from .store._locks_async import AsyncLock
 from .store._outbox import Delivery, Outbox
 from .store._outbox_async import AsyncDelivery, AsyncOutbox
-from .store._queue import Job, Queue
-from .store._queue_async import AsyncJob, AsyncQueue
+from .store._queue import Queue
+from .store._queue_async import AsyncQueue
 from .store._store import Store, open  # noqa: A004
 from .store._store_async import AsyncStore, open_async
 from .store._tasks import Courier, Periodic, Task, Tasks, check_arguments, current_job

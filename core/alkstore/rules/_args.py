@@ -7,10 +7,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from alkstore.errors import InvalidArgument, InvalidOptions
-from alkstore.port._time import Clock, StopToken
-from alkstore.telemetry import Telemetry
+from alkstore.port._time import StopToken
 
-from ._codec import Codec
 from ._options import EnqueueOpts, ScheduleOpts
 
 __all__ = [
@@ -20,7 +18,6 @@ __all__ = [
     "check_callable",
     "check_opts",
     "check_stop",
-    "check_store_options",
     "ids_of",
     "signature_of",
     "valid_id",
@@ -29,16 +26,6 @@ __all__ = [
 MAX_JOB_ID = 2**63 - 1
 
 _T = TypeVar("_T", EnqueueOpts, ScheduleOpts)
-
-
-def check_store_options(clock: object, codec: object, telemetry: object) -> None:
-    """Refuse a ``clock``, ``codec`` or ``telemetry`` of the wrong kind (``None`` is each one's default)."""
-    if clock is not None and not isinstance(clock, Clock):
-        raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
-    if codec is not None and not isinstance(codec, Codec):
-        raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
-    if telemetry is not None and not isinstance(telemetry, Telemetry):
-        raise InvalidOptions(f"telemetry must be an alkstore.telemetry.Telemetry, not {type(telemetry).__name__}")
 
 
 def check_opts(opts: _T | None, kind: type[_T]) -> _T:

@@ -17,9 +17,9 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from alkstore.errors import InvalidArgument, InvalidPayload, StoreClosed
+from alkstore.errors import InvalidArgument, InvalidPayload, LeaseLost, StoreClosed
 from alkstore.port._acompat import Threads
 from alkstore.port._engine import Engine
 from alkstore.port._records import (
@@ -30,21 +30,27 @@ from alkstore.port._records import (
     JobRecord,
     NewSchedule,
     QueueConfig,
+    Retry,
     ScheduleRecord,
 )
 from alkstore.port._time import Clock
 from alkstore.rules._args import check_opts
 from alkstore.rules._codec import Codec
-from alkstore.rules._lifecycle import Decoded, Undecodable, claimed_late, decode_claimed, lease_until
+from alkstore.rules._lifecycle import (
+    Decoded,
+    Undecodable,
+    claimed_late,
+    decode_claimed,
+    failure,
+    lease_until,
+    on_failure,
+)
 from alkstore.rules._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_defaults, stamp_enqueue
 from alkstore.rules._records import JobId, fields_of, job_ids, new_jobs
 from alkstore.rules._results import done
 from alkstore.telemetry import Telemetry
 
-from ._queue import Job
-
-if TYPE_CHECKING:
-    from ._store import Store
+from ._job import Job
 
 __all__ = ["CONFIG_TTL", "Kernel", "kernel_of"]
 
@@ -56,7 +62,7 @@ CONFIG_TTL = timedelta(seconds=2)
 _STORE = "Store"
 
 
-def kernel_of(store: Store) -> Kernel:
+def kernel_of(store: object) -> Kernel:
     """The kernel behind ``store``: the one door from the rest of the runtime into a store.
 
     ``InvalidArgument`` for anything but a store of this runtime (a sync ``Store`` handed to an
@@ -260,11 +266,58 @@ class Kernel:
             return held
         return done(held, self.codec, result, keep, self.clock.now(), started_at or job._claimed_at)
 
-    def ack(self, job: Job, held: Held) -> None:
-        """Write the ack ``held`` of ``job`` (``finished``'s); ``LeaseLost`` if its claim was lost."""
-        job._fenced(self.live().ack((held,)))
+    # -- the one door that finishes or extends a claim (each job's calls, ADR 062) ---------
+
+    @staticmethod
+    def _fenced(job: Job, stale: Sequence[Held]) -> None:
+        if stale:
+            raise LeaseLost(f"job {job.id} is no longer held under its claim (fence {job._record.fence})")
+
+    def ack(self, job: Job, result: Any = None, held: Held | None = None) -> None:
+        """Ack ``job`` (``held``: its ack as ``finished`` made it; by default made of ``result`` here);
+        ``LeaseLost`` if its claim was lost."""
+        if held is None:
+            held = self.finished(job, result)
+        self._fenced(job, self.live().ack((held,)))
         if self.telemetry is not None:
             self.telemetry.acked((job._record,))
+
+    def retry(self, job: Job, error: str | BaseException, delay: float | timedelta | None = None) -> None:
+        """``job`` failed this attempt: retried after ``delay`` (the queue's curve if ``None``), or buried
+        when it has no attempts left (``on_failure`` decides); ``LeaseLost`` if its claim was lost."""
+        failed = failure(error)
+        now = self.clock.now()
+        outcome = on_failure(job._record, failed, self.defaults(job.queue), delay, now)
+        engine = self.live()
+        if isinstance(outcome, Retry):
+            self._fenced(job, engine.retry((outcome,), now))
+        else:
+            self._fenced(job, engine.bury((outcome,), now))
+        if self.telemetry is not None:
+            (self.telemetry.retried if isinstance(outcome, Retry) else self.telemetry.buried)((job._record,))
+
+    def fail(self, job: Job, error: str | BaseException) -> None:
+        """Bury ``job`` with ``error`` whatever attempts it has left; ``LeaseLost`` if its claim was lost."""
+        failed = failure(error)
+        burial = Burial(job.id, job._record.fence, failed.error, failed.traceback)
+        self._fenced(job, self.live().bury((burial,), self.clock.now()))
+        if self.telemetry is not None:
+            self.telemetry.buried((job._record,))
+
+    def release(self, job: Job) -> None:
+        """Hand ``job`` back unfinished, its attempt not counted; ``LeaseLost`` if its claim was lost."""
+        self._fenced(job, self.live().release((self.held_of(job),), self.clock.now()))
+
+    def heartbeat(self, job: Job) -> datetime:
+        """Extend ``job``'s lease from now by its visibility timeout and return the new end; a cancel
+        requested since cancels its ``stop``. ``LeaseLost`` if its claim was lost."""
+        until = lease_until(job._record, self.defaults(job.queue), self.clock.now())
+        stale, asked = self.live().heartbeat((Heartbeat(job.id, job._record.fence, until),))
+        self._fenced(job, stale)
+        object.__setattr__(job, "lease_until", until)
+        if asked:
+            job.stop.cancel()
+        return until
 
     @staticmethod
     def record_of(job: Job) -> JobRecord:

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from alkstore.errors import InvalidArgument, InvalidPayload, StoreClosed
+from alkstore.errors import InvalidArgument, InvalidPayload, LeaseLost, StoreClosed
 from alkstore.port._acompat import AThreads
 from alkstore.port._engine_async import AsyncEngine
 from alkstore.port._records import (
@@ -27,21 +27,27 @@ from alkstore.port._records import (
     JobRecord,
     NewSchedule,
     QueueConfig,
+    Retry,
     ScheduleRecord,
 )
 from alkstore.port._time import Clock
 from alkstore.rules._args import check_opts
 from alkstore.rules._codec import Codec
-from alkstore.rules._lifecycle import Decoded, Undecodable, claimed_late, decode_claimed, lease_until
+from alkstore.rules._lifecycle import (
+    Decoded,
+    Undecodable,
+    claimed_late,
+    decode_claimed,
+    failure,
+    lease_until,
+    on_failure,
+)
 from alkstore.rules._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_defaults, stamp_enqueue
 from alkstore.rules._records import JobId, fields_of, job_ids, new_jobs
 from alkstore.rules._results import done
 from alkstore.telemetry import Telemetry
 
-from ._queue_async import AsyncJob
-
-if TYPE_CHECKING:
-    from ._store_async import AsyncStore
+from ._job_async import AsyncJob
 
 __all__ = ["CONFIG_TTL", "AsyncKernel", "kernel_of"]
 
@@ -53,7 +59,7 @@ CONFIG_TTL = timedelta(seconds=2)
 _STORE = "AsyncStore"
 
 
-def kernel_of(store: AsyncStore) -> AsyncKernel:
+def kernel_of(store: object) -> AsyncKernel:
     """The kernel behind ``store``: the one door from the rest of the runtime into a store.
 
     ``InvalidArgument`` for anything but a store of this runtime (a sync ``Store`` handed to an
@@ -257,11 +263,58 @@ class AsyncKernel:
             return held
         return done(held, self.codec, result, keep, self.clock.now(), started_at or job._claimed_at)
 
-    async def ack(self, job: AsyncJob, held: Held) -> None:
-        """Write the ack ``held`` of ``job`` (``finished``'s); ``LeaseLost`` if its claim was lost."""
-        job._fenced(await self.live().ack((held,)))
+    # -- the one door that finishes or extends a claim (each job's calls, ADR 062) ---------
+
+    @staticmethod
+    def _fenced(job: AsyncJob, stale: Sequence[Held]) -> None:
+        if stale:
+            raise LeaseLost(f"job {job.id} is no longer held under its claim (fence {job._record.fence})")
+
+    async def ack(self, job: AsyncJob, result: Any = None, held: Held | None = None) -> None:
+        """Ack ``job`` (``held``: its ack as ``finished`` made it; by default made of ``result`` here);
+        ``LeaseLost`` if its claim was lost."""
+        if held is None:
+            held = await self.finished(job, result)
+        self._fenced(job, await self.live().ack((held,)))
         if self.telemetry is not None:
             self.telemetry.acked((job._record,))
+
+    async def retry(self, job: AsyncJob, error: str | BaseException, delay: float | timedelta | None = None) -> None:
+        """``job`` failed this attempt: retried after ``delay`` (the queue's curve if ``None``), or buried
+        when it has no attempts left (``on_failure`` decides); ``LeaseLost`` if its claim was lost."""
+        failed = failure(error)
+        now = self.clock.now()
+        outcome = on_failure(job._record, failed, await self.defaults(job.queue), delay, now)
+        engine = self.live()
+        if isinstance(outcome, Retry):
+            self._fenced(job, await engine.retry((outcome,), now))
+        else:
+            self._fenced(job, await engine.bury((outcome,), now))
+        if self.telemetry is not None:
+            (self.telemetry.retried if isinstance(outcome, Retry) else self.telemetry.buried)((job._record,))
+
+    async def fail(self, job: AsyncJob, error: str | BaseException) -> None:
+        """Bury ``job`` with ``error`` whatever attempts it has left; ``LeaseLost`` if its claim was lost."""
+        failed = failure(error)
+        burial = Burial(job.id, job._record.fence, failed.error, failed.traceback)
+        self._fenced(job, await self.live().bury((burial,), self.clock.now()))
+        if self.telemetry is not None:
+            self.telemetry.buried((job._record,))
+
+    async def release(self, job: AsyncJob) -> None:
+        """Hand ``job`` back unfinished, its attempt not counted; ``LeaseLost`` if its claim was lost."""
+        self._fenced(job, await self.live().release((self.held_of(job),), self.clock.now()))
+
+    async def heartbeat(self, job: AsyncJob) -> datetime:
+        """Extend ``job``'s lease from now by its visibility timeout and return the new end; a cancel
+        requested since cancels its ``stop``. ``LeaseLost`` if its claim was lost."""
+        until = lease_until(job._record, await self.defaults(job.queue), self.clock.now())
+        stale, asked = await self.live().heartbeat((Heartbeat(job.id, job._record.fence, until),))
+        self._fenced(job, stale)
+        object.__setattr__(job, "lease_until", until)
+        if asked:
+            job.stop.cancel()
+        return until
 
     @staticmethod
     def record_of(job: AsyncJob) -> JobRecord:

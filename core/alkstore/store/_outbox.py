@@ -23,7 +23,8 @@ from alkstore.rules._names import outbox_queue
 from alkstore.rules._options import EnqueueOpts, QueueDefaults, QueueSettings
 from alkstore.rules._records import JobId
 
-from ._queue import Job, Queue
+from ._job import Job
+from ._queue import Queue
 
 if TYPE_CHECKING:
     from ._kernel import Kernel

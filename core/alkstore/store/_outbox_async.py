@@ -20,7 +20,8 @@ from alkstore.rules._names import outbox_queue
 from alkstore.rules._options import EnqueueOpts, QueueDefaults, QueueSettings
 from alkstore.rules._records import JobId
 
-from ._queue_async import AsyncJob, AsyncQueue
+from ._job_async import AsyncJob
+from ._queue_async import AsyncQueue
 
 if TYPE_CHECKING:
     from ._kernel_async import AsyncKernel

@@ -1,29 +1,29 @@
-"""Queues and claimed jobs: ``AsyncQueue`` enqueues and claims, ``AsyncJob`` finishes or extends one claim.
+"""Queues: ``AsyncQueue`` enqueues and claims (the claimed ``AsyncJob`` is in ``_job_async``).
 
-Both are handles on a store's kernel (``_kernel_async``); every rule they follow is core's:
-stamps from ``_options``, retry-or-bury, lease ends and claim waits from ``_lifecycle``.
+A queue is a handle on a store's kernel (``_kernel_async``); every rule it follows is core's:
+stamps from ``_options``, claim waits from ``_lifecycle``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Unpack
 
-from alkstore.errors import InvalidArgument, InvalidOptions, LeaseLost
-from alkstore.port._records import Burial, Heartbeat, Held, JobRecord, Retry
+from alkstore.errors import InvalidArgument, InvalidOptions
 from alkstore.port._time import StopToken
 from alkstore.rules._args import batch
-from alkstore.rules._lifecycle import check_poll_interval, check_wait, claim_wait, failure, lease_until, on_failure
+from alkstore.rules._lifecycle import check_poll_interval, check_wait, claim_wait
 from alkstore.rules._names import validate_label
 from alkstore.rules._options import EnqueueOpts, QueueDefaults, QueueSettings, check_queue_config
-from alkstore.rules._records import JobId, JobInfo
+from alkstore.rules._records import JobId
+
+from ._job_async import AsyncJob
 
 if TYPE_CHECKING:
     from ._kernel_async import AsyncKernel
 
-__all__ = ["MAX_CLAIM", "AsyncJob", "AsyncQueue"]
+__all__ = ["MAX_CLAIM", "AsyncQueue"]
 
 #: The most jobs one claim may take.
 MAX_CLAIM = 1000
@@ -128,105 +128,3 @@ class AsyncQueue:
         if not 1 <= limit <= MAX_CLAIM:
             raise InvalidOptions(f"limit must be between 1 and {MAX_CLAIM}, not {limit}")
         return (await self._kernel.claim(self.name, worker_id, limit))[1]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class AsyncJob(JobInfo):
-    """A claimed job: its fields, and the fenced calls that finish or extend its lease.
-
-    ``ack``, ``retry``, ``fail`` and ``heartbeat`` raise ``LeaseLost`` (changing nothing)
-    if the lease lapsed and another worker claimed the job since. A job is one claim:
-    two are equal when they are the same claim of the same job, whatever their lease end.
-    Its fields are as claimed (``lease_until`` follows its heartbeats); a cancel requested since
-    is told by ``stop`` (ADR 035), not by ``cancel_requested``, which ``get_job`` reads fresh.
-    """
-
-    _kernel: AsyncKernel = field(repr=False, kw_only=True)
-    _record: JobRecord = field(repr=False, kw_only=True)
-    _stop: StopToken | None = field(default=None, repr=False, kw_only=True)
-    #: The instant of its claim (by the store's clock): a kept result's start, unless the worker says.
-    _claimed_at: datetime | None = field(default=None, repr=False, kw_only=True)
-
-    @property
-    def fence(self) -> int:
-        """This claim's fencing token: it grows with every claim of the job, so a holder whose lease
-        lapsed (a lower fence) is refused; a log of claims keyed by it tells the claims apart (ADR 009)."""
-        return self._record.fence
-
-    @property
-    def stop(self) -> StopToken:
-        """Cancelled when this claim should end early: its lease was lost, its timeout passed, its worker is
-        stopping at once, or its cancel was requested (told by its worker, or by its own ``heartbeat``).
-        Long work checks it and returns; its outcome would not count."""
-        if self._stop is None:
-            object.__setattr__(self, "_stop", StopToken())
-        assert self._stop is not None
-        return self._stop
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, AsyncJob):
-            return NotImplemented
-        return (self.id, self._record.fence) == (other.id, other._record.fence)
-
-    def __hash__(self) -> int:
-        return hash((AsyncJob, self.id, self._record.fence))
-
-    def _fenced(self, stale: list[Held]) -> None:
-        if stale:
-            raise LeaseLost(f"job {self.id} is no longer held under its claim (fence {self._record.fence})")
-
-    async def ack(self, result: Any = None) -> None:
-        """Done: delete the job. When its queue keeps results (``keep_results``, ADR 042) its outcome is kept,
-        ``result`` included (encoded by the store's codec: ``InvalidPayload`` before any I/O, the job still
-        held, when it cannot be); otherwise ``result`` is ignored."""
-        kernel = self._kernel
-        await kernel.ack(self, await kernel.finished(self, result))
-
-    async def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
-        """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).
-
-        The error is kept as ``last_error`` (an exception's traceback too); with no attempts
-        left the job goes dead instead.
-        """
-        failed = failure(error)
-        kernel = self._kernel
-        now = kernel.clock.now()
-        outcome = on_failure(self._record, failed, await kernel.defaults(self.queue), delay, now)
-        engine = kernel.live()
-        if isinstance(outcome, Retry):
-            self._fenced(await engine.retry((outcome,), now))
-        else:
-            self._fenced(await engine.bury((outcome,), now))
-        if kernel.telemetry is not None:
-            (kernel.telemetry.retried if isinstance(outcome, Retry) else kernel.telemetry.buried)((self._record,))
-
-    async def release(self) -> None:
-        """Hand the job back unfinished, as if this claim never took an attempt: another worker may take it
-        at once. Used by a worker stopping before the job could finish."""
-        kernel = self._kernel
-        self._fenced(await kernel.live().release((Held(self.id, self._record.fence),), kernel.clock.now()))
-
-    async def fail(self, error: str | BaseException) -> None:
-        """Give up now: the job goes dead with ``error``, whatever attempts are left."""
-        failed = failure(error)
-        burial = Burial(self.id, self._record.fence, failed.error, failed.traceback)
-        kernel = self._kernel
-        self._fenced(await kernel.live().bury((burial,), kernel.clock.now()))
-        if kernel.telemetry is not None:
-            kernel.telemetry.buried((self._record,))
-
-    async def heartbeat(self) -> datetime:
-        """Extend the lease by the job's (or its queue's) visibility timeout from now; return the new lease end.
-
-        If the job's cancel was requested (``Store.cancel``, ADR 035) it also cancels ``stop``: the holder of
-        a claim learns of a cancel at its heartbeat, as a worker's run learns of it from its worker. The lease
-        is still extended, to wind up in; whatever the holder calls next ends the job cancelled.
-        """
-        kernel = self._kernel
-        until = lease_until(self._record, await kernel.defaults(self.queue), kernel.clock.now())
-        stale, asked = await kernel.live().heartbeat((Heartbeat(self.id, self._record.fence, until),))
-        self._fenced(stale)
-        object.__setattr__(self, "lease_until", until)
-        if asked:
-            self.stop.cancel()
-        return until

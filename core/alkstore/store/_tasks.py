@@ -29,8 +29,8 @@ from ._kernel import kernel_of
 from ._kernel_async import kernel_of as async_kernel_of
 
 if TYPE_CHECKING:
-    from ._queue import Job
-    from ._queue_async import AsyncJob
+    from ._job import Job
+    from ._job_async import AsyncJob
     from ._store import Store
     from ._store_async import AsyncStore
 

@@ -29,8 +29,8 @@ from ._reporting import Reporter
 from ._runs import Runs
 
 if TYPE_CHECKING:
+    from alkstore.store._job import Job
     from alkstore.store._kernel import Kernel
-    from alkstore.store._queue import Job
 
 __all__ = ["Liveness"]
 

@@ -26,8 +26,8 @@ from ._reporting_async import AsyncReporter
 from ._runs_async import AsyncRuns
 
 if TYPE_CHECKING:
+    from alkstore.store._job_async import AsyncJob
     from alkstore.store._kernel_async import AsyncKernel
-    from alkstore.store._queue_async import AsyncJob
 
 __all__ = ["AsyncLiveness"]
 

@@ -26,8 +26,8 @@ from alkstore.port._time import StopToken
 from ._parts import Run, Tally
 
 if TYPE_CHECKING:
+    from alkstore.store._job import Job
     from alkstore.store._kernel import Kernel
-    from alkstore.store._queue import Job
 
 __all__ = ["Runs", "hand_back"]
 

@@ -23,8 +23,8 @@ from alkstore.port._time import StopToken
 from ._parts import Run, Tally
 
 if TYPE_CHECKING:
+    from alkstore.store._job_async import AsyncJob
     from alkstore.store._kernel_async import AsyncKernel
-    from alkstore.store._queue_async import AsyncJob
 
 __all__ = ["AsyncRuns", "hand_back"]
 

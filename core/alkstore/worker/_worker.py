@@ -45,8 +45,8 @@ from alkstore.port._records import Held
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import Backoff, failure, last_attempt
 from alkstore.rules._records import new_schedule
+from alkstore.store._job import Job
 from alkstore.store._kernel import Kernel, kernel_of
-from alkstore.store._queue import Job
 from alkstore.store._store import Store
 from alkstore.store._tasks import Tasks, set_current
 
@@ -503,7 +503,7 @@ class Worker:
             if error is None and self._options.ack_delay and self._acks.push(job, elapsed_ms, held):
                 return  # written with the next claim (a stopping worker's buffer is closed: written now)
             if error is None:
-                self._with_retries(partial(kernel.ack, job, held))
+                self._with_retries(partial(kernel.ack, job, held=held))
                 self._tally.add(job.queue, succeeded=1)
                 log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
                 return

@@ -42,8 +42,8 @@ from alkstore.port._records import Held
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import Backoff, failure, last_attempt
 from alkstore.rules._records import new_schedule
+from alkstore.store._job_async import AsyncJob
 from alkstore.store._kernel_async import AsyncKernel, kernel_of
-from alkstore.store._queue_async import AsyncJob
 from alkstore.store._store_async import AsyncStore
 from alkstore.store._tasks import Tasks, set_current
 
@@ -508,7 +508,7 @@ class AsyncWorker:
             if error is None and self._options.ack_delay and self._acks.push(job, elapsed_ms, held):
                 return  # written with the next claim (a stopping worker's buffer is closed: written now)
             if error is None:
-                await self._with_retries(partial(kernel.ack, job, held))
+                await self._with_retries(partial(kernel.ack, job, held=held))
                 self._tally.add(job.queue, succeeded=1)
                 log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
                 return
