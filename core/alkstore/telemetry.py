@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .port._records import Fire, JobRecord
+from .port._telemetry import RunReport, TelemetryPort
 from .port._time import Clock
 
 if TYPE_CHECKING:
@@ -29,21 +30,12 @@ if TYPE_CHECKING:
 __all__ = ["RunReport", "Telemetry"]
 
 
-class RunReport:
-    """What a run tells its telemetry beyond raising: that it could not run at all, and why."""
-
-    __slots__ = ()
-
-    def refused(self, reason: str) -> None:
-        """The run did not start its work (an unknown task, say): ``reason`` is its failure."""
-
-
 #: What ``Telemetry.enqueue`` and ``Telemetry.run`` return when they record nothing (reusable: no state).
 _NO_TRACE: AbstractContextManager[str | None] = nullcontext(None)
 _NO_RUN: AbstractContextManager[RunReport] = nullcontext(RunReport())
 
 
-class Telemetry:
+class Telemetry(TelemetryPort):
     """Receives a store's events; every method here does nothing, and a subclass overrides what it reports.
 
     Methods are called from any thread or task that uses the store (a worker's threads, the

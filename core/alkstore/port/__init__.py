@@ -2,8 +2,9 @@
 
 ``_engine_async`` is the engine port (``AsyncEngine``, ``AsyncWaiter``; ``_engine`` its generated
 sync twin); ``_records`` the records that cross it (normalised values only); ``_time`` the clock
-port every stamp is read from; ``_acompat`` the runtime primitives (threads, events, spawning) both
-runtimes and the engines build on. Engine authors reach all of it through ``alkstore.engine``.
+port every stamp is read from; ``_telemetry`` the telemetry port as the runtime calls it;
+``_acompat`` the runtime primitives (threads, events, spawning) both runtimes and the engines
+build on. Engine authors reach all of it through ``alkstore.engine``.
 
 May import: the standard library and ``alkstore.errors`` only. The lowest floor of core.
 """

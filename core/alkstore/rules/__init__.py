@@ -7,6 +7,5 @@ payload codec (``_codec``), a URL's redaction (``_urls``), the job lifecycle's d
 the public records the stores hand out (``_records``) and the facades' argument checks
 (``_args``). Every runtime asks these and carries out the answer through the port.
 
-May import: ``alkstore.port``, ``alkstore.errors`` and ``alkstore.telemetry`` (the telemetry port's
-class, for the store options' check); never the store, the worker or the scheduler.
+May import: ``alkstore.port`` and ``alkstore.errors``; never the scheduler, the store or the worker.
 """

@@ -7,5 +7,6 @@ task registry (no I/O; it enqueues through a store of either runtime). Each ``*_
 its generated sync twin beside it.
 
 May import: ``alkstore.port``, ``alkstore.rules``, ``alkstore.scheduler`` (a store serves its
-schedules), ``alkstore.errors`` and ``alkstore.telemetry``; never the worker.
+schedules) and ``alkstore.errors``; never the worker, nor the public modules above it (the
+telemetry it reports to is the port's ``TelemetryPort``).
 """

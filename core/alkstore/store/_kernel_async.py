@@ -30,6 +30,7 @@ from alkstore.port._records import (
     Retry,
     ScheduleRecord,
 )
+from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock
 from alkstore.rules._args import check_opts
 from alkstore.rules._codec import Codec
@@ -45,7 +46,6 @@ from alkstore.rules._lifecycle import (
 from alkstore.rules._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_defaults, stamp_enqueue
 from alkstore.rules._records import JobId, fields_of, job_ids, new_jobs
 from alkstore.rules._results import done
-from alkstore.telemetry import Telemetry
 
 from ._job_async import AsyncJob
 
@@ -76,7 +76,7 @@ class AsyncKernel:
 
     __slots__ = ("_closed", "_configs", "calls", "clock", "codec", "engine", "telemetry")
 
-    def __init__(self, engine: AsyncEngine, clock: Clock, codec: Codec, telemetry: Telemetry | None) -> None:
+    def __init__(self, engine: AsyncEngine, clock: Clock, codec: Codec, telemetry: TelemetryPort | None) -> None:
         self.engine = engine
         self.clock = clock
         self.codec = codec

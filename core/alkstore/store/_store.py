@@ -23,6 +23,7 @@ from typing import Any
 from alkstore.errors import InvalidArgument, InvalidOptions
 from alkstore.port._engine import Engine
 from alkstore.port._records import Fire, NewSchedule, ScheduleRecord
+from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock, StopToken
 from alkstore.rules._args import batch, check_callable, check_stop, valid_id
 from alkstore.rules._codec import Codec, JsonCodec
@@ -40,7 +41,6 @@ from alkstore.rules._records import (
 from alkstore.scheduler import _runner as runner
 from alkstore.scheduler._runner import OnFire
 from alkstore.scheduler._tick import DEFAULT_BUDGET
-from alkstore.telemetry import Telemetry
 
 from ._inspection import _Inspection
 from ._job import Job
@@ -64,7 +64,7 @@ def check_store_options(clock: object, codec: object, telemetry: object) -> None
         raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
     if codec is not None and not isinstance(codec, Codec):
         raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
-    if telemetry is not None and not isinstance(telemetry, Telemetry):
+    if telemetry is not None and not isinstance(telemetry, TelemetryPort):
         raise InvalidOptions(f"telemetry must be an alkstore.telemetry.Telemetry, not {type(telemetry).__name__}")
 
 
@@ -73,7 +73,7 @@ def open(
     *,
     clock: Clock | None = None,
     codec: Codec | None = None,
-    telemetry: Telemetry | None = None,
+    telemetry: TelemetryPort | None = None,
     **options: Any,
 ) -> Store:
     """Open a store on ``url``: ``memory://`` or ``postgresql://…`` (also ``postgres://…``).
@@ -121,7 +121,7 @@ class Store(_Inspection):
         *,
         clock: Clock | None = None,
         codec: Codec | None = None,
-        telemetry: Telemetry | None = None,
+        telemetry: TelemetryPort | None = None,
     ) -> None:
         if not isinstance(engine, Engine):
             raise InvalidArgument(f"engine must be an alkstore.engine.Engine, not {type(engine).__name__}")
@@ -349,7 +349,7 @@ class Store(_Inspection):
         return schedule_of(record, self._kernel.decode_lenient(record.payload))
 
 
-def _reporting(telemetry: Telemetry, on_fire: OnFire | None) -> OnFire:
+def _reporting(telemetry: TelemetryPort, on_fire: OnFire | None) -> OnFire:
     """``on_fire`` (if any) that also reports each fire to ``telemetry``."""
 
     def report(fire: Fire) -> object:

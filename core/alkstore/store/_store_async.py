@@ -21,6 +21,7 @@ from alkstore.errors import InvalidArgument, InvalidOptions
 from alkstore.port._acompat import ASYNC
 from alkstore.port._engine_async import AsyncEngine
 from alkstore.port._records import Fire, NewSchedule, ScheduleRecord
+from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock, StopToken
 from alkstore.rules._args import batch, check_callable, check_stop, valid_id
 from alkstore.rules._codec import Codec, JsonCodec
@@ -38,7 +39,6 @@ from alkstore.rules._records import (
 from alkstore.scheduler import _runner_async as runner
 from alkstore.scheduler._runner_async import OnFire
 from alkstore.scheduler._tick import DEFAULT_BUDGET
-from alkstore.telemetry import Telemetry
 
 from ._inspection_async import _AsyncInspection
 from ._job_async import AsyncJob
@@ -62,7 +62,7 @@ def check_store_options(clock: object, codec: object, telemetry: object) -> None
         raise InvalidOptions(f"clock must be an alkstore.Clock, not {type(clock).__name__}")
     if codec is not None and not isinstance(codec, Codec):
         raise InvalidOptions(f"codec must be an alkstore.Codec, not {type(codec).__name__}")
-    if telemetry is not None and not isinstance(telemetry, Telemetry):
+    if telemetry is not None and not isinstance(telemetry, TelemetryPort):
         raise InvalidOptions(f"telemetry must be an alkstore.telemetry.Telemetry, not {type(telemetry).__name__}")
 
 
@@ -71,7 +71,7 @@ async def open_async(
     *,
     clock: Clock | None = None,
     codec: Codec | None = None,
-    telemetry: Telemetry | None = None,
+    telemetry: TelemetryPort | None = None,
     **options: Any,
 ) -> AsyncStore:
     """Open a store on ``url``: ``memory://`` or ``postgresql://…`` (also ``postgres://…``).
@@ -119,7 +119,7 @@ class AsyncStore(_AsyncInspection):
         *,
         clock: Clock | None = None,
         codec: Codec | None = None,
-        telemetry: Telemetry | None = None,
+        telemetry: TelemetryPort | None = None,
     ) -> None:
         if not isinstance(engine, AsyncEngine):
             raise InvalidArgument(f"engine must be an alkstore.engine.AsyncEngine, not {type(engine).__name__}")
@@ -347,7 +347,7 @@ class AsyncStore(_AsyncInspection):
         return schedule_of(record, self._kernel.decode_lenient(record.payload))
 
 
-def _reporting(telemetry: Telemetry, on_fire: OnFire | None) -> OnFire:
+def _reporting(telemetry: TelemetryPort, on_fire: OnFire | None) -> OnFire:
     """``on_fire`` (if any) that also reports each fire to ``telemetry``."""
 
     def report(fire: Fire) -> object:

@@ -22,34 +22,31 @@ attempt). ``abort`` skips the grace. A handed-back, timed-out or lost job's late
 discarded by its fence, so nothing is acked twice and nothing is lost.
 
 The worker is made of parts with one job each: validated options, stats and the ack buffer
-(``_worker_parts``, no I/O), the run table (``_runs``), liveness (``_liveness``) and
-reporting (``_reporting``); this module is the claim loop and the runs themselves.
-
-Over 500 lines: the claim loop, the idle wait and a run's life (attempt, retry, end, drain) share
-the worker's run table, ack buffer and slots; what has a job of its own is in the parts above.
+(``_parts``, no I/O), the run table (``_runs``), a run's life and its outcome
+(``_execution``), liveness (``_liveness``) and reporting (``_reporting``); this
+module is the slots, the claim loop, the idle wait and the drain.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
 
-from alkstore.errors import AlkstoreError, DatabaseUnavailable, InvalidArgument, InvalidPayload, LeaseLost
-from alkstore.port._acompat import Helper, Queue, Threads, gather, sleep, spawn
+from alkstore.errors import AlkstoreError, DatabaseUnavailable, InvalidArgument
+from alkstore.port._acompat import Helper, Queue, Threads, gather, spawn
 from alkstore.port._engine import Waiter
-from alkstore.port._records import Held
 from alkstore.port._time import StopToken
-from alkstore.rules._lifecycle import Backoff, failure, last_attempt
+from alkstore.rules._lifecycle import Backoff
 from alkstore.rules._records import new_schedule
 from alkstore.store._job import Job
 from alkstore.store._kernel import Kernel, kernel_of
 from alkstore.store._store import Store
-from alkstore.store._tasks import Tasks, set_current
+from alkstore.store._tasks import Tasks
 
+from ._execution import Execution
 from ._liveness import Liveness
 from ._maintenance import Maintenance
 from ._parts import (
@@ -64,7 +61,6 @@ from ._parts import (
     Tally,
     WorkerOptions,
     WorkerStats,
-    describe,
     put_back,
 )
 from ._reporting import Reporter
@@ -165,6 +161,7 @@ class Worker:
         self._known_due: KnownDue | None = None  # the idle waits' last read (ADR 066)
         self._woken = False  # the last idle wait ended by a wake (an enqueue's, or spurious)
         self._summary_at = time.monotonic() + SUMMARY_EVERY
+        self._execution = Execution(self._kernel, options, self._acks, self._tally, self._calls, self._stopping)
 
     def __repr__(self) -> str:
         options = self._options
@@ -213,7 +210,7 @@ class Worker:
             self._claim_loop(stop, abort)
         finally:
             self._drain(abort)
-            self._flush_acks()  # put back by a slot's claim that met an outage meanwhile
+            self._execution.flush_acks()  # put back by a slot's claim that met an outage meanwhile
             self._stopping.cancel()
             scheduler_stop.cancel()
             for _ in self._slots:
@@ -283,7 +280,7 @@ class Worker:
                 self._woken = False
                 if not claimed:
                     self._idle(waiter, stop, round_at)
-            self._flush_acks()
+            self._execution.flush_acks()
 
     def _round(self, free: int) -> int:
         """One claim round, the turn held: up to ``free`` jobs from the queues in turn, with the acks waiting,
@@ -297,7 +294,7 @@ class Worker:
             for offset in range(len(queues)):
                 queue = queues[(self._next_queue + offset) % len(queues)]
                 stale, jobs = kernel.claim(queue, self.worker_id, free - claimed, [pair for _, _, pair in acks])
-                self._acked(acks, stale)
+                self._execution.acked(acks, stale)
                 acks = []
                 for job in jobs:
                     self._dispatch(job)
@@ -390,44 +387,6 @@ class Worker:
     def _start_slot(self) -> None:
         self._slots.append(spawn(self._serve, name=f"alkstore-worker-{self.worker_id}-{len(self._slots) + 1}"))
 
-    # -- acks ---------------------------------------------------------------------------
-
-    def _flush_acks(self, acks: list[tuple[Job, float, Held]] | None = None) -> None:
-        """Write the acks still waiting (a stopping worker's; or ``acks``), riding out a short outage."""
-        if acks is None:
-            acks = self._acks.take()
-        if not acks:
-            return
-        kernel = self._kernel
-        held = [pair for _, _, pair in acks]
-        stale: list[Held] = []
-
-        def ack() -> None:
-            stale.extend(kernel.live().ack(held))
-
-        try:
-            self._with_retries(ack)
-        except DatabaseUnavailable as exc:
-            log.error(
-                "worker %s: %d acks could not be written (%s); those jobs run again", self.worker_id, len(held), exc
-            )
-            return
-        self._acked(acks, stale)
-
-    def _acked(self, acks: list[tuple[Job, float, Held]], stale: list[Held]) -> None:
-        """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
-        lost = {pair.job_id for pair in stale}
-        self._tally.acked([job.queue for job, _, _ in acks if job.id not in lost], len(lost))
-        kernel = self._kernel
-        if kernel.telemetry is not None and acks:
-            kernel.telemetry.acked([kernel.record_of(job) for job, _, _ in acks if job.id not in lost])
-        logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
-        for job, elapsed_ms, _ in acks:
-            if job.id in lost:
-                log.warning("job %s (%s): its lease was lost before its ack; outcome discarded", job.id, describe(job))
-            elif logged:
-                log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
-
     # -- one job ------------------------------------------------------------------------
 
     def _serve(self) -> None:
@@ -437,7 +396,7 @@ class Worker:
                 continue  # handed back (or lost) before it started
             run.started_at = self._kernel.clock.now()  # its run (and its timeout) starts now
             run.started = time.monotonic()
-            self._execute(run)
+            self._execution.execute(run)
             if self._retires(run):
                 self._runs.finished(run)
                 return
@@ -448,127 +407,6 @@ class Worker:
         """Whether the slot that ran ``run`` ends now: a thread whose run was given up has been replaced
         (see ``_end``), so it retires; an async slot keeps serving."""
         return run.abandoned
-
-    def _attempt(self, run: Run) -> BaseException | str | None:
-        """Call the job's code: its failure (the exception, or why it could not run), ``None`` on success.
-
-        Whatever the code raises is its attempt's failure, ``BaseException`` included (``SystemExit``,
-        ``KeyboardInterrupt``: ADR 054), so no task takes its worker down; a run given up meanwhile has
-        its outcome discarded. In the async runtime ``run.task`` names the task running the call, for
-        ``_end`` to cancel: that cancellation ends here, one of the slot itself (the worker cancelled
-        from outside) goes on.
-        """
-        job: Job = run.job
-        kernel = self._kernel
-        set_current(job)
-        try:
-            if kernel.telemetry is None:
-                return self._call(run)
-            with kernel.telemetry.run(kernel.record_of(job), kernel.clock) as report:
-                reason = self._call(run)
-                if reason is not None:
-                    report.refused(reason)
-                return reason
-        except Exception as exc:
-            return exc
-        except BaseException as exc:
-            if run.abandoned:  # given up: its outcome is discarded, whatever it was
-                return None
-            if _slot_cancelled(exc):
-                raise  # the worker itself is cancelled, from outside: not the task's failure
-            return exc  # the task's own: SystemExit, KeyboardInterrupt, ... fail its attempt, the worker serves on
-        finally:
-            run.task = None
-            set_current(None)
-
-    def _execute(self, run: Run) -> None:
-        job: Job = run.job
-        error = self._attempt(run)
-        elapsed_ms = (time.monotonic() - run.started) * 1000
-        if run.abandoned:
-            log.warning(
-                "job %s (%s) finished after it was given up, in %.1f ms; its outcome is discarded",
-                job.id,
-                describe(job),
-                elapsed_ms,
-            )
-            return
-        kernel = self._kernel
-        try:
-            if error is None:
-                try:
-                    held = kernel.finished(job, run.value, run.started_at)
-                except InvalidPayload as exc:  # a result its queue would keep cannot be: the attempt failed
-                    error = exc
-            if error is None and self._options.ack_delay and self._acks.push(job, elapsed_ms, held):
-                return  # written with the next claim (a stopping worker's buffer is closed: written now)
-            if error is None:
-                self._with_retries(partial(kernel.ack, job, held=held))
-                self._tally.add(job.queue, succeeded=1)
-                log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
-                return
-            failed = error
-
-            def retry() -> None:
-                job.retry(failed)
-
-            self._with_retries(retry)
-            buried = last_attempt(job)
-            self._tally.add(job.queue, **({"buried": 1} if buried else {"retried": 1}))
-            log.info(
-                "job %s (%s) failed in %.1f ms: %s; %s",
-                job.id,
-                describe(job),
-                elapsed_ms,
-                _told(error),
-                "dead, no attempts left" if buried else "to be retried",
-            )
-        except LeaseLost:
-            self._tally.add(lost=1)
-            log.warning(
-                "job %s (%s): its lease was lost before it finished; its outcome is discarded", job.id, describe(job)
-            )
-        except DatabaseUnavailable as exc:
-            log.error(
-                "job %s (%s): could not record its outcome (%s); it will be run again once its lease lapses",
-                job.id,
-                describe(job),
-                exc,
-            )
-
-    def _call(self, run: Run) -> str | None:
-        """Run the job's task (or its queue's handler), keeping what it returns on ``run``; the reason it
-        cannot be run, if it cannot."""
-        job: Job = run.job
-        options = self._options
-        handler = options.handlers.get(job.queue)
-        task = options.tasks.get(job.task) if job.task is not None else None
-        if task is None and handler is not None:
-            run.value = self._calls.call(handler, job.payload, job)
-            return None
-        if job.task is None:
-            return f"queue {job.queue!r} has no handler here, and the job names no task"
-        if task is None:
-            known = ", ".join(sorted(t.name for t in options.tasks)) or "none"
-            return f"unknown task {job.task!r} (this worker knows: {known})"
-        if not isinstance(job.payload, dict):
-            return f"the payload of a task run must be its keyword arguments, not {type(job.payload).__name__}"
-        run.value = self._calls.call(task.func, **job.payload)
-        return None
-
-    def _with_retries(self, call: Callable[[], None]) -> None:
-        """Record an outcome, riding out a short outage (fenced calls are safe to repeat)."""
-        backoff = Backoff()
-        deadline = time.monotonic() + 30.0
-        while True:
-            try:
-                call()
-                return
-            except DatabaseUnavailable:
-                pause = backoff.next()
-                if time.monotonic() + pause > deadline or self._stopping.is_cancelled():
-                    raise
-                sleep(pause)
 
     def _end(self, run: Run) -> None:
         """End a given-up run early where the runtime can: an async run is cancelled at its next await;
@@ -596,7 +434,7 @@ class Worker:
                 "s" if running == 1 else "",
                 self._options.grace,
             )
-        self._flush_acks(acks)
+        self._execution.flush_acks(acks)
         hand_back(self._kernel, self._runs.abandon_waiting(), "waiting", self._tally, self.worker_id)
         remaining = self._runs.drain(self._options.grace, abort)
         hand_back(self._kernel, remaining, "running", self._tally, self.worker_id)
@@ -604,17 +442,3 @@ class Worker:
 
 def _slot_word(count: int) -> str:
     return "thread" if count == 1 else "threads"
-
-
-def _told(error: BaseException | str) -> str:
-    """A failed attempt's error as its log line tells it: an exception's type, then its text."""
-    if isinstance(error, str):
-        return error
-    text = failure(error).error
-    return f"{type(error).__name__}: {text}" if isinstance(error, Exception) else text  # a BaseException's has it
-
-
-
-def _slot_cancelled(exc: BaseException) -> bool:
-    """A thread is never cancelled: whatever the code raised is its failure."""
-    return False

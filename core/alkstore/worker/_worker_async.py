@@ -19,34 +19,31 @@ attempt). ``abort`` skips the grace. A handed-back, timed-out or lost job's late
 discarded by its fence, so nothing is acked twice and nothing is lost.
 
 The worker is made of parts with one job each: validated options, stats and the ack buffer
-(``_worker_parts``, no I/O), the run table (``_runs_async``), liveness (``_liveness_async``) and
-reporting (``_reporting_async``); this module is the claim loop and the runs themselves.
-
-Over 500 lines: the claim loop, the idle wait and a run's life (attempt, retry, end, drain) share
-the worker's run table, ack buffer and slots; what has a job of its own is in the parts above.
+(``_parts``, no I/O), the run table (``_runs_async``), a run's life and its outcome
+(``_execution_async``), liveness (``_liveness_async``) and reporting (``_reporting_async``); this
+module is the slots, the claim loop, the idle wait and the drain.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
 
-from alkstore.errors import AlkstoreError, DatabaseUnavailable, InvalidArgument, InvalidPayload, LeaseLost
-from alkstore.port._acompat import ASYNC, AHelper, AQueue, AThreads, agather, asleep, aspawn
+from alkstore.errors import AlkstoreError, DatabaseUnavailable, InvalidArgument
+from alkstore.port._acompat import ASYNC, AHelper, AQueue, AThreads, agather, aspawn
 from alkstore.port._engine_async import AsyncWaiter
-from alkstore.port._records import Held
 from alkstore.port._time import StopToken
-from alkstore.rules._lifecycle import Backoff, failure, last_attempt
+from alkstore.rules._lifecycle import Backoff
 from alkstore.rules._records import new_schedule
 from alkstore.store._job_async import AsyncJob
 from alkstore.store._kernel_async import AsyncKernel, kernel_of
 from alkstore.store._store_async import AsyncStore
-from alkstore.store._tasks import Tasks, set_current
+from alkstore.store._tasks import Tasks
 
+from ._execution_async import AsyncExecution
 from ._liveness_async import AsyncLiveness
 from ._maintenance_async import AsyncMaintenance
 from ._parts import (
@@ -61,7 +58,6 @@ from ._parts import (
     Tally,
     WorkerOptions,
     WorkerStats,
-    describe,
     put_back,
 )
 from ._reporting_async import AsyncReporter
@@ -69,7 +65,7 @@ from ._runs_async import AsyncRuns, hand_back
 from ._upkeep import DEFAULT_DEAD_RETENTION
 
 if ASYNC:
-    import asyncio
+    pass
 
 __all__ = ["AsyncHandler", "AsyncWorker"]
 
@@ -164,6 +160,7 @@ class AsyncWorker:
         self._known_due: KnownDue | None = None  # the idle waits' last read (ADR 066)
         self._woken = False  # the last idle wait ended by a wake (an enqueue's, or spurious)
         self._summary_at = time.monotonic() + SUMMARY_EVERY
+        self._execution = AsyncExecution(self._kernel, options, self._acks, self._tally, self._calls, self._stopping)
 
     def __repr__(self) -> str:
         options = self._options
@@ -212,7 +209,7 @@ class AsyncWorker:
             await self._claim_loop(stop, abort)
         finally:
             await self._drain(abort)
-            await self._flush_acks()  # put back by a slot's claim that met an outage meanwhile
+            await self._execution.flush_acks()  # put back by a slot's claim that met an outage meanwhile
             self._stopping.cancel()
             scheduler_stop.cancel()
             for _ in self._slots:
@@ -282,7 +279,7 @@ class AsyncWorker:
                 self._woken = False
                 if not claimed:
                     await self._idle(waiter, stop, round_at)
-            await self._flush_acks()
+            await self._execution.flush_acks()
 
     async def _round(self, free: int) -> int:
         """One claim round, the turn held: up to ``free`` jobs from the queues in turn, with the acks waiting,
@@ -296,7 +293,7 @@ class AsyncWorker:
             for offset in range(len(queues)):
                 queue = queues[(self._next_queue + offset) % len(queues)]
                 stale, jobs = await kernel.claim(queue, self.worker_id, free - claimed, [pair for _, _, pair in acks])
-                self._acked(acks, stale)
+                self._execution.acked(acks, stale)
                 acks = []
                 for job in jobs:
                     await self._dispatch(job)
@@ -389,44 +386,6 @@ class AsyncWorker:
     def _start_slot(self) -> None:
         self._slots.append(aspawn(self._serve, name=f"alkstore-worker-{self.worker_id}-{len(self._slots) + 1}"))
 
-    # -- acks ---------------------------------------------------------------------------
-
-    async def _flush_acks(self, acks: list[tuple[AsyncJob, float, Held]] | None = None) -> None:
-        """Write the acks still waiting (a stopping worker's; or ``acks``), riding out a short outage."""
-        if acks is None:
-            acks = self._acks.take()
-        if not acks:
-            return
-        kernel = self._kernel
-        held = [pair for _, _, pair in acks]
-        stale: list[Held] = []
-
-        async def ack() -> None:
-            stale.extend(await kernel.live().ack(held))
-
-        try:
-            await self._with_retries(ack)
-        except DatabaseUnavailable as exc:
-            log.error(
-                "worker %s: %d acks could not be written (%s); those jobs run again", self.worker_id, len(held), exc
-            )
-            return
-        self._acked(acks, stale)
-
-    def _acked(self, acks: list[tuple[AsyncJob, float, Held]], stale: list[Held]) -> None:
-        """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
-        lost = {pair.job_id for pair in stale}
-        self._tally.acked([job.queue for job, _, _ in acks if job.id not in lost], len(lost))
-        kernel = self._kernel
-        if kernel.telemetry is not None and acks:
-            kernel.telemetry.acked([kernel.record_of(job) for job, _, _ in acks if job.id not in lost])
-        logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
-        for job, elapsed_ms, _ in acks:
-            if job.id in lost:
-                log.warning("job %s (%s): its lease was lost before its ack; outcome discarded", job.id, describe(job))
-            elif logged:
-                log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
-
     # -- one job ------------------------------------------------------------------------
 
     async def _serve(self) -> None:
@@ -436,7 +395,7 @@ class AsyncWorker:
                 continue  # handed back (or lost) before it started
             run.started_at = self._kernel.clock.now()  # its run (and its timeout) starts now
             run.started = time.monotonic()
-            await self._execute(run)
+            await self._execution.execute(run)
             if self._retires(run):
                 await self._runs.finished(run)
                 return
@@ -449,131 +408,6 @@ class AsyncWorker:
         if ASYNC:
             return False
         return run.abandoned
-
-    async def _attempt(self, run: Run) -> BaseException | str | None:
-        """Call the job's code: its failure (the exception, or why it could not run), ``None`` on success.
-
-        Whatever the code raises is its attempt's failure, ``BaseException`` included (``SystemExit``,
-        ``KeyboardInterrupt``: ADR 054), so no task takes its worker down; a run given up meanwhile has
-        its outcome discarded. In the async runtime ``run.task`` names the task running the call, for
-        ``_end`` to cancel: that cancellation ends here, one of the slot itself (the worker cancelled
-        from outside) goes on.
-        """
-        job: AsyncJob = run.job
-        kernel = self._kernel
-        set_current(job)
-        if ASYNC:
-            run.task = asyncio.current_task()
-        try:
-            if kernel.telemetry is None:
-                return await self._call(run)
-            with kernel.telemetry.run(kernel.record_of(job), kernel.clock) as report:
-                reason = await self._call(run)
-                if reason is not None:
-                    report.refused(reason)
-                return reason
-        except Exception as exc:
-            return exc
-        except BaseException as exc:
-            if run.abandoned:  # given up: its outcome is discarded, whatever it was
-                if ASYNC:
-                    _uncancel()
-                return None
-            if _slot_cancelled(exc):
-                raise  # the worker itself is cancelled, from outside: not the task's failure
-            return exc  # the task's own: SystemExit, KeyboardInterrupt, ... fail its attempt, the worker serves on
-        finally:
-            run.task = None
-            set_current(None)
-
-    async def _execute(self, run: Run) -> None:
-        job: AsyncJob = run.job
-        error = await self._attempt(run)
-        elapsed_ms = (time.monotonic() - run.started) * 1000
-        if run.abandoned:
-            log.warning(
-                "job %s (%s) finished after it was given up, in %.1f ms; its outcome is discarded",
-                job.id,
-                describe(job),
-                elapsed_ms,
-            )
-            return
-        kernel = self._kernel
-        try:
-            if error is None:
-                try:
-                    held = await kernel.finished(job, run.value, run.started_at)
-                except InvalidPayload as exc:  # a result its queue would keep cannot be: the attempt failed
-                    error = exc
-            if error is None and self._options.ack_delay and self._acks.push(job, elapsed_ms, held):
-                return  # written with the next claim (a stopping worker's buffer is closed: written now)
-            if error is None:
-                await self._with_retries(partial(kernel.ack, job, held=held))
-                self._tally.add(job.queue, succeeded=1)
-                log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
-                return
-            failed = error
-
-            async def retry() -> None:
-                await job.retry(failed)
-
-            await self._with_retries(retry)
-            buried = last_attempt(job)
-            self._tally.add(job.queue, **({"buried": 1} if buried else {"retried": 1}))
-            log.info(
-                "job %s (%s) failed in %.1f ms: %s; %s",
-                job.id,
-                describe(job),
-                elapsed_ms,
-                _told(error),
-                "dead, no attempts left" if buried else "to be retried",
-            )
-        except LeaseLost:
-            self._tally.add(lost=1)
-            log.warning(
-                "job %s (%s): its lease was lost before it finished; its outcome is discarded", job.id, describe(job)
-            )
-        except DatabaseUnavailable as exc:
-            log.error(
-                "job %s (%s): could not record its outcome (%s); it will be run again once its lease lapses",
-                job.id,
-                describe(job),
-                exc,
-            )
-
-    async def _call(self, run: Run) -> str | None:
-        """Run the job's task (or its queue's handler), keeping what it returns on ``run``; the reason it
-        cannot be run, if it cannot."""
-        job: AsyncJob = run.job
-        options = self._options
-        handler = options.handlers.get(job.queue)
-        task = options.tasks.get(job.task) if job.task is not None else None
-        if task is None and handler is not None:
-            run.value = await self._calls.call(handler, job.payload, job)
-            return None
-        if job.task is None:
-            return f"queue {job.queue!r} has no handler here, and the job names no task"
-        if task is None:
-            known = ", ".join(sorted(t.name for t in options.tasks)) or "none"
-            return f"unknown task {job.task!r} (this worker knows: {known})"
-        if not isinstance(job.payload, dict):
-            return f"the payload of a task run must be its keyword arguments, not {type(job.payload).__name__}"
-        run.value = await self._calls.call(task.func, **job.payload)
-        return None
-
-    async def _with_retries(self, call: Callable[[], Awaitable[None]]) -> None:
-        """Record an outcome, riding out a short outage (fenced calls are safe to repeat)."""
-        backoff = Backoff()
-        deadline = time.monotonic() + 30.0
-        while True:
-            try:
-                await call()
-                return
-            except DatabaseUnavailable:
-                pause = backoff.next()
-                if time.monotonic() + pause > deadline or self._stopping.is_cancelled():
-                    raise
-                await asleep(pause)
 
     def _end(self, run: Run) -> None:
         """End a given-up run early where the runtime can: an async run is cancelled at its next await;
@@ -605,7 +439,7 @@ class AsyncWorker:
                 "s" if running == 1 else "",
                 self._options.grace,
             )
-        await self._flush_acks(acks)
+        await self._execution.flush_acks(acks)
         await hand_back(self._kernel, await self._runs.abandon_waiting(), "waiting", self._tally, self.worker_id)
         remaining = await self._runs.drain(self._options.grace, abort)
         if ASYNC:
@@ -618,32 +452,3 @@ def _slot_word(count: int) -> str:
     if ASYNC:
         return "slot" if count == 1 else "slots"
     return "thread" if count == 1 else "threads"
-
-
-def _told(error: BaseException | str) -> str:
-    """A failed attempt's error as its log line tells it: an exception's type, then its text."""
-    if isinstance(error, str):
-        return error
-    text = failure(error).error
-    return f"{type(error).__name__}: {text}" if isinstance(error, Exception) else text  # a BaseException's has it
-
-
-if ASYNC:
-
-    def _uncancel() -> None:
-        """Take back the cancellation the worker asked of the current task (it keeps serving)."""
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            task.uncancel()
-
-    def _slot_cancelled(exc: BaseException) -> bool:
-        """Whether ``exc`` is the cancellation of the slot's own task, asked from outside; a ``CancelledError``
-        the task's code raised while nobody cancelled the slot is its failure, as anything it raises."""
-        task = asyncio.current_task()
-        return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
-
-else:
-
-    def _slot_cancelled(exc: BaseException) -> bool:
-        """A thread is never cancelled: whatever the code raised is its failure."""
-        return False
