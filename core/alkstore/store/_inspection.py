@@ -224,7 +224,7 @@ class _Inspection:
         engine = self._kernel.live()
         purged: list[int] = []
         for start in range(0, len(ids), BATCH):
-            purged.extend(engine.purge_dead_jobs(ids[start : start + BATCH]))
+            purged.extend(engine.purge_dead_ids(ids[start : start + BATCH]))
         return purged
 
     def leader(self) -> Leader | None:

@@ -221,7 +221,7 @@ class _AsyncInspection:
         engine = self._kernel.live()
         purged: list[int] = []
         for start in range(0, len(ids), BATCH):
-            purged.extend(await engine.purge_dead_jobs(ids[start : start + BATCH]))
+            purged.extend(await engine.purge_dead_ids(ids[start : start + BATCH]))
         return purged
 
     async def leader(self) -> Leader | None:

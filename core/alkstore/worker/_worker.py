@@ -37,7 +37,7 @@ from typing import Any
 
 from alkstore.errors import AlkstoreError, DatabaseUnavailable, InvalidArgument
 from alkstore.port._acompat import Helper, Queue, Threads, gather, spawn
-from alkstore.port._engine import Waiter
+from alkstore.port._runtime_port import Waiter
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import Backoff
 from alkstore.rules._records import new_schedule

@@ -34,7 +34,7 @@ from typing import Any
 
 from alkstore.errors import AlkstoreError, DatabaseUnavailable, InvalidArgument
 from alkstore.port._acompat import ASYNC, AHelper, AQueue, AThreads, agather, aspawn
-from alkstore.port._engine_async import AsyncWaiter
+from alkstore.port._runtime_port_async import AsyncWaiter
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import Backoff
 from alkstore.rules._records import new_schedule

@@ -632,7 +632,7 @@ class PostgresEngine(port.Engine):
         params = {"queue": queue, "now": now, "limit": limit}
         return int(self._connections.one(self._sql.purge_results, params, _SCALAR) or 0)
 
-    def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+    def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         rows = self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
 
