@@ -100,14 +100,14 @@ def claim_ack(store: alkstore.Store, count: int) -> float:
     kernel = kernel_of(store)
     queue = store.queue(QUEUE)
     started = time.perf_counter()
-    held: list[Held] = []
+    held: list[tuple[alkstore.Job, Held]] = []
     job = None
     for _ in range(count):
         stale, jobs = kernel.claim(queue.name, WORKER, 1, held)
         if stale or not jobs:
             raise RuntimeError("the queue ran dry under a timed block, or an ack went stale")
         job = jobs[0]
-        held = [kernel.held_of(job)]
+        held = [(job, kernel.held_of(job))]
         RUNS[0] += 1
     if job is not None:
         job.ack()

@@ -16,7 +16,10 @@ from alkstore.port._records import JobRecord
 from alkstore.port._time import StopToken
 from alkstore.rules._records import JobInfo
 
-__all__ = ["AsyncFinisher", "AsyncJob"]
+__all__ = ["AsyncFinisher", "AsyncJob", "Claim"]
+
+#: Where ``JobInfo`` keeps ``lease_until`` (its slot): a claimed job's value as claimed.
+_CLAIMED_LEASE = JobInfo.__dict__["lease_until"]
 
 
 class AsyncFinisher(Protocol):
@@ -33,6 +36,17 @@ class AsyncFinisher(Protocol):
     async def heartbeat(self, job: AsyncJob) -> datetime: ...
 
 
+class Claim:
+    """What changes while a claim is held, kept apart from the job (which never changes): the lease end
+    its last heartbeat wrote, and its stop token (made when first asked for)."""
+
+    __slots__ = ("lease_until", "stop")
+
+    def __init__(self) -> None:
+        self.lease_until: datetime | None = None
+        self.stop: StopToken | None = None
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class AsyncJob(JobInfo):
     """A claimed job: its fields, and the fenced calls that finish or extend its lease.
@@ -46,7 +60,8 @@ class AsyncJob(JobInfo):
 
     _kernel: AsyncFinisher = field(repr=False, kw_only=True)
     _record: JobRecord = field(repr=False, kw_only=True)
-    _stop: StopToken | None = field(default=None, repr=False, kw_only=True)
+    #: What changes while the claim is held (``lease_until``, ``stop``): the kernel writes it, never the job.
+    _claim: Claim = field(default_factory=Claim, repr=False, kw_only=True)
     #: The instant of its claim (by the store's clock): a kept result's start, unless the worker says.
     _claimed_at: datetime | None = field(default=None, repr=False, kw_only=True)
 
@@ -61,10 +76,10 @@ class AsyncJob(JobInfo):
         """Cancelled when this claim should end early: its lease was lost, its timeout passed, its worker is
         stopping at once, or its cancel was requested (told by its worker, or by its own ``heartbeat``).
         Long work checks it and returns; its outcome would not count."""
-        if self._stop is None:
-            object.__setattr__(self, "_stop", StopToken())
-        assert self._stop is not None
-        return self._stop
+        claim = self._claim
+        if claim.stop is None:
+            claim.stop = StopToken()
+        return claim.stop
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AsyncJob):
@@ -105,3 +120,19 @@ class AsyncJob(JobInfo):
         is still extended, to wind up in; whatever the holder calls next ends the job cancelled.
         """
         return await self._kernel.heartbeat(self)
+
+
+def _lease_until(job: AsyncJob) -> datetime | None:
+    """When this claim's lease ends: as claimed, then as its last heartbeat (or its worker's) moved it."""
+    moved = job._claim.lease_until
+    return moved if moved is not None else _CLAIMED_LEASE.__get__(job, type(job))
+
+
+def _claimed_lease(job: AsyncJob, value: datetime | None) -> None:
+    """Set by the dataclass's ``__init__`` only (the job is frozen): the lease end as claimed."""
+    _CLAIMED_LEASE.__set__(job, value)
+
+
+# ``lease_until`` is JobInfo's field, read through the claim once a heartbeat moved it. It is set on the
+# class made by ``@dataclass`` (which, with slots, drops a class attribute named as a field).
+setattr(AsyncJob, "lease_until", property(_lease_until, _claimed_lease, doc=_lease_until.__doc__))  # noqa: B010

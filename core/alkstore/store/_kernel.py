@@ -184,9 +184,10 @@ class Kernel:
             return job_ids(engine.enqueue(new_jobs(queue, data, stamps, task, trace, keyed), now, tx))
 
     def claim(
-        self, queue: str, worker_id: str, limit: int, acks: Sequence[Held] = ()
+        self, queue: str, worker_id: str, limit: int, acks: Sequence[tuple[Job, Held]] = ()
     ) -> tuple[list[Held], list[Job]]:
-        """Ack ``acks`` and claim up to ``limit`` jobs of ``queue`` in one engine call; the stale acks and the jobs.
+        """Ack ``acks`` (claimed jobs with their acks, ``finished``'s) and claim up to ``limit`` jobs of ``queue``
+        in one engine call; the stale acks and the jobs. Telemetry hears of the acks that were not stale.
 
         Decode-or-bury is core's (``decode_claimed``): an undecodable job is buried and another
         looked for, one that failed to decode for another reason is handed back and its error
@@ -195,13 +196,14 @@ class Kernel:
         engine = self.live()
         stored, defaults = self.config(queue)
         if stored is not None and stored.paused:  # a paused queue's jobs wait (ADR 033): only the acks go
-            return (engine.ack(acks) if acks else []), []
+            return (self.ack_many(acks) if acks else []), []
         stale: list[Held] = []
         while True:
             now = self.clock.now()
             request = ClaimRequest(queue, worker_id, now, defaults.visibility_timeout, limit, defaults.concurrency)
             if acks:
-                stale, records = engine.ack_and_claim(acks, request)
+                stale, records = engine.ack_and_claim([held for _, held in acks], request)
+                self._report_acked(acks, stale)
                 acks = ()
             else:
                 records = engine.claim(request)
@@ -314,10 +316,41 @@ class Kernel:
         until = lease_until(job._record, self.defaults(job.queue), self.clock.now())
         stale, asked = self.live().heartbeat((Heartbeat(job.id, job._record.fence, until),))
         self._fenced(job, stale)
-        object.__setattr__(job, "lease_until", until)
+        job._claim.lease_until = until
         if asked:
             job.stop.cancel()
         return until
+
+    # -- the same door, a batch at a time (a worker's) ----------------------------------
+
+    def ack_many(self, acks: Sequence[tuple[Job, Held]]) -> list[Held]:
+        """Write the acks of claimed jobs (each ``finished``'s) in one call; the stale ones (their claim was
+        lost) changed nothing. Telemetry hears of the others."""
+        stale = self.live().ack([held for _, held in acks])
+        self._report_acked(acks, stale)
+        return stale
+
+    def _report_acked(self, acks: Sequence[tuple[Job, Held]], stale: Sequence[Held]) -> None:
+        if self.telemetry is not None and acks:
+            lost = {pair.job_id for pair in stale}
+            self.telemetry.acked([job._record for job, _ in acks if job.id not in lost])
+
+    def heartbeat_many(self, beats: Sequence[tuple[Job, datetime]]) -> set[int]:
+        """Move the leases of claimed jobs to the ends given, in one call; the ids of those whose claim was lost.
+        (A cancel requested meanwhile is for the caller to ask, on its own cadence: ``cancel_requested``.)"""
+        pairs = [Heartbeat(job.id, job._record.fence, until) for job, until in beats]
+        stale = {pair.job_id for pair in (self.live().heartbeat(pairs))[0]}
+        for job, until in beats:
+            if job.id not in stale:
+                job._claim.lease_until = until
+        return stale
+
+    def release_many(self, jobs: Sequence[Job]) -> set[int]:
+        """Hand claimed jobs back unfinished, their attempts not counted, in one call; the ids of those whose
+        claim was lost."""
+        return {
+            pair.job_id for pair in self.live().release([self.held_of(job) for job in jobs], self.clock.now())
+        }
 
     @staticmethod
     def record_of(job: Job) -> JobRecord:

@@ -181,9 +181,10 @@ class AsyncKernel:
             return job_ids(await engine.enqueue(new_jobs(queue, data, stamps, task, trace, keyed), now, tx))
 
     async def claim(
-        self, queue: str, worker_id: str, limit: int, acks: Sequence[Held] = ()
+        self, queue: str, worker_id: str, limit: int, acks: Sequence[tuple[AsyncJob, Held]] = ()
     ) -> tuple[list[Held], list[AsyncJob]]:
-        """Ack ``acks`` and claim up to ``limit`` jobs of ``queue`` in one engine call; the stale acks and the jobs.
+        """Ack ``acks`` (claimed jobs with their acks, ``finished``'s) and claim up to ``limit`` jobs of ``queue``
+        in one engine call; the stale acks and the jobs. Telemetry hears of the acks that were not stale.
 
         Decode-or-bury is core's (``decode_claimed``): an undecodable job is buried and another
         looked for, one that failed to decode for another reason is handed back and its error
@@ -192,13 +193,14 @@ class AsyncKernel:
         engine = self.live()
         stored, defaults = await self.config(queue)
         if stored is not None and stored.paused:  # a paused queue's jobs wait (ADR 033): only the acks go
-            return (await engine.ack(acks) if acks else []), []
+            return (await self.ack_many(acks) if acks else []), []
         stale: list[Held] = []
         while True:
             now = self.clock.now()
             request = ClaimRequest(queue, worker_id, now, defaults.visibility_timeout, limit, defaults.concurrency)
             if acks:
-                stale, records = await engine.ack_and_claim(acks, request)
+                stale, records = await engine.ack_and_claim([held for _, held in acks], request)
+                self._report_acked(acks, stale)
                 acks = ()
             else:
                 records = await engine.claim(request)
@@ -311,10 +313,41 @@ class AsyncKernel:
         until = lease_until(job._record, await self.defaults(job.queue), self.clock.now())
         stale, asked = await self.live().heartbeat((Heartbeat(job.id, job._record.fence, until),))
         self._fenced(job, stale)
-        object.__setattr__(job, "lease_until", until)
+        job._claim.lease_until = until
         if asked:
             job.stop.cancel()
         return until
+
+    # -- the same door, a batch at a time (a worker's) ----------------------------------
+
+    async def ack_many(self, acks: Sequence[tuple[AsyncJob, Held]]) -> list[Held]:
+        """Write the acks of claimed jobs (each ``finished``'s) in one call; the stale ones (their claim was
+        lost) changed nothing. Telemetry hears of the others."""
+        stale = await self.live().ack([held for _, held in acks])
+        self._report_acked(acks, stale)
+        return stale
+
+    def _report_acked(self, acks: Sequence[tuple[AsyncJob, Held]], stale: Sequence[Held]) -> None:
+        if self.telemetry is not None and acks:
+            lost = {pair.job_id for pair in stale}
+            self.telemetry.acked([job._record for job, _ in acks if job.id not in lost])
+
+    async def heartbeat_many(self, beats: Sequence[tuple[AsyncJob, datetime]]) -> set[int]:
+        """Move the leases of claimed jobs to the ends given, in one call; the ids of those whose claim was lost.
+        (A cancel requested meanwhile is for the caller to ask, on its own cadence: ``cancel_requested``.)"""
+        pairs = [Heartbeat(job.id, job._record.fence, until) for job, until in beats]
+        stale = {pair.job_id for pair in (await self.live().heartbeat(pairs))[0]}
+        for job, until in beats:
+            if job.id not in stale:
+                job._claim.lease_until = until
+        return stale
+
+    async def release_many(self, jobs: Sequence[AsyncJob]) -> set[int]:
+        """Hand claimed jobs back unfinished, their attempts not counted, in one call; the ids of those whose
+        claim was lost."""
+        return {
+            pair.job_id for pair in await self.live().release([self.held_of(job) for job in jobs], self.clock.now())
+        }
 
     @staticmethod
     def record_of(job: AsyncJob) -> JobRecord:

@@ -222,10 +222,8 @@ class Store(_Inspection):
         held = _held(jobs, kernel)
         if not held:
             return []
-        acks = [kernel.finished(job, None) for job in held]  # kept (result None) where the queue keeps results
-        stale = {pair.job_id for pair in kernel.live().ack(acks)}
-        if kernel.telemetry is not None:
-            kernel.telemetry.acked([kernel.record_of(job) for job in held if job.id not in stale])
+        acks = [(job, kernel.finished(job, None)) for job in held]  # kept (result None) where results are kept
+        stale = {pair.job_id for pair in kernel.ack_many(acks)}
         return [job for job in held if job.id in stale]
 
     def get_job(self, job_id: int) -> JobInfo | None:

@@ -64,11 +64,11 @@ class Execution:
         if not acks:
             return
         kernel = self._kernel
-        held = [pair for _, _, pair in acks]
+        held = [(job, pair) for job, _, pair in acks]
         stale: list[Held] = []
 
         def ack() -> None:
-            stale.extend(kernel.live().ack(held))
+            stale.extend(kernel.ack_many(held))
 
         try:
             self.with_retries(ack)
@@ -80,12 +80,10 @@ class Execution:
         self.acked(acks, stale)
 
     def acked(self, acks: list[tuple[Job, float, Held]], stale: list[Held]) -> None:
-        """Count and log the runs whose acks were just written (``stale``: those whose lease was lost)."""
+        """Count and log the runs whose acks were just written (``stale``: those whose lease was lost); the
+        kernel that wrote them told the telemetry."""
         lost = {pair.job_id for pair in stale}
         self._tally.acked([job.queue for job, _, _ in acks if job.id not in lost], len(lost))
-        kernel = self._kernel
-        if kernel.telemetry is not None and acks:
-            kernel.telemetry.acked([kernel.record_of(job) for job, _, _ in acks if job.id not in lost])
         logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
         for job, elapsed_ms, _ in acks:
             if job.id in lost:

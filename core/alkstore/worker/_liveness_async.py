@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from alkstore.errors import DatabaseUnavailable, LeaseLost
-from alkstore.port._records import Heartbeat
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import last_attempt, lease_length, lease_until
 
@@ -100,15 +99,13 @@ class AsyncLiveness:
                 due.append((run, lease_until(record, defaults, now)))
         if not due:
             return
-        beats = [Heartbeat(run.job.id, kernel.record_of(run.job).fence, until) for run, until in due]
         # A cancel the beat finds is told by the check above, on its cadence.
-        stale = {held.job_id for held in (await kernel.live().heartbeat(beats))[0]}
-        for run, until in due:
+        stale = await kernel.heartbeat_many([(run.job, until) for run, until in due])
+        for run, _ in due:
             if run.job.id in stale:
                 await self._lost(run)
             else:
                 run.beat_at = now
-                object.__setattr__(run.job, "lease_until", until)
 
     async def _give_up(self, run: Run, reason: str) -> None:
         """A run that outlived its timeout: end it, retry its job now (bury it, on its last attempt), and keep

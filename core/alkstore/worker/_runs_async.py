@@ -142,9 +142,9 @@ async def hand_back(kernel: AsyncKernel, runs: list[Run], what: str, tally: Tall
         return
     for run in runs:
         run.job.stop.cancel()
-    held = [kernel.held_of(run.job) for run in runs]
+    held = [run.job for run in runs]
     try:
-        stale = {pair.job_id for pair in await kernel.live().release(held, kernel.clock.now())}
+        stale = await kernel.release_many(held)
     except AlkstoreError as exc:
         log.error(
             "worker %s could not hand back %d %s jobs (%s); they run again once their leases lapse",

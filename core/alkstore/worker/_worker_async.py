@@ -292,7 +292,9 @@ class AsyncWorker:
         try:
             for offset in range(len(queues)):
                 queue = queues[(self._next_queue + offset) % len(queues)]
-                stale, jobs = await kernel.claim(queue, self.worker_id, free - claimed, [pair for _, _, pair in acks])
+                stale, jobs = await kernel.claim(
+                    queue, self.worker_id, free - claimed, [(job, held) for job, _, held in acks]
+                )
                 self._execution.acked(acks, stale)
                 acks = []
                 for job in jobs:
