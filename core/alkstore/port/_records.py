@@ -1,9 +1,12 @@
 """The engine port's records: what core and every engine exchange (ADR 014).
 
 Records carry normalised values only: ints, strs, bytes, UTC ``datetime`` and ``timedelta``; no
-option class of the public API crosses the port. The port itself (``AsyncEngine``, and its
-generated sync twin ``Engine``) is in ``_engine_async``; engine authors find both, these records
-and the rules an engine calls in ``alkstore.engine``.
+option class of the public API crosses the port. Both ports' records are here, as one set of
+classes for both runtimes: the runtime port's first (jobs, claims, the fenced finishing pairs,
+locks, schedules and ticks), then the operations port's (phases and counts, listing keys and
+queries, workers, throughput, table statistics, kept results). The ports themselves are
+``_runtime_port_async`` and ``_operations_port_async`` (``AsyncEngine``, in ``_engine_async``, is
+both); engine authors find them, these records and the rules an engine calls in ``alkstore.engine``.
 """
 
 from __future__ import annotations
@@ -322,7 +325,7 @@ class TickResult:
     more: bool = False
 
 
-# -- inspection and actions: records -----------------------------------------------------------
+# -- the operations port's records (inspection and actions, workers, upkeep, kept results) ------
 
 
 class JobPhase(enum.StrEnum):

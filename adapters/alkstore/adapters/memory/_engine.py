@@ -202,7 +202,7 @@ class MemoryEngine(port.Engine):
         return self._tables.purge_results(queue, now, limit)
 
     def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
-        return self._tables.purge_dead_jobs(job_ids)
+        return self._tables.purge_dead_ids(job_ids)
 
     def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
         self._tables.record_worker(worker, throughput)

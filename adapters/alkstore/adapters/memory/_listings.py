@@ -157,7 +157,7 @@ class OperationTables(TableState):
                 del self._results[job_id]
         return len(doomed)
 
-    def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+    def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         with self._cond:
             return [job_id for job_id in sorted(set(job_ids)) if self._dead.pop(job_id, None) is not None]
 
