@@ -39,7 +39,13 @@ Scenarios (``--scenario``):
   again (the queue's visibility timeout is ``--visibility``, so the killed worker's jobs come
   back; the floor has no leases: its killed jobs stay running, and are counted).
 
-After the table, a series per subject (``--window`` seconds a row): completed/s, pickup p99 and
+After the recovery the producer stops and the worker gets ``--drain`` seconds to finish every job;
+then a ledger per subject: jobs enqueued, with no finish reported (a SIGKILL loses the reports the
+child had not sent yet), still in the jobs table (the truth of what is unfinished), finished more
+than once, and the
+shortest time between two starts of one job (a job run again sooner than its lease lets is a
+broken fence; a kill or a terminated connection may lose an ack, and the job then runs again once
+its lease lapses). After the table, a series per subject (``--window`` seconds a row): completed/s, pickup p99 and
 the machine's highest one-minute load in each window, to tell a rate held throughout a phase
 from an average. Per phase and subject: offered/s (enqueued), completed/s (handlers finished), pickup p50/p99 of
 the jobs started in the phase, backlog and the oldest waiting job's age at its end, the jobs
@@ -54,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import signal
 import statistics
@@ -262,6 +269,8 @@ class Run:
         self.child: subprocess.Popen[str] | None = None
         self.child_lock = threading.Lock()
         self.restarts = 0
+        self.drained: float | None = None
+        self.left = 0
         self.loads: list[tuple[float, float]] = []
         self.done = threading.Event()
         self.rate = args.rate
@@ -387,6 +396,16 @@ class Run:
             time.sleep(0.05)
         return False
 
+    def wait_finished(self, count: int, timeout: float) -> float | None:
+        """Seconds until jobs ``0..count-1`` were each reported finished (the ledger's drain), None past ``timeout``."""
+        began = time.time()
+        while time.time() < began + timeout:
+            with self.lock:
+                if len({seq for seq, _, _ in self.records}) >= count:
+                    return time.time() - began
+            time.sleep(0.2)
+        return None
+
     def index_reads(self) -> dict[str, tuple[int, int]]:
         """Per index of the jobs table: scans and entries read so far (dead entries included), as reported."""
         self.admin.execute("SELECT pg_stat_clear_snapshot()")
@@ -396,6 +415,11 @@ class Run:
             (self.schema,),
         ).fetchall()
         return {name: (int(scans), int(read)) for name, scans, read in rows}
+
+    def left_in_table(self) -> int:
+        """Jobs still in the subject's jobs table (not finished, or held by a killed floor worker for ever)."""
+        row = self.admin.execute(sql.SQL("SELECT count(*) FROM {}.jobs").format(sql.Identifier(self.schema))).fetchone()
+        return int(row[0]) if row else 0
 
     def dead_tuples(self) -> int | None:
         self.admin.execute("SELECT pg_stat_clear_snapshot()")
@@ -572,6 +596,8 @@ def run_subject(args: argparse.Namespace, subject: str, admin: psycopg.Connectio
             )
         run.done.set()
         producer.join()
+        run.drained = run.wait_finished(len(run.enqueued), args.drain)
+        run.left = run.left_in_table()
         if run.restarts:
             phases[1].notes.append(f"worker exited {run.restarts} times on its own and was restarted")
         if subject == "floor" and args.scenario == "sigkill":
@@ -626,6 +652,26 @@ def summarise(subject: str, phases: list[Phase], run: Run) -> list[str]:
     return rows
 
 
+def ledger(subject: str, run: Run) -> str:
+    """After the drain: jobs enqueued, never finished (lost), finished more than once, and of those run again, the
+    shortest time between a job's two starts (a second run sooner than the lease is a broken fence)."""
+    with run.lock:
+        records = list(run.records)
+    runs: dict[int, list[float]] = {}
+    for seq, started, _ in records:
+        runs.setdefault(seq, []).append(started)
+    enqueued = len(run.enqueued)
+    lost = sum(1 for seq in range(enqueued) if seq not in runs)
+    again = {seq: sorted(starts) for seq, starts in runs.items() if len(starts) > 1}
+    gaps = [b - a for starts in again.values() for a, b in itertools.pairwise(starts)]
+    drained = "not drained" if run.drained is None else f"drained in {run.drained:.0f} s"
+    shortest = f", shortest gap between two starts {min(gaps):.1f} s" if gaps else ""
+    return (
+        f"| {subject} | {enqueued:,} | {drained} | {lost:,} | {run.left:,} | {len(again):,}"
+        f" ({sum(len(s) - 1 for s in again.values()):,} extra runs{shortest}) |"
+    )
+
+
 def series(subject: str, phases: list[Phase], run: Run, window: float) -> list[str]:
     """Per ``window`` seconds from the clean phase's start: completed/s, pickup p99 of the jobs started in
     it, and the machine's highest one-minute load seen in it: whether a rate held *throughout* a phase."""
@@ -671,6 +717,9 @@ def main() -> int:
     parser.add_argument(
         "--window", type=float, default=30.0, help="seconds per row of the series printed after the table"
     )
+    parser.add_argument(
+        "--drain", type=float, default=300.0, help="seconds the worker gets after the recovery to finish every job"
+    )
     parser.add_argument("--allow-exhaust", action="store_true", help="exhaust: yes, deny the server's connections")
     # the child's own options
     parser.add_argument("--child", choices=("alkstore", "floor"), help=argparse.SUPPRESS)
@@ -697,10 +746,12 @@ def main() -> int:
     print(f"load before: {load_average()}", flush=True)
     rows: list[str] = []
     windows: list[str] = []
+    ledgers: list[str] = []
     try:
         for subject in subjects:
             phases, run = run_subject(args, subject, admin)
             rows.extend(summarise(subject, phases, run))
+            ledgers.append(ledger(subject, run))
             windows.extend(series(subject, phases, run, args.window))
             print(f"load after {subject}: {load_average()}", flush=True)
     finally:
@@ -712,6 +763,13 @@ def main() -> int:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
+        print(row)
+    print()
+    print(
+        "| subject | enqueued | after the recovery | no finish reported | left in the table | finished more than once |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in ledgers:
         print(row)
     print()
     print("| subject | phase | window | completed/s | pickup p99 (ms) | load (1 min, highest) |")

@@ -18,6 +18,7 @@ import pytest
 
 import alkstore
 from alkstore import EnqueueOpts, ManualClock, StopToken, Store
+from alkstore.adapters.postgres._cursors import FULL_EVERY
 from alkstore.engine import ClaimRequest
 
 from .conftest import OpenStore, engine_of
@@ -36,9 +37,9 @@ def claim_ids(store: Store, limit: int = 1, queue: str = "q") -> list[int]:
     return [job.id for job in jobs]
 
 
-def move_the_cursor(store: Store, clock: ManualClock, count: int = 6) -> None:
-    """Enqueue ``count`` jobs 20 s on and claim them, one by one: the cursor stands past anything enqueued before."""
-    clock.advance(20)
+def move_the_cursor(store: Store, clock: ManualClock, count: int = 6, step: float = 20) -> None:
+    """Enqueue ``count`` jobs ``step`` s on and claim them one by one: the cursor stands past all enqueued before."""
+    clock.advance(step)
     store.queue("q").enqueue_many([f"filler {n}" for n in range(count)])
     for _ in range(count):
         assert len(claim_ids(store)) == 1
@@ -61,17 +62,33 @@ def test_jobs_of_priorities_it_has_no_band_for_are_claimed_in_order_by_a_claim_f
     assert claim_ids(cursor_store, 4) == [high, b, c, low]
 
 
-def test_a_job_enqueued_by_a_transaction_that_commits_after_later_jobs_were_claimed_is_claimed_by_the_backstop(
+def commit_late(store: Store, clock: ManualClock, by: float) -> int:
+    """A job enqueued ``by`` seconds before the jobs its transaction waits for are claimed, then committed: its id."""
+    store.queue("q").enqueue("first")
+    claim_ids(store)
+    with store.transaction() as tx:
+        late = store.enqueue_tx(tx, "q", "late")
+        move_the_cursor(store, clock, step=by)
+    return late
+
+
+def test_a_job_committed_a_few_seconds_late_is_claimed_by_the_next_wide_claim(
     cursor_store: Store, clock: ManualClock
 ) -> None:
-    queue = cursor_store.queue("q")
-    queue.enqueue("first")
-    claim_ids(cursor_store)
-    with cursor_store.transaction() as tx:
-        late = cursor_store.enqueue_tx(tx, "q", "late")
-        move_the_cursor(cursor_store, clock)
+    late = commit_late(cursor_store, clock, by=5)  # 5 s before the newest job claimed: within WIDE
     assert claim_ids(cursor_store) == []  # behind the cursor: left to the backstop
-    clock.advance(HOUR)
+    clock.advance(HOUR)  # one backstop on: a wide claim
+    assert claim_ids(cursor_store) == [late]
+
+
+def test_a_job_committed_further_behind_than_a_wide_claim_reads_is_claimed_by_the_full_claim(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    late = commit_late(cursor_store, clock, by=20)  # 20 s before the newest job claimed
+    assert claim_ids(cursor_store) == []
+    clock.advance(HOUR)  # a wide claim reads 10 s behind the newest job: not as far as this one
+    assert claim_ids(cursor_store) == []
+    clock.advance(HOUR * (FULL_EVERY - 1))  # the full claim is due
     assert claim_ids(cursor_store) == [late]
 
 
@@ -117,6 +134,17 @@ def test_a_lapsed_lease_is_reclaimed_by_a_claim_from_the_cursor(cursor_store: St
     assert claim_ids(cursor_store) == []  # its lease ends 30 s after its claim
     clock.advance(timedelta(microseconds=1))
     assert claim_ids(cursor_store) == [lapsing.id]
+
+
+def test_every_job_a_sweep_put_back_is_claimed_though_the_claim_after_it_takes_one(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    queue = cursor_store.queue("q")
+    ids = queue.enqueue_many(["a", "b", "c"], EnqueueOpts(visibility_timeout=30))
+    assert [job.id for job in queue.claim_many("w", 3)] == ids
+    move_the_cursor(cursor_store, clock)  # 20 s on: the cursor stands past them
+    clock.advance(10)  # their leases lapse: the next claim sweeps all three back, behind the cursor
+    assert [claim_ids(cursor_store) for _ in ids] == [[job_id] for job_id in ids]
 
 
 def test_jobs_enqueued_after_the_clock_stepped_back_are_claimed(cursor_store: Store, clock: ManualClock) -> None:

@@ -392,6 +392,52 @@ def test_a_probe_that_arrived_while_its_waiter_was_busy_is_read_before_it_is_jud
     assert not [record for record in caplog.records if "notifications do not reach" in record.getMessage()]
 
 
+def test_a_probe_that_arrives_in_one_packet_with_a_queues_notification_is_heard(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Under a stream of enqueues the probe's NOTIFY shares a packet with the queue's: a waiter that
+    # left at the queue's notification dropped the probe, and a worker judged a direct connection deaf.
+    monkeypatch.setattr(_waiting, "PROBE_S", 0.5)
+    engine = engine_of(store)
+    listening = engine._listening
+    send = listening._notify
+    monkeypatch.setattr(listening, "_notify", lambda queues: send(["busy", *queues]))  # one statement, one packet
+    with engine.waiter("busy") as waiter:
+        waiter.wait(PATIENCE)  # woken by the queue's notification
+        time.sleep(0.6)  # past the probe's deadline
+        waiter.wait(0.05)
+    assert engine.listening_works is True
+    assert not [record for record in caplog.records if "notifications do not reach" in record.getMessage()]
+
+
+def test_a_probe_that_missed_its_deadline_is_sent_again_and_parked_claims_listen_once_it_arrives(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A probe can miss its deadline on a loaded machine, or while the server restarts: the
+    # verdict that notifications do not arrive is tried again, not kept for the process's life.
+    monkeypatch.setattr(_waiting, "PROBE_S", 0.2)
+    monkeypatch.setattr(_waiting, "REPROBE_S", 0.5)
+    engine = engine_of(store)
+    listening = engine._listening
+    send = listening._notify
+    monkeypatch.setattr(listening, "_notify", lambda queues: None)  # the first probe's NOTIFY is lost
+    with engine.waiter("lost") as waiter:
+        waiter.wait(0.5)
+    assert engine.listening_works is False
+    monkeypatch.setattr(listening, "_notify", send)
+    with engine.waiter("soon") as waiter:  # before REPROBE_S: polls, no probe
+        assert not waiter.hears
+    time.sleep(0.6)
+    with engine.waiter("later") as waiter:
+        waiter.wait(0.5)
+    assert engine.listening_works is True
+    with engine.waiter("hears") as waiter:
+        assert waiter.hears
+    said = [record.getMessage() for record in caplog.records if record.name == "alkstore.postgres"]
+    assert sum("do not reach" in line for line in said) == 1, said
+    assert sum(line.startswith("notifications reach") for line in said) == 1, said
+
+
 def test_bad_input_raises_the_named_error_before_any_sql_and_leaves_the_database_untouched(
     store: Store, pg_dsn: str, db: psycopg.Connection[Any], pg_module_schema: str
 ) -> None:

@@ -11,6 +11,13 @@ every ``backstop`` (by the claims' clock), after a sweep, and after this engine 
 queue back or finished one of an ordering key. Nothing here is written anywhere: each engine
 keeps its own.
 
+A full read walks every dead entry a pinned horizon keeps, and that grows with the pin's age
+(about 8,000 buffers at 144,000 jobs finished since the pin, ADR 066). So the backstop has two
+tiers (ADR 067): every ``backstop`` a *wide* claim reads each band from ``WIDE`` before its
+newest job (an enqueue committed up to that late, a job put back by another engine, a host's
+clock that far behind), and only every ``FULL_EVERY`` backstops a full one, for what stands
+further behind.
+
 The lapsed-lease probe is bounded the same way: a claim probes ``jobs_lease`` from the instant
 the last probe of the queue looked up to (a lease ending before it was seen then),
 and from the left end with every full claim.
@@ -34,6 +41,10 @@ DEFAULT_BACKSTOP = 1.0
 #: How far behind the newest job claimed from a band its bound stays, at most, in ``run_at``: a job
 #: enqueued by a transaction that committed that late is still found by the next claim.
 MARGIN = timedelta(seconds=1)
+#: How far behind its newest job a band's wide claim reads from (a claim every ``backstop``).
+WIDE = timedelta(seconds=10)
+#: A full claim every this many backstops; the wide claims in between.
+FULL_EVERY = 60
 #: How far behind it stays at most in claims: the bound is never older than the first job of the
 #: claim this many claims back, so a backlog of jobs of one ``run_at`` is not read again and again.
 LAG = 16
@@ -56,8 +67,12 @@ class _Band:
 
     def bound(self) -> tuple[datetime, int]:
         assert self.newest is not None
-        behind = self.newest - MARGIN if self.newest - _EVER > MARGIN else _EVER
-        return max(min(self.firsts), (behind, 0))
+        return max(min(self.firsts), (_before(self.newest, MARGIN), 0))
+
+    def wide_bound(self) -> tuple[datetime, int]:
+        """Where a wide claim reads this band from: ``WIDE`` before its newest job, or its bound if that is earlier."""
+        assert self.newest is not None
+        return min(self.bound(), (_before(self.newest, WIDE), 0))
 
 
 @dataclass(slots=True)
@@ -66,6 +81,8 @@ class _Queue:
 
     full_at: datetime
     probed_to: datetime
+    #: The last wide or full claim's instant.
+    wide_at: datetime
     bands: OrderedDict[int, _Band] = field(default_factory=OrderedDict)
     stale: bool = False
     #: Counts the resets: a full claim that began before the last one does not make the cursor current again.
@@ -81,28 +98,38 @@ class ClaimCursors:
 
     def __init__(self, backstop: float) -> None:
         self._backstop = timedelta(seconds=backstop)
+        self._full_every = self._backstop * FULL_EVERY
         self._lock = threading.Lock()
         self._queues: dict[str, _Queue] = {}
         self._held: dict[int, tuple[str, bool]] = {}
 
     def params(self, queue: str, now: datetime) -> dict[str, Any]:
-        """The parameters of a claim of ``queue`` at ``now``: a full one when due, else one from the bands.
-        ``resets`` is not a statement parameter: ``claimed`` reads it back."""
+        """The parameters of a claim of ``queue`` at ``now``: a full one when due, a wide one every backstop,
+        else one from the bands. ``resets`` and ``wide`` are not statement parameters: ``claimed`` reads
+        them back."""
         with self._lock:
             state = self._queues.get(queue)
             if state is None:
                 return {**full_params(), "resets": 0}
-            due = state.stale or not state.full_at <= now < state.full_at + self._backstop
+            due = state.stale or not state.full_at <= now < state.full_at + self._full_every
             if due or not state.bands or state.ahead_of(now):
                 return {**full_params(), "resets": state.resets}
-            segments = _segments({priority: band.bound() for priority, band in state.bands.items()})
+            wide = not state.wide_at <= now < state.wide_at + self._backstop
+            if wide:
+                bounds = {priority: band.wide_bound() for priority, band in state.bands.items()}
+                probed_after = _before(min(state.probed_to, now), WIDE)
+            else:
+                bounds = {priority: band.bound() for priority, band in state.bands.items()}
+                probed_after = min(state.probed_to, now)
+            segments = _segments(bounds)
             return {
                 "full": False,
+                "wide": wide,
                 "band_his": [segment[0] for segment in segments],
                 "band_los": [segment[1] for segment in segments],
                 "band_ats": [segment[2] for segment in segments],
                 "band_ids": [segment[3] for segment in segments],
-                "probed_after": min(state.probed_to, now),
+                "probed_after": probed_after,
                 "resets": state.resets,
             }
 
@@ -112,14 +139,16 @@ class ClaimCursors:
             state = self._queues.get(queue)
             if params["full"]:
                 if state is None:
-                    state = self._queues[queue] = _Queue(full_at=now, probed_to=now)
+                    state = self._queues[queue] = _Queue(full_at=now, probed_to=now, wide_at=now)
                 if now < state.full_at or state.ahead_of(now):
                     state.bands.clear()
-                state.full_at = now
+                state.full_at = state.wide_at = now
                 if params["resets"] == state.resets:
                     state.stale = False
             elif state is None:
                 return
+            elif params.get("wide"):
+                state.wide_at = now
             if params["probe"]:
                 state.probed_to = now if params["full"] else max(state.probed_to, now)
             firsts: dict[int, tuple[datetime, int]] = {}
@@ -161,13 +190,20 @@ class ClaimCursors:
             self.reset(queues if queues else None)
 
     def reset(self, queues: Iterable[str] | None = None) -> None:
-        """The next claim of each of ``queues`` (``None``: of every queue) reads in full."""
+        """The next claim of each of ``queues`` (``None``: of every queue) reads in full, and its bands start
+        over from what the claims after it take: a job put back behind a bound is no longer behind any."""
         with self._lock:
             for queue in self._queues if queues is None else queues:
                 state = self._queues.get(queue)
                 if state is not None:
                     state.stale = True
                     state.resets += 1
+                    state.bands.clear()
+
+
+def _before(at: datetime, span: timedelta) -> datetime:
+    """``span`` before ``at``, or before any instant if ``at`` is nearer the beginning of time than that."""
+    return at - span if at - _EVER > span else _EVER
 
 
 def full_params() -> dict[str, Any]:

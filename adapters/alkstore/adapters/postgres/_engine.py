@@ -79,10 +79,11 @@ class PostgresEngine(port.Engine):
     ``listen_url`` (where parked claims LISTEN; default the URL) and ``listen_max_size`` (the
     listening pool's bound, default ``max_size``), ``grant`` (roles that migrating makes
     application roles of the schema, ADR 019) and ``claim_backstop`` (seconds, default 1: a
-    claim reads the whole ready index at least this often, and from its cursor in between, ADR
-    061; 0 reads it whole every time). A store holds at most ``max_size +
-    listen_max_size`` connections at once (``max_connections``): its open checks the schema on
-    one more, closed before the pools open. ``open_engine`` constructs one and ``start``s it.
+    claim reads from 10 s behind its cursor at least this often, the whole ready index every 60
+    of those, and from its cursor in between, ADRs 061 and 067; 0 reads it whole every time).
+    A store holds at most ``max_size + listen_max_size`` connections at once
+    (``max_connections``): its open checks the schema on one more, closed before the pools open.
+    ``open_engine`` constructs one and ``start``s it.
     """
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -390,6 +391,7 @@ class PostgresEngine(port.Engine):
             rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         if None in rows:  # the statement swept instead of claiming: claim again, in full, without the probe
             self._cursors.claimed(request.queue, request.now, params, ())
+            self._cursors.swept(request.queue)
             params.update(full_params(), probe=False)  # its resets stay: the sweep does not make it current
             rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
         claimed = [row for row in rows if row is not None]

@@ -216,7 +216,7 @@ def _check_pool_timeout(value: object) -> float:
 
 
 def _check_backstop(value: object) -> float:
-    """``claim_backstop``: seconds between a queue's full claims at most (ADR 061); 0 makes every claim full."""
+    """``claim_backstop``: seconds between a queue's claims that read behind its cursor (ADRs 061, 067); 0: all full."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise InvalidOptions(f"claim_backstop must be seconds (int or float), not {type(value).__name__}")
     if not math.isfinite(value) or value < 0:

@@ -14,9 +14,11 @@ Whether notifications reach the listening connections at all is found out once, 
 parked claim (ADR 019): it also listens on a probe channel of its own and sends a NOTIFY there
 from a connection of the main pool. If that probe has not arrived ``PROBE_S`` seconds later,
 LISTEN cannot work where ``listen_url`` leads (a transaction pooler, another database): a
-warning is logged, once, and from then on parked claims poll without taking a listening
-connection. A claim that returns before the probe is due leaves its connection to a short-lived
-thread that waits out the rest.
+warning is logged, once, and parked claims poll without taking a listening connection. The
+verdict is not for ever: a probe can also miss its deadline on a machine too loaded to read it,
+or while the server restarts, so every ``REPROBE_S`` seconds one parked claim listens and probes
+again, and if that NOTIFY arrives, parked claims listen again (logged once). A claim that returns
+before the probe is due leaves its connection to a short-lived thread that waits out the rest.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ._connections import ListeningConnection, ListeningPool
 from ._errors import raise_translated
 from ._sql import Statements
 
-__all__ = ["PROBE_S", "Listening"]
+__all__ = ["PROBE_S", "REPROBE_S", "Listening"]
 
 log = logging.getLogger("alkstore.postgres")
 
@@ -46,6 +48,8 @@ _STOP_SLICE_S = 0.05
 #: How long (wall seconds) a probe NOTIFY may take to arrive before listening is judged not to work:
 #: a direct connection delivers one in about a millisecond, so this only ever waits out a pooler.
 PROBE_S = 5.0
+#: How long (wall seconds) after a probe found notifications do not arrive the next probe is sent.
+REPROBE_S = 60.0
 
 Connection = ListeningConnection
 
@@ -69,6 +73,7 @@ class Listening:
         self._lock = threading.Lock()
         self._works: bool | None = None
         self._probing = False
+        self._reprobe_at = 0.0  # when a negative verdict may be tried again (monotonic seconds)
         self._finisher: Helper | None = None  # what waits out a probe its claim returned before
 
     @property
@@ -79,7 +84,7 @@ class Listening:
     @contextmanager
     def waiter(self, queues: tuple[str, ...]) -> Iterator[Waiter]:
         """A waiter for ``queues``: listening if the pool lends a connection, else polling."""
-        if self._works is False:
+        if self._works is False and (self._probing or time.monotonic() < self._reprobe_at):
             yield _PollingWaiter(self._closing)
             return
         try:
@@ -144,7 +149,7 @@ class Listening:
     def _probe(self, conn: Connection) -> _Probe | None:
         """Listen on a probe channel on ``conn`` and notify it from elsewhere, unless a probe settled or runs."""
         with self._lock:
-            if self._works is not None or self._probing:
+            if self._works is True or self._probing or (self._works is False and time.monotonic() < self._reprobe_at):
                 return None
             self._probing = True
         queue = f"{RESERVED_PREFIX}listen-probe:{uuid.uuid4().hex}"
@@ -165,15 +170,22 @@ class Listening:
     def _settle(self, works: bool | None) -> None:
         with self._lock:
             self._probing = False
-            if works is None or self._works is not None:
+            if works is None or self._works is True:
                 return
-            self._works = works
-        if not works:
+            before, self._works = self._works, works
+            if not works:
+                self._reprobe_at = time.monotonic() + REPROBE_S
+        if works and before is False:
+            log.warning(
+                "notifications reach the listening connections of schema %r again: parked claims listen", self._schema
+            )
+        elif not works and before is None:
             log.warning(
                 "notifications do not reach the listening connections of schema %r: LISTEN cannot work there "
                 "(a transaction pooler? set listen_url to a direct or session-pooled connection); "
-                "parked claims poll instead",
+                "parked claims poll instead, and try again every %g s",
                 self._schema,
+                REPROBE_S,
             )
 
     def _give_back(self, conn: Connection) -> None:
@@ -255,13 +267,19 @@ class _ListeningWaiter(Waiter):
             left = end - now if probe is None else min(end, probe.deadline) - now
             if left <= 0:
                 return False
+            woken = False
             try:
                 # Closed on the way out: the generator holds the connection's lock while it is open.
+                # Every notification of the packet is read: leaving at the first drops the rest, and
+                # under a stream of enqueues the probe shares a packet with a queue's notification.
                 with closing(self._conn.notifies(timeout=left, stop_after=1)) as notifies:
                     for notify in notifies:
-                        if self._probe is None or notify.channel != self._probe.channel:
-                            return True
-                        self._probe.settle(True)  # the probe (perhaps late): no job, wait on
+                        if self._probe is not None and notify.channel == self._probe.channel:
+                            self._probe.settle(True)  # the probe (perhaps late): no job by itself
+                        else:
+                            woken = True
+                if woken:
+                    return True
             except psycopg.Error as exc:
                 # The row is the truth: a dead listener only turns the rest of the wait into polling.
                 log.warning("listening for queue %r failed (%s); polling instead", self._queue, exc)
