@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 from alkstore import EnqueueOpts, ManualClock
-from alkstore._names import SCHEDULER_LOCK
+from alkstore.rules._names import SCHEDULER_LOCK
 from alkstore.engine import WorkerRecord
 from alkstore.testing import Scratch
 from tests.support import T0
