@@ -12,7 +12,7 @@ claim of the next, one statement each, ADR 022) on one thread, the backlog kept 
 
 - ``none``: nothing reclaims dead rows but what the server does itself (on a server with
   ``autovacuum = off``, nothing);
-- ``alkstore``: a thread runs the worker's storage duty (``alkstore._maintenance``) as a
+- ``alkstore``: a thread runs the worker's storage duty (``alkstore.worker._maintenance``) as a
   worker does (``Maintenance.run``, counting this process's claimed and acked jobs as its runs).
 
 The machine may be shared, so every rate is a ratio against **the reference**: the same queue
@@ -47,9 +47,9 @@ from _bench import DEFAULT_DSN, load_average
 from psycopg import sql
 
 import alkstore
-from alkstore import _maintenance
-from alkstore._kernel import kernel_of
 from alkstore.engine import Held
+from alkstore.store._kernel import kernel_of
+from alkstore.worker import _maintenance
 
 QUEUE = "churn"
 WORKER = "bench"
@@ -100,14 +100,14 @@ def claim_ack(store: alkstore.Store, count: int) -> float:
     kernel = kernel_of(store)
     queue = store.queue(QUEUE)
     started = time.perf_counter()
-    held: list[Held] = []
+    held: list[tuple[alkstore.Job, Held]] = []
     job = None
     for _ in range(count):
         stale, jobs = kernel.claim(queue.name, WORKER, 1, held)
         if stale or not jobs:
             raise RuntimeError("the queue ran dry under a timed block, or an ack went stale")
         job = jobs[0]
-        held = [kernel.held_of(job)]
+        held = [(job, kernel.held_of(job))]
         RUNS[0] += 1
     if job is not None:
         job.ack()

@@ -31,10 +31,10 @@ from selenium.webdriver.chrome.service import Service
 
 import alkstore
 from alkstore import AsyncStore, EnqueueOpts, ManualClock
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.web import create_app
 from alkstore.display import minute_of
 from alkstore.engine import NewJob, ThroughputRecord, WorkerRecord
+from alkstore.rules._names import SCHEDULER_LOCK
 
 START = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 WORKERS = (("web-1:4242", ("emails", "webhooks"), 8), ("batch-1:1177", ("reports", "thumbnails"), 4))

@@ -25,8 +25,8 @@ from _bench import interleaved, print_rates, repeated
 from psycopg import sql
 
 import alkstore
-from alkstore._kernel import kernel_of
 from alkstore.engine import Held
+from alkstore.store._kernel import kernel_of
 
 BLOCK = 250
 WORKER = "bench"
@@ -65,7 +65,7 @@ def block(store: alkstore.Store, queue: str, subject: Subject) -> tuple[int, flo
     kernel = kernel_of(store)
     handle = store.queue(queue)
     done = 0
-    held: list[Held] = []
+    held: list[tuple[alkstore.Job, Held]] = []
     started = time.perf_counter()
     if not subject.riding:
         while done < BLOCK and (job := handle.claim(WORKER)) is not None:
@@ -76,10 +76,10 @@ def block(store: alkstore.Store, queue: str, subject: Subject) -> tuple[int, flo
         _, jobs = kernel.claim(queue, WORKER, 1, held)
         if not jobs:
             break
-        held = [kernel.finished(jobs[0], RESULT)]
+        held = [(jobs[0], kernel.finished(jobs[0], RESULT))]
         done += 1
     if held:
-        store.engine.ack(held)
+        store.engine.ack([pair for _, pair in held])
     return done, time.perf_counter() - started
 
 

@@ -31,8 +31,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 import alkstore
-from alkstore import _kernel, _kernel_async, _worker, _worker_async
 from alkstore.adapters.postgres import _connections, _connections_async
+from alkstore.store import _kernel, _kernel_async
+from alkstore.worker import _worker, _worker_async
 
 PAUSE = 0.15
 WARMUP = 5

@@ -33,10 +33,10 @@ from starlette.testclient import TestClient
 
 import alkstore
 from alkstore import STATS_CAP
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.adapters.web import WORKERS_WITHIN, create_app
 from alkstore.engine import WorkerRecord
+from alkstore.rules._names import SCHEDULER_LOCK
 
 
 def _explain(conn: psycopg.Connection[Any], title: str, statement: str, params: dict[str, Any]) -> None:

@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import Any, TypeVar
 
 import alkstore
-from alkstore._kernel import kernel_of
-from alkstore._kernel_async import kernel_of as async_kernel_of
-from alkstore._maintenance import Maintenance as SyncMaintenance
-from alkstore._maintenance_async import AsyncMaintenance
+from alkstore.store._kernel import kernel_of
+from alkstore.store._kernel_async import kernel_of as async_kernel_of
+from alkstore.worker._maintenance import Maintenance as SyncMaintenance
+from alkstore.worker._maintenance_async import AsyncMaintenance
 
 __all__ = [
     "RUNTIMES",

@@ -112,6 +112,33 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
     DESELECTED.extend(item.nodeid for item in items if _HERE in item.path.parents)
 
 
+#: The modules that hold engines to the operations port (``alkstore.engine.AsyncOperationsPort``:
+#: listings, actions on dead jobs, kept results, workers, throughput, upkeep); every other module
+#: holds them to the runtime port (``AsyncRuntimePort``), the least an engine implements.
+OPERATIONS_PORT_MODULES = frozenset(
+    {
+        "test_maintenance.py",
+        "test_operations.py",
+        "test_payload_filter.py",
+        "test_results.py",
+        "test_reversed_listings.py",
+        "test_task_filter.py",
+        "test_throughput.py",
+    }
+)
+
+
+def port_of(item: pytest.Item) -> str:
+    """Which port of the engine a contract test holds engines to: ``operations`` or ``runtime``."""
+    return "operations" if item.path.name in OPERATIONS_PORT_MODULES else "runtime"
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark each contract test with its port: ``-m operations_port`` (or ``runtime_port``) selects those."""
+    if _HERE in item.path.parents:
+        item.add_marker(f"{port_of(item)}_port")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the facade completeness check after every other test."""
@@ -126,3 +153,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("=", "contract state machines: examples run")
         for nodeid, count in sorted(MACHINE_EXAMPLES.items()):
             terminalreporter.write_line(f"{nodeid}: {count} state-machine examples")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A failing contract test's report names the port it holds the engine to."""
+    if _HERE in item.path.parents:
+        item.add_report_section("setup", "port", f"this test holds the engine to its {port_of(item)} port")

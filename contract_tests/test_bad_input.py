@@ -26,7 +26,7 @@ from alkstore import (
     StopToken,
     Store,
 )
-from alkstore._codec import MAX_DEPTH
+from alkstore.rules._codec import MAX_DEPTH
 from tests.support import must_claim, must_get
 
 from ._engines import EngineTarget

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from alkstore import ManualClock
-from alkstore.engine import AsyncEngine, Engine
+from alkstore.engine import AsyncEngine, AsyncRuntimePort, Engine
 
 from ._engines import ENGINE_GROUP, T0, EngineTarget, entry_point_problem, under_ci
 from ._facades import DESELECTED, EXERCISED, FACADES, public_members
@@ -59,8 +59,10 @@ def test_every_adapter_implements_every_method_of_the_engine_port(scheme: str, r
         abstract: frozenset[str] = getattr(port, "__abstractmethods__")  # noqa: B009 - an ABC's own set
         for name in sorted(abstract):
             implementation = getattr(cls, name)
-            assert implementation is not getattr(port, name), f"{cls.__qualname__}.{name} is the port's own"
-            assert not getattr(implementation, "__isabstractmethod__", False), f"{cls.__qualname__}.{name}"
+            which = "runtime" if name in AsyncRuntimePort.__abstractmethods__ else "operations"
+            method = f"{cls.__qualname__}.{name} ({which} port)"
+            assert implementation is not getattr(port, name), f"{method} is the port's own"
+            assert not getattr(implementation, "__isabstractmethod__", False), method
             wanted = inspect.signature(getattr(port, name))
             mine = inspect.signature(implementation)
             assert len(mine.parameters) == len(wanted.parameters), f"{cls.__qualname__}.{name}{mine} vs {wanted}"

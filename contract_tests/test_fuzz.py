@@ -40,7 +40,7 @@ from alkstore import (
     SystemClock,
     parse_spec,
 )
-from alkstore._names import outbox_queue
+from alkstore.rules._names import outbox_queue
 from tests.support import must_claim
 
 from ._checks import committed

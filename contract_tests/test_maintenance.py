@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore import InvalidOptions, ManualClock, StopToken, Store, _maintenance, _maintenance_async, _upkeep
+from alkstore import InvalidOptions, ManualClock, StopToken, Store
+from alkstore.worker import _maintenance, _maintenance_async, _upkeep
 from tests.support import PATIENCE, wait_until
 
 from ._runtimes import maintenance_of, worker_of

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import alkstore._store
+import alkstore.store._inspection
 from alkstore import (
     CancelOutcome,
     EnqueueOpts,
@@ -28,8 +28,8 @@ from alkstore import (
     StoreClosed,
     WorkerInfo,
 )
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.engine import NewJob, WorkerRecord
+from alkstore.rules._names import SCHEDULER_LOCK
 from tests.support import must_get
 
 from ._checks import assert_utc
@@ -483,7 +483,7 @@ def test_purge_dead_many_deletes_the_dead_among_the_ids_and_never_a_live_job(sto
 def test_requeue_dead_queue_brings_back_every_job_dead_on_that_queue_alone(
     store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, batch: int
 ) -> None:
-    monkeypatch.setattr(alkstore._store, "BATCH", batch)
+    monkeypatch.setattr(alkstore.store._inspection, "BATCH", batch)
     dead = []
     for _ in range(5):
         dead.append(kill(store))
@@ -528,7 +528,7 @@ def test_purge_dead_deletes_the_jobs_that_died_long_enough_ago_on_that_queue_alo
 def test_purge_dead_works_through_more_dead_jobs_than_one_batch(
     store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(alkstore._store, "BATCH", 2)
+    monkeypatch.setattr(alkstore.store._inspection, "BATCH", 2)
     for _ in range(5):
         kill(store)
         clock.advance(1)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from alkstore import EnqueueOpts, InvalidOptions, Job, JobState, ManualClock, QueueDefaults, ScheduleOpts, Store
-from alkstore._kernel import CONFIG_TTL
+from alkstore.store._kernel import CONFIG_TTL
 from tests.support import must_get
 
 from ._runtimes import store_of

@@ -26,7 +26,7 @@ from alkstore import (
     Tasks,
     current_job,
 )
-from alkstore._kernel import CONFIG_TTL
+from alkstore.store._kernel import CONFIG_TTL
 from tests.support import PATIENCE, must_claim, must_get, wait_until
 
 from ._runtimes import store_of, task_call, worker_of

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from alkstore import InvalidArgument, InvalidOptions, ManualClock, StopToken, Store, Tasks, ThroughputInfo, Worker
-from alkstore._operations import minute_of
 from alkstore.engine import ThroughputRecord, WorkerRecord
+from alkstore.rules._operations import minute_of
 from tests.support import PATIENCE
 
 from ._engines import T0

@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from alkstore import CATCH_UP_CAP, ManualClock, Store
-from alkstore._runner import tick_all
 from alkstore.engine import TickBudget, TickResult
+from alkstore.scheduler._runner import tick_all
 
 SECOND = timedelta(seconds=1)
 

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from typing import Self
 
 from alkstore import Fire, ManualClock, StopToken
-from alkstore._runner import serve_schedules
 from alkstore.engine import Engine
+from alkstore.scheduler._runner import serve_schedules
 from tests.support import PATIENCE
 
 __all__ = ["RENEW_FAILED", "SECOND", "STOOD_DOWN", "Serving", "step", "step_until", "wait_for"]

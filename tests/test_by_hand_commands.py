@@ -50,7 +50,7 @@ def test_the_screenshot_command_starts() -> None:
 
 
 def test_the_mutation_commands_name_what_the_scripts_take() -> None:
-    lines = commands(block("docs/mutation.md", ".ci/mutation core 'alkstore._tick.*'"))
+    lines = commands(block("docs/mutation.md", ".ci/mutation core 'alkstore.scheduler._tick.*'"))
     script = (ROOT / ".ci" / "mutation").read_text(encoding="utf-8")
     targets = re.search(r"^case \$target in\n(.*?)^esac", script, re.MULTILINE | re.DOTALL)
     assert targets is not None

@@ -131,8 +131,35 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         ),
         "# urls.py": Run("tests/django/test_docs_django.py::test_the_urls_route_the_admin_pages", "with its imports"),
     },
+    "docs/engines.md": {
+        "runtime port (AsyncRuntimePort)": Run(
+            "tests/test_docs_engines.py::test_the_listing_gives_each_port_exactly_its_abstract_methods",
+            "the listing compared with each port's abstract methods",
+        ),
+        "async def open_engine(url: str": Run(
+            "tests/test_docs_engines.py::test_the_memory_engine_excerpts_are_its_code", "found verbatim in its module"
+        ),
+        "def default_clock(self) -> Clock:": Run(
+            "tests/test_docs_engines.py::test_the_memory_engine_excerpts_are_its_code", "found verbatim in its module"
+        ),
+        "async def claim(self, request: port.ClaimRequest)": Run(
+            "tests/test_docs_engines.py::test_the_memory_engine_excerpts_are_its_code", "found verbatim in its module"
+        ),
+        "async def ack(self, held: Sequence[port.Held])": Run(
+            "tests/test_docs_engines.py::test_the_memory_engine_excerpts_are_its_code", "found verbatim in its module"
+        ),
+        '[project.entry-points."alkstore.engines"]': Run(
+            "tests/test_docs_engines.py::test_the_entry_points_are_the_memory_engines_own",
+            "each entry found in pyproject.toml under its group",
+        ),
+        "engine = MemoryEngine()": Run("tests/test_docs_engines.py::test_a_store_on_an_engine_runs_as_written"),
+        "-m runtime_port": Run(
+            "tests/test_docs_engines.py::test_the_commands_select_each_ports_contract_tests",
+            "collected only (--collect-only): each command selects its port's tests",
+        ),
+    },
     "docs/mutation.md": {
-        ".ci/mutation core 'alkstore._tick.*'": Run(
+        ".ci/mutation core 'alkstore.scheduler._tick.*'": Run(
             f"{T_BY_HAND}::test_the_mutation_commands_name_what_the_scripts_take",
             "by hand (an hour): targets and options checked against the scripts, never run",
         ),

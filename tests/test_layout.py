@@ -135,12 +135,19 @@ def private_core_imports(source: str, module: str) -> list[str]:
     found += [
         f"line {node.lineno}: {ast.unparse(node)}"
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id in core_names
-        and _is_private(node.attr)
+        if isinstance(node, ast.Attribute) and _private_attribute(node, core_names)
     ]
     return found
+
+
+def _private_attribute(node: ast.Attribute, core_names: set[str]) -> bool:
+    """Whether ``node`` names a private attribute under a core module (``alkstore._x``, ``alkstore.port._x``)."""
+    if not _is_private(node.attr):
+        return False
+    value = node.value
+    while isinstance(value, ast.Attribute) and not _is_private(value.attr):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id in core_names
 
 
 def adapter_modules() -> list[tuple[Path, str]]:
@@ -177,6 +184,9 @@ def test_no_adapter_imports_a_private_core_module() -> None:
         "from ..._acompat import is_async",
         "import importlib; importlib.import_module('alkstore._tasks')",
         "import alkstore; alkstore._acompat.is_async(f)",
+        "import alkstore; alkstore.port._acompat.is_async(f)",
+        "from alkstore.worker._parts import IDLE_RECHECK",
+        "from alkstore.rules import _names",
         "import alkstore as ak; ak._acompat",
         "from alkstore import engine; engine._orders",
     ],
@@ -228,3 +238,85 @@ def test_the_adr_index_lists_every_decision_once() -> None:
     index = (adr / "README.md").read_text(encoding="utf-8")
     linked = [line.split("](", 1)[1].split(")", 1)[0] for line in index.splitlines() if line.startswith("- [")]
     assert sorted(linked) == records, "docs/adr/README.md lists each record once, under its area"
+
+
+CORE = ROOT / "core" / "alkstore"
+
+#: Core's concept packages (ADR 062), each with what it may import of core besides itself.
+PACKAGES = {
+    "port": {"alkstore.errors"},
+    "rules": {"alkstore.errors", "alkstore.port"},
+    "scheduler": {"alkstore.errors", "alkstore.port", "alkstore.rules"},
+    "store": {"alkstore.errors", "alkstore.port", "alkstore.rules", "alkstore.scheduler"},
+    "worker": {"alkstore.errors", "alkstore.port", "alkstore.rules", "alkstore.store"},
+}
+
+
+def core_imports(path: Path) -> set[str]:
+    """The core modules ``path`` imports (absolute names; ``TYPE_CHECKING`` imports included)."""
+    module = ".".join(("alkstore", *path.relative_to(CORE).with_suffix("").parts))
+    package = module.removesuffix(".__init__") if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = parts[: len(parts) - node.level + 1] if node.level else []
+            origin = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                named = f"{origin}.{alias.name}"
+                found.add(named if (CORE.parent / named.replace(".", "/")).with_suffix(".py").is_file() else origin)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if _core_target(name)}
+
+
+def test_core_is_a_few_concept_packages_beside_the_public_modules() -> None:
+    entries = {path.name for path in CORE.iterdir() if path.name != "__pycache__"}
+    packages = {path.name for path in CORE.iterdir() if (path / "__init__.py").is_file()}
+    assert packages == set(PACKAGES)
+    assert len(entries) <= 13, sorted(entries)
+    for name in PACKAGES:
+        docstring = ast.get_docstring(ast.parse((CORE / name / "__init__.py").read_text(encoding="utf-8"))) or ""
+        assert "May import" in docstring, f"alkstore.{name} says what it may import"
+
+
+def test_each_core_package_imports_only_the_floors_below_it() -> None:
+    offences = []
+    for name, allowed in PACKAGES.items():
+        for path in sorted((CORE / name).glob("*.py")):
+            for target in core_imports(path):
+                floor = ".".join(target.split(".")[:2])
+                if floor != f"alkstore.{name}" and floor not in allowed:
+                    offences.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert not offences, "\n".join(offences)
+
+
+def test_core_has_no_import_circle_type_checking_imports_included() -> None:
+    graph = {
+        ".".join(("alkstore", *path.relative_to(CORE).with_suffix("").parts)).removesuffix(".__init__"): core_imports(
+            path
+        )
+        for path in CORE.rglob("*.py")
+    }
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError("import circle: " + " -> ".join([*path[path.index(module) :], module]))
+        if module in done or module not in graph:
+            return
+        for target in sorted(graph[module]):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_no_core_module_is_over_500_lines() -> None:
+    long = [
+        f"{path.relative_to(ROOT)} ({path.read_text(encoding='utf-8').count(chr(10))} lines)"
+        for path in sorted(CORE.rglob("*.py"))
+        if path.read_text(encoding="utf-8").count("\n") > LONG_MODULE
+    ]
+    assert not long, "\n".join(long)

@@ -156,7 +156,7 @@ def test_what_runs_is_what_the_async_sources_make() -> None:
     gen = generator()
     for source, target in gen.pairs(ROOT):
         relative = target.relative_to(ROOT)
-        dotted = ".".join(relative.with_suffix("").parts[1:])  # core/alkstore/_store.py -> alkstore._store
+        dotted = ".".join(relative.with_suffix("").parts[1:])  # core/alkstore/store/_store.py -> alkstore.store._store
         spec = importlib.util.find_spec(dotted)
         assert spec is not None, dotted
         assert spec.origin is not None, dotted
@@ -228,7 +228,7 @@ def open() -> Thing:
     return Thing()
 '''
     assert out.splitlines()[0].startswith(generator().HEADER_PREFIX + "core/alkstore/_thing_async.py")
-    assert out.split("\n", 2)[2] == expected
+    assert out.split("\n", 3)[3] == expected
 
 
 def test_the_generator_renames_an_f_strings_text_on_every_python() -> None:
@@ -237,7 +237,7 @@ def test_the_generator_renames_an_f_strings_text_on_every_python() -> None:
     source = 'def f(x: object) -> str:\n    return f"an AsyncThing {{not}} {type(x).__name__} AsyncThing"\n'
     out = generator().generate(source, "core/alkstore/_thing_async.py", {"AsyncThing"})
     assert (
-        out.split("\n", 2)[2] == 'def f(x: object) -> str:\n    return f"an Thing {{not}} {type(x).__name__} Thing"\n'
+        out.split("\n", 3)[3] == 'def f(x: object) -> str:\n    return f"an Thing {{not}} {type(x).__name__} Thing"\n'
     )
 
 

@@ -12,7 +12,7 @@ one source of a behaviour; its sync twin (the same name without ``_async``) is m
   the names the async sources themselves define;
 * ``if ASYNC:`` keeps its ``else:`` side only (``if not ASYNC:`` its own body), and ``a if ASYNC
   else b`` becomes ``b``, for the few places where the two runtimes must differ (``ASYNC`` is
-  ``alkstore._acompat.ASYNC``: always true where the source runs, so the source type-checks both
+  ``alkstore.port._acompat.ASYNC``: always true where the source runs, so the source type-checks both
   sides).
 
 The twins are committed (ADR 059), each under a header naming its source, so that every class is a
@@ -66,8 +66,9 @@ _ASYNC_CLASS = re.compile(r"(_*)Async([A-Z]\w*)")
 _ASYNC_SUFFIX = re.compile(r"(\w+?)_async")
 #: The first lines of every twin; tools that look for repeated code skip files by this header.
 _HEADER = (
-    "# GENERATED FILE, DO NOT EDIT: made from {source} by tools/async_to_sync.py (ADR 026, ADR 059).\n"
-    "# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.\n"
+    "# GENERATED FILE, DO NOT EDIT: made from {source}\n"
+    "# by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run\n"
+    "# `python3 tools/async_to_sync.py`; CI fails when this file is stale.\n"
 )
 #: What the header starts with, for the checks that recognise a twin.
 HEADER_PREFIX = "# GENERATED FILE, DO NOT EDIT: made from "

@@ -16,41 +16,6 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 
-from ._boundary import CATCH_UP_CAP
-from ._codec import Codec, JsonCodec
-from ._kernel import CONFIG_TTL
-from ._locks import Lock
-from ._locks_async import AsyncLock
-from ._names import RESERVED_PREFIX
-from ._operations import STATS_CAP
-from ._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
-from ._outbox import Delivery, Outbox
-from ._outbox_async import AsyncDelivery, AsyncOutbox
-from ._port import Fire, JobPhase, JobState
-from ._queue import Job, Queue
-from ._queue_async import AsyncJob, AsyncQueue
-from ._records import (
-    CancelOutcome,
-    JobId,
-    JobInfo,
-    JobPage,
-    Leader,
-    QueueStats,
-    Schedule,
-    ScheduleEntry,
-    ThroughputInfo,
-    WorkerInfo,
-)
-from ._results import AttemptFailure, JobResult, ResultPage
-from ._spec import Every, parse_spec
-from ._store import Store, open  # noqa: A004
-from ._store_async import AsyncStore, open_async
-from ._tasks import Courier, Periodic, Task, Tasks, check_arguments, current_job
-from ._time import Clock, ManualClock, StopToken, SystemClock
-from ._upkeep import DEFAULT_DEAD_RETENTION
-from ._worker import Handler, Worker
-from ._worker_async import AsyncHandler, AsyncWorker
-from ._worker_parts import WorkerStats
 from .errors import (
     AlkstoreError,
     DatabaseError,
@@ -68,6 +33,43 @@ from .errors import (
     SchemaOutOfDate,
     StoreClosed,
 )
+from .port._records import Fire, JobPhase, JobState
+from .port._time import Clock, ManualClock, StopToken, SystemClock
+from .rules._boundary import CATCH_UP_CAP
+from .rules._codec import Codec, JsonCodec
+from .rules._names import RESERVED_PREFIX
+from .rules._operations import STATS_CAP
+from .rules._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
+from .rules._records import (
+    CancelOutcome,
+    JobId,
+    JobInfo,
+    JobPage,
+    Leader,
+    QueueStats,
+    Schedule,
+    ScheduleEntry,
+    ThroughputInfo,
+    WorkerInfo,
+)
+from .rules._results import AttemptFailure, JobResult, ResultPage
+from .rules._spec import Every, parse_spec
+from .store._job import Job
+from .store._job_async import AsyncJob
+from .store._kernel import CONFIG_TTL
+from .store._locks import Lock
+from .store._locks_async import AsyncLock
+from .store._outbox import Delivery, Outbox
+from .store._outbox_async import AsyncDelivery, AsyncOutbox
+from .store._queue import Queue
+from .store._queue_async import AsyncQueue
+from .store._store import Store, open  # noqa: A004
+from .store._store_async import AsyncStore, open_async
+from .store._tasks import Courier, Periodic, Task, Tasks, check_arguments, current_job
+from .worker._parts import WorkerStats
+from .worker._upkeep import DEFAULT_DEAD_RETENTION
+from .worker._worker import Handler, Worker
+from .worker._worker_async import AsyncHandler, AsyncWorker
 
 __all__ = [
     "CATCH_UP_CAP",

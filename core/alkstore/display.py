@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ._operations import minute_of
+from .rules._operations import minute_of
 
 __all__ = ["minute_of", "span"]
 

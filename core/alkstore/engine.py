@@ -1,26 +1,26 @@
 """The engine author's kit: the port, its records, and the rules an engine calls (ADR 027).
 
 An adapter that stores alkstore's data implements ``AsyncEngine`` (the async runtime's port) or
-``Engine`` (the sync runtime's), and imports from core only this module, ``alkstore.errors`` and
-``alkstore.testing`` (linted: ``tests/test_layout.py``). What is here is everything an engine
-needs: the records it takes and returns, the clock and stop-token ports, the rules it must apply
-where the data is (``registration_boundary``, ``plan_tick``, ``soonest``, the listing and claim
-orders), the error texts of the sweeps, and what an engine written once for both runtimes uses
-(``ASYNC``, ``aspawn``/``spawn``, ADR 026). The port's methods' docstrings are the contract;
+``Engine`` (the sync runtime's): each is two ports, ``AsyncRuntimePort`` (what the store, the
+worker and the scheduler need) and ``AsyncOperationsPort`` (what operators read and do; sync:
+``RuntimePort``, ``OperationsPort``), walked through in ``docs/engines.md``. It imports from
+core only this module, ``alkstore.errors`` and ``alkstore.testing`` (linted:
+``tests/test_layout.py``). What is here is everything an engine needs: the records it takes and
+returns, the clock and stop-token ports, the rules it must apply where the data is
+(``registration_boundary``, ``plan_tick``, ``soonest``, the listing and claim orders), the error
+texts of the sweeps, and what an engine written once for both runtimes uses (``ASYNC``,
+``aspawn``/``spawn``, ADR 026). The port's methods' docstrings are the contract;
 ``contract_tests/`` holds every engine to it, through ``alkstore.testing``.
 """
 
 from __future__ import annotations
 
-from ._acompat import ASYNC, AHelper, Helper, aspawn, spawn
-from ._boundary import registration_boundary, soonest
-from ._engine import Engine, Waiter
-from ._engine_async import AsyncEngine, AsyncWaiter
-from ._leader import LEASE_TTL as SCHEDULER_LEASE
-from ._names import RESERVED_PREFIX
-from ._operations import payload_contains
-from ._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, order_of, phase_at
-from ._port import (
+from .port._acompat import ASYNC, AHelper, Helper, aspawn, spawn
+from .port._engine import Engine
+from .port._engine_async import AsyncEngine
+from .port._operations_port import OperationsPort
+from .port._operations_port_async import AsyncOperationsPort
+from .port._records import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
     Burial,
@@ -51,9 +51,16 @@ from ._port import (
     TickResult,
     WorkerRecord,
 )
-from ._tick import TickPlan, plan_tick
-from ._time import Clock, StopToken, SystemClock, WallClock, wall_sleep, wall_sleep_async
-from ._urls import redact
+from .port._runtime_port import RuntimePort, Waiter
+from .port._runtime_port_async import AsyncRuntimePort, AsyncWaiter
+from .port._time import Clock, StopToken, SystemClock, WallClock, wall_sleep, wall_sleep_async
+from .rules._boundary import registration_boundary, soonest
+from .rules._names import RESERVED_PREFIX
+from .rules._operations import payload_contains
+from .rules._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, order_of, phase_at
+from .rules._urls import redact
+from .scheduler._leader import LEASE_TTL as SCHEDULER_LEASE
+from .scheduler._tick import TickPlan, plan_tick
 
 __all__ = [
     "ASYNC",
@@ -65,6 +72,8 @@ __all__ = [
     "SCHEDULER_LEASE",
     "AHelper",
     "AsyncEngine",
+    "AsyncOperationsPort",
+    "AsyncRuntimePort",
     "AsyncWaiter",
     "Burial",
     "ClaimRequest",
@@ -85,11 +94,13 @@ __all__ = [
     "LockRecord",
     "NewJob",
     "NewSchedule",
+    "OperationsPort",
     "PlannedFire",
     "QueueConfig",
     "QueueCounts",
     "ResultRecord",
     "Retry",
+    "RuntimePort",
     "ScheduleRecord",
     "StopToken",
     "SystemClock",

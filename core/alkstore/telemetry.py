@@ -19,23 +19,15 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ._port import Fire, JobRecord
-from ._time import Clock
+from .port._records import Fire, JobRecord
+from .port._telemetry import RunReport, TelemetryPort
+from .port._time import Clock
 
 if TYPE_CHECKING:
-    from ._store import Store
-    from ._store_async import AsyncStore
+    from .store._store import Store
+    from .store._store_async import AsyncStore
 
 __all__ = ["RunReport", "Telemetry"]
-
-
-class RunReport:
-    """What a run tells its telemetry beyond raising: that it could not run at all, and why."""
-
-    __slots__ = ()
-
-    def refused(self, reason: str) -> None:
-        """The run did not start its work (an unknown task, say): ``reason`` is its failure."""
 
 
 #: What ``Telemetry.enqueue`` and ``Telemetry.run`` return when they record nothing (reusable: no state).
@@ -43,7 +35,7 @@ _NO_TRACE: AbstractContextManager[str | None] = nullcontext(None)
 _NO_RUN: AbstractContextManager[RunReport] = nullcontext(RunReport())
 
 
-class Telemetry:
+class Telemetry(TelemetryPort):
     """Receives a store's events; every method here does nothing, and a subclass overrides what it reports.
 
     Methods are called from any thread or task that uses the store (a worker's threads, the

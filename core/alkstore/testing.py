@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from ._codec import Codec
-from ._store import Store, open  # noqa: A004
-from ._store_async import AsyncStore, open_async
-from ._time import Clock
+from .port._time import Clock
+from .rules._codec import Codec
+from .store._store import Store, open  # noqa: A004
+from .store._store_async import AsyncStore, open_async
 
 __all__ = [
     "TESTING_ENTRY_POINTS",

@@ -19,9 +19,9 @@ from psycopg import sql
 
 import alkstore
 from alkstore import EnqueueOpts, ManualClock
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, URL_VARIABLE
 from alkstore.engine import WorkerRecord
+from alkstore.rules._names import SCHEDULER_LOCK
 from tests._docs import block
 from tests._proc import ALKSTORE, LiveProcess, command_env
 from tests.support import PATIENCE, must_claim, url_of

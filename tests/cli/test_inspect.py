@@ -13,10 +13,10 @@ from datetime import timedelta
 import pytest
 
 from alkstore import EnqueueOpts, Tasks
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.cli._args import parse_duration
 from alkstore.engine import NewJob, WorkerRecord
+from alkstore.rules._names import SCHEDULER_LOCK
 from tests._docs import block
 from tests._proc import ALKSTORE, LiveProcess, run
 from tests.cli._seed import delayed_running_and_dead

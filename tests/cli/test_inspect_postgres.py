@@ -12,8 +12,8 @@ import pytest
 
 import alkstore
 from alkstore import Store
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, URL_VARIABLE, main
+from alkstore.rules._names import SCHEDULER_LOCK
 from tests._proc import ALKSTORE, run
 from tests.cli._seed import delayed_running_and_dead
 from tests.support import must_claim

@@ -309,7 +309,9 @@ def test_prune_refuses_a_negative_age_and_an_unknown_queue(args: list[str]) -> N
 @pytest.mark.slow
 def test_a_failed_result_has_one_error_and_one_worker_id_per_attempt_and_its_instants(tmp_path: Path) -> None:
     """Django ``docs/ref/tasks.txt`` (``TaskResult.errors``: one per failed attempt; ``worker_ids``: one per
-    attempt; ``started_at``: the first attempt's start; ``last_attempted_at``: the latest) and django-tasks-db
+    attempt; ``started_at``: the first attempt's start; ``last_attempted_at``: the latest), Django
+    ``tests/tasks/test_immediate_backend.py`` ``test_catches_exception`` (each error's traceback ends with the
+    exception's line; ``started_at >= enqueued_at``, ``finished_at >= started_at``) and django-tasks-db
     ``DatabaseBackendWorkerTestCase.test_failing_task``: a task that fails for good is ``FAILED`` with its
     exception's class path and traceback, started after it was enqueued and finished after its last start."""
     results = backend().store.queue("results")
@@ -326,7 +328,7 @@ def test_a_failed_result_has_one_error_and_one_worker_id_per_attempt_and_its_ins
         results.configure(keep_results=timedelta(days=1))
     assert (failing.status, failing.attempts, failing.worker_ids) == (TaskResultStatus.FAILED, 3, ["wf"] * 3)
     assert [error.exception_class_path for error in failing.errors] == [BOOM] * 3
-    assert all(f"{BOOM}: every time" in error.traceback for error in failing.errors)
+    assert all(error.traceback.endswith(f"{BOOM}: every time\n") for error in failing.errors), failing.errors
     assert None not in (failing.started_at, failing.last_attempted_at, failing.finished_at)
     assert failing.enqueued_at <= failing.started_at < failing.last_attempted_at <= failing.finished_at
     assert async_to_sync(backend().aget_result)(failing.id) == backend().get_result(failing.id)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from alkstore import EnqueueOpts, ManualClock, Store
-from alkstore._tick import DEFAULT_BUDGET
 from alkstore.engine import JOB_EXPIRED_ERROR, JobState
+from alkstore.scheduler._tick import DEFAULT_BUDGET
 from tests.support import must_claim, must_get
 
 

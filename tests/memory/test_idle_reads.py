@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from alkstore import EnqueueOpts, Job, StopToken, Store, Worker
-from alkstore._worker_parts import IDLE_RECHECK
 from alkstore.adapters.memory import MemoryEngine
+from alkstore.worker._parts import IDLE_RECHECK
 from tests.support import wait_until
 
 #: How late (wall seconds) a job that must not wait for the recheck may start: well under it.

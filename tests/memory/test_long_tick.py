@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from alkstore import CATCH_UP_CAP, Fire, ManualClock, StopToken, Store
-from alkstore._leader import LEASE_TTL
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import LockRecord, TickBudget, TickResult
+from alkstore.rules._names import SCHEDULER_LOCK
+from alkstore.scheduler._leader import LEASE_TTL
 from tests.support import PATIENCE, T0
 
 SECOND = timedelta(seconds=1)

@@ -16,11 +16,11 @@ from datetime import datetime
 import pytest
 
 from alkstore import ManualClock, SchemaOutOfDate, Store
-from alkstore._leader import LEASE_TTL, RETRY_EVERY
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import LockRecord, TickBudget, TickResult
 from alkstore.errors import DatabaseUnavailable
+from alkstore.rules._names import SCHEDULER_LOCK
+from alkstore.scheduler._leader import LEASE_TTL, RETRY_EVERY
 from tests._outage import SECOND, STOOD_DOWN, Serving, rode_out, step, step_until, wait_for
 from tests.support import T0
 

@@ -23,10 +23,10 @@ from opentelemetry.trace import NoOpTracerProvider
 
 import alkstore
 from alkstore import ManualClock, Store
-from alkstore._kernel import kernel_of
 from alkstore.adapters import otel
 from alkstore.adapters.otel import Telemetry, _telemetry
 from alkstore.engine import JobRecord, NewJob
+from alkstore.store._kernel import kernel_of
 from tests.support import MIDNIGHT
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import alkstore
 from alkstore import EnqueueOpts, StopToken, Store, SystemClock
-from alkstore._runner import serve_schedules
+from alkstore.scheduler._runner import serve_schedules
 
 
 def _open(args: argparse.Namespace) -> Store:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from alkstore import CATCH_UP_CAP
-from alkstore._leader import LEASE_TTL
+from alkstore.scheduler._leader import LEASE_TTL
 from tests.support import PATIENCE
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

@@ -20,8 +20,8 @@ import pytest
 
 import alkstore
 from alkstore import EnqueueOpts, Job, StopToken, Store
-from alkstore._worker_parts import IDLE_RECHECK
 from alkstore.adapters.postgres.testing import drop_schema, unique_schema
+from alkstore.worker._parts import IDLE_RECHECK
 from tests.support import PATIENCE, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

@@ -8,10 +8,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from alkstore import Store, _upkeep
-from alkstore._kernel import kernel_of
-from alkstore._maintenance import Maintenance
+from alkstore import Store
 from alkstore.engine import TableStats
+from alkstore.store._kernel import kernel_of
+from alkstore.worker import _upkeep
+from alkstore.worker._maintenance import Maintenance
 from tests.support import wait_until
 
 from .conftest import table

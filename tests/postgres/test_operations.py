@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from alkstore import DatabaseError, EnqueueOpts, JobPhase, ManualClock, QueueStats, Store
-from alkstore._operations import STATS_CAP
 from alkstore.engine import ClaimRequest, Held
+from alkstore.rules._operations import STATS_CAP
 from tests.support import must_claim
 
 from .conftest import PATIENCE, OpenStore, count, engine_of

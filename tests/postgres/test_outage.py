@@ -19,8 +19,8 @@ import pytest
 from psycopg import sql
 
 from alkstore import DatabaseUnavailable, ManualClock, Store
-from alkstore._leader import LEASE_TTL, RETRY_EVERY
-from alkstore._names import SCHEDULER_LOCK
+from alkstore.rules._names import SCHEDULER_LOCK
+from alkstore.scheduler._leader import LEASE_TTL, RETRY_EVERY
 from tests._outage import SECOND, STOOD_DOWN, Serving, rode_out, step, step_until, wait_for
 
 from ._proxy import Proxy

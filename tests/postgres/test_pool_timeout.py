@@ -16,12 +16,12 @@ import pytest
 
 import alkstore
 from alkstore import DatabaseUnavailable, InvalidOptions, LeadershipLost, StopToken, SystemClock
-from alkstore._leader import LEASE_TTL
-from alkstore._names import SCHEDULER_LOCK
-from alkstore._runner import run_schedules
 from alkstore.adapters.postgres import PostgresEngine
 from alkstore.adapters.postgres._connections import PooledConnection
 from alkstore.adapters.postgres._options import DEFAULT_POOL_TIMEOUT, parse_options
+from alkstore.rules._names import SCHEDULER_LOCK
+from alkstore.scheduler._leader import LEASE_TTL
+from alkstore.scheduler._runner import run_schedules
 
 from .conftest import PATIENCE, OpenStore, engine_of, wait_until
 

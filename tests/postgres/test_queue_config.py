@@ -10,7 +10,7 @@ import pytest
 from psycopg import sql
 
 from alkstore import ManualClock, QueueDefaults
-from alkstore._kernel import CONFIG_TTL
+from alkstore.store._kernel import CONFIG_TTL
 
 from .conftest import OpenStore, table
 

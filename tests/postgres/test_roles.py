@@ -34,13 +34,13 @@ from alkstore import (
     Queue,
     StopToken,
     Store,
-    _upkeep,
 )
-from alkstore._kernel import kernel_of
-from alkstore._maintenance import Maintenance
 from alkstore.adapters.cli import EXIT_OK, main
 from alkstore.adapters.postgres import _migrate
 from alkstore.adapters.postgres._sql import Statements
+from alkstore.store._kernel import kernel_of
+from alkstore.worker import _upkeep
+from alkstore.worker._maintenance import Maintenance
 from tests._claimer import Claimer
 from tests.support import must_claim, wait_until
 

@@ -18,8 +18,8 @@ import pytest
 from psycopg import sql
 
 from alkstore import DatabaseError, Fire, LeadershipLost, ManualClock, ScheduleOpts, StopToken, Store
-from alkstore._leader import LEASE_TTL, RENEW_EVERY
-from alkstore._names import SCHEDULER_LOCK
+from alkstore.rules._names import SCHEDULER_LOCK
+from alkstore.scheduler._leader import LEASE_TTL, RENEW_EVERY
 
 from .conftest import PATIENCE, T0, OpenStore, table, wait_until
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alkstore import CATCH_UP_CAP
-from alkstore._boundary import CatchUp, catch_up, registration_boundary, soonest
+from alkstore.rules._boundary import CatchUp, catch_up, registration_boundary, soonest
 from tests.support import MIDNIGHT
 
 T0 = MIDNIGHT

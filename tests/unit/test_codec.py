@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alkstore import Codec, InvalidPayload, JsonCodec
-from alkstore._codec import MAX_DEPTH
+from alkstore.rules._codec import MAX_DEPTH
 
 codec = JsonCodec()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from alkstore._worker_parts import KnownDue, WorkerStats, put_back
+from alkstore.worker._parts import KnownDue, WorkerStats, put_back
 from tests.support import MIDNIGHT
 
 RECHECK = 5.0

@@ -1,4 +1,4 @@
-"""The lifecycle's decisions (``alkstore._lifecycle``), each a pure function of the record and now."""
+"""The lifecycle's decisions (``alkstore.rules._lifecycle``), each a pure function of the record and now."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from alkstore import InvalidArgument, InvalidOptions, JsonCodec
-from alkstore._codec import Codec
-from alkstore._lifecycle import (
+from alkstore.engine import Burial, JobRecord, JobState, Retry
+from alkstore.rules._codec import Codec
+from alkstore.rules._lifecycle import (
     MAX_TRACEBACK,
     Decoded,
     Failure,
@@ -26,8 +27,7 @@ from alkstore._lifecycle import (
     lease_until,
     on_failure,
 )
-from alkstore._options import queue_defaults
-from alkstore.engine import Burial, JobRecord, JobState, Retry
+from alkstore.rules._options import queue_defaults
 from tests.support import MIDNIGHT
 
 NOW = MIDNIGHT

@@ -10,9 +10,11 @@ import time
 import pytest
 
 import alkstore
-from alkstore import StopToken, _maintenance, _upkeep
-from alkstore._kernel import kernel_of
-from alkstore._upkeep import (
+from alkstore import StopToken
+from alkstore.engine import TableStats
+from alkstore.store._kernel import kernel_of
+from alkstore.worker import _maintenance, _upkeep
+from alkstore.worker._upkeep import (
     BEHIND_DEAD_ROWS,
     VACUUM_CHECK_EVERY,
     VACUUM_CHURN_RUNS,
@@ -21,7 +23,6 @@ from alkstore._upkeep import (
     look_due,
     vacuum_due,
 )
-from alkstore.engine import TableStats
 from tests.support import PATIENCE, wait_until
 
 

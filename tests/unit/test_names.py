@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from alkstore import RESERVED_PREFIX, InvalidName, ReservedName
-from alkstore._names import (
+from alkstore.rules._names import (
     MAX_NAME_LENGTH,
     SCHEDULER_LOCK,
     is_outbox_queue,

@@ -1,4 +1,4 @@
-"""The rules behind inspection (``alkstore._operations``): lag, listing keys and their cursors, throughput's minutes."""
+"""The rules behind inspection (``alkstore.rules._operations``): lag, listing keys, cursors, throughput's minutes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alkstore import InvalidArgument, InvalidOptions, JobPhase
-from alkstore._operations import as_phase, check_page_size, lag, minute_of, read_cursor, write_cursor
 from alkstore.engine import JobKey
+from alkstore.rules._operations import as_phase, check_page_size, lag, minute_of, read_cursor, write_cursor
 from tests.support import T0
 
 instants = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC))

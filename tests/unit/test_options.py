@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from alkstore import EnqueueOpts, InvalidOptions, QueueDefaults, ScheduleOpts
-from alkstore._names import outbox_queue
-from alkstore._options import (
+from alkstore.engine import QueueConfig
+from alkstore.rules._names import outbox_queue
+from alkstore.rules._options import (
     MAX_DURATION,
     as_duration,
     check_queue_config,
@@ -20,7 +21,6 @@ from alkstore._options import (
     resolve_schedule,
     retry_delay,
 )
-from alkstore.engine import QueueConfig
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 OUTBOX = outbox_queue("orders")

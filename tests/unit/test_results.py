@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from alkstore import InvalidPayload, JsonCodec
-from alkstore._lifecycle import failure, on_failure
-from alkstore._results import AttemptFailure, JobResult, decode_attempt, done, encode_attempt
 from alkstore.engine import Burial, Done, Held, Retry
+from alkstore.rules._lifecycle import failure, on_failure
+from alkstore.rules._results import AttemptFailure, JobResult, decode_attempt, done, encode_attempt
 from tests.support import MIDNIGHT
 
 from .test_lifecycle import DEFAULTS, record

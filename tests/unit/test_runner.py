@@ -7,10 +7,10 @@ import time
 from datetime import datetime
 
 from alkstore import ManualClock, StopToken, Store
-from alkstore._leader import LEASE_TTL
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.adapters.memory import MemoryEngine
 from alkstore.engine import LockRecord, TickBudget, TickResult
+from alkstore.rules._names import SCHEDULER_LOCK
+from alkstore.scheduler._leader import LEASE_TTL
 from tests.support import MIDNIGHT, PATIENCE, wait_until
 
 T0 = MIDNIGHT

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from alkstore import StopToken
-from alkstore._runs import Runs
-from alkstore._worker_parts import Run
+from alkstore.worker._parts import Run
+from alkstore.worker._runs import Runs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

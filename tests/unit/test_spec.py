@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alkstore import Every, InvalidSpec, parse_spec
-from alkstore._spec import MAX_INTERVAL_SECONDS
+from alkstore.rules._spec import MAX_INTERVAL_SECONDS
 
 # The test's own statement of the grammar, written independently of the parser.
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from alkstore import ManualClock
-from alkstore._reporting import Reporter
-from alkstore._worker_parts import AckBuffer, Tally, WorkerOptions
 from alkstore.engine import ThroughputRecord, WorkerRecord
 from alkstore.errors import DatabaseUnavailable
+from alkstore.worker._parts import AckBuffer, Tally, WorkerOptions
+from alkstore.worker._reporting import Reporter
 from tests.support import T0
 
 

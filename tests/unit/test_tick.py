@@ -1,4 +1,4 @@
-"""The tick planner (``alkstore._tick``): the catch-up of one tick, cut into bounded transactions."""
+"""The tick planner (``alkstore.scheduler._tick``): the catch-up of one tick, cut into bounded transactions."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore._boundary import CATCH_UP_CAP
-from alkstore._tick import ROW_BYTES, TickPlan, plan_tick
 from alkstore.engine import DueSchedule, TickBudget
+from alkstore.rules._boundary import CATCH_UP_CAP
+from alkstore.scheduler._tick import ROW_BYTES, TickPlan, plan_tick
 from tests.support import MIDNIGHT
 
 SECOND = timedelta(seconds=1)

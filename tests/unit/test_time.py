@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 import pytest
 
 from alkstore import Clock, InvalidOptions, ManualClock, StopToken, SystemClock
-from alkstore._time import as_utc
+from alkstore.port._time import as_utc
 from tests.support import MIDNIGHT, PATIENCE
 
 T0 = MIDNIGHT

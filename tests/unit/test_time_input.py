@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from alkstore import AlkstoreError, EnqueueOpts, InvalidOptions, ManualClock
-from alkstore._time import as_utc
+from alkstore.port._time import as_utc
 from tests.support import T0
 
 AHEAD, BEHIND = timezone(timedelta(hours=5)), timezone(timedelta(hours=-5))

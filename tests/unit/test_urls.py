@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore._urls import redact
+from alkstore.rules._urls import redact
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from alkstore import AsyncStore, EnqueueOpts
-from alkstore._names import SCHEDULER_LOCK
 from alkstore.engine import NewJob, WorkerRecord
+from alkstore.rules._names import SCHEDULER_LOCK
 
 __all__ = ["HOSTILE", "LEADER", "Seeded", "seed"]
 

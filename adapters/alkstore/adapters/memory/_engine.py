@@ -1,5 +1,6 @@
-# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/memory/_engine_async.py by tools/async_to_sync.py (ADR 026, ADR 059).
-# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.
+# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/memory/_engine_async.py
+# by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run
+# `python3 tools/async_to_sync.py`; CI fails when this file is stale.
 """The in-memory engine as the async runtime's port (its sync twin is generated, ADR 026).
 
 Each port method is one transition of the store's ``MemoryTables`` (``_tables``), which never
@@ -200,8 +201,8 @@ class MemoryEngine(port.Engine):
     def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
         return self._tables.purge_results(queue, now, limit)
 
-    def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
-        return self._tables.purge_dead_jobs(job_ids)
+    def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
+        return self._tables.purge_dead_ids(job_ids)
 
     def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
         self._tables.record_worker(worker, throughput)

@@ -198,8 +198,8 @@ class AsyncMemoryEngine(port.AsyncEngine):
     async def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
         return self._tables.purge_results(queue, now, limit)
 
-    async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
-        return self._tables.purge_dead_jobs(job_ids)
+    async def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
+        return self._tables.purge_dead_ids(job_ids)
 
     async def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
         self._tables.record_worker(worker, throughput)

@@ -1,5 +1,6 @@
-# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_connections_async.py by tools/async_to_sync.py (ADR 026, ADR 059).
-# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.
+# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_connections_async.py
+# by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run
+# `python3 tools/async_to_sync.py`; CI fails when this file is stale.
 """The Postgres engine's connections: its two pools, and the one way a call borrows from them.
 
 Every call takes one connection of the main pool (psycopg_pool) in autocommit mode, runs its

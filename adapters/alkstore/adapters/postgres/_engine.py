@@ -1,5 +1,6 @@
-# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_engine_async.py by tools/async_to_sync.py (ADR 026, ADR 059).
-# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.
+# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_engine_async.py
+# by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run
+# `python3 tools/async_to_sync.py`; CI fails when this file is stale.
 """The PostgreSQL engine: the ``Engine`` port on psycopg 3 and psycopg_pool.
 
 Each method borrows one pooled connection in autocommit mode and does its work in one
@@ -638,7 +639,7 @@ class PostgresEngine(port.Engine):
         params = {"queue": queue, "now": now, "limit": limit}
         return int(self._connections.one(self._sql.purge_results, params, _SCALAR) or 0)
 
-    def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+    def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         rows = self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
 

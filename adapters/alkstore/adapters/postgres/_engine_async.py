@@ -636,7 +636,7 @@ class AsyncPostgresEngine(port.AsyncEngine):
         params = {"queue": queue, "now": now, "limit": limit}
         return int(await self._connections.one(self._sql.purge_results, params, _SCALAR) or 0)
 
-    async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+    async def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         rows = await self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
 

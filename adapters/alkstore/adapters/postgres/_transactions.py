@@ -1,5 +1,6 @@
-# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_transactions_async.py by tools/async_to_sync.py (ADR 026, ADR 059).
-# Edit the async source and run `python3 tools/async_to_sync.py`; CI fails when this file is stale.
+# GENERATED FILE, DO NOT EDIT: made from adapters/alkstore/adapters/postgres/_transactions_async.py
+# by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run
+# `python3 tools/async_to_sync.py`; CI fails when this file is stale.
 """The caller's transaction: what ``enqueue(…, tx=…)`` accepts, and what it refuses (ADR 019).
 
 Accepted by the async runtime: a ``psycopg.AsyncConnection`` inside a transaction or about to

@@ -236,7 +236,7 @@ class AsyncSqliteEngine(port.AsyncEngine):
     async def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
         return await self._call(self._tables.purge_results, queue, now, limit)
 
-    async def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+    async def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         return await self._call(self._tables.purge_dead_jobs, job_ids)
 
     async def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:

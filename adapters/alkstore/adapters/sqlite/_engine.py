@@ -211,7 +211,7 @@ class SqliteEngine(port.Engine):
     def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
         return self._tables.purge_results(queue, now, limit)
 
-    def purge_dead_jobs(self, job_ids: Sequence[int]) -> list[int]:
+    def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.purge_dead_jobs(job_ids)
 
     def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:

@@ -1,0 +1,473 @@
+"""The engine port's records: what core and every engine exchange (ADR 014).
+
+Records carry normalised values only: ints, strs, bytes, UTC ``datetime`` and ``timedelta``; no
+option class of the public API crosses the port. Both ports' records are here, as one set of
+classes for both runtimes: the runtime port's first (jobs, claims, the fenced finishing pairs,
+locks, schedules and ticks), then the operations port's (phases and counts, listing keys and
+queries, workers, throughput, table statistics, kept results). The ports themselves are
+``_runtime_port_async`` and ``_operations_port_async`` (``AsyncEngine``, in ``_engine_async``, is
+both); engine authors find them, these records and the rules an engine calls in ``alkstore.engine``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+__all__ = [
+    "JOB_EXPIRED_ERROR",
+    "LEASE_EXPIRED_ERROR",
+    "Burial",
+    "ClaimRequest",
+    "Done",
+    "DueSchedule",
+    "Existing",
+    "Fire",
+    "Heartbeat",
+    "Held",
+    "JobKey",
+    "JobPhase",
+    "JobQuery",
+    "JobRecord",
+    "JobState",
+    "LockRecord",
+    "NewJob",
+    "NewSchedule",
+    "PlannedFire",
+    "QueueConfig",
+    "QueueCounts",
+    "ResultRecord",
+    "Retry",
+    "ScheduleRecord",
+    "TableStats",
+    "ThroughputRecord",
+    "TickBudget",
+    "TickResult",
+    "WorkerRecord",
+]
+
+#: ``last_error`` of a job buried because its lease lapsed on its last allowed attempt.
+LEASE_EXPIRED_ERROR = "lease expired on the last attempt"
+#: ``last_error`` of a pending job buried because its ``expires_at`` passed (never claimed, or its lease lapsed).
+JOB_EXPIRED_ERROR = "expired before it could run"
+
+
+class JobState(enum.StrEnum):
+    """Where a stored job is. A job that was acked is deleted ("done and gone"); with its queue's
+    ``keep_results`` its outcome is kept apart, as a ``ResultRecord`` (ADR 042)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DEAD = "dead"
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to insert, with its stamps resolved by core.
+
+    ``visibility`` is the job's own lease length (``None``: the queue's, at each claim);
+    ``task`` names the task it is for (the task layer), ``trace`` the trace context of its
+    enqueue (telemetry); both are carried, never interpreted, by the engine. ``unique_key``
+    (with ``unique_running``) and ``ordering_key`` are the job's keys (see ``AsyncEngine.enqueue``).
+    """
+
+    queue: str
+    payload: bytes
+    priority: int
+    run_at: datetime
+    expires_at: datetime | None
+    max_attempts: int
+    visibility: timedelta | None = None
+    task: str | None = None
+    trace: str | None = None
+    unique_key: str | None = None
+    unique_running: bool = False
+    ordering_key: str | None = None
+
+
+class Existing(int):
+    """The id of a job that already held the unique key an enqueue asked for (none was created)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A stored job (live or dead), exactly as the engine holds it.
+
+    ``attempts`` counts claims against ``max_attempts`` (``requeue_dead`` resets it, and a
+    ``release`` gives one back); ``fence`` grows by one with every claim of this job and is
+    never reset, so a stale holder can never match a later claim. ``worker_id`` and
+    ``lease_until`` are set only while running (they survive a lapse until the next claim's
+    sweep); ``died_at`` only once dead. ``schedule``/``boundary`` name the fire that made it.
+    ``unique_key`` is set while the job holds it; a ``PENDING`` job is ``waiting`` while an
+    earlier job of its ``ordering_key`` is unfinished (it is then not claimable); a ``RUNNING``
+    job has ``cancel_requested`` once a cancel asked its worker to stop it.
+    """
+
+    id: int
+    queue: str
+    payload: bytes
+    state: JobState
+    priority: int
+    run_at: datetime
+    expires_at: datetime | None
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    schedule: str | None
+    boundary: datetime | None
+    enqueued_at: datetime
+    worker_id: str | None
+    lease_until: datetime | None
+    died_at: datetime | None
+    fence: int
+    visibility: timedelta | None = None
+    task: str | None = None
+    last_traceback: str | None = None
+    trace: str | None = None
+    unique_key: str | None = None
+    unique_running: bool = False
+    ordering_key: str | None = None
+    waiting: bool = False
+    cancel_requested: bool = False
+    #: When its latest claim was (while it runs, the start of the attempt now running); ``None`` before
+    #: its first claim, and once dead (ADR 064).
+    claimed_at: datetime | None = None
+    #: The job's failed attempts as core encoded them (oldest first) when its queue keeps results:
+    #: read by ``get_job`` (empty from the other reads, claims included), kept by a dead job (ADR 064).
+    attempt_log: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """A claim of up to ``limit`` jobs of ``queue`` for ``worker_id`` at ``now``.
+
+    Each claimed job is leased for its own ``visibility`` if it has one, else for ``lease``.
+    ``concurrency`` says the queue has a global limit (as last read; the engine reads the stored
+    one as it claims).
+    """
+
+    queue: str
+    worker_id: str
+    now: datetime
+    lease: timedelta
+    limit: int = 1
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A claimed job as its holder knows it: the id and the fence it was claimed under."""
+
+    job_id: int
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Done(Held):
+    """Ack a held job and keep its outcome until ``keep_until`` (ADR 042): the encoded return value,
+    when its last attempt started (``None``: unknown) and finished."""
+
+    result: bytes
+    started_at: datetime | None
+    finished_at: datetime
+    keep_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Retry(Held):
+    """Make a held job pending again at ``run_at``, keeping ``error`` (and its traceback) as its last.
+
+    ``attempt`` (set when its queue keeps results) is the failed attempt as core encoded it, for the
+    engine to append to the job's attempt log, which a kept result carries (ADR 042).
+    """
+
+    error: str
+    run_at: datetime
+    traceback: str | None = None
+    attempt: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Burial(Held):
+    """Make a held job dead with ``error`` (and its traceback) as its last.
+
+    ``attempt`` (set when its queue keeps results) is the failed attempt as core encoded it: the
+    engine appends it to the job's attempt log, which the dead job keeps (ADR 064).
+    """
+
+    error: str
+    traceback: str | None = None
+    attempt: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat(Held):
+    """Move a held job's lease end to ``lease_until``."""
+
+    lease_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """What a user stored for a queue; ``None`` fields fall back to the queue's derived defaults, and
+    ``paused`` says whether its jobs may be claimed."""
+
+    visibility_timeout: timedelta | None = None
+    max_attempts: int | None = None
+    backoff_base: timedelta | None = None
+    backoff_cap: timedelta | None = None
+    priority: int | None = None
+    concurrency: int | None = None
+    #: How long the outcome of a job that succeeded is kept (``None``: not kept, ADR 042).
+    keep_results: timedelta | None = None
+    #: Kept apart from the settings: ``configure_queue`` never changes it, ``set_paused`` alone does.
+    paused: bool = False
+
+
+# -- locks -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LockRecord:
+    """A held lock: ``token`` is unique to this acquisition and increases with every new one."""
+
+    name: str
+    owner: str
+    token: int
+    expires_at: datetime
+
+
+# -- schedules ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NewSchedule:
+    """A schedule to register: spec and interval already parsed, payload encoded, stamps normalised."""
+
+    name: str
+    spec: str
+    interval_s: int
+    queue: str
+    payload: bytes
+    priority: int | None = None
+    max_attempts: int | None = None
+    expires: timedelta | None = None
+    task: str | None = None
+    anchor: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord(NewSchedule):
+    """A stored schedule: what was registered, its next boundary, and the last boundary it fired
+    (``None`` before its first)."""
+
+    next_boundary: datetime = field(kw_only=True)
+    last_boundary: datetime | None = field(default=None, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class DueSchedule:
+    """What a tick reads of a due schedule: everything but its payload, whose size it plans with."""
+
+    name: str
+    interval_s: int
+    queue: str
+    priority: int | None
+    max_attempts: int | None
+    expires: timedelta | None
+    next_boundary: datetime
+    payload_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedFire:
+    """One boundary a tick fires: a job on the schedule's queue, with the schedule's payload and task.
+
+    The engine copies the payload and task from the stored schedule (they never pass through
+    the tick's client); core has resolved the stamps.
+    """
+
+    schedule: str
+    boundary: datetime
+    queue: str
+    priority: int
+    run_at: datetime
+    expires_at: datetime | None
+    max_attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickBudget:
+    """The most one tick transaction may write: ``rows`` fires and ``bytes`` of their payloads."""
+
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fire:
+    """One boundary fired by a tick: the job it enqueued."""
+
+    schedule: str
+    boundary: datetime
+    queue: str
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """One tick transaction's outcome.
+
+    ``fires`` are ordered by ``(boundary, schedule)``; ``skipped`` counts, per schedule, the
+    boundaries skipped forward past the catch-up cap; ``soonest`` is the earliest next
+    boundary after the transaction; ``more`` says the budget cut the tick short, so another
+    transaction of the same tick has more to fire.
+    """
+
+    fires: tuple[Fire, ...]
+    skipped: tuple[tuple[str, int], ...]
+    soonest: datetime | None
+    more: bool = False
+
+
+# -- the operations port's records (inspection and actions, workers, upkeep, kept results) ------
+
+
+class JobPhase(enum.StrEnum):
+    """Where a stored job stands for an operator: a pending job is ready (due), delayed (not yet), or
+    waiting (behind an earlier job of its ordering key)."""
+
+    READY = "ready"
+    DELAYED = "delayed"
+    WAITING = "waiting"
+    RUNNING = "running"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """One queue's jobs by phase at one instant, the ``run_at`` of its oldest ready job, and whether
+    the queue is paused."""
+
+    queue: str
+    ready: int
+    delayed: int
+    running: int
+    dead: int
+    oldest_ready: datetime | None
+    waiting: int = 0
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobKey:
+    """Where a listing resumes: the sort key of the last job of the previous page.
+
+    ``id`` always; ``priority`` and ``at`` (its ``run_at``) for ``READY``; ``at`` (``run_at``)
+    for ``DELAYED``; ``at`` (``died_at``) for ``DEAD``; the id alone for ``RUNNING``.
+    """
+
+    id: int
+    priority: int = 0
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    """A page of jobs to list: ``limit`` jobs of ``queue`` in ``phase`` at ``now``, after ``after``.
+
+    With ``contains`` (the JSON text of an object or array), only the jobs whose payload contains it
+    as ``payload_contains`` says (PostgreSQL's ``jsonb @>``). With ``task``, only the jobs of that
+    task. With ``reverse``, the phase's order backwards (``listing_order(phase, reverse=True)``),
+    ``after`` then a key of that order.
+    """
+
+    queue: str
+    phase: JobPhase
+    now: datetime
+    limit: int
+    after: JobKey | None = None
+    contains: str | None = None
+    reverse: bool = False
+    task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """A worker process as it last reported itself.
+
+    ``id`` is its worker id (a label, as claims take it); ``queues`` the queues it serves;
+    ``concurrency`` how many jobs it runs at once; ``running`` how many it ran when it
+    reported; ``processed`` and ``failed`` its totals since ``started_at``; ``seen_at`` the
+    instant of the report.
+    """
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    started_at: datetime
+    seen_at: datetime
+    running: int = 0
+    processed: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputRecord:
+    """Runs of ``queue`` that ended in the minute starting at ``minute`` (``minute_of``): ``done`` succeeded,
+    ``failed`` failed (to be retried, dead, or given up after their timeout), as the workers counted them."""
+
+    queue: str
+    minute: datetime
+    done: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableStats:
+    """One of the engine's tables as its storage last counted it: estimated live and dead rows.
+
+    ``autovacuum`` says whether the server reclaims its dead rows on its own (Postgres: the
+    server's ``autovacuum`` is on and the table does not opt out); ``vacuumable`` whether this
+    engine's role may reclaim them itself with ``vacuum`` (PostgreSQL 15: only the table's owner,
+    the database's owner or a superuser may).
+    """
+
+    table: str
+    live_rows: int
+    dead_rows: int
+    autovacuum: bool
+    vacuumable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRecord:
+    """The kept outcome of a job that succeeded (ADR 042), exactly as the engine holds it.
+
+    The job's id, queue, payload, task, attempts and enqueue instant as they were at its ack;
+    ``result`` the encoded return value; ``worker_id`` the worker of its last attempt;
+    ``attempt_log`` its failed attempts as core encoded them (oldest first); it is kept until
+    ``keep_until``.
+    """
+
+    id: int
+    queue: str
+    payload: bytes
+    task: str | None
+    attempts: int
+    max_attempts: int
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime
+    keep_until: datetime
+    worker_id: str | None
+    result: bytes
+    attempt_log: tuple[bytes, ...] = ()

@@ -1,0 +1,261 @@
+"""The store's calls for operators (ADR 020): inspection, kept results, and the actions on jobs.
+
+``_AsyncInspection`` is a part of ``AsyncStore`` (``_store_async``), which inherits these calls;
+each validates before any I/O and reads or acts through the store's kernel. Reading never
+writes, so the per-job paths pay nothing for it. Queue names here may also be an outbox's
+backing queue, as the listings show them. The other runtime's part is generated from this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from alkstore.errors import InvalidArgument
+from alkstore.port._records import JobKey, JobPhase, JobQuery, JobState
+from alkstore.rules._args import ids_of, valid_id
+from alkstore.rules._names import SCHEDULER_LOCK, validate_label, validate_listed_queue
+from alkstore.rules._operations import (
+    BATCH,
+    DEFAULT_PAGE,
+    RESULTS_LISTING,
+    STATS_CAP,
+    as_phase,
+    check_cap,
+    check_minutes,
+    check_page_size,
+    containment_probe,
+    minute_of,
+    read_cursor,
+    stats_of,
+    write_cursor,
+)
+from alkstore.rules._options import as_duration
+from alkstore.rules._orders import key_of
+from alkstore.rules._records import (
+    CancelOutcome,
+    JobPage,
+    Leader,
+    QueueStats,
+    ThroughputInfo,
+    WorkerInfo,
+    info_of,
+)
+from alkstore.rules._results import JobResult, ResultPage, result_of
+
+from ._kernel_async import AsyncKernel
+
+__all__ = ["_AsyncInspection"]
+
+#: How often ``cancel`` tries a job that was running at its cancel and pending just after.
+_CANCEL_TRIES = 3
+
+
+class _AsyncInspection:
+    """The store's calls for operators; ``AsyncStore`` inherits them (its ``_kernel`` is theirs)."""
+
+    __slots__ = ()
+    _kernel: AsyncKernel
+
+    async def result(self, job_id: int) -> JobResult | None:
+        """The kept outcome of the job (its queue's ``keep_results``, ADR 042); ``None`` if it has none:
+        not done yet, done while its queue kept no results, or pruned since."""
+        engine = self._kernel.live()
+        if not valid_id(job_id):
+            return None
+        record = await engine.get_result(job_id)
+        return None if record is None else result_of(record, self._kernel.decode_lenient)
+
+    async def results(self, queue: str, *, limit: int = DEFAULT_PAGE, cursor: str | None = None) -> ResultPage:
+        """A page of ``queue``'s kept results, newest first (``finished_at``, then id, descending); pass the
+        page's ``cursor`` back for the next (``None`` after the last)."""
+        validate_listed_queue(queue)
+        size = check_page_size(limit)
+        after = read_cursor(cursor, queue, RESULTS_LISTING)
+        kernel = self._kernel
+        records = await kernel.live().list_results(queue, size + 1, after)
+        page = records[:size]
+        results = tuple(result_of(record, kernel.decode_lenient) for record in page)
+        more = len(records) > size
+        last = JobKey(page[-1].id, at=page[-1].finished_at) if more else None
+        return ResultPage(results, None if last is None else write_cursor(queue, RESULTS_LISTING, last))
+
+    async def purge_results(self, queue: str | None = None) -> int:
+        """Delete the kept results past their ``keep_until`` (of ``queue``, or of every queue); return how many."""
+        if queue is not None:
+            validate_listed_queue(queue)
+        engine = self._kernel.live()
+        return await _in_batches(partial(engine.purge_results, queue, self._kernel.clock.now()))
+
+    async def requeue_dead(self, job_id: int) -> bool:
+        """Bring a dead job back to its queue with 0 attempts; ``False`` if it is not dead."""
+        engine = self._kernel.live()
+        if not valid_id(job_id):
+            return False
+        return bool(await engine.requeue_dead((job_id,), self._kernel.clock.now()))
+
+    async def queue_stats(self, queue: str | None = None, *, cap: int | None = STATS_CAP) -> list[QueueStats]:
+        """Each queue's ready, delayed, running and dead jobs and its lag now, ordered by name.
+
+        Every queue holding a job (live or dead) appears, and every paused queue (an empty one too, so it
+        can be seen paused and resumed); with ``queue``, that queue alone.
+        Counts stop at ``cap`` (10,000 by default; ``None`` counts everything, at a cost that
+        grows with the table), which keeps a call cheap enough to poll every few seconds on
+        any table (ADR 020); the lag is exact either way. Reads only.
+        """
+        if queue is not None:
+            validate_listed_queue(queue)
+        limit = check_cap(cap)
+        engine = self._kernel.live()
+        now = self._kernel.clock.now()
+        return [stats_of(counts, now, limit) for counts in await engine.queue_counts(now, queue, limit)]
+
+    async def jobs(
+        self,
+        queue: str,
+        phase: JobPhase | str = JobPhase.READY,
+        *,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+        contains: Any = None,
+        reverse: bool = False,
+        task: str | None = None,
+    ) -> JobPage:
+        """A page of ``queue``'s jobs in ``phase``, payloads decoded as ``get_job`` decodes them.
+
+        Orders: ready jobs as claims take them (priority descending, run_at, id); delayed by
+        run_at, id; running by id; dead newest death first. Pass the page's ``cursor`` back
+        for the next page (``None`` after the last), with the same ``contains`` and ``task``.
+
+        ``contains`` (a JSON object or array; the JSON codec only) keeps the jobs whose payload
+        contains it, as PostgreSQL's ``jsonb @>`` does: ``{"customer": 42}`` matches
+        ``{"customer": 42, "total": 9}``. No index serves it: a filtered page reads the phase's
+        jobs in order until it has ``limit`` matches, so it is for finding jobs, not for polling.
+
+        ``task`` keeps the jobs of that task (``Task.name``): on PostgreSQL a filtered page reads the
+        phase's jobs in order until it has ``limit`` of the task's, as ``contains`` does (ADR 048).
+
+        ``reverse`` pages the same jobs in the order turned round (ready: lowest priority, newest
+        first; delayed: latest due; running: newest; dead: oldest death first).
+        """
+        validate_listed_queue(queue)
+        wanted = as_phase(phase)
+        size = check_page_size(limit)
+        if not isinstance(reverse, bool):
+            raise InvalidArgument(f"reverse must be a bool, not {type(reverse).__name__}")
+        if task is not None:
+            validate_label(task, "task")
+        after = read_cursor(cursor, queue, wanted, reverse)
+        kernel = self._kernel
+        probe = containment_probe(kernel.codec, contains)
+        query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe, reverse, task)
+        records = await kernel.live().list_jobs(query)
+        page = records[:size]
+        jobs = tuple(info_of(record, kernel.decode_lenient(record.payload)) for record in page)
+        more = len(records) > size
+        return JobPage(jobs, write_cursor(queue, wanted, key_of(page[-1], wanted), reverse) if more else None)
+
+    async def cancel(self, job_id: int) -> CancelOutcome:
+        """Cancel the job: a pending one (ready, delayed or waiting) is deleted at once; a running one is
+        marked, its worker stops the run at its next look (within seconds) and the job ends cancelled
+        whatever the run comes to, or once its lease lapses if its worker died (``CANCELLING``,
+        ADR 035). A dead or missing job is reported as such.
+        """
+        engine = self._kernel.live()
+        if not valid_id(job_id):
+            return CancelOutcome.MISSING
+        for _ in range(_CANCEL_TRIES):
+            if await engine.cancel((job_id,)):
+                return CancelOutcome.CANCELLED
+            if await engine.request_cancel((job_id,)):
+                return CancelOutcome.CANCELLING
+            record = await engine.get_job(job_id)
+            if record is None:
+                return CancelOutcome.MISSING
+            if record.state is JobState.DEAD:
+                return CancelOutcome.DEAD
+            # Claimed between the two calls, or pending again since: try once more.
+        return CancelOutcome.CANCELLING
+
+    async def requeue_dead_many(self, job_ids: Iterable[int]) -> list[int]:
+        """Bring the dead jobs among ``job_ids`` back to their queues with 0 attempts; return those requeued."""
+        ids = ids_of(job_ids)
+        engine = self._kernel.live()
+        now = self._kernel.clock.now()
+        requeued: list[int] = []
+        for start in range(0, len(ids), BATCH):
+            requeued.extend(await engine.requeue_dead(ids[start : start + BATCH], now))
+        return requeued
+
+    async def requeue_dead_queue(self, queue: str) -> int:
+        """Bring every job that died on ``queue`` so far back with 0 attempts; return how many.
+
+        Works through the dead jobs newest death first, a batch per engine call, so jobs that
+        die meanwhile are left for a later call rather than chased.
+        """
+        validate_listed_queue(queue)
+        engine = self._kernel.live()
+        now = self._kernel.clock.now()
+        after = JobKey(2**63 - 1, at=now)
+        requeued = 0
+        while True:
+            page = await engine.list_jobs(JobQuery(queue, JobPhase.DEAD, now, BATCH, after))
+            if page:
+                requeued += len(await engine.requeue_dead([record.id for record in page], now))
+                after = key_of(page[-1], JobPhase.DEAD)
+            if len(page) < BATCH:
+                return requeued
+
+    async def purge_dead(self, queue: str, older_than: float | timedelta = 0) -> int:
+        """Delete ``queue``'s dead jobs that died at least ``older_than`` ago (default: all); return how many."""
+        validate_listed_queue(queue)
+        span = as_duration(older_than, "older_than")
+        engine = self._kernel.live()
+        return await _in_batches(partial(engine.purge_dead, queue, self._kernel.clock.now() - span))
+
+    async def purge_dead_many(self, job_ids: Iterable[int]) -> list[int]:
+        """Delete the dead jobs among ``job_ids`` (live ones are never touched); return those deleted, ascending."""
+        ids = ids_of(job_ids)
+        engine = self._kernel.live()
+        purged: list[int] = []
+        for start in range(0, len(ids), BATCH):
+            purged.extend(await engine.purge_dead_ids(ids[start : start + BATCH]))
+        return purged
+
+    async def leader(self) -> Leader | None:
+        """The scheduler's leader (the owner holding its lease) and its lease end; ``None`` when none leads."""
+        engine = self._kernel.live()
+        lock = await engine.read_lock(SCHEDULER_LOCK)
+        if lock is None or lock.expires_at <= self._kernel.clock.now():
+            return None
+        return Leader(lock.owner, lock.expires_at)
+
+    async def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
+        """The workers that reported themselves in the last ``within`` (seconds or a timedelta), by id."""
+        span = as_duration(within, "within", allow_zero=False)
+        engine = self._kernel.live()
+        return await engine.workers(self._kernel.clock.now() - span)
+
+    async def throughput(self, minutes: int = 60) -> list[ThroughputInfo]:
+        """Runs done and failed per queue and minute over the last ``minutes`` minutes, the current one
+        included, oldest minute first, then by queue; a queue-minute with no run ended is absent.
+
+        The workers count their runs and store the counts with their reports (every few seconds
+        while busy), so the current minute fills in as it passes; counts are kept a day (ADR 048).
+        """
+        wanted = check_minutes(minutes)
+        engine = self._kernel.live()
+        since = minute_of(self._kernel.clock.now()) - timedelta(minutes=wanted - 1)
+        return await engine.throughput(since)
+
+
+async def _in_batches(purge: Callable[[int], Awaitable[int]]) -> int:
+    """Call ``purge`` with a limit of ``BATCH`` until it deletes fewer; how many it deleted in all."""
+    purged = 0
+    while True:
+        count = await purge(BATCH)
+        purged += count
+        if count < BATCH:
+            return purged

@@ -1,0 +1,176 @@
+"""A worker's storage duty (ADR 023): vacuum the tables ``_upkeep.vacuum_due`` names, prune old dead jobs,
+expired results and the throughput counts past their retention (ADR 048).
+
+Every call is best effort: a failure is logged, never raised, and the next pass tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from alkstore.errors import AlkstoreError, DatabaseUnavailable
+from alkstore.port._records import TableStats
+from alkstore.port._time import StopToken
+from alkstore.rules._operations import BATCH, THROUGHPUT_RETENTION
+
+from ._upkeep import CHURN_POLL, HELD_BACK_PAUSE, PRUNE_BATCHES, PRUNE_EVERY, VACUUM_CHECK_EVERY, look_due, vacuum_due
+
+if TYPE_CHECKING:
+    from alkstore.store._kernel_async import AsyncKernel
+
+__all__ = ["AsyncMaintenance"]
+
+log = logging.getLogger("alkstore.worker")
+
+
+class AsyncMaintenance:
+    """One worker's storage duty over ``queues``: vacuum when ``vacuum_due`` says so, prune dead jobs.
+
+    ``dead_retention`` is how long a dead job of ``queues`` is kept (``None``: forever). ``label``
+    names the worker in log lines. With ``churn`` (the runs the worker ended so far), ``run`` looks at
+    the dead rows between prunes when ``look_due`` says so (an idle worker leaves none, ADR 044).
+    Every call is best effort: a failure is logged, never raised.
+    """
+
+    def __init__(
+        self,
+        kernel: AsyncKernel,
+        queues: Sequence[str],
+        *,
+        dead_retention: timedelta | None,
+        label: str,
+        churn: Callable[[], int] | None = None,
+    ) -> None:
+        self._kernel = kernel
+        self._churn = churn  # a count of what the worker did that leaves dead rows (its finished runs)
+        self._queues = list(queues)
+        self._retention = dead_retention
+        self._label = label
+        self._may_vacuum = True  # until the storage refuses this role once
+        self._paused: dict[str, float] = {}  # tables held back, until (monotonic seconds)
+
+    async def vacuum(self) -> list[str]:
+        """Vacuum the tables that are due; the ones vacuumed (none once this role was found unable to)."""
+        if not self._may_vacuum:
+            return []
+        try:
+            engine = self._kernel.live()
+            now = time.monotonic()
+            due = [table for table in vacuum_due(await engine.table_stats()) if self._paused.get(table.table, 0) <= now]
+            if not due:
+                return []
+            refused = [table for table in due if not table.vacuumable]
+            if refused:
+                self._refused(refused)
+                return []
+            done = await engine.vacuum([table.table for table in due])
+            if done:
+                self._pause_held_back(done, await engine.table_stats(), now)
+        except DatabaseUnavailable as exc:
+            log.warning("worker %s: could not look after its storage (%s); trying again later", self._label, exc)
+            return []
+        except AlkstoreError as exc:
+            log.error("worker %s: could not vacuum its storage: %s", self._label, exc)
+            return []
+        for table in due:
+            if table.table in done:
+                log.info(
+                    "worker %s vacuumed table %s (%d dead rows, %d live; the server's autovacuum is %s)",
+                    self._label,
+                    table.table,
+                    table.dead_rows,
+                    table.live_rows,
+                    "on but behind" if table.autovacuum else "off",
+                )
+        return done
+
+    def _pause_held_back(self, vacuumed: Sequence[str], after: Sequence[TableStats], now: float) -> None:
+        """Leave alone for a while the vacuumed tables still due: an open transaction keeps their dead rows."""
+        for table in vacuum_due([table for table in after if table.table in vacuumed]):
+            self._paused[table.table] = now + HELD_BACK_PAUSE
+            log.warning(
+                "worker %s: table %s still holds %d dead rows after a vacuum: an open transaction started before "
+                "they died keeps them (see pg_stat_activity); trying again in %g s",
+                self._label,
+                table.table,
+                table.dead_rows,
+                HELD_BACK_PAUSE,
+            )
+
+    def _refused(self, tables: Sequence[TableStats]) -> None:
+        self._may_vacuum = False
+        log.warning(
+            "worker %s: table%s %s hold%s %s dead rows and this database role may not VACUUM %s (only the "
+            "table's owner, the database's owner or a superuser may); alkstore stops trying. Claims slow down "
+            "as dead rows pile up: turn the server's autovacuum on, or vacuum these tables as their owner.",
+            self._label,
+            "" if len(tables) == 1 else "s",
+            ", ".join(table.table for table in tables),
+            "s" if len(tables) == 1 else "",
+            " and ".join(f"{table.dead_rows:,}" for table in tables),
+            "it" if len(tables) == 1 else "them",
+        )
+
+    async def prune(self) -> int:
+        """Purge dead jobs of the queues that died more than the retention ago, and their kept results past
+        their ``keep_until`` (ADR 042), a bounded pass, and every queue's throughput counts older than a day
+        (ADR 048); how many dead jobs."""
+        pruned = expired = 0
+        try:
+            engine = self._kernel.live()
+            now = self._kernel.clock.now()
+            before = None if self._retention is None else now - self._retention
+            for queue in self._queues:
+                for _ in range(PRUNE_BATCHES if before is not None else 0):
+                    assert before is not None
+                    count = await engine.purge_dead(queue, before, BATCH)
+                    pruned += count
+                    if count < BATCH:
+                        break
+                for _ in range(PRUNE_BATCHES):
+                    count = await engine.purge_results(queue, now, BATCH)
+                    expired += count
+                    if count < BATCH:
+                        break
+            await engine.purge_throughput(now - THROUGHPUT_RETENTION)
+        except DatabaseUnavailable as exc:
+            log.warning("worker %s: could not prune dead jobs (%s); trying again later", self._label, exc)
+        except AlkstoreError as exc:
+            log.error("worker %s: could not prune dead jobs: %s", self._label, exc)
+        if pruned:
+            log.info(
+                "worker %s pruned %d dead job%s kept longer than %s",
+                self._label,
+                pruned,
+                "" if pruned == 1 else "s",
+                self._retention,
+            )
+        if expired:
+            log.info("worker %s pruned %d expired result%s", self._label, expired, "" if expired == 1 else "s")
+        return pruned
+
+    async def run(self, stop: StopToken) -> None:
+        """Until ``stop``: prune now and every ``PRUNE_EVERY`` seconds, look at the dead rows then and,
+        between, when ``look_due`` says so (every ``VACUUM_CHECK_EVERY`` without ``churn``); wall seconds,
+        as the storage counts in wall time. While runs end, their count is polled every ``CHURN_POLL``."""
+        pruned_at = looked_at = time.monotonic()
+        looked = polled = self._churn() if self._churn is not None else 0
+        moving = False
+        await self.prune()
+        await self.vacuum()
+        while not await stop.wait_async(CHURN_POLL if moving else VACUUM_CHECK_EVERY):
+            now = time.monotonic()
+            churn = self._churn() if self._churn is not None else None
+            if churn is not None:
+                moving, polled = churn != polled, churn
+            if now - pruned_at >= PRUNE_EVERY:
+                await self.prune()
+                pruned_at = now
+            elif churn is not None and not look_due(churn - looked, now - looked_at):
+                continue
+            await self.vacuum()
+            looked, looked_at = polled, now

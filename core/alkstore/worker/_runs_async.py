@@ -1,0 +1,166 @@
+"""A worker's run table: the jobs it holds (running in a slot, or waiting for one), and the waits on it.
+
+The claim loop waits here for a free slot; a slot marks a run started or finished; liveness gives
+runs up; a stopping worker gives up the waiting ones at once and drains the running ones within
+its grace, then hands back (``hand_back``) what it gave up. Every change happens under one
+condition, which wakes whoever waits.
+
+Claims take turns: one round at a time claims for every free slot, by the claim loop or by a slot
+whose run just ended (``take_turn``), which so claims its own next job without waking the claim
+loop (ADR 049).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from alkstore.errors import AlkstoreError
+from alkstore.port._acompat import ACondition
+from alkstore.port._time import StopToken
+
+from ._parts import Run, Tally
+
+if TYPE_CHECKING:
+    from alkstore.store._job_async import AsyncJob
+    from alkstore.store._kernel_async import AsyncKernel
+
+__all__ = ["AsyncRuns", "hand_back"]
+
+log = logging.getLogger("alkstore.worker")
+
+
+class AsyncRuns:
+    """The runs of one worker, by job id, and its ``slots`` (how many it may hold at once)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._cond = ACondition()
+        self._by_id: dict[int, Run] = {}
+        self._turn = False  # a claim round is under way
+
+    def live(self) -> list[Run]:
+        """The runs not given up (read without the condition: the list is a snapshot)."""
+        return [run for run in list(self._by_id.values()) if not run.abandoned]
+
+    def running(self) -> int:
+        """How many runs are in a slot now."""
+        return sum(1 for run in self.live() if run.running)
+
+    async def free(self, stop: StopToken, abort: StopToken) -> int:
+        """Wait for at least one free slot and the claiming turn (or a stop); how many are free. The turn is
+        the caller's until ``end_turn``."""
+        async with self._cond:
+            while not stop.is_cancelled() and not abort.is_cancelled():
+                free = self.slots - len(self.live())
+                if free > 0 and not self._turn:
+                    self._turn = True
+                    return free
+                await self._cond.wait(0.2)
+        return 0
+
+    async def take_turn(self, run: Run) -> int:
+        """A slot whose ``run`` ended claims next: ``run`` is forgotten without waking anyone, and the turn
+        is the slot's until ``end_turn``; how many slots are free. ``0`` (and nothing changed) while
+        another round is under way or claimed jobs wait for a slot: the slot takes those instead."""
+        async with self._cond:
+            if self._turn or any(not other.running and not other.abandoned for other in self._by_id.values()):
+                return 0
+            if self._by_id.get(run.job.id) is run:
+                del self._by_id[run.job.id]
+            self._turn = True
+            return self.slots - len(self.live())
+
+    async def end_turn(self) -> None:
+        """The round ended: the next may begin (the claim loop is woken only if slots are still free)."""
+        async with self._cond:
+            self._turn = False
+            if self.slots > len(self.live()):
+                self._cond.notify_all()
+
+    async def add(self, run: Run) -> None:
+        """A job was claimed: it waits for a slot."""
+        async with self._cond:
+            self._by_id[run.job.id] = run
+
+    async def start(self, job: AsyncJob) -> Run | None:
+        """Mark the run of ``job`` running in a slot; ``None`` (and it is forgotten) if it was given up meanwhile."""
+        async with self._cond:
+            run = self._by_id.get(job.id)
+            if run is None or run.abandoned:
+                if run is not None:
+                    del self._by_id[job.id]
+                    self._cond.notify_all()
+                return None
+            run.running = True
+            return run
+
+    async def finished(self, run: Run) -> None:
+        """Forget a run that ended, and wake whoever waits for a slot."""
+        async with self._cond:
+            if self._by_id.get(run.job.id) is run:
+                del self._by_id[run.job.id]
+            self._cond.notify_all()
+
+    async def abandon(self, run: Run) -> bool:
+        """Give ``run`` up (its outcome will not count); whether it was still live."""
+        async with self._cond:
+            if run.abandoned:
+                return False
+            run.abandoned = True
+            self._cond.notify_all()
+            return True
+
+    async def abandon_waiting(self) -> list[Run]:
+        """Give up the runs still waiting for a slot; those runs."""
+        async with self._cond:
+            waiting = [run for run in self._by_id.values() if not run.running and not run.abandoned]
+            for run in waiting:
+                run.abandoned = True
+            return waiting
+
+    async def drain(self, grace: float, abort: StopToken) -> list[Run]:
+        """Wait up to ``grace`` wall seconds (or until ``abort``) for the live runs to end; give up the rest."""
+        deadline = time.monotonic() + grace
+        async with self._cond:
+            while not abort.is_cancelled():
+                left = deadline - time.monotonic()
+                if not self.live() or left <= 0:
+                    break
+                await self._cond.wait(min(left, 0.1))
+            remaining = self.live()
+            for run in remaining:
+                run.abandoned = True
+            return remaining
+
+
+async def hand_back(kernel: AsyncKernel, runs: list[Run], what: str, tally: Tally, label: str) -> None:
+    """Release the jobs of given-up ``runs`` (``what`` they were doing: running, waiting) for another worker
+    to take at once, their attempt not spent; ``label`` names the worker in the log."""
+    if not runs:
+        return
+    for run in runs:
+        run.job.stop.cancel()
+    held = [run.job for run in runs]
+    try:
+        stale = await kernel.release_many(held)
+    except AlkstoreError as exc:
+        log.error(
+            "worker %s could not hand back %d %s jobs (%s); they run again once their leases lapse",
+            label,
+            len(held),
+            what,
+            exc,
+        )
+        return
+    released = len(held) - len(stale)
+    tally.add(released=released)
+    log.info(
+        "worker %s handed back %d %s job%s (%s) for another worker to take at once",
+        label,
+        released,
+        what,
+        "" if released == 1 else "s",
+        ", ".join(str(run.job.id) for run in runs if run.job.id not in stale),
+    )

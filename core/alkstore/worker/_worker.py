@@ -1,0 +1,446 @@
+# GENERATED FILE, DO NOT EDIT: made from core/alkstore/worker/_worker_async.py
+# by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run
+# `python3 tools/async_to_sync.py`; CI fails when this file is stale.
+"""The worker: runs tasks (or plain per-queue handlers) for the jobs of its queues (ADR 021, 029).
+
+A worker holds ``concurrency`` run slots (in the async runtime, tasks of its event loop; in the
+sync twin, threads) and claims only for free ones, so it never holds a lease it cannot work on;
+idle, it parks on one waiter over all its queues. Claim rounds take turns: the claim loop's, or
+that of a slot whose run just ended and which so claims its own next job with the ack of the
+last, without a wake of the claim loop and back per job (ADR 049). An ``async def`` task or handler is awaited in
+its slot; a plain one runs on a thread (in the sync twin: the slot's own), so one that blocks
+stalls nothing else. While jobs run, one liveness loop extends the leases of every running job
+(a third of the way into each lease) and gives up the runs past their task's timeout: an async
+run is cancelled, a plain one is left to return and its outcome discarded by its fence. The
+rules are core's: a failed run is retried on the queue's curve or buried (``on_failure``
+through ``retry``), an undecodable payload is buried by the claim, a lease end is
+``lease_until``. The loop only decides how to wait.
+
+Stopping: ``stop`` ends claiming; running jobs get ``grace`` seconds to finish; what still runs
+then is handed back (``release``: another worker takes it at once, without spending an
+attempt). ``abort`` skips the grace. A handed-back, timed-out or lost job's later outcome is
+discarded by its fence, so nothing is acked twice and nothing is lost.
+
+The worker is made of parts with one job each: validated options, stats and the ack buffer
+(``_parts``, no I/O), the run table (``_runs``), a run's life and its outcome
+(``_execution``), liveness (``_liveness``) and reporting (``_reporting``); this
+module is the slots, the claim loop, the idle wait and the drain.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from alkstore.errors import AlkstoreError, DatabaseUnavailable, InvalidArgument
+from alkstore.port._acompat import Helper, Queue, Threads, gather, spawn
+from alkstore.port._runtime_port import Waiter
+from alkstore.port._time import StopToken
+from alkstore.rules._lifecycle import Backoff
+from alkstore.rules._records import new_schedule
+from alkstore.store._job import Job
+from alkstore.store._kernel import Kernel, kernel_of
+from alkstore.store._store import Store
+from alkstore.store._tasks import Tasks
+
+from ._execution import Execution
+from ._liveness import Liveness
+from ._maintenance import Maintenance
+from ._parts import (
+    DEFAULT_ACK_DELAY,
+    DEFAULT_GRACE,
+    DEFAULT_POLL_INTERVAL,
+    IDLE_RECHECK,
+    SUMMARY_EVERY,
+    AckBuffer,
+    KnownDue,
+    Run,
+    Tally,
+    WorkerOptions,
+    WorkerStats,
+    put_back,
+)
+from ._reporting import Reporter
+from ._runs import Runs, hand_back
+from ._upkeep import DEFAULT_DEAD_RETENTION
+
+
+__all__ = ["Handler", "Worker"]
+
+#: This runtime, as the worker's options name it (only the async one may run ``async def`` code).
+_RUNTIME = "sync"
+
+log = logging.getLogger("alkstore.worker")
+
+#: A plain handler of a queue's jobs: called with the decoded payload and the job; raising fails the run.
+#: In the async runtime an ``async def`` handler is awaited on the loop and a plain one runs on a thread.
+Handler = Callable[[Any, Job], object]
+
+
+class Worker:
+    """Runs the jobs of its queues: tasks from a ``Tasks`` registry, or plain handlers per queue.
+
+    ``queues`` defaults to every queue of ``tasks`` and ``handlers``. ``concurrency`` jobs run at
+    once; ``grace`` is how long a stopping worker waits for running jobs; with ``schedules`` the
+    worker also runs the scheduler (leading, or standing by). Periodic tasks of its queues
+    register their schedules when the worker starts. A successful run's ack is written with the
+    worker's next claim, at most ``ack_delay`` later (``0``: at once, by the run itself; a stopping
+    worker's runs write theirs at once too). Whatever a task raises fails its attempt, ``SystemExit``
+    and ``KeyboardInterrupt`` included: the worker serves on (ADR 054).
+    ``prefetch`` jobs may be claimed beyond the free slots, to wait for one (default 0: claim only
+    for free slots); their leases are extended while they wait, and a stopping worker hands them
+    back at once (ADR 022). Dead jobs of its queues are kept ``dead_retention`` (default 7 days;
+    ``None``: forever) and then pruned; a worker also vacuums the storage when its dead rows pile
+    up (ADR 023). The async worker awaits ``async def`` tasks on its loop and runs plain ones on
+    threads; the sync ``Worker`` runs plain ones only, each slot a thread (ADR 029). The couriers of
+    ``tasks`` deliver their outboxes' messages as jobs of the outboxes' queues (``outboxes``: which
+    outboxes; default every courier's, ADR 057).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        tasks: Tasks | None = None,
+        *,
+        handlers: Mapping[str, Handler] | None = None,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 1,
+        grace: float | timedelta = DEFAULT_GRACE,
+        schedules: bool = False,
+        worker_id: str | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        ack_delay: float | timedelta = DEFAULT_ACK_DELAY,
+        prefetch: int = 0,
+        dead_retention: float | timedelta | None = DEFAULT_DEAD_RETENTION,
+        outboxes: Sequence[str] | None = None,
+    ) -> None:
+        if not isinstance(store, Store):
+            raise InvalidArgument(f"store must be an alkstore.{Store.__name__}, not {type(store).__name__}")
+        self._options = options = WorkerOptions.check(
+            tasks,
+            handlers=handlers,
+            queues=queues,
+            concurrency=concurrency,
+            grace=grace,
+            schedules=schedules,
+            worker_id=worker_id,
+            poll_interval=poll_interval,
+            ack_delay=ack_delay,
+            prefetch=prefetch,
+            dead_retention=dead_retention,
+            runtime=_RUNTIME,
+            outboxes=outboxes,
+        )
+        self._store = store
+        self._kernel: Kernel = kernel_of(store)
+        self.worker_id = options.worker_id
+        self._tally = Tally()
+        self.stats: WorkerStats = self._tally.stats
+        self._maintenance = Maintenance(
+            self._kernel,
+            options.queues,
+            dead_retention=options.dead_retention,
+            label=self.worker_id,
+            churn=self._churn,
+        )
+        self._runs = Runs(options.slots)
+        self._acks = AckBuffer()
+        self._reporter = Reporter(self._kernel, options, self._runs, self._tally)
+        self._liveness = Liveness(self._kernel, self._runs, self._tally, self._reporter, self._end, self.worker_id)
+        self._inbox: Queue[Job | None] = Queue()
+        self._calls = Threads(options.concurrency)
+        self._slots: list[Helper] = []
+        self._stopping = StopToken()  # the internal stop of the helper loops
+        self._stop: StopToken | None = None  # run()'s tokens, for the slots that claim
+        self._abort: StopToken | None = None
+        self._healthy = True  # the last claim round went through
+        self._next_queue = 0  # where the next round begins in the queues (each round begins one further)
+        self._known_due: KnownDue | None = None  # the idle waits' last read (ADR 066)
+        self._woken = False  # the last idle wait ended by a wake (an enqueue's, or spurious)
+        self._summary_at = time.monotonic() + SUMMARY_EVERY
+        self._execution = Execution(self._kernel, options, self._acks, self._tally, self._calls, self._stopping)
+
+    def __repr__(self) -> str:
+        options = self._options
+        return (
+            f"<alkstore.{type(self).__name__} {self.worker_id!r} queues={list(options.queues)}"
+            f" concurrency={options.concurrency}>"
+        )
+
+    def _churn(self) -> int:
+        """What this worker did that leaves dead rows: its runs ended one way or another."""
+        stats = self.stats
+        return stats.processed + stats.timed_out + stats.lost + stats.released + stats.cancelled
+
+    @property
+    def queues(self) -> list[str]:
+        """The queues this worker claims from, in the order it looks at them."""
+        return list(self._options.queues)
+
+    # -- running ----------------------------------------------------------------------
+
+    def run(self, stop: StopToken, *, abort: StopToken | None = None) -> WorkerStats:
+        """Work until ``stop`` is cancelled, then stop gracefully (``abort``: at once); return the stats."""
+        if not isinstance(stop, StopToken) or (abort is not None and not isinstance(abort, StopToken)):
+            raise InvalidArgument("stop and abort must be alkstore.StopTokens")
+        abort = abort if abort is not None else StopToken()
+        options = self._options
+        self._register_periodic()
+        log.info(
+            "worker %s serving %s with %d %s",
+            self.worker_id,
+            ", ".join(repr(name) for name in options.queues),
+            options.concurrency,
+            _slot_word(options.concurrency),
+        )
+        self._reporter.report()
+        for _ in range(options.concurrency):
+            self._start_slot()
+        scheduler_stop = StopToken()
+        helpers = [
+            spawn(self._liveness.run, self._stopping, name=f"alkstore-heartbeat-{self.worker_id}"),
+            spawn(self._maintenance.run, self._stopping, name=f"alkstore-maintenance-{self.worker_id}"),
+        ]
+        if options.schedules:
+            helpers.append(spawn(self._lead, scheduler_stop, name=f"alkstore-scheduler-{self.worker_id}"))
+        try:
+            self._claim_loop(stop, abort)
+        finally:
+            self._drain(abort)
+            self._execution.flush_acks()  # put back by a slot's claim that met an outage meanwhile
+            self._stopping.cancel()
+            scheduler_stop.cancel()
+            for _ in self._slots:
+                self._inbox.put_nowait(None)
+            gather(*helpers)
+            self._calls.close()
+            self._reporter.unreport()
+        stats = self.stats
+        log.info(
+            "worker %s stopped: %d processed (%d ok, %d retried, %d dead), %d timed out, %d lost, %d handed back",
+            self.worker_id,
+            stats.processed,
+            stats.succeeded,
+            stats.retried,
+            stats.buried,
+            stats.timed_out,
+            stats.lost,
+            stats.released,
+        )
+        return stats
+
+    def _register_periodic(self) -> None:
+        codec = self._kernel.codec
+        schedules = [
+            new_schedule(codec, task.name, periodic.spec, task.queue, dict(periodic.kwargs), periodic.opts, task.name)
+            for periodic in self._options.tasks.periodic_tasks
+            if (task := periodic.task).queue in self._options.queues
+        ]
+        if schedules:
+            self._kernel.register(schedules)
+
+    def _lead(self, stop: StopToken) -> None:
+        try:
+            self._store.run_schedules(stop, standby=True)
+        except AlkstoreError as exc:  # permanent: stopping the whole worker would lose running jobs' grace
+            log.error("the scheduler of worker %s stopped: %s", self.worker_id, exc)
+
+    def _claim_loop(self, stop: StopToken, abort: StopToken) -> None:
+        kernel = self._kernel
+        queues = self._options.queues
+        backoff = Backoff()
+        self._stop, self._abort = stop, abort
+        self._summary_at = time.monotonic() + SUMMARY_EVERY
+        with kernel.live().waiter(*queues) as waiter:
+            while not stop.is_cancelled() and not abort.is_cancelled():
+                free = self._runs.free(stop, abort)
+                if not free:
+                    break
+                round_at = kernel.clock.now()
+                try:
+                    claimed = self._round(free)
+                    backoff.reset()
+                except DatabaseUnavailable as exc:
+                    self._runs.end_turn()
+                    pause = backoff.next()
+                    log.warning("worker %s: database unavailable (%s); again in %.1f s", self.worker_id, exc, pause)
+                    stop.wait(pause)
+                    continue
+                except (RecursionError, MemoryError) as exc:  # a job handed back by the claim (see _lifecycle)
+                    self._runs.end_turn()
+                    log.error("worker %s: a claimed job could not be decoded (%r); handed back", self.worker_id, exc)
+                    stop.wait(backoff.next())
+                    continue
+                self._runs.end_turn()
+                if self._woken and not claimed:
+                    self._known_due = None  # woken for nothing claimable: maybe an earlier delayed job (ADR 066)
+                self._woken = False
+                if not claimed:
+                    self._idle(waiter, stop, round_at)
+            self._execution.flush_acks()
+
+    def _round(self, free: int) -> int:
+        """One claim round, the turn held: up to ``free`` jobs from the queues in turn, with the acks waiting,
+        each dispatched to a slot as it comes; how many. Unwritten acks are put back if the store fails."""
+        kernel = self._kernel
+        queues = self._options.queues
+        acks = self._acks.take()
+        self._healthy = False  # until the round is through: a slot leaves the rounds of an outage to the loop
+        claimed = 0
+        try:
+            for offset in range(len(queues)):
+                queue = queues[(self._next_queue + offset) % len(queues)]
+                stale, jobs = kernel.claim(
+                    queue, self.worker_id, free - claimed, [(job, held) for job, _, held in acks]
+                )
+                self._execution.acked(acks, stale)
+                acks = []
+                for job in jobs:
+                    self._dispatch(job)
+                claimed += len(jobs)
+                if claimed >= free:
+                    break
+        except DatabaseUnavailable:
+            self._acks.put_back(acks)  # fenced: written again later, or found done
+            raise
+        self._next_queue = (self._next_queue + 1) % len(queues)
+        self._healthy = True
+        if time.monotonic() >= self._summary_at:
+            self._reporter.summary()
+            self._summary_at = time.monotonic() + SUMMARY_EVERY
+        return claimed
+
+    def _claim_next(self, run: Run) -> bool:
+        """A slot whose ``run`` ended claims for the free slots itself (its own included) when no other round
+        is under way, the worker is not stopping and the last round went through: no wake of the claim
+        loop and back per job (ADR 049). Whether it did; if not, ``run`` is left for ``finished``."""
+        stop, abort = self._stop, self._abort
+        if not self._healthy or stop is None or stop.is_cancelled() or (abort is not None and abort.is_cancelled()):
+            return False
+        free = self._runs.take_turn(run)
+        if not free:
+            return False
+        try:
+            self._round(free)
+        except (AlkstoreError, RecursionError, MemoryError) as exc:  # the claim loop's next round meets it too
+            log.debug("worker %s: a slot's claim failed (%r); left to the claim loop", self.worker_id, exc)
+        finally:
+            self._runs.end_turn()  # wakes the claim loop if slots are still free (too little came)
+        return True
+
+    def _idle(self, waiter: Waiter, stop: StopToken, round_at: datetime) -> None:
+        """Nothing was claimed by the round begun at ``round_at``: park until an enqueue, or until a job of
+        the queues may be due (with acks to write or runs going, ``ack_delay`` at most)."""
+        options = self._options
+        if self._acks or self._runs.live():
+            waiter.wait(options.ack_delay or options.poll_interval, stop)
+            return
+        try:
+            self._until_due(waiter, stop, round_at)
+        except DatabaseUnavailable as exc:
+            log.warning(
+                "worker %s: could not look at its queues (%s); again in %g s",
+                self.worker_id,
+                exc,
+                options.poll_interval,
+            )
+            waiter.wait(options.poll_interval, stop)
+
+    def _until_due(self, waiter: Waiter, stop: StopToken, round_at: datetime) -> None:
+        """The idle wait (ADR 044): one read of the soonest instant a claim of the queues may find work, then
+        park until that instant, an enqueue's wake, or ``IDLE_RECHECK`` (``poll_interval`` for a waiter that
+        cannot hear enqueues), then read again. The waits that follow within that time go on the same
+        read while it holds (ADR 066): an idle moment between two jobs costs no read. A job that was due
+        when the round began is one the round could not take (its queue at its global limit): it is
+        looked at again every ``poll_interval``."""
+        kernel = self._kernel
+        options = self._options
+        while not stop.is_cancelled():
+            recheck = IDLE_RECHECK if waiter.hears else options.poll_interval
+            known, returned = self._known_due, put_back(self.stats)
+            if known is None or not known.holds(kernel.clock.now(), time.monotonic(), returned, recheck):
+                due = kernel.live().soonest_due(options.queues)
+                known = self._known_due = KnownDue(due, time.monotonic(), returned)
+            due, looked = known.at, known.read
+            if due is not None and due <= round_at:
+                waiter.wait(options.poll_interval, stop)
+                return
+            while (left := recheck - (time.monotonic() - looked)) > 0:
+                now = kernel.clock.now()
+                if due is not None and now >= due:
+                    return
+                step = min(left, options.poll_interval)
+                if due is not None:
+                    step = min(step, (due - now).total_seconds())
+                began = time.monotonic()
+                waiter.wait(step, stop)
+                if stop.is_cancelled() or time.monotonic() - began < step:
+                    self._woken = True
+                    return  # woken: an enqueue (or a spurious wake: the round finds nothing)
+
+    def _dispatch(self, job: Job) -> None:
+        now = self._kernel.clock.now()
+        self._runs.add(Run(job, now, now, self._options.timeout_of(job)))
+        self._inbox.put_nowait(job)
+
+    def _start_slot(self) -> None:
+        self._slots.append(spawn(self._serve, name=f"alkstore-worker-{self.worker_id}-{len(self._slots) + 1}"))
+
+    # -- one job ------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while (job := self._inbox.get()) is not None:
+            run = self._runs.start(job)
+            if run is None:
+                continue  # handed back (or lost) before it started
+            run.started_at = self._kernel.clock.now()  # its run (and its timeout) starts now
+            run.started = time.monotonic()
+            self._execution.execute(run)
+            if self._retires(run):
+                self._runs.finished(run)
+                return
+            if not self._claim_next(run):
+                self._runs.finished(run)
+
+    def _retires(self, run: Run) -> bool:
+        """Whether the slot that ran ``run`` ends now: a thread whose run was given up has been replaced
+        (see ``_end``), so it retires; an async slot keeps serving."""
+        return run.abandoned
+
+    def _end(self, run: Run) -> None:
+        """End a given-up run early where the runtime can: an async run is cancelled at its next await;
+        a thread cannot be, so a running one gets a replacement slot and retires when it returns."""
+        if not run.running:
+            return
+        self._start_slot()
+
+    # -- stopping -----------------------------------------------------------------------
+
+    def _drain(self, abort: StopToken) -> None:
+        """Hand back the jobs waiting for a slot at once; give running jobs the grace, then hand back the rest.
+
+        No claim follows to carry an ack, so the acks waiting are written now and a run that finishes
+        within the grace writes its own at once (ADR 054): a worker killed in its grace runs nothing
+        that finished again, and hands back only what still runs."""
+        acks = self._acks.close()
+        running = self._runs.running()
+        if running and not abort.is_cancelled():
+            log.info(
+                "worker %s stopping: %d running job%s get%s %g s of grace; each is acked as it finishes",
+                self.worker_id,
+                running,
+                "" if running == 1 else "s",
+                "s" if running == 1 else "",
+                self._options.grace,
+            )
+        self._execution.flush_acks(acks)
+        hand_back(self._kernel, self._runs.abandon_waiting(), "waiting", self._tally, self.worker_id)
+        remaining = self._runs.drain(self._options.grace, abort)
+        hand_back(self._kernel, remaining, "running", self._tally, self.worker_id)
+
+
+def _slot_word(count: int) -> str:
+    return "thread" if count == 1 else "threads"
