@@ -22,11 +22,13 @@ pytestmark = pytest.mark.slow
 
 MANAGE = Path(__file__).with_name("manage.py")
 
-#: Enqueue three tasks: one inside an atomic block that commits (with an order), one outside any, one inside
-#: an atomic block that rolls back (with its order), last: on SQLite a rolled-back job's id is the file's
-#: counter's, rolled back with it, so the next job would take it again. Print the ids and the orders.
+#: Enqueue four tasks: one inside an atomic block that commits (with an order), one outside any, one from
+#: async code (``aenqueue``), and one inside an atomic block that rolls back (with its order), last: on
+#: SQLite a rolled-back job's id is the file's counter's, rolled back with it, so the next job would take it
+#: again. Print the ids and the orders.
 ENQUEUE = """
 import json, os
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from tests.django.project.shop.models import Order
 from tests.django.project.shop.tasks import write
@@ -39,6 +41,7 @@ with transaction.atomic():
     Order.objects.create(email="kept@example.com")
     kept = write.enqueue(out + "/kept", text="committed")
 alone = write.enqueue(out + "/alone", text="alone")
+later = async_to_sync(write.aenqueue)(out + "/later", text="from async")  # on the loop's AsyncStore
 try:
     with transaction.atomic():
         Order.objects.create(email="undone@example.com")
@@ -46,7 +49,7 @@ try:
         raise Undo
 except Undo:
     pass
-print(json.dumps({"kept": kept.id, "undone": undone.id, "alone": alone.id,
+print(json.dumps({"kept": kept.id, "undone": undone.id, "alone": alone.id, "later": later.id,
                   "orders": sorted(Order.objects.values_list("email", flat=True))}))
 """
 
@@ -104,19 +107,26 @@ def test_a_sqlite_project_enqueues_in_its_transactions_and_the_worker_runs_what_
     assert "already at the current schema version" in manage(database, "alkstore_migrate")
     enqueued = json.loads(manage(database, "shell", "--no-imports", "-c", ENQUEUE, given=str(out)).splitlines()[-1])
     assert enqueued["orders"] == ["kept@example.com"]
-    ids = {name: enqueued[name] for name in ("kept", "undone", "alone")}
-    assert ids["kept"] != ids["alone"]
+    ids = {name: enqueued[name] for name in ("kept", "undone", "alone", "later")}
+    assert len(set(ids.values())) == 4
 
     before = json.loads(
         manage(database, "shell", "--no-imports", "-c", RESULTS, given=json.dumps(ids)).splitlines()[-1]
     )
-    assert before == {"kept": ["READY", None, 0], "undone": None, "alone": ["READY", None, 0]}
+    ready = ["READY", None, 0]
+    assert before == {"kept": ready, "undone": None, "alone": ready, "later": ready}
 
     ran = manage(database, "alkstore_worker", "--queues", "default", "--batch")
     assert "serving default" in ran
 
     after = json.loads(manage(database, "shell", "--no-imports", "-c", RESULTS, given=json.dumps(ids)).splitlines()[-1])
-    assert after == {"kept": ["SUCCESSFUL", "committed", 1], "undone": None, "alone": ["SUCCESSFUL", "alone", 1]}
+    assert after == {
+        "kept": ["SUCCESSFUL", "committed", 1],
+        "undone": None,
+        "alone": ["SUCCESSFUL", "alone", 1],
+        "later": ["SUCCESSFUL", "from async", 1],
+    }
     assert (out / "kept").read_text(encoding="utf-8") == "committed"
     assert (out / "alone").read_text(encoding="utf-8") == "alone"
+    assert (out / "later").read_text(encoding="utf-8") == "from async"
     assert not (out / "undone").exists()
