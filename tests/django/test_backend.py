@@ -327,8 +327,19 @@ def test_a_schedule_whose_arguments_do_not_bind_names_the_task_and_the_argument(
     assert f"task '{WRITE}' cannot be called with these arguments: too many positional arguments" in error.msg
 
 
-def test_a_database_that_is_not_postgresql_fails_the_checks() -> None:
-    assert error_ids(backend_with(OPTIONS={"database": "lite"})) == ["alkstore.E003"]
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_a_database_neither_postgresql_nor_a_sqlite_file_fails_the_checks(tmp_path: Path) -> None:
+    """A SQLite database in memory is refused (a worker could not open it); one in a file is served, its
+    store at the file's ``sqlite:///`` URL (tests/django/test_sqlite_project.py runs a project on one)."""
+    (in_memory,) = backend_with(OPTIONS={"database": "lite"}).check()
+    assert (in_memory.id, "in memory" in in_memory.msg) == ("alkstore.E003", True)
+    oracle = {"ENGINE": "django.db.backends.oracle", "NAME": "shop"}
+    in_a_file = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "shop db.sqlite3")}
+    with override_settings(DATABASES={**settings.DATABASES, "oracle": oracle, "file": in_a_file}):
+        assert error_ids(backend_with(OPTIONS={"database": "oracle"})) == ["alkstore.E003"]
+        served = backend_with(OPTIONS={"database": "file"})
+        assert error_ids(served) == []
+        assert served._key()[0] == f"sqlite:///{tmp_path}/shop%20db.sqlite3"
 
 
 def test_a_misconfigured_backend_refuses_to_enqueue() -> None:

@@ -25,10 +25,10 @@ def test_a_new_file_is_in_wal_mode_at_the_current_schema_version(tmp_path: Path)
     alkstore.open(url_of(path)).close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (1,)
+        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (2,)
     alkstore.open(url_of(path)).close()  # reopening changes nothing
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM alkstore_schema").fetchone() == (1,)
+        assert db.execute("SELECT count(*) FROM alkstore_schema").fetchone() == (2,)
 
 
 def test_a_file_left_unmigrated_or_from_newer_code_is_refused(tmp_path: Path) -> None:
@@ -40,6 +40,30 @@ def test_a_file_left_unmigrated_or_from_newer_code_is_refused(tmp_path: Path) ->
         db.execute("INSERT INTO alkstore_schema (version) VALUES (99)")
     with pytest.raises(SchemaOutOfDate, match="newer"):
         alkstore.open(url_of(path))
+
+
+def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path) -> None:
+    """Version 2 (ADR 064) adds the jobs' ``claimed_at``: a file of version 1 is refused unmigrated, then
+    migrated on open with its jobs, which a claim then stamps."""
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path)) as store:
+        job_id = store.queue("jobs").enqueue("kept")
+    with sqlite3.connect(path) as db:  # the file as version 1 left it
+        db.execute("ALTER TABLE alkstore_jobs DROP COLUMN claimed_at")
+        db.execute("DELETE FROM alkstore_schema WHERE version = 2")
+    with pytest.raises(SchemaOutOfDate, match="version 1"):
+        alkstore.open(url_of(path), migrate=False)
+    with alkstore.open(url_of(path)) as store:
+        job = store.get_job(job_id)
+        assert job is not None
+        assert (job.payload, job.claimed_at) == ("kept", None)
+        claimed = store.queue("jobs").claim("w1")
+        assert claimed is not None
+        job = store.get_job(job_id)
+        assert job is not None
+        assert job.claimed_at is not None
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (2,)
 
 
 def test_a_file_locked_by_another_writer_past_the_busy_timeout_is_database_unavailable(tmp_path: Path) -> None:

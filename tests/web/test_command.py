@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 from starlette.routing import Route
+from starlette.testclient import TestClient
 
+import alkstore
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.web import TOKEN_VARIABLE, bind_refusal, is_loopback
 from alkstore.adapters.web._security import MIN_TOKEN_LENGTH
@@ -51,6 +53,19 @@ def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]
         "/actions/unschedule/{schedule:path}",
         "/actions/fire/{schedule:path}",
     }
+
+
+def test_it_serves_its_overview_over_a_sqlite_file(served: list[dict[str, Any]], tmp_path: Path) -> None:
+    """``alkstore web --url sqlite:///…``: the app the command serves opens the file and shows its queues."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with alkstore.open(url) as store:
+        store.queue("mail").enqueue("hello")
+    assert main(["web", "--url", url]) == EXIT_OK
+    (call,) = served
+    with TestClient(call["app"], base_url="http://127.0.0.1:8080") as client:  # the lifespan opens the store
+        page = client.get("/")
+    assert page.status_code == 200
+    assert "mail" in page.text
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "dashboard.example.com"])

@@ -1,16 +1,31 @@
-"""Where the backend's jobs are: a Django ``DATABASES`` entry as a PostgreSQL URL, and a committed job's
-stored ``enqueued_at`` read back (ADR 064); whether a Django connection is in a transaction, and the job id a
-result id names."""
+"""Where the backend's jobs are: a Django ``DATABASES`` entry as a PostgreSQL URL or as the ``sqlite:///`` URL of
+its file, and a committed job's stored ``enqueued_at`` read back (ADR 064); whether a Django connection is in a
+transaction, and the job id a result id names."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from os.path import abspath
 from typing import Any
 from urllib.parse import quote
 
 from alkstore import AsyncStore, JobInfo, JobResult, Store
 
-__all__ = ["astored_at", "database_url", "in_transaction", "job_id_of", "stored_at"]
+__all__ = [
+    "POSTGRES_ENGINE",
+    "SQLITE_ENGINE",
+    "astored_at",
+    "database_url",
+    "in_transaction",
+    "job_id_of",
+    "sqlite_file",
+    "store_url",
+    "stored_at",
+]
+
+#: The Django database engines whose connections alkstore can write on.
+POSTGRES_ENGINE = "django.db.backends.postgresql"
+SQLITE_ENGINE = "django.db.backends.sqlite3"
 
 #: Entries of a database's ``OPTIONS`` that are Django's own, never libpq parameters.
 _DJANGO_ONLY = frozenset({"isolation_level", "assume_role", "server_side_binding", "pool", "cursor_factory", "context"})
@@ -36,6 +51,24 @@ def database_url(settings_dict: Mapping[str, Any]) -> str:
         if key not in _DJANGO_ONLY and isinstance(value, str | int) and not isinstance(value, bool):
             query.append(f"{quote(str(key), safe='')}={quote(str(value), safe='')}")
     return f"postgresql://{credentials}{location}/{name}" + (f"?{'&'.join(query)}" if query else "")
+
+
+def sqlite_file(settings_dict: Mapping[str, Any]) -> str | None:
+    """The file of a Django SQLite ``DATABASES`` entry (its NAME, made absolute), or ``None`` for one that names
+    no file alkstore can open beside Django: in memory (``:memory:``, Django's own test database by default) or
+    a ``file:`` URI."""
+    name = str(settings_dict.get("NAME") or "")
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    return abspath(name)
+
+
+def store_url(settings_dict: Mapping[str, Any]) -> str:
+    """The alkstore URL of a Django ``DATABASES`` entry: ``sqlite:///`` and its file on SQLite, else
+    ``database_url``'s (the checks refuse any other engine, and a SQLite entry without a file, first)."""
+    if settings_dict.get("ENGINE") == SQLITE_ENGINE:
+        return "sqlite:///" + quote(sqlite_file(settings_dict) or "", safe="/")
+    return database_url(settings_dict)
 
 
 def stored_at(store: Store, job_id: int) -> Any:

@@ -6,11 +6,12 @@ task's (both orders put higher first, so the number is kept as it is), its ``run
 ``run_after``. The result id is the job's id, as a string.
 
 Inside ``transaction.atomic()`` on the configured database the job is written on Django's own
-connection (its psycopg 3 connection, through the store's caller-transaction path): it commits
-or rolls back with the caller's data. Outside one it is written, and committed, on the store's
-own pool. ``aenqueue`` writes on an ``AsyncStore`` of the caller's event loop, committed at once,
-unless the thread where Django runs the caller's sync code is inside ``atomic()``: then it is
-``enqueue`` there, in that transaction (ADR 045).
+connection (its psycopg 3 connection, or on SQLite its ``sqlite3`` connection to the same file,
+through the store's caller-transaction path): it commits or rolls back with the caller's data.
+Outside one it is written, and committed, on the store's own pool (on SQLite, its connection).
+``aenqueue`` writes on an ``AsyncStore`` of the caller's event loop, committed at once, unless the
+thread where Django runs the caller's sync code is inside ``atomic()``: then it is ``enqueue``
+there, in that transaction (ADR 045).
 """
 
 from __future__ import annotations
@@ -50,7 +51,17 @@ from alkstore import (
     parse_spec,
 )
 
-from ._database import astored_at, database_url, in_transaction, job_id_of, stored_at
+from ._database import (
+    POSTGRES_ENGINE,
+    SQLITE_ENGINE,
+    astored_at,
+    database_url,
+    in_transaction,
+    job_id_of,
+    sqlite_file,
+    store_url,
+    stored_at,
+)
 from .results import kept_result_of, result_of, run_after_of, task_error
 from .runner import check_call, stored_call
 
@@ -69,9 +80,6 @@ DEFAULT_OPTIONS: Mapping[str, Any] = {
 
 #: The Django application of the backend, whose management commands migrate and run it.
 APP = "alkstore.adapters.django"
-
-#: The Django database engine whose connections alkstore can write on.
-POSTGRES_ENGINE = "django.db.backends.postgresql"
 
 #: A schema name as the Postgres adapter accepts one (a plain identifier).
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -102,7 +110,7 @@ async def _closed_with_the_loop(store: AsyncStore) -> None:
 
 
 class AlkstoreBackend(BaseTaskBackend):
-    """Django tasks enqueued as alkstore jobs, on the PostgreSQL database Django already uses."""
+    """Django tasks enqueued as alkstore jobs, on the PostgreSQL (or SQLite) database Django already uses."""
 
     #: ``run_after`` becomes the job's ``run_at``.
     supports_defer = True
@@ -151,11 +159,24 @@ class AlkstoreBackend(BaseTaskBackend):
                     id="alkstore.E002",
                 )
             )
-        elif settings.DATABASES[self.database].get("ENGINE") != POSTGRES_ENGINE:
+        elif settings.DATABASES[self.database].get("ENGINE") not in (POSTGRES_ENGINE, SQLITE_ENGINE):
             errors.append(
                 checks.Error(
-                    f"DATABASES[{self.database!r}] is not PostgreSQL, so alkstore cannot store its jobs there",
-                    hint=f"point {where}['OPTIONS']['database'] at a database whose ENGINE is {POSTGRES_ENGINE!r}",
+                    f"DATABASES[{self.database!r}] is neither PostgreSQL nor SQLite, so alkstore cannot store its"
+                    " jobs there",
+                    hint=f"point {where}['OPTIONS']['database'] at a database whose ENGINE is {POSTGRES_ENGINE!r}"
+                    f" or {SQLITE_ENGINE!r}",
+                    id="alkstore.E003",
+                )
+            )
+        elif settings.DATABASES[self.database]["ENGINE"] == SQLITE_ENGINE and not sqlite_file(
+            settings.DATABASES[self.database]
+        ):
+            errors.append(
+                checks.Error(
+                    f"DATABASES[{self.database!r}] is a SQLite database in memory (or a file: URI), which"
+                    " alkstore's workers cannot open",
+                    hint="give it a file as NAME (and its TEST NAME a file too, for Django's test runner)",
                     id="alkstore.E003",
                 )
             )
@@ -268,7 +289,7 @@ class AlkstoreBackend(BaseTaskBackend):
         errors = self._errors()
         if errors:
             raise InvalidTask(f"the alkstore backend {self.alias!r} is misconfigured: {errors[0].msg}")
-        key = (database_url(settings.DATABASES[self.database]), self.schema, self.max_size)
+        key = (store_url(settings.DATABASES[self.database]), self.schema, self.max_size)
         self._store_key = (entry, key)
         return key
 
@@ -288,19 +309,32 @@ class AlkstoreBackend(BaseTaskBackend):
         with _stores_lock:
             store = _stores.get(key)
             if store is None:
-                store = _stores[key] = alkstore.open(url, schema=self.schema, max_size=self.max_size)
+                store = _stores[key] = alkstore.open(url, **self._options(url))
         self._store = (entry, store)
         return store
 
+    def _options(self, url: str, **options: Any) -> dict[str, Any]:
+        """What ``alkstore.open`` takes for ``url`` besides it: ``schema`` and ``max_size`` on PostgreSQL, with
+        ``options`` over them. On SQLite there is no schema or pool (the tables live in the project's file, next
+        to Django's, each named ``alkstore_…``): pool sizes and an empty ``grant`` are dropped, and the store
+        migrates only when told to (``alkstore_migrate``), as on PostgreSQL."""
+        if not url.startswith("sqlite:"):
+            return {"schema": self.schema, "max_size": self.max_size, **options}
+        dropped = {"max_size", "min_size"}
+        given = {name: value for name, value in options.items() if name not in dropped}
+        if not given.get("grant", True):
+            del given["grant"]
+        return {"migrate": False, **given}
+
     def open_store(self, **options: Any) -> Store:
         """A store of its own on the backend's database and schema (for commands: ``migrate=True``, …)."""
-        url = database_url(settings.DATABASES[self.database])
-        return alkstore.open(url, schema=self.schema, **{"max_size": self.max_size, **options})
+        url = store_url(settings.DATABASES[self.database])
+        return alkstore.open(url, **self._options(url, **options))
 
     async def open_async_store(self, **options: Any) -> AsyncStore:
         """``open_store`` in the async runtime (the worker's)."""
-        url = database_url(settings.DATABASES[self.database])
-        return await alkstore.open_async(url, schema=self.schema, **{"max_size": self.max_size, **options})
+        url = store_url(settings.DATABASES[self.database])
+        return await alkstore.open_async(url, **self._options(url, **options))
 
     async def astore(self) -> AsyncStore:
         """The ``AsyncStore`` of the running event loop that ``aenqueue`` writes through (opened at first
@@ -309,7 +343,7 @@ class AlkstoreBackend(BaseTaskBackend):
         url = key[0]
         opened = _async_stores.setdefault(asyncio.get_running_loop(), {})
         if key not in opened:
-            store = await alkstore.open_async(url, schema=self.schema, max_size=self.max_size)
+            store = await alkstore.open_async(url, **self._options(url))
             if key in opened:  # another task of this loop opened one meanwhile
                 await store.close()
             else:

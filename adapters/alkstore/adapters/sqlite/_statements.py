@@ -122,6 +122,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (minute, queue)
         )""",
     ),
+    # Version 2 (ADR 064): a job says when its latest claim was. One nullable column, added in place
+    # (SQLite rewrites no row for it), so a file of version 1 migrates in a moment; a dead job keeps the
+    # attempt log its row already had room for.
+    ("ALTER TABLE alkstore_jobs ADD COLUMN claimed_at INTEGER",),
 )
 
 # -- schema version ------------------------------------------------------------------------------
@@ -171,7 +175,7 @@ PAUSED_QUEUES = "SELECT queue FROM alkstore_queues WHERE paused = 1"
 JOB_COLUMNS = (
     "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule,"
     " boundary, enqueued_at, worker_id, lease_until, died_at, fence, visibility, task, last_traceback, trace,"
-    " unique_key, unique_running, ordering_key, waiting, cancel_requested"
+    " unique_key, unique_running, ordering_key, waiting, cancel_requested, claimed_at"
 )
 INSERT_JOB = (
     "INSERT INTO alkstore_jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
@@ -187,7 +191,8 @@ NEXT_IN_LINE = (
     " ORDER BY line LIMIT 1"
 )
 END_WAIT = "UPDATE alkstore_jobs SET waiting = 0 WHERE id = ?"
-GET_JOB = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ?"
+#: With the job's attempt log (its queue keeps results), which a dead job keeps too (ADR 064).
+GET_JOB = f"SELECT {JOB_COLUMNS}, attempt_log FROM alkstore_jobs WHERE id = ?"
 HELD_JOB = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ?"
 LAPSED_LEASES = (
     f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE queue = ? AND state = 'running' AND lease_until <= ?"
@@ -211,7 +216,7 @@ CLAIM_WORK = (
 LIVE_LEASES = "SELECT count(*) FROM alkstore_jobs WHERE queue = ? AND state = 'running' AND lease_until > ?"
 TAKE_JOB = (
     "UPDATE alkstore_jobs SET state = 'running', attempts = attempts + 1, fence = fence + 1, worker_id = ?,"
-    " lease_until = ?, unique_key = CASE WHEN unique_running = 1 THEN unique_key END WHERE id = ?"
+    " lease_until = ?, claimed_at = ?, unique_key = CASE WHEN unique_running = 1 THEN unique_key END WHERE id = ?"
 )
 MAKE_PENDING = "UPDATE alkstore_jobs SET state = 'pending', worker_id = NULL, lease_until = NULL WHERE id = ?"
 RETRY_JOB = (
@@ -222,15 +227,16 @@ RELEASE_JOB = (
     "UPDATE alkstore_jobs SET state = 'pending', worker_id = NULL, lease_until = NULL,"
     " attempts = max(0, attempts - 1) WHERE id = ?"
 )
+#: A dead job keeps its attempt log, the burial's attempt appended by the engine where it logs one (ADR 064).
 BURY_JOB = (
     "UPDATE alkstore_jobs SET state = 'dead', last_error = ?, last_traceback = ?, died_at = ?, worker_id = NULL,"
-    " lease_until = NULL, unique_key = NULL, waiting = 0, attempt_log = NULL WHERE id = ?"
+    " lease_until = NULL, claimed_at = NULL, unique_key = NULL, waiting = 0, attempt_log = ? WHERE id = ?"
 )
 DELETE_JOB = "DELETE FROM alkstore_jobs WHERE id = ?"
 HEARTBEAT = "UPDATE alkstore_jobs SET lease_until = ? WHERE id = ?"
 REQUEUE_DEAD = (
     "UPDATE alkstore_jobs SET state = 'pending', attempts = 0, run_at = ?, expires_at = NULL, died_at = NULL,"
-    " unique_key = NULL, waiting = ?, line = ? WHERE id = ? AND state = 'dead' RETURNING queue"
+    " unique_key = NULL, attempt_log = NULL, waiting = ?, line = ? WHERE id = ? AND state = 'dead' RETURNING queue"
 )
 DEAD_JOB = "SELECT queue, ordering_key FROM alkstore_jobs WHERE id = ? AND state = 'dead'"
 PENDING_JOB = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ? AND state = 'pending'"

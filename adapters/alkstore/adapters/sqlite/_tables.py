@@ -92,6 +92,7 @@ def _unpack(blob: bytes | None) -> tuple[bytes, ...]:
 
 
 def _job(row: Sequence[Any]) -> port.JobRecord:
+    """A job from the values of ``JOB_COLUMNS``, in that order (and its attempt log, where the read has it)."""
     return port.JobRecord(
         id=row[0],
         queue=row[1],
@@ -119,6 +120,8 @@ def _job(row: Sequence[Any]) -> port.JobRecord:
         ordering_key=row[23],
         waiting=bool(row[24]),
         cancel_requested=bool(row[25]),
+        claimed_at=_at(row[26]),
+        attempt_log=_unpack(row[27]) if len(row) > 27 else (),
     )
 
 
@@ -674,7 +677,7 @@ class SqliteTables:
         for row in db.execute(sql.CLAIMABLE, (request.queue, now, limit)).fetchall():
             job = _job(row)
             lease_until = request.now + (job.visibility if job.visibility is not None else request.lease)
-            db.execute(sql.TAKE_JOB, (request.worker_id, us(lease_until), job.id))
+            db.execute(sql.TAKE_JOB, (request.worker_id, us(lease_until), now, job.id))
             claimed.append(
                 replace(
                     job,
@@ -683,6 +686,7 @@ class SqliteTables:
                     fence=job.fence + 1,
                     worker_id=request.worker_id,
                     lease_until=lease_until,
+                    claimed_at=request.now,
                     unique_key=job.unique_key if job.unique_running else None,
                 )
             )
@@ -713,12 +717,22 @@ class SqliteTables:
         self._gone(db, job)
 
     def _to_dead(
-        self, db: sqlite3.Connection, job: port.JobRecord, error: str, traceback: str | None, now: datetime
+        self,
+        db: sqlite3.Connection,
+        job: port.JobRecord,
+        error: str,
+        traceback: str | None,
+        now: datetime,
+        attempt: bytes | None = None,
     ) -> None:
         if job.cancel_requested:  # a job asked to stop ends cancelled, whatever its run came to
             self._delete(db, job)
             return
-        db.execute(sql.BURY_JOB, (error, traceback, us(now), job.id))
+        # A dead job keeps its attempt log, its last attempt appended when the burial logged it (ADR 064).
+        log = db.execute(sql.ATTEMPT_LOG, (job.id,)).fetchone()[0]
+        if attempt is not None:
+            log = _pack((*_unpack(log), attempt))
+        db.execute(sql.BURY_JOB, (error, traceback, us(now), log, job.id))
         self._gone(db, job)
 
     def _hand_back(self, db: sqlite3.Connection, job: port.JobRecord) -> bool:
@@ -788,7 +802,7 @@ class SqliteTables:
 
     def bury(self, burials: Sequence[port.Burial], now: datetime) -> list[port.Held]:
         def bury(db: sqlite3.Connection, job: port.JobRecord, item: port.Burial) -> None:
-            self._to_dead(db, job, item.error, item.traceback, now)
+            self._to_dead(db, job, item.error, item.traceback, now, item.attempt)
 
         with self._write("bury") as db:
             return self._each_held(db, burials, bury)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from alkstore import SchemaOutOfDate
+from alkstore.adapters.django._database import SQLITE_ENGINE
 
 from ._backend import alkstore_backend
 
@@ -27,6 +29,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = alkstore_backend(options["backend"])
+        if options["grant"] and settings.DATABASES.get(backend.database, {}).get("ENGINE") == SQLITE_ENGINE:
+            raise CommandError("--grant gives a PostgreSQL role its rights; a SQLite database has no roles")
         # A plain open checks the schema, so one that succeeds means there is nothing to migrate;
         # SchemaOutOfDate means a schema missing or older, which the open with migrate=True brings up.
         try:
