@@ -149,6 +149,21 @@ def test_a_job_that_fails_for_good_keeps_every_failed_attempt_with_its_worker_an
     assert only.traceback is not None
 
 
+def test_a_job_the_claims_sweep_buries_keeps_the_attempts_its_holders_logged(store: Store, clock: ManualClock) -> None:
+    """ADR 064: a job whose last lease lapsed is buried by the next claim's sweep, not by a holder; it keeps
+    the attempts logged before (the lapsed one reported by no holder adds none)."""
+    keeping(store)
+    job_id = store.queue("jobs").enqueue("lapses", EnqueueOpts(max_attempts=2, visibility_timeout=10))
+    first_start = clock.now()
+    must_claim(store.queue("jobs"), "w1").retry(failed_with("first"), delay=0)
+    must_claim(store.queue("jobs"), "w2")  # its last attempt, never finished
+    clock.advance(11)
+    assert store.queue("jobs").claim_many("w3", 1) == []  # the sweep buries it
+    dead = must_get(store, job_id)
+    assert dead.state is JobState.DEAD
+    assert [(e.error, e.worker_id, e.started_at) for e in dead.errors] == [("first", "w1", first_start)]
+
+
 def test_a_job_of_a_queue_that_keeps_no_results_logs_no_attempts(store: Store) -> None:
     """ADR 064: the attempt log is kept only where results are (bounded like them)."""
     job_id = store.queue("jobs").enqueue("plain", EnqueueOpts(max_attempts=1))

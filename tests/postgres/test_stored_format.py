@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -40,6 +40,7 @@ MIGRATIONS = [
     (8, "promotion_straight_to_pending"),
     (9, "throughput"),
     (10, "dead_jobs_keep_their_attempts"),
+    (11, "sweeps_keep_attempts"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -247,6 +248,7 @@ FUNCTIONS = {
     f"sweep(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_3(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_6(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
+    f"sweep_11(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"try_lock(p_name text, p_owner text, p_now {_TS}, p_expires_at {_TS})": "SETOF {s}.locks",
 }
 #: The reserved names a database holds rows under.

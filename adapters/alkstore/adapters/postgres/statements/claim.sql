@@ -33,7 +33,7 @@ sweep AS MATERIALIZED (
 
 -- fragment: sweep_call
 -- The sweep of the queue's lapsed leases and expired or due-delayed jobs, in one function call.
-SELECT {s}.sweep_6(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)
+SELECT {s}.sweep_11(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)
 
 -- fragment: claimed
 -- The CTE "claimed": the best ready jobs, leased, unless the sweep is needed first. A claimed job
