@@ -12,6 +12,10 @@ Outside one it is written, and committed, on the store's own pool (on SQLite, it
 ``aenqueue`` writes on an ``AsyncStore`` of the caller's event loop, committed at once, unless the
 thread where Django runs the caller's sync code is inside ``atomic()``: then it is ``enqueue``
 there, in that transaction (ADR 045).
+
+Over 500 lines: Django's backend contract is one class (enqueue and aenqueue, in and out of a
+caller's transaction, on PostgreSQL and on SQLite, results, checks); the result mapping and the
+database probing are modules of their own already (``results``, ``_database``).
 """
 
 from __future__ import annotations
