@@ -20,6 +20,7 @@ import pytest
 
 import alkstore
 from alkstore import ManualClock, NotOffered, StopToken, Store, Tasks, Worker
+from alkstore.adapters.cli import EXIT_ERROR, main
 from alkstore.adapters.memory import AsyncMemoryEngine, MemoryEngine
 from alkstore.engine import AsyncEngine, AsyncRuntimePort, Engine, RuntimePort
 from tests.support import MIDNIGHT, wait_until
@@ -217,3 +218,12 @@ def test_the_async_runtime_opens_it_and_names_the_async_call() -> None:
             await store.close()
 
     asyncio.run(body())
+
+
+def test_alkstore_status_on_it_says_what_is_not_offered(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--url", f"{SCHEME}://"]) == EXIT_ERROR
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("alkstore: Store.")
+    assert "operations port" in captured.err
+    assert "RuntimeOnlyMemoryEngine" in captured.err
