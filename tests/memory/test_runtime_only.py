@@ -227,3 +227,16 @@ def test_alkstore_status_on_it_says_what_is_not_offered(capsys: pytest.CaptureFi
     assert captured.err.startswith("alkstore: Store.")
     assert "operations port" in captured.err
     assert "RuntimeOnlyMemoryEngine" in captured.err
+
+
+def test_the_dashboard_on_it_answers_501_with_what_is_not_offered(store: Store) -> None:
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from alkstore.adapters.web import create_app
+
+    with TestClient(create_app(store), base_url="http://127.0.0.1") as client:  # an answer, not a crash
+        response = client.get("/")
+    assert response.status_code == 501
+    assert "operations port" in response.text
+    assert "RuntimeOnlyMemoryEngine" in response.text
