@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import alkstore
-from alkstore import ManualClock, NotOffered, StopToken, Store, Tasks, Worker
+from alkstore import AsyncWorker, ManualClock, NotOffered, StopToken, Store, Tasks, Worker
 from alkstore.adapters.cli import EXIT_ERROR, main
 from alkstore.adapters.memory import AsyncMemoryEngine, MemoryEngine
 from alkstore.engine import AsyncEngine, AsyncRuntimePort, Engine, RuntimePort
@@ -218,6 +218,35 @@ def test_the_async_runtime_opens_it_and_names_the_async_call() -> None:
             await store.close()
 
     asyncio.run(body())
+
+
+def test_an_async_worker_on_it_runs_its_jobs_without_a_word_of_what_is_missing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="alkstore")
+
+    async def body() -> None:
+        store = await alkstore.open_async(f"{SCHEME}://")
+        done: list[int] = []
+        try:
+            for n in range(3):
+                await store.queue("q").enqueue(n)
+            worker = AsyncWorker(store, handlers={"q": lambda payload, job: done.append(payload)}, ack_delay=0)
+            stop = StopToken()
+            running = asyncio.create_task(worker.run(stop))
+            for _ in range(3000):  # up to a generous minute of wall time, in small naps
+                if len(done) == 3:
+                    break
+                await asyncio.sleep(0.02)
+            stop.cancel()
+            stats = await running
+            assert sorted(done) == [0, 1, 2]
+            assert stats.succeeded == 3
+        finally:
+            await store.close()
+
+    asyncio.run(body())
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []
 
 
 def test_alkstore_status_on_it_says_what_is_not_offered(capsys: pytest.CaptureFixture[str]) -> None:
