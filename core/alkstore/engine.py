@@ -3,7 +3,8 @@
 An adapter that stores alkstore's data implements ``AsyncEngine`` (the async runtime's port) or
 ``Engine`` (the sync runtime's): each is two ports, ``AsyncRuntimePort`` (what the store, the
 worker and the scheduler need) and ``AsyncOperationsPort`` (what operators read and do; sync:
-``RuntimePort``, ``OperationsPort``), walked through in ``docs/engines.md``. It imports from
+``RuntimePort``, ``OperationsPort``), walked through in ``docs/engines.md``; an engine may
+implement the runtime port alone, and then the operators' calls raise ``NotOffered``. It imports from
 core only this module, ``alkstore.errors`` and ``alkstore.testing`` (linted:
 ``tests/test_layout.py``). What is here is everything an engine needs: the records it takes and
 returns, the clock and stop-token ports, the rules it must apply where the data is

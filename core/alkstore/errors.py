@@ -14,6 +14,7 @@ wrong kind), so generic handlers keep working::
     │   └── InvalidTransaction (ValueError) not this store's transaction, already finished, or not in one
     ├── LeaseLost                          a fenced call by a holder whose lease was taken over
     ├── LeadershipLost                     the scheduler runner has, or never got, the leader lock
+    ├── NotOffered                         an operators' call on an engine without the operations port
     ├── StoreClosed                        a call on a store after ``close()``
     └── DatabaseError                      a driver error, raised ``from`` the original
         ├── DatabaseUnavailable            transient: connection lost, pool timeout, shutdown; retry later
@@ -39,6 +40,7 @@ __all__ = [
     "InvalidTransaction",
     "LeadershipLost",
     "LeaseLost",
+    "NotOffered",
     "PoolerMisconfigured",
     "ReservedName",
     "SchemaOutOfDate",
@@ -85,6 +87,12 @@ class LeaseLost(AlkstoreError):
 
 class LeadershipLost(AlkstoreError):
     """The scheduler runner could not acquire, or could not keep, the leader lock."""
+
+
+class NotOffered(AlkstoreError):
+    """The call needs the engine's operations port (listings, actions on jobs, results, workers,
+    throughput), which this engine does not offer: it stops at the runtime port (ADR 062).
+    Raised before any I/O; the message names the call and the engine."""
 
 
 class StoreClosed(AlkstoreError):

@@ -84,7 +84,7 @@ def test_a_worker_that_ends_many_runs_looks_at_its_dead_rows_without_waiting_for
     monkeypatch.setattr(_maintenance, "VACUUM_CHECK_EVERY", 0.5)  # how long an idle duty sleeps
     store = alkstore.open("memory://")
     kernel = kernel_of(store)
-    engine = kernel.live()
+    engine = store.engine
     table_stats = engine.table_stats
     looks = [0]
 

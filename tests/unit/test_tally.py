@@ -56,7 +56,7 @@ class _Failing:
 def test_a_report_that_cannot_be_stored_keeps_its_counts_for_the_next() -> None:
     clock = ManualClock(T0)
     engine = _Failing()
-    kernel = SimpleNamespace(clock=clock, live=lambda: engine)
+    kernel = SimpleNamespace(clock=clock, offered=lambda: engine)
     runs = SimpleNamespace(running=lambda: 0)
     options = WorkerOptions.check(
         None,

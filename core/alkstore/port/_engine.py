@@ -5,7 +5,8 @@
 
 ``RuntimePort`` (``_runtime_port``) is what the store, the worker and the scheduler
 need; ``OperationsPort`` (``_operations_port``) what operators read and do. A store
-opens on an ``Engine``; the sync runtime's ``Engine`` is generated from this file.
+opens on an ``Engine``, or on an engine that stops at the runtime port: ``operations_of``
+tells which. The sync runtime's ``Engine`` is generated from this file.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from ._operations_port import OperationsPort
 from ._runtime_port import RuntimePort, Waiter
 
-__all__ = ["Engine", "Waiter"]
+__all__ = ["Engine", "Waiter", "operations_of"]
 
 
 class Engine(RuntimePort, OperationsPort):
@@ -21,3 +22,8 @@ class Engine(RuntimePort, OperationsPort):
 
     Calls of one engine may come from any number of tasks at once (in the sync twin, threads).
     """
+
+
+def operations_of(engine: RuntimePort) -> OperationsPort | None:
+    """``engine``'s operations port, or ``None`` when it stops at the runtime port (ADR 062)."""
+    return engine if isinstance(engine, OperationsPort) else None

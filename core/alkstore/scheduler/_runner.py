@@ -26,8 +26,9 @@ from datetime import datetime
 
 from alkstore.errors import AlkstoreError, DatabaseUnavailable, LeadershipLost, LeaseLost
 from alkstore.port._acompat import call
-from alkstore.port._engine import Engine
+from alkstore.port._engine import operations_of
 from alkstore.port._records import Fire, LockRecord, TickBudget, TickResult
+from alkstore.port._runtime_port import RuntimePort
 from alkstore.port._time import Clock, StopToken
 from alkstore.rules._boundary import CATCH_UP_CAP
 from alkstore.rules._names import SCHEDULER_LOCK
@@ -44,7 +45,7 @@ OnFire = Callable[[Fire], object]
 
 
 def tick_all(
-    engine: Engine,
+    engine: RuntimePort,
     now: datetime,
     budget: TickBudget = DEFAULT_BUDGET,
     each: Callable[[TickResult], None] | None = None,
@@ -79,7 +80,7 @@ def tick_all(
 class _Leadership:
     """The leader's lease: renewed on a cadence, lost for good once a renewal is refused or too late."""
 
-    def __init__(self, engine: Engine, clock: Clock, stop: StopToken, lock: LockRecord) -> None:
+    def __init__(self, engine: RuntimePort, clock: Clock, stop: StopToken, lock: LockRecord) -> None:
         self.engine = engine
         self.clock = clock
         self.stop = stop
@@ -128,7 +129,7 @@ class _Leadership:
             log.info("scheduler leadership released by %s", self.lock.owner)
 
 
-def run_schedules(engine: Engine, clock: Clock, stop: StopToken, on_fire: OnFire | None = None) -> None:
+def run_schedules(engine: RuntimePort, clock: Clock, stop: StopToken, on_fire: OnFire | None = None) -> None:
     """Lead the scheduler until ``stop`` is cancelled, then release the lease and return.
 
     Raises ``LeadershipLost`` at once if another runner holds the lease (no tick happens),
@@ -221,7 +222,7 @@ def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> None:
 
 
 def serve_schedules(
-    engine: Engine,
+    engine: RuntimePort,
     clock: Clock,
     stop: StopToken,
     on_fire: OnFire | None = None,
@@ -255,13 +256,14 @@ def serve_schedules(
         _stand_by(engine, clock, stop, action.wait.total_seconds())
 
 
-def _stand_by(engine: Engine, clock: Clock, stop: StopToken, wait: float) -> None:
+def _stand_by(engine: RuntimePort, clock: Clock, stop: StopToken, wait: float) -> None:
     """Wait to ask for leadership again: ``wait`` wall seconds at least, then until the lease read once
     has lapsed on ``clock``, reading it again every ``LOOK_EVERY`` (a cadence in wall time, whatever the
     store's clock does). A lease that cannot be read, or is free, means asking after ``wait`` (ADR 044)."""
     looked = time.monotonic()
+    operations = operations_of(engine)  # without it, the lease is not read: ask after ``wait`` (ADR 062)
     try:
-        lock = engine.read_lock(SCHEDULER_LOCK)
+        lock = None if operations is None else operations.read_lock(SCHEDULER_LOCK)
     except AlkstoreError:
         lock = None
     while not stop.wait(wait):
@@ -270,6 +272,6 @@ def _stand_by(engine: Engine, clock: Clock, stop: StopToken, wait: float) -> Non
         if time.monotonic() - looked >= LOOK_EVERY.total_seconds():
             looked = time.monotonic()
             try:
-                lock = engine.read_lock(SCHEDULER_LOCK)
+                lock = None if operations is None else operations.read_lock(SCHEDULER_LOCK)
             except AlkstoreError:
                 return

@@ -23,8 +23,9 @@ from datetime import datetime
 
 from alkstore.errors import AlkstoreError, DatabaseUnavailable, LeadershipLost, LeaseLost
 from alkstore.port._acompat import acall
-from alkstore.port._engine_async import AsyncEngine
+from alkstore.port._engine_async import operations_of
 from alkstore.port._records import Fire, LockRecord, TickBudget, TickResult
+from alkstore.port._runtime_port_async import AsyncRuntimePort
 from alkstore.port._time import Clock, StopToken
 from alkstore.rules._boundary import CATCH_UP_CAP
 from alkstore.rules._names import SCHEDULER_LOCK
@@ -41,7 +42,7 @@ OnFire = Callable[[Fire], object]
 
 
 async def tick_all(
-    engine: AsyncEngine,
+    engine: AsyncRuntimePort,
     now: datetime,
     budget: TickBudget = DEFAULT_BUDGET,
     each: Callable[[TickResult], Awaitable[None]] | None = None,
@@ -76,7 +77,7 @@ async def tick_all(
 class _Leadership:
     """The leader's lease: renewed on a cadence, lost for good once a renewal is refused or too late."""
 
-    def __init__(self, engine: AsyncEngine, clock: Clock, stop: StopToken, lock: LockRecord) -> None:
+    def __init__(self, engine: AsyncRuntimePort, clock: Clock, stop: StopToken, lock: LockRecord) -> None:
         self.engine = engine
         self.clock = clock
         self.stop = stop
@@ -125,7 +126,7 @@ class _Leadership:
             log.info("scheduler leadership released by %s", self.lock.owner)
 
 
-async def run_schedules(engine: AsyncEngine, clock: Clock, stop: StopToken, on_fire: OnFire | None = None) -> None:
+async def run_schedules(engine: AsyncRuntimePort, clock: Clock, stop: StopToken, on_fire: OnFire | None = None) -> None:
     """Lead the scheduler until ``stop`` is cancelled, then release the lease and return.
 
     Raises ``LeadershipLost`` at once if another runner holds the lease (no tick happens),
@@ -218,7 +219,7 @@ async def _sleep_until(leadership: _Leadership, deadline: datetime | None) -> No
 
 
 async def serve_schedules(
-    engine: AsyncEngine,
+    engine: AsyncRuntimePort,
     clock: Clock,
     stop: StopToken,
     on_fire: OnFire | None = None,
@@ -252,13 +253,14 @@ async def serve_schedules(
         await _stand_by(engine, clock, stop, action.wait.total_seconds())
 
 
-async def _stand_by(engine: AsyncEngine, clock: Clock, stop: StopToken, wait: float) -> None:
+async def _stand_by(engine: AsyncRuntimePort, clock: Clock, stop: StopToken, wait: float) -> None:
     """Wait to ask for leadership again: ``wait`` wall seconds at least, then until the lease read once
     has lapsed on ``clock``, reading it again every ``LOOK_EVERY`` (a cadence in wall time, whatever the
     store's clock does). A lease that cannot be read, or is free, means asking after ``wait`` (ADR 044)."""
     looked = time.monotonic()
+    operations = operations_of(engine)  # without it, the lease is not read: ask after ``wait`` (ADR 062)
     try:
-        lock = await engine.read_lock(SCHEDULER_LOCK)
+        lock = None if operations is None else await operations.read_lock(SCHEDULER_LOCK)
     except AlkstoreError:
         lock = None
     while not await stop.wait_async(wait):
@@ -267,6 +269,6 @@ async def _stand_by(engine: AsyncEngine, clock: Clock, stop: StopToken, wait: fl
         if time.monotonic() - looked >= LOOK_EVERY.total_seconds():
             looked = time.monotonic()
             try:
-                lock = await engine.read_lock(SCHEDULER_LOCK)
+                lock = None if operations is None else await operations.read_lock(SCHEDULER_LOCK)
             except AlkstoreError:
                 return

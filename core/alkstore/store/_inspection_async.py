@@ -62,7 +62,7 @@ class _AsyncInspection:
     async def result(self, job_id: int) -> JobResult | None:
         """The kept outcome of the job (its queue's ``keep_results``, ADR 042); ``None`` if it has none:
         not done yet, done while its queue kept no results, or pruned since."""
-        engine = self._kernel.live()
+        engine = self._kernel.ops("result")
         if not valid_id(job_id):
             return None
         record = await engine.get_result(job_id)
@@ -75,7 +75,7 @@ class _AsyncInspection:
         size = check_page_size(limit)
         after = read_cursor(cursor, queue, RESULTS_LISTING)
         kernel = self._kernel
-        records = await kernel.live().list_results(queue, size + 1, after)
+        records = await kernel.ops("results").list_results(queue, size + 1, after)
         page = records[:size]
         results = tuple(result_of(record, kernel.decode_lenient) for record in page)
         more = len(records) > size
@@ -86,12 +86,12 @@ class _AsyncInspection:
         """Delete the kept results past their ``keep_until`` (of ``queue``, or of every queue); return how many."""
         if queue is not None:
             validate_listed_queue(queue)
-        engine = self._kernel.live()
+        engine = self._kernel.ops("purge_results")
         return await _in_batches(partial(engine.purge_results, queue, self._kernel.clock.now()))
 
     async def requeue_dead(self, job_id: int) -> bool:
         """Bring a dead job back to its queue with 0 attempts; ``False`` if it is not dead."""
-        engine = self._kernel.live()
+        engine = self._kernel.ops("requeue_dead")
         if not valid_id(job_id):
             return False
         return bool(await engine.requeue_dead((job_id,), self._kernel.clock.now()))
@@ -108,7 +108,7 @@ class _AsyncInspection:
         if queue is not None:
             validate_listed_queue(queue)
         limit = check_cap(cap)
-        engine = self._kernel.live()
+        engine = self._kernel.ops("queue_stats")
         now = self._kernel.clock.now()
         return [stats_of(counts, now, limit) for counts in await engine.queue_counts(now, queue, limit)]
 
@@ -151,7 +151,7 @@ class _AsyncInspection:
         kernel = self._kernel
         probe = containment_probe(kernel.codec, contains)
         query = JobQuery(queue, wanted, kernel.clock.now(), size + 1, after, probe, reverse, task)
-        records = await kernel.live().list_jobs(query)
+        records = await kernel.ops("jobs").list_jobs(query)
         page = records[:size]
         jobs = tuple(info_of(record, kernel.decode_lenient(record.payload)) for record in page)
         more = len(records) > size
@@ -163,7 +163,7 @@ class _AsyncInspection:
         whatever the run comes to, or once its lease lapses if its worker died (``CANCELLING``,
         ADR 035). A dead or missing job is reported as such.
         """
-        engine = self._kernel.live()
+        engine = self._kernel.ops("cancel")
         if not valid_id(job_id):
             return CancelOutcome.MISSING
         for _ in range(_CANCEL_TRIES):
@@ -171,7 +171,7 @@ class _AsyncInspection:
                 return CancelOutcome.CANCELLED
             if await engine.request_cancel((job_id,)):
                 return CancelOutcome.CANCELLING
-            record = await engine.get_job(job_id)
+            record = await self._kernel.live().get_job(job_id)
             if record is None:
                 return CancelOutcome.MISSING
             if record.state is JobState.DEAD:
@@ -182,7 +182,7 @@ class _AsyncInspection:
     async def requeue_dead_many(self, job_ids: Iterable[int]) -> list[int]:
         """Bring the dead jobs among ``job_ids`` back to their queues with 0 attempts; return those requeued."""
         ids = ids_of(job_ids)
-        engine = self._kernel.live()
+        engine = self._kernel.ops("requeue_dead_many")
         now = self._kernel.clock.now()
         requeued: list[int] = []
         for start in range(0, len(ids), BATCH):
@@ -196,7 +196,7 @@ class _AsyncInspection:
         die meanwhile are left for a later call rather than chased.
         """
         validate_listed_queue(queue)
-        engine = self._kernel.live()
+        engine = self._kernel.ops("requeue_dead_queue")
         now = self._kernel.clock.now()
         after = JobKey(2**63 - 1, at=now)
         requeued = 0
@@ -212,13 +212,13 @@ class _AsyncInspection:
         """Delete ``queue``'s dead jobs that died at least ``older_than`` ago (default: all); return how many."""
         validate_listed_queue(queue)
         span = as_duration(older_than, "older_than")
-        engine = self._kernel.live()
+        engine = self._kernel.ops("purge_dead")
         return await _in_batches(partial(engine.purge_dead, queue, self._kernel.clock.now() - span))
 
     async def purge_dead_many(self, job_ids: Iterable[int]) -> list[int]:
         """Delete the dead jobs among ``job_ids`` (live ones are never touched); return those deleted, ascending."""
         ids = ids_of(job_ids)
-        engine = self._kernel.live()
+        engine = self._kernel.ops("purge_dead_many")
         purged: list[int] = []
         for start in range(0, len(ids), BATCH):
             purged.extend(await engine.purge_dead_ids(ids[start : start + BATCH]))
@@ -226,7 +226,7 @@ class _AsyncInspection:
 
     async def leader(self) -> Leader | None:
         """The scheduler's leader (the owner holding its lease) and its lease end; ``None`` when none leads."""
-        engine = self._kernel.live()
+        engine = self._kernel.ops("leader")
         lock = await engine.read_lock(SCHEDULER_LOCK)
         if lock is None or lock.expires_at <= self._kernel.clock.now():
             return None
@@ -235,7 +235,7 @@ class _AsyncInspection:
     async def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
         """The workers that reported themselves in the last ``within`` (seconds or a timedelta), by id."""
         span = as_duration(within, "within", allow_zero=False)
-        engine = self._kernel.live()
+        engine = self._kernel.ops("workers")
         return await engine.workers(self._kernel.clock.now() - span)
 
     async def throughput(self, minutes: int = 60) -> list[ThroughputInfo]:
@@ -246,7 +246,7 @@ class _AsyncInspection:
         while busy), so the current minute fills in as it passes; counts are kept a day (ADR 048).
         """
         wanted = check_minutes(minutes)
-        engine = self._kernel.live()
+        engine = self._kernel.ops("throughput")
         since = minute_of(self._kernel.clock.now()) - timedelta(minutes=wanted - 1)
         return await engine.throughput(since)
 

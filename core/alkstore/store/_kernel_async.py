@@ -16,9 +16,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from alkstore.errors import InvalidArgument, InvalidPayload, LeaseLost, StoreClosed
+from alkstore.errors import InvalidArgument, InvalidPayload, LeaseLost, NotOffered, StoreClosed
 from alkstore.port._acompat import AThreads
-from alkstore.port._engine_async import AsyncEngine
+from alkstore.port._engine_async import operations_of
+from alkstore.port._operations_port_async import AsyncOperationsPort
 from alkstore.port._records import (
     Burial,
     ClaimRequest,
@@ -30,6 +31,7 @@ from alkstore.port._records import (
     Retry,
     ScheduleRecord,
 )
+from alkstore.port._runtime_port_async import AsyncRuntimePort
 from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock
 from alkstore.rules._args import check_opts
@@ -75,10 +77,12 @@ def kernel_of(store: object) -> AsyncKernel:
 class AsyncKernel:
     """One store's engine, clock, codec, telemetry and queue configs, and the calls its parts share."""
 
-    __slots__ = ("_closed", "_configs", "calls", "clock", "codec", "engine", "telemetry")
+    __slots__ = ("_closed", "_configs", "calls", "clock", "codec", "engine", "operations", "telemetry")
 
-    def __init__(self, engine: AsyncEngine, clock: Clock, codec: Codec, telemetry: TelemetryPort | None) -> None:
+    def __init__(self, engine: AsyncRuntimePort, clock: Clock, codec: Codec, telemetry: TelemetryPort | None) -> None:
         self.engine = engine
+        #: The engine's operations port; ``None`` when it stops at the runtime port (ADR 062).
+        self.operations = operations_of(engine)
         self.clock = clock
         self.codec = codec
         #: ``None``: no event is reported, at the cost of one check each (ADR 024).
@@ -94,11 +98,28 @@ class AsyncKernel:
     def closed(self) -> bool:
         return self._closed
 
-    def live(self) -> AsyncEngine:
+    def live(self) -> AsyncRuntimePort:
         """The engine, or ``StoreClosed`` once the store is closed."""
         if self._closed:
             raise StoreClosed("this store is closed")
         return self.engine
+
+    def offered(self) -> AsyncOperationsPort | None:
+        """The operations port, ``None`` when the engine does not offer it, or ``StoreClosed`` once closed:
+        what the worker's own reports and upkeep use, skipping quietly without it."""
+        self.live()
+        return self.operations
+
+    def ops(self, call: str) -> AsyncOperationsPort:
+        """The operations port for ``call`` (named in the error), or ``StoreClosed`` once closed; an engine
+        that stops at the runtime port raises ``NotOffered``, before any I/O (ADR 062)."""
+        operations = self.offered()
+        if operations is None:
+            raise NotOffered(
+                f"{_STORE}.{call}() needs the engine's operations port, which the {type(self.engine).__name__} engine "
+                "does not offer: it implements the runtime port only"
+            )
+        return operations
 
     def close(self) -> bool:
         """Mark the store closed; whether it was open (the caller then closes the engine)."""

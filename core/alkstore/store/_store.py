@@ -20,9 +20,10 @@ from datetime import timedelta
 from importlib import metadata
 from typing import Any
 
-from alkstore.errors import InvalidArgument, InvalidOptions
+from alkstore.errors import InvalidArgument, InvalidOptions, NotOffered
 from alkstore.port._engine import Engine
 from alkstore.port._records import Fire, NewSchedule, ScheduleRecord
+from alkstore.port._runtime_port import RuntimePort
 from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock, StopToken
 from alkstore.rules._args import batch, check_callable, check_stop, valid_id
@@ -117,14 +118,16 @@ class Store(_Inspection):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: RuntimePort,
         *,
         clock: Clock | None = None,
         codec: Codec | None = None,
         telemetry: TelemetryPort | None = None,
     ) -> None:
-        if not isinstance(engine, Engine):
-            raise InvalidArgument(f"engine must be an alkstore.engine.Engine, not {type(engine).__name__}")
+        if not isinstance(engine, RuntimePort):
+            raise InvalidArgument(
+                f"engine must be an alkstore.engine.Engine (or RuntimePort), not {type(engine).__name__}"
+            )
         check_store_options(clock, codec, telemetry)
         self._kernel = Kernel(
             engine,
@@ -151,8 +154,14 @@ class Store(_Inspection):
 
     @property
     def engine(self) -> Engine:
-        """The storage adapter behind this store."""
-        return self._kernel.engine
+        """The storage adapter behind this store; ``NotOffered`` if it stops at the runtime port (ADR 062)."""
+        engine = self._kernel.engine
+        if not isinstance(engine, Engine):
+            raise NotOffered(
+                f"{type(self).__name__}.engine is an Engine, and the {type(engine).__name__} engine "
+                "implements the runtime port only"
+            )
+        return engine
 
     # -- lifecycle -------------------------------------------------------------------
 

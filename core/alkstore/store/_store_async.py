@@ -17,10 +17,11 @@ from datetime import timedelta
 from importlib import metadata
 from typing import Any
 
-from alkstore.errors import InvalidArgument, InvalidOptions
+from alkstore.errors import InvalidArgument, InvalidOptions, NotOffered
 from alkstore.port._acompat import ASYNC
 from alkstore.port._engine_async import AsyncEngine
 from alkstore.port._records import Fire, NewSchedule, ScheduleRecord
+from alkstore.port._runtime_port_async import AsyncRuntimePort
 from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock, StopToken
 from alkstore.rules._args import batch, check_callable, check_stop, valid_id
@@ -115,14 +116,16 @@ class AsyncStore(_AsyncInspection):
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: AsyncRuntimePort,
         *,
         clock: Clock | None = None,
         codec: Codec | None = None,
         telemetry: TelemetryPort | None = None,
     ) -> None:
-        if not isinstance(engine, AsyncEngine):
-            raise InvalidArgument(f"engine must be an alkstore.engine.AsyncEngine, not {type(engine).__name__}")
+        if not isinstance(engine, AsyncRuntimePort):
+            raise InvalidArgument(
+                f"engine must be an alkstore.engine.AsyncEngine (or AsyncRuntimePort), not {type(engine).__name__}"
+            )
         check_store_options(clock, codec, telemetry)
         self._kernel = AsyncKernel(
             engine,
@@ -149,8 +152,14 @@ class AsyncStore(_AsyncInspection):
 
     @property
     def engine(self) -> AsyncEngine:
-        """The storage adapter behind this store."""
-        return self._kernel.engine
+        """The storage adapter behind this store; ``NotOffered`` if it stops at the runtime port (ADR 062)."""
+        engine = self._kernel.engine
+        if not isinstance(engine, AsyncEngine):
+            raise NotOffered(
+                f"{type(self).__name__}.engine is an AsyncEngine, and the {type(engine).__name__} engine "
+                "implements the runtime port only"
+            )
+        return engine
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -58,7 +58,9 @@ class AsyncMaintenance:
         if not self._may_vacuum:
             return []
         try:
-            engine = self._kernel.live()
+            engine = self._kernel.offered()
+            if engine is None:
+                return []  # an engine without the operations port: no upkeep to run (ADR 062)
             now = time.monotonic()
             due = [table for table in vacuum_due(await engine.table_stats()) if self._paused.get(table.table, 0) <= now]
             if not due:
@@ -121,7 +123,9 @@ class AsyncMaintenance:
         (ADR 048); how many dead jobs."""
         pruned = expired = 0
         try:
-            engine = self._kernel.live()
+            engine = self._kernel.offered()
+            if engine is None:
+                return 0  # an engine without the operations port: nothing to prune through it (ADR 062)
             now = self._kernel.clock.now()
             before = None if self._retention is None else now - self._retention
             for queue in self._queues:

@@ -75,7 +75,9 @@ class Reporter:
             *figures,
         )
         try:
-            engine = kernel.live()
+            engine = kernel.offered()
+            if engine is None:
+                return  # an engine without the operations port keeps no workers' reports (ADR 062)
             counts = self._tally.take_counts()
             minute = minute_of(now)  # the runs since the last report (seconds ago) count in the minute of this one
             throughput = [ThroughputRecord(queue, minute, *counts[queue]) for queue in sorted(counts)]
@@ -100,7 +102,9 @@ class Reporter:
         if self._figures() != self._reported:
             self.report()  # the runs since the last report count too
         try:
-            self._kernel.live().remove_worker(label)
+            engine = self._kernel.offered()
+            if engine is not None:
+                engine.remove_worker(label)
         except AlkstoreError as exc:
             log.warning("worker %s: could not remove its report (%s); it is forgotten later", label, exc)
 

@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
 from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobInfo, JobPage, JobPhase, QueueStats, Store
-from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions
+from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions, NotOffered
 
 from ._guard import SECURITY_HEADERS, Guard
 from ._security import (
@@ -686,6 +686,8 @@ class _Dashboard:
         return self._done(request, message, self.path(request, "dead") + "?" + urlencode({"queue": queue}))
 
     async def error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, NotOffered):  # an engine without the operations port: nothing here to show
+            return self.render(request, "error.html", status_code=501, page="error", status=501, detail=str(exc))
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         if status == 404 and request.method in {"GET", "HEAD"}:
             twin = self._slash_twin(request)
@@ -793,7 +795,7 @@ def create_app(
     app = Starlette(
         routes=dashboard.routes(),
         lifespan=dashboard.lifespan,
-        exception_handlers={HTTPException: dashboard.error, Exception: dashboard.error},
+        exception_handlers={HTTPException: dashboard.error, NotOffered: dashboard.error, Exception: dashboard.error},
     )
     throttle = LoginThrottle(lambda: dashboard.store.clock.now().timestamp())
     app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY, throttle=throttle)
