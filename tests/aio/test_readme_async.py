@@ -100,7 +100,8 @@ def test_the_app_and_its_worker_run_as_the_readme_says_and_the_webhook_is_delive
     work_args[work_args.index("--url") + 1] = pg_dsn
 
     with LiveProcess([UVICORN, *serve_args], cwd=app_dir) as app:
-        app.wait_for(lambda _stream, line: "Application startup complete" in line, timeout=60)
+        # Listening, not only started: uvicorn binds its port after the app's startup, and says so.
+        app.wait_for(lambda _stream, line: "Uvicorn running on" in line, timeout=60)
         with LiveProcess([ALKSTORE, *work_args, "--schema", schema], cwd=app_dir) as worker:
             assert post_order(port, 1) == (201, {"created": 1})
             assert post_order(port, -2) == (422, {"refused": -2})

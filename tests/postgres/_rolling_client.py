@@ -104,7 +104,8 @@ def work(store: Any, journal: Journal, run_dir: Path) -> None:
     def deliver(payload: Any, job: Any) -> None:
         journal("ran", tag=payload["tag"], id=job.id, post=migrated.exists(), at=time.time(), run_at=0.0)
 
-    while not stopping:
+    def step() -> bool:
+        nonlocal long_job, produced, next_produce
         busy = False
         if long_job is not None and migrated.exists():
             long_job.heartbeat()  # a lease renewed, then acked, by the old code on the new schema
@@ -124,7 +125,19 @@ def work(store: Any, journal: Journal, run_dir: Path) -> None:
                 busy = True
         for fire in store.tick():
             journal("fire", boundary=fire.boundary, id=fire.job_id, post=migrated.exists())
-        busy = hooks.run_once(worker_id, deliver) or busy
+        return bool(hooks.run_once(worker_id, deliver)) or busy
+
+    while not stopping:
+        try:
+            busy = step()
+        except alkstore.errors.DatabaseError as exc:
+            # A migration's DDL and a worker's transaction can deadlock; the server rolls one of them
+            # back. When it is the migration, migrate tries again; when it is this worker's, the
+            # worker tries again, as a worker's loop does (journalled, so the test can see it).
+            if "[40P01]" not in str(exc):
+                raise
+            journal("deadlock", post=migrated.exists())
+            busy = True
         time.sleep(0.01 if busy else 0.05)
     journal("stopped")
 

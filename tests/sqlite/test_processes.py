@@ -69,7 +69,8 @@ class App:
         self.log.touch()
 
     def events(self, kind: str) -> list[dict[str, Any]]:
-        lines = self.log.read_text(encoding="utf-8").splitlines()
+        """The events of ``kind`` logged so far: whole lines only (a line being appended is read next time)."""
+        lines = self.log.read_text(encoding="utf-8").split("\n")[:-1]
         return [event for event in map(json.loads, lines) if event["event"] == kind]
 
     def worker(self, *args: str) -> LiveProcess:
