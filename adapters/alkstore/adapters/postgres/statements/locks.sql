@@ -18,7 +18,7 @@ DELETE FROM {s}.locks WHERE name = %(name)s AND token = %(token)s RETURNING name
 SELECT {lock_columns} FROM {s}.locks WHERE name = %(name)s
 
 -- name: list_locks
--- The locks held at %(now)s, by name (the column is COLLATE "C": code point order, the primary key's).
+-- The locks held at now, by name: the column is COLLATE "C", so code point order, the primary key's.
 SELECT {lock_columns} FROM {s}.locks
 WHERE expires_at > %(now)s AND (%(after)s::text IS NULL OR name > %(after)s::text)
 ORDER BY name LIMIT %(limit)s
