@@ -37,6 +37,7 @@ FACADES: tuple[type, ...] = (
     alkstore.JobPage,
     alkstore.Leader,
     alkstore.WorkerInfo,
+    alkstore.LockInfo,
     alkstore.JobResult,
     alkstore.ResultPage,
     alkstore.AttemptFailure,

@@ -44,6 +44,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "purge_dead_many": lambda s, h: s.purge_dead_many([h["dead_id"]]),
     "leader": lambda s, h: s.leader(),
     "workers": lambda s, h: s.workers(),
+    "locks": lambda s, h: s.locks(),
     "throughput": lambda s, h: s.throughput(),
 }
 QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {

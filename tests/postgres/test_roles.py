@@ -320,6 +320,7 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     job.fail("dead at last")
     assert store.purge_dead("emails") == 1
     assert store.leader() is None  # the leader loop above gave its lease up
+    assert store.locks() == []  # released, so not listed; read as this role
     assert store.workers() == []
 
     # The worker runtime: it claims, acks, heartbeats and reports itself as this role.

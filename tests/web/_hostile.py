@@ -1,5 +1,6 @@
 """Content written to break a page's layout: a 100 KB error, 200 dead jobs whose errors embed their ids,
-right-to-left and U+202E text, NUL characters, a deeply nested payload and names at the length limit."""
+right-to-left and U+202E text, NUL characters, a deeply nested payload, names at the length limit and
+locks whose names and owners are at that limit."""
 
 from __future__ import annotations
 
@@ -69,4 +70,7 @@ async def seed_hostile(store: AsyncStore) -> dict[str, int]:
             running=1,
         )
     )
+    # Locks whose name and owner are as long as names go, unbroken, and one that is markup.
+    for name, owner in (("L" * 128, "O" * 128), ("<b>lock</b>", "שלום-owner"), (LONG_NAME, "host:1")):
+        assert await store.try_lock(name, owner, 3600) is not None
     return ids

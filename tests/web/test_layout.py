@@ -75,6 +75,7 @@ def pages(site: Site) -> dict[str, str]:
         "dead": "/dead",
         "schedules": "/schedules",
         "workers": "/workers",
+        "locks": "/locks",
         "dead-wide": f"/dead?queue={WIDE}",
         "results": f"/results/{WIDE}",
         "outbox": "/outboxes/" + "o" * 100,

@@ -265,7 +265,15 @@ def test_every_response_carries_the_security_headers(served: Served) -> None:
 def test_the_pages_need_no_inline_script_or_style_that_the_policy_would_block(served: Served) -> None:
     seeded = served.call(seed, served.store)
     client = served.client()
-    for path in ("/", "/fragments/overview", "/dead", "/schedules", "/queues/emails", f"/jobs/{seeded.ids['dead']}"):
+    for path in (
+        "/",
+        "/fragments/overview",
+        "/dead",
+        "/schedules",
+        "/locks",
+        "/queues/emails",
+        f"/jobs/{seeded.ids['dead']}",
+    ):
         tags = [re.sub(r'"[^"]*"', '""', tag) for tag in re.findall(r"<[a-z][^>]*>", client.get(path).text)]
         assert tags, path
         assert [tag for tag in tags if tag.startswith("<script") and " src=" not in tag] == [], path  # values blanked

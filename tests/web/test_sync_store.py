@@ -19,11 +19,14 @@ def test_a_sync_store_serves_every_page_and_action() -> None:
         job.fail("card declined")
         store.schedule("digest", "@every 1h", "orders", {"kind": "digest"})
         store.outbox("hooks").enqueue({"event": "paid"})
+        held = store.try_lock("nightly-report", "host-a:1", 60)
+        assert held is not None
         client = TestClient(create_app(store), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"})
         pages = ["/", "/fragments/overview", "/dead", "/schedules", f"/jobs/{ids[0]}", "/workers", "/outboxes/hooks"]
-        pages += ["/results/orders", "/fragments/counts/orders", "/dead?queue=orders"]
+        pages += ["/results/orders", "/fragments/counts/orders", "/dead?queue=orders", "/locks"]
         for path in pages:
             assert client.get(path).status_code == 200, path
+        assert re.findall(r'<tr data-lock="([^"]+)">', client.get("/locks").text) == ["nightly-report"]
         (group,) = re.findall(r'<tr class="group" data-key="(\w+)">', client.get("/dead").text)
         assert client.get("/dead/group", params={"queue": "orders", "key": group}).status_code == 200
         page = client.get("/queues/orders", params={"contains": '{"customer": 42}', "order": "reversed"}).text

@@ -74,6 +74,15 @@ class AsyncOperationsPort(ABC):
         """
 
     @abstractmethod
+    async def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[LockRecord]:
+        """Up to ``limit`` locks held at ``now`` (``expires_at > now``), ordered by name, as ``read_lock`` reads them.
+
+        Names sort by code point (the order of their UTF-8 bytes); with ``after``, only the names
+        that sort strictly after it are listed, so pages never overlap. A lapsed lock not yet
+        taken or released is left out; nothing is written.
+        """
+
+    @abstractmethod
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         """Delete the ``PENDING`` jobs (ready or delayed) among ``job_ids``; return their ids, ascending.
 

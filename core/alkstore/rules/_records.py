@@ -18,6 +18,7 @@ from alkstore.port._records import (
     Existing,
     JobRecord,
     JobState,
+    LockRecord,
     NewJob,
     NewSchedule,
     ScheduleRecord,
@@ -38,6 +39,7 @@ __all__ = [
     "JobInfo",
     "JobPage",
     "Leader",
+    "LockInfo",
     "QueueStats",
     "Schedule",
     "ScheduleEntry",
@@ -330,6 +332,9 @@ class Leader:
     lease_until: datetime
 
 
+#: A held lock (see ``locks``): its name, owner, fencing token and lease end; the port's record,
+#: handed out as it is.
+LockInfo = LockRecord
 #: A worker process as it last reported itself (see ``workers``): the port's record, which holds
 #: only plain values, handed out as it is.
 WorkerInfo = WorkerRecord

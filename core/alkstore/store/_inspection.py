@@ -41,6 +41,7 @@ from alkstore.rules._records import (
     CancelOutcome,
     JobPage,
     Leader,
+    LockInfo,
     QueueStats,
     ThroughputInfo,
     WorkerInfo,
@@ -234,6 +235,20 @@ class _Inspection:
         if lock is None or lock.expires_at <= self._kernel.clock.now():
             return None
         return Leader(lock.owner, lock.expires_at)
+
+    def locks(self, *, limit: int = DEFAULT_PAGE, after: str | None = None) -> list[LockInfo]:
+        """The locks held now (the scheduler's lease among them), by name: up to ``limit`` (1 to 1,000).
+
+        Each is its name, owner, fencing token and lease end; a lapsed lock not yet taken or released
+        is not held and is left out. With ``after`` (a name: the last of the previous call), only the
+        names that sort after it (by code point) are listed, so a full list of ``limit`` is paged on
+        from its last name. Reads only.
+        """
+        size = check_page_size(limit)
+        if after is not None:
+            validate_label(after, "lock")
+        engine = self._kernel.live()
+        return engine.list_locks(self._kernel.clock.now(), size, after)
 
     def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
         """The workers that reported themselves in the last ``within`` (seconds or a timedelta), by id."""

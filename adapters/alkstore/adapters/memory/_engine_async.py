@@ -180,6 +180,9 @@ class AsyncMemoryEngine(port.AsyncEngine):
     async def read_lock(self, name: str) -> port.LockRecord | None:
         return self._tables.read_lock(name)
 
+    async def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
+        return self._tables.list_locks(now, limit, after)
+
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.cancel(job_ids)
 

@@ -78,6 +78,12 @@ class OperationTables(TableState):
         with self._cond:
             return self._locks.get(name)
 
+    def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
+        with self._cond:
+            held = [lock for lock in self._locks.values() if lock.expires_at > now]
+        held = sorted((lock for lock in held if after is None or lock.name > after), key=lambda lock: lock.name)
+        return held[:limit]
+
     def cancel(self, job_ids: Sequence[int]) -> list[int]:
         cancelled = []
         with self._cond:

@@ -598,6 +598,10 @@ class AsyncPostgresEngine(port.AsyncEngine):
     async def read_lock(self, name: str) -> port.LockRecord | None:
         return await self._connections.one(self._sql.read_lock, {"name": name}, _rows.LOCK)
 
+    async def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
+        params = {"now": now, "limit": limit, "after": after}
+        return await self._connections.all(self._sql.list_locks, params, _rows.LOCK)
+
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         rows = await self._connections.all(self._sql.cancel, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)

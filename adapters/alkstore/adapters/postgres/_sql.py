@@ -369,6 +369,7 @@ class Statements:
     list_running_reversed: str
     list_dead_reversed: str
     read_lock: str
+    list_locks: str
     cancel: str
     request_cancel: str
     cancel_requested: str

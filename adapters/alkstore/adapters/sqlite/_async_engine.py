@@ -218,6 +218,9 @@ class AsyncSqliteEngine(port.AsyncEngine):
     async def read_lock(self, name: str) -> port.LockRecord | None:
         return await self._call(self._tables.read_lock, name)
 
+    async def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
+        return await self._call(self._tables.list_locks, now, limit, after)
+
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         return await self._call(self._tables.cancel, job_ids)
 

@@ -193,6 +193,9 @@ class SqliteEngine(port.Engine):
     def read_lock(self, name: str) -> port.LockRecord | None:
         return self._tables.read_lock(name)
 
+    def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
+        return self._tables.list_locks(now, limit, after)
+
     def cancel(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.cancel(job_ids)
 

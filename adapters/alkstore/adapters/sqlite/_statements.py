@@ -291,6 +291,10 @@ PURGE_RESULTS = (
 # -- locks -------------------------------------------------------------------------------------------
 
 READ_LOCK = "SELECT name, owner, token, expires_at FROM alkstore_locks WHERE name = ?"
+LIST_LOCKS = (
+    "SELECT name, owner, token, expires_at FROM alkstore_locks WHERE expires_at > ? AND (? IS NULL OR name > ?)"
+    " ORDER BY name LIMIT ?"
+)
 STORE_LOCK = "INSERT OR REPLACE INTO alkstore_locks (name, owner, token, expires_at) VALUES (?, ?, ?, ?)"
 DELETE_LOCK = "DELETE FROM alkstore_locks WHERE name = ? AND token = ?"
 

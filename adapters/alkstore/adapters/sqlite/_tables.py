@@ -897,6 +897,11 @@ class SqliteTables:
         with self._read_one("read_lock") as db:
             return self._lock_row(db, name)
 
+    def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
+        with self._read("list_locks") as db:
+            rows = db.execute(sql.LIST_LOCKS, (us(now), after, after, limit)).fetchall()
+        return [port.LockRecord(row[0], row[1], row[2], _at1(row[3])) for row in rows]
+
     # -- schedules ---------------------------------------------------------------------------------
 
     def register_schedules(self, schedules: Sequence[port.NewSchedule], now: datetime) -> list[port.ScheduleRecord]:

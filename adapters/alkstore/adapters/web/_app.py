@@ -65,6 +65,8 @@ _HERE = Path(__file__).parent
 #: Jobs a queue page lists at a time; the ids of a dead-letter group's page at a time.
 PAGE_SIZE = 50
 DEAD_GROUP_PAGE = 200
+#: The held locks the locks page lists at a time (``?after=`` a name pages on).
+LOCKS_PAGE = 200
 #: The dead jobs of a queue the dead-letters page groups (all of them, up to this many, newest death
 #: first); the ids of each group it shows (its own page has them all); the characters of a group's
 #: newest error it shows folded (the job's page has it whole).
@@ -490,6 +492,27 @@ class _Dashboard:
             sample=RUNNING_SAMPLE,
         )
 
+    async def locks(self, request: Request) -> Response:
+        """The locks held now, by name, ``LOCKS_PAGE`` at a time: owner, fencing token and lease end."""
+        after = request.query_params.get("after") or None
+        at = self.store.clock.now()
+        try:
+            held = await self.store.locks(limit=LOCKS_PAGE + 1, after=after)
+        except InvalidName:
+            raise HTTPException(400, "that is not a lock name to list after") from None
+        more = len(held) > LOCKS_PAGE
+        held = held[:LOCKS_PAGE]
+        return self.render(
+            request,
+            "locks.html",
+            page="locks",
+            locks=held,
+            at=at,
+            after=after,
+            next_after=held[-1].name if more else None,
+            size=LOCKS_PAGE,
+        )
+
     async def _schedules_page(
         self, request: Request, entry: Mapping[str, str] | None = None, problem: str | None = None
     ) -> Response:
@@ -730,6 +753,7 @@ class _Dashboard:
             Route("/dead/group", self.dead_group, name="dead_group"),
             Route("/schedules", self.schedules, name="schedules"),
             Route("/workers", self.workers, name="workers"),
+            Route("/locks", self.locks, name="locks"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
         if not self.read_only:

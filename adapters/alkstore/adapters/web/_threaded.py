@@ -25,6 +25,7 @@ from alkstore import (
     JobPhase,
     JobResult,
     Leader,
+    LockInfo,
     Outbox,
     Queue,
     QueueDefaults,
@@ -112,6 +113,9 @@ class ThreadedStore:
 
     async def leader(self) -> Leader | None:
         return await _run(self._store.leader)
+
+    async def locks(self, *, limit: int = 50, after: str | None = None) -> list[LockInfo]:
+        return await _run(self._store.locks, limit=limit, after=after)
 
     async def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
         return await _run(self._store.workers, within)

@@ -17,6 +17,12 @@ DELETE FROM {s}.locks WHERE name = %(name)s AND token = %(token)s RETURNING name
 -- name: read_lock
 SELECT {lock_columns} FROM {s}.locks WHERE name = %(name)s
 
+-- name: list_locks
+-- The locks held at now, by name: the column is COLLATE "C", so code point order, the primary key's.
+SELECT {lock_columns} FROM {s}.locks
+WHERE expires_at > %(now)s AND (%(after)s::text IS NULL OR name > %(after)s::text)
+ORDER BY name LIMIT %(limit)s
+
 -- name: renew_lock_peek
 -- renew_lock and soonest_boundary in one statement: the leader's renewal across its sleep,
 -- which also reads whether a sooner boundary was registered meanwhile (ADR 044).
