@@ -130,6 +130,7 @@ OPERATIONS: dict[str, Callable[[Store], object]] = {
     "leader": lambda store: store.leader(),
     "workers": lambda store: store.workers(),
     "throughput": lambda store: store.throughput(),
+    "locks": lambda store: store.locks(),
 }
 
 

@@ -247,7 +247,7 @@ class _Inspection:
         size = check_page_size(limit)
         if after is not None:
             validate_label(after, "lock")
-        engine = self._kernel.live()
+        engine = self._kernel.ops("locks")
         return engine.list_locks(self._kernel.clock.now(), size, after)
 
     def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:

@@ -244,7 +244,7 @@ class _AsyncInspection:
         size = check_page_size(limit)
         if after is not None:
             validate_label(after, "lock")
-        engine = self._kernel.live()
+        engine = self._kernel.ops("locks")
         return await engine.list_locks(self._kernel.clock.now(), size, after)
 
     async def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
