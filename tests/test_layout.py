@@ -220,16 +220,34 @@ def test_the_private_import_check_lets_public_and_adapter_imports_through(line: 
 LONG_MODULE = 500
 
 
-def test_a_module_over_500_lines_says_why_in_its_opening_docstring() -> None:
-    unexplained = []
-    for path in sorted([*(ROOT / "core").rglob("*.py"), *ADAPTERS.rglob("*.py")]):
-        source = path.read_text(encoding="utf-8")
-        if source.count("\n") <= LONG_MODULE:
-            continue
-        docstring = ast.get_docstring(ast.parse(source)) or ""
-        if f"Over {LONG_MODULE} lines:" not in docstring:
-            unexplained.append(f"{path.relative_to(ROOT)} ({source.count(chr(10))} lines)")
-    assert not unexplained, "long modules that do not say why:\n" + "\n".join(unexplained)
+#: Adapter modules longer than ``LONG_MODULE`` lines, each with the most it may grow to. The list
+#: only shrinks: a module split below the limit falls off it, and a new long module fails the test
+#: until it is split (or, for a reason its docstring gives, listed here).
+LONG_ADAPTER_MODULES = {
+    "adapters/alkstore/adapters/django/backend.py": 550,
+    "adapters/alkstore/adapters/postgres/_engine.py": 750,
+    "adapters/alkstore/adapters/postgres/_engine_async.py": 750,
+    "adapters/alkstore/adapters/postgres/_rows.py": 600,
+    "adapters/alkstore/adapters/sqlite/_tables.py": 1150,
+    "adapters/alkstore/adapters/web/_app.py": 850,
+}
+
+
+def test_no_adapter_module_is_over_500_lines_but_the_listed_ones_within_their_ceilings() -> None:
+    lengths = {
+        str(path.relative_to(ROOT)): path.read_text(encoding="utf-8").count("\n") for path in ADAPTERS.rglob("*.py")
+    }
+    long = {name: lines for name, lines in lengths.items() if lines > LONG_MODULE}
+    unlisted = sorted(f"{name} ({lines} lines)" for name, lines in long.items() if name not in LONG_ADAPTER_MODULES)
+    grown = sorted(
+        f"{name} ({lines} lines, at most {LONG_ADAPTER_MODULES[name]})"
+        for name, lines in long.items()
+        if name in LONG_ADAPTER_MODULES and lines > LONG_ADAPTER_MODULES[name]
+    )
+    shrunk = sorted(name for name in LONG_ADAPTER_MODULES if lengths.get(name, 0) <= LONG_MODULE)
+    assert not unlisted, "adapter modules over 500 lines:\n" + "\n".join(unlisted)
+    assert not grown, "listed modules past their ceilings:\n" + "\n".join(grown)
+    assert not shrunk, "no longer over 500 lines (take them off the list): " + ", ".join(shrunk)
 
 
 def test_the_adr_index_lists_every_decision_once() -> None:
