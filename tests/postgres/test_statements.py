@@ -765,3 +765,50 @@ def test_a_fenced_call_finds_its_jobs_through_the_primary_key_whatever_the_plann
         finally:
             migrated.execute("DEALLOCATE fenced")
     assert "jobs_lease" not in plan, f"{name} reads jobs_lease:\n{plan}"
+
+
+def test_a_named_statement_made_positional_numbers_each_name_once_and_keeps_a_literal_percent() -> None:
+    """``%(name)s`` becomes ``$n`` (a repeated name keeps its number), ``%%`` a single ``%``; a binary
+    placeholder or a ``$`` of the statement's own leaves it to psycopg's conversion (``None``)."""
+    made = _sql.positional("SELECT %(a)s, %(b)s, %(a)s FROM t WHERE x LIKE 'p%%' AND y = %(c)s")
+    assert made is not None
+    assert made.query == b"SELECT $1, $2, $1 FROM t WHERE x LIKE 'p%' AND y = $3"
+    assert made.values({"c": 3, "a": 1, "b": 2, "unused": 0}) == (1, 2, 3)
+    assert _sql.positional("SELECT %(a)b") is None
+    assert _sql.positional('SELECT %(a)s FROM "odd$name".t') is None
+
+
+def test_a_workers_claims_are_sent_as_they_are_and_not_converted_at_every_call(
+    pg_dsn: str, pg_module_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg converts a named statement at every execution and caches the conversion only up to
+    4 KiB; the claim that acks first is longer, so a one-slot worker paid the conversion at every
+    job. The hot statements run positional on a raw cursor: nothing is converted while a queue drains."""
+    from psycopg import _queries
+
+    converted: list[int] = []
+
+    def counting(real: Any) -> Any:
+        def convert(*args: Any) -> Any:
+            converted.append(len(args[0]))
+            return real(*args)
+
+        return convert
+
+    store = alkstore.open(pg_dsn, schema=pg_module_schema, migrate=True)
+    try:
+        queue = store.queue("as-is")
+        queue.enqueue_many([{"n": n} for n in range(20)])
+        engine = engine_of(store)
+        assert len(engine._sql.ack_and_claim.encode()) > _queries.MAX_CACHED_STATEMENT_LENGTH
+        monkeypatch.setattr(_queries, "_query2pg", counting(_queries._query2pg))
+        monkeypatch.setattr(_queries, "_query2pg_nocache", counting(_queries._query2pg_nocache))
+        request = ClaimRequest("as-is", "w", store.clock.now(), timedelta(minutes=5))
+        _, held = engine.ack_and_claim([], request)
+        for _ in range(19):
+            request = dataclasses.replace(request, now=store.clock.now())
+            _, held = engine.ack_and_claim([Held(job.id, job.fence) for job in held], request)
+            assert len(held) == 1
+        assert converted == []
+    finally:
+        store.close()

@@ -34,7 +34,7 @@ from alkstore.errors import StoreClosed
 
 from ._errors import raise_translated
 from ._options import EngineOptions
-from ._sql import Statements
+from ._sql import Statements, positional
 
 if ASYNC:
     import asyncio
@@ -85,12 +85,21 @@ class AsyncPooledConnection(psycopg.AsyncConnection[tuple[Any, ...]]):
 
         Prepared at its first run on this connection, not its sixth (psycopg's threshold): each of
         the five before would be parsed and planned again, the claim's planning alone costing more
-        than its run (ADR 053). ``prepare_threshold=None`` still prepares nothing.
+        than its run (ADR 053). ``prepare_threshold=None`` still prepares nothing. A statement that
+        can be made positional (``_sql.positional``) runs on a raw cursor, sent as it is rather
+        than converted again at each call.
         """
-        cursor = self._kept.get(row)
+        raw = positional(statement)
+        if raw is None:
+            cursor = self._kept.get(row)
+            if cursor is None or cursor.closed:
+                cursor = self._kept[row] = self.cursor(row_factory=row)
+            return await cursor.execute(statement, params, binary=binary, prepare=True)
+        key = (row, "raw")
+        cursor = self._kept.get(key)
         if cursor is None or cursor.closed:
-            cursor = self._kept[row] = self.cursor(row_factory=row)
-        return await cursor.execute(statement, params, binary=binary, prepare=True)
+            cursor = self._kept[key] = psycopg.AsyncRawCursor(self, row_factory=row)
+        return await cursor.execute(raw.query, raw.values(params), binary=binary, prepare=True)
 
 
 class AsyncRecentFirstPool(AsyncConnectionPool[AsyncPooledConnection]):
