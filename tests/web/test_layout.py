@@ -76,6 +76,7 @@ def pages(site: Site) -> dict[str, str]:
         "schedules": "/schedules",
         "workers": "/workers",
         "locks": "/locks",
+        "actions": "/actions",
         "dead-wide": f"/dead?queue={WIDE}",
         "results": f"/results/{WIDE}",
         "outbox": "/outboxes/" + "o" * 100,

@@ -34,9 +34,12 @@ from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobInfo, JobPage, Job
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions, NotOffered
 
 from ._guard import SECURITY_HEADERS, Guard
+from ._log import logged, read_page, role_of_request
 from ._security import (
     CSRF_COOKIE,
     CSRF_FIELD,
+    READ,
+    READ_TOKEN_VARIABLE,
     TOKEN_VARIABLE,
     AllowedHosts,
     LoginThrottle,
@@ -205,7 +208,8 @@ class _Dashboard:
 
         page = self.templates.get_template(template).render(
             title=self.title,
-            read_only=self.read_only,
+            read_only=self.reading(request),
+            role=role_of_request(request),
             warning=self.warning,
             csrf_field=CSRF_FIELD,
             csrf_token=form_token(self.secret, session),
@@ -220,6 +224,10 @@ class _Dashboard:
             secure = request.url.scheme == "https"
             response.set_cookie(CSRF_COOKIE, session, httponly=True, samesite="strict", secure=secure, path="/")
         return response
+
+    def reading(self, request: Request) -> bool:
+        """Whether the request may only read: a read-only dashboard, or the read token's role (ADR 068)."""
+        return self.read_only or role_of_request(request) == READ
 
     def path(self, request: Request, name: str, **params: Any) -> str:
         """The path of this dashboard's route ``name``, under wherever it is mounted (the request's root path)."""
@@ -382,7 +390,7 @@ class _Dashboard:
             problem=problem,
             stats=stats[0] if stats else None,
             paused=bool(stats and stats[0].paused),
-            cancellable=not self.read_only and phase is not JobPhase.DEAD,
+            cancellable=not self.reading(request) and phase is not JobPhase.DEAD,
             defaults=defaults,
             at=self.store.clock.now(),
             live=(
@@ -502,21 +510,20 @@ class _Dashboard:
             raise HTTPException(400, "that is not a lock name to list after") from None
         more = len(held) > LOCKS_PAGE
         held = held[:LOCKS_PAGE]
-        return self.render(
-            request,
-            "locks.html",
-            page="locks",
-            locks=held,
-            at=at,
-            after=after,
-            next_after=held[-1].name if more else None,
-            size=LOCKS_PAGE,
-        )
+        next_after = held[-1].name if more else None
+        context: dict[str, Any] = {"locks": held, "at": at, "after": after, "next_after": next_after}
+        return self.render(request, "locks.html", page="locks", size=LOCKS_PAGE, **context)
+
+    async def actions(self, request: Request) -> Response:  # the action log, newest first (ADR 068)
+        context = await read_page(self.store, request.query_params.get("before"))
+        return self.render(request, "actions.html", page="actions", **context)
 
     async def _schedules_page(
         self, request: Request, entry: Mapping[str, str] | None = None, problem: str | None = None
     ) -> Response:
         """The schedules, with the add form (refilled with ``entry`` and saying ``problem`` when an add was refused)."""
+        if problem is not None:
+            request.state.outcome = f"refused: {problem}"
         return self.render(
             request,
             "schedules.html",
@@ -545,6 +552,9 @@ class _Dashboard:
         sent = fields.get(CSRF_FIELD)
         if not valid_form_token(self.secret, request.cookies.get(CSRF_COOKIE), sent[0] if sent else None):
             raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
+        if self.reading(request):  # the guard refused it already; a handler never acts for a reader
+            raise HTTPException(403, "refused: this dashboard only reads")
+        request.state.checked = True  # from here on the action is logged, whatever comes of it
         return fields
 
     async def _form(self, request: Request) -> dict[str, str]:
@@ -554,6 +564,7 @@ class _Dashboard:
     def _done(self, request: Request, message: str, back: str) -> Response:
         """Post/redirect/get: send the browser on (303) to a page saying ``message``, so reloading it
         repeats nothing. The message and the way back travel in its query, signed by the dashboard."""
+        request.state.outcome = message
         query = urlencode({"message": message, "back": back, "sig": self._signature(message, back)})
         return RedirectResponse(f"{self.path(request, 'done')}?{query}", status_code=303)
 
@@ -606,8 +617,8 @@ class _Dashboard:
         """Pause or resume the queue the path names (ADR 033), and say so."""
         await self._form(request)
         name = request.path_params["queue"]
-        queue = self.store.queue(name)
-        try:
+        try:  # a name no queue may have is refused by ``queue`` itself
+            queue = self.store.queue(name)
             await (queue.pause() if paused else queue.resume())
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
@@ -626,6 +637,7 @@ class _Dashboard:
     async def add_schedule(self, request: Request) -> Response:
         form = await self._form(request)
         entry = {key: form.get(key, "").strip() for key in ("name", "spec", "queue", "payload")}
+        request.state.target = f"schedule {entry['name']}"
         try:
             payload = json.loads(entry["payload"]) if entry["payload"] else None
         except ValueError as exc:
@@ -672,6 +684,7 @@ class _Dashboard:
             ids = sorted({int(value) for value in fields.get("id", [])})
         except ValueError:
             raise HTTPException(400, "a job id is not a number") from None
+        request.state.target = f"{action} of {len(ids)} chosen: " + " ".join(map(str, ids))
         if not ids:
             return self._done(request, "No dead job was chosen; nothing done.", self.path(request, "dead"))
         if len(ids) > BULK_LIMIT:
@@ -693,6 +706,7 @@ class _Dashboard:
         """Requeue or purge every dead job of a group, read again when confirmed, after a page that asks."""
         form = await self._form(request)
         action, queue, key = form.get("action", ""), form.get("queue", ""), form.get("key", "")
+        request.state.target = f"{action} of the dead of queue {queue}, group {key}"
         if action not in _BULK:
             raise HTTPException(400, f"no such bulk action: {action}")
         group, ids = await self._group_ids(queue, key)
@@ -754,28 +768,26 @@ class _Dashboard:
             Route("/schedules", self.schedules, name="schedules"),
             Route("/workers", self.workers, name="workers"),
             Route("/locks", self.locks, name="locks"),
+            Route("/actions", self.actions, name="actions"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
         if not self.read_only:
-            routes += [
-                Route("/done", self.done, name="done"),
-                Route("/jobs/{job_id:int}/requeue", self.requeue_job, methods=["POST"], name="requeue_job"),
-                Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
-                Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
-                Route("/actions/dead", self.dead_bulk, methods=["POST"], name="dead_bulk"),
-                Route("/actions/dead-group", self.dead_group_bulk, methods=["POST"], name="dead_group_bulk"),
-                Route("/actions/pause/{queue:path}", self.pause_queue, methods=["POST"], name="pause_queue"),
-                Route("/actions/resume/{queue:path}", self.resume_queue, methods=["POST"], name="resume_queue"),
-                Route("/jobs/{job_id:int}/cancel", self.cancel_job, methods=["POST"], name="cancel_job"),
-                Route("/actions/schedules", self.add_schedule, methods=["POST"], name="add_schedule"),
-                Route(
-                    "/actions/unschedule/{schedule:path}",
-                    self.remove_schedule,
-                    methods=["POST"],
-                    name="remove_schedule",
-                ),
-                Route("/actions/fire/{schedule:path}", self.fire_schedule, methods=["POST"], name="fire_schedule"),
+            routes.append(Route("/done", self.done, name="done"))
+            acts: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
+                ("/jobs/{job_id:int}/requeue", self.requeue_job, "requeue_job"),
+                ("/actions/requeue-dead/{queue:path}", self.requeue_queue, "requeue_queue"),
+                ("/actions/purge-dead/{queue:path}", self.purge_queue, "purge_queue"),
+                ("/actions/dead", self.dead_bulk, "dead_bulk"),
+                ("/actions/dead-group", self.dead_group_bulk, "dead_group_bulk"),
+                ("/actions/pause/{queue:path}", self.pause_queue, "pause_queue"),
+                ("/actions/resume/{queue:path}", self.resume_queue, "resume_queue"),
+                ("/jobs/{job_id:int}/cancel", self.cancel_job, "cancel_job"),
+                ("/actions/schedules", self.add_schedule, "add_schedule"),
+                ("/actions/unschedule/{schedule:path}", self.remove_schedule, "remove_schedule"),
+                ("/actions/fire/{schedule:path}", self.fire_schedule, "fire_schedule"),
             ]
+            for path, handler, name in acts:  # every action logged (ADR 068)
+                routes.append(Route(path, logged(lambda: self.store, name, handler), methods=["POST"], name=name))
         return routes
 
 
@@ -784,6 +796,7 @@ def create_app(
     *,
     read_only: bool = False,
     token: str | None = None,
+    read_token: str | None = None,
     title: str = "alkstore",
     cap: int | None = STATS_CAP,
     allowed_hosts: Iterable[str] | AllowedHosts | None = None,
@@ -798,8 +811,10 @@ def create_app(
     app's lifespan does not run: mount one over an open store). With
     ``read_only`` no action is reachable: their routes are absent and no page shows a button.
     With ``token`` (default: ``$ALKSTORE_WEB_TOKEN``, if set) every request must present it, as
-    basic auth's password or a bearer token. Queue counts stop at ``cap`` as ``alkstore status``'s
-    do (shown as ``10,000+``), which keeps the overview's polling cheap on any table.
+    basic auth's password or a bearer token; with ``read_token`` too (default:
+    ``$ALKSTORE_WEB_READ_TOKEN``) a request presenting it reads every page and may not act (403).
+    Every action is logged in the store (``AsyncStore.actions``; the Actions page). Queue counts
+    stop at ``cap`` as ``alkstore status``'s do (``10,000+``): the overview's polling stays cheap.
 
     A request whose ``Host`` is not an allowed host is refused (400) before anything else, so a
     page whose name was re-pointed at this machine reads nothing (DNS rebinding): the loopback
@@ -816,13 +831,16 @@ def create_app(
         raise InvalidOptions("an empty secret signs nothing: leave it out for a random one")
     dashboard = _Dashboard(store, read_only, title, cap, hosts, key, warning)
     secret = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    reader = read_token if read_token is not None else os.environ.get(READ_TOKEN_VARIABLE) or None
+    if reader is not None and (secret is None or reader == secret):
+        raise InvalidOptions("a read-only token goes beside a full token, and differs from it")
     app = Starlette(
         routes=dashboard.routes(),
         lifespan=dashboard.lifespan,
         exception_handlers={HTTPException: dashboard.error, NotOffered: dashboard.error, Exception: dashboard.error},
     )
     throttle = LoginThrottle(lambda: dashboard.store.clock.now().timestamp())
-    app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY, throttle=throttle)
+    app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY, throttle=throttle, read_token=reader)
     app.state.allowed_hosts = hosts
     app.router.redirect_slashes = False  # its redirect is absolute, built from the Host header: ours is relative
     dashboard.router = app.router
