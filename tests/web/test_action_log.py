@@ -59,6 +59,7 @@ def test_a_forged_post_with_the_read_token_is_refused_and_does_nothing(served: S
         ("/actions/dead", {"action": "purge", "id": str(seeded.ids["dead"]), "confirmed": "yes"}),
         ("/actions/dead-group", {"action": "purge", "queue": "emails", "key": "x", "confirmed": "yes"}),
         ("/actions/pause/emails", {}),
+        ("/actions/settings/emails", {"max_attempts": "1"}),
         (f"/jobs/{seeded.ids['ready']}/cancel", {}),
         ("/actions/schedules", {"name": "evil", "spec": "@every 1h", "queue": "reports", "payload": ""}),
         ("/actions/unschedule/nightly-digest", {}),
@@ -73,6 +74,7 @@ def test_a_forged_post_with_the_read_token_is_refused_and_does_nothing(served: S
     assert dead.state is JobState.DEAD
     assert served.call(served.store.get_job, seeded.ids["ready"]) is not None
     assert not served.call(served.store.queue_stats, "emails")[0].paused
+    assert served.call(served.store.queue("emails").defaults).max_attempts == 3
     assert [s.name for s in served.call(served.store.schedules)] == ["nightly-digest"]
     assert served.call(served.store.actions) == []  # a refusal by the guard writes nothing
     acted = full.post("/actions/pause/emails", data={CSRF_FIELD: token}, follow_redirects=False)

@@ -48,6 +48,7 @@ def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]
         "/actions/dead-group",
         "/actions/pause/{queue:path}",
         "/actions/resume/{queue:path}",
+        "/actions/settings/{queue:path}",
         "/jobs/{job_id:int}/cancel",
         "/actions/schedules",
         "/actions/unschedule/{schedule:path}",

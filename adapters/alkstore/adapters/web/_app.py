@@ -4,14 +4,12 @@ Reads are GETs that work without JavaScript; the overview refreshes one HTML fra
 polling when JavaScript runs. Actions are POSTs behind the session's CSRF token, and a read-only
 dashboard has no action routes at all.
 
-Over 500 lines: one short handler per page and per action, each a call of the public API and a
-template; how values show is ``_views``', the security ``_security``'s.
+Over 500 lines: one short handler per page, each a call of the public API and a template; the
+actions are ``_acting``'s, how values show ``_views``', the security ``_security``'s.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import secrets
@@ -20,7 +18,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -30,9 +28,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
-from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobInfo, JobPage, JobPhase, QueueStats, Store
+from alkstore import STATS_CAP, AsyncStore, JobInfo, JobPage, JobPhase, QueueStats, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions, NotOffered
 
+from ._acting import BULK_LIMIT, Acting
 from ._guard import SECURITY_HEADERS, Guard
 from ._log import logged, read_page, role_of_request
 from ._security import (
@@ -45,9 +44,9 @@ from ._security import (
     LoginThrottle,
     form_token,
     new_session,
-    valid_form_token,
 )
 from ._security import allowed_hosts as _allowed_hosts
+from ._settings import SETTINGS, entry_of
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, chart_of, per_minute
 from ._trouble import LIVE_WITHIN, is_live, troubles, worker_views
@@ -80,8 +79,6 @@ GROUP_IDS_SHOWN = 10
 SAMPLE_CHARS = 5_000
 #: The most jobs one listing call returns (``AsyncStore.jobs``' limit).
 _READ = 1000
-#: The most job ids one bulk action takes (a page's selection is far fewer).
-BULK_LIMIT = 10_000
 #: The largest request body read (bytes): room for a bulk action's ``BULK_LIMIT`` ids of 19 digits.
 MAX_BODY = 256 * 1024
 #: How often the overview's fragment is asked for again (seconds), and the workers it lists (the live ones).
@@ -119,16 +116,6 @@ _TOGGLES = {
 #: A page's headers: the security headers (which the guard also adds to every other response) and no caching.
 _HEADERS = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
 
-#: What a cancel's outcome tells the operator (ADR 035: a running job is asked to stop, not killed).
-_CANCELLED = {
-    CancelOutcome.CANCELLED: "Job {job_id} was waiting to run: it is cancelled and deleted.",
-    CancelOutcome.CANCELLING: "Job {job_id} is running: cancelling. Its worker was asked to stop it and it ends "
-    "cancelled, within seconds (or once its lease lapses, if its worker is gone).",
-    CancelOutcome.DEAD: "Job {job_id} is dead: nothing to cancel (requeue or purge it instead).",
-    CancelOutcome.MISSING: "Job {job_id} is gone (done, cancelled or purged): nothing to cancel.",
-}
-#: The bulk actions on dead jobs, and the word a message says each did with.
-_BULK = {"requeue": "Requeued", "purge": "Purged"}
 
 StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
 
@@ -138,7 +125,7 @@ def _outbox_of(queue: str) -> str | None:
     return QueueStats(queue, 0, 0, 0, 0, timedelta(0), None).outbox
 
 
-class _Dashboard:
+class _Dashboard(Acting):
     """The handlers, over one store."""
 
     def __init__(
@@ -331,7 +318,7 @@ class _Dashboard:
             raise HTTPException(400, f"not a job id: {asked!r} (a job id is a whole number)")
         return RedirectResponse(self.path(request, "job", job_id=int(asked)), status_code=303)
 
-    async def _queue_page(self, request: Request, name: str) -> Response:
+    async def _queue_page(self, request: Request, name: str, status: int = 200, **extra: Any) -> Response:
         state = request.query_params.get("state", JobPhase.READY.value)
         try:
             phase = JobPhase(state)
@@ -372,7 +359,7 @@ class _Dashboard:
         return self.render(
             request,
             "queue.html",
-            status_code=200 if problem is None else 400,
+            status_code=status if problem is None else 400,
             page="queue",
             queue=name,
             outbox=outbox,
@@ -392,6 +379,9 @@ class _Dashboard:
             paused=bool(stats and stats[0].paused),
             cancellable=not self.reading(request) and phase is not JobPhase.DEAD,
             defaults=defaults,
+            settings=SETTINGS,
+            entry=extra.pop("entry", None) or (entry_of(defaults) if defaults else {}),
+            **extra,
             at=self.store.clock.now(),
             live=(
                 {worker.id for worker in await self.store.workers(WORKERS_WITHIN)}
@@ -535,193 +525,6 @@ class _Dashboard:
             problem=problem,
         )
 
-    # -- actions (absent when read-only) ---------------------------------------------------
-
-    async def _fields(self, request: Request) -> dict[str, list[str]]:
-        """The POSTed form, every value of each field, once it came from one of the dashboard's own origins
-        and its form token is the session's (403 otherwise: nothing is read from the store)."""
-        origin = request.headers.get("origin")
-        if origin is None:  # an older browser's POST, or a script's: its Referer must say where from
-            origin = request.headers.get("referer")
-        if not self.hosts.allows_origin(origin, request.headers.get("host"), request.url.scheme):
-            raise HTTPException(
-                403, f"refused: this action comes from {origin or 'no stated origin'}, not from this dashboard's pages"
-            )
-        body = (await request.body()).decode("utf-8", "replace")
-        fields = parse_qs(body, keep_blank_values=True)
-        sent = fields.get(CSRF_FIELD)
-        if not valid_form_token(self.secret, request.cookies.get(CSRF_COOKIE), sent[0] if sent else None):
-            raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
-        if self.reading(request):  # the guard refused it already; a handler never acts for a reader
-            raise HTTPException(403, "refused: this dashboard only reads")
-        request.state.checked = True  # from here on the action is logged, whatever comes of it
-        return fields
-
-    async def _form(self, request: Request) -> dict[str, str]:
-        """The POSTed form's first value of each field, once its CSRF token is the session's (403 otherwise)."""
-        return {key: values[0] for key, values in (await self._fields(request)).items()}
-
-    def _done(self, request: Request, message: str, back: str) -> Response:
-        """Post/redirect/get: send the browser on (303) to a page saying ``message``, so reloading it
-        repeats nothing. The message and the way back travel in its query, signed by the dashboard."""
-        request.state.outcome = message
-        query = urlencode({"message": message, "back": back, "sig": self._signature(message, back)})
-        return RedirectResponse(f"{self.path(request, 'done')}?{query}", status_code=303)
-
-    def _signature(self, message: str, back: str) -> str:
-        """The dashboard's signature of a done page's ``message`` and ``back``: no other site can have the
-        dashboard say something it did not, under its own name."""
-        signed = hmac.new(self.secret, f"alkstore-done\x00{message}\x00{back}".encode(), hashlib.sha256)
-        return signed.hexdigest()
-
-    async def done(self, request: Request) -> Response:
-        """What an action did, as its redirect says (400 for a message the dashboard did not sign)."""
-        message = request.query_params.get("message", "")
-        back = request.query_params.get("back", "")
-        if not hmac.compare_digest(request.query_params.get("sig", ""), self._signature(message, back)):
-            raise HTTPException(400, "not a message of this dashboard's")
-        return self.render(request, "done.html", page="done", message=message, back=back)
-
-    async def requeue_job(self, request: Request) -> Response:
-        await self._form(request)
-        job_id: int = request.path_params["job_id"]
-        requeued = await self.store.requeue_dead(job_id)
-        message = f"Job {job_id} is back on its queue." if requeued else f"Job {job_id} is not dead; nothing done."
-        return self._done(request, message, self.path(request, "job", job_id=job_id))
-
-    async def requeue_queue(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["queue"]
-        try:
-            count = await self.store.requeue_dead_queue(name)
-        except (AlkstoreError, ValueError) as exc:
-            raise HTTPException(404, str(exc)) from None
-        return self._done(request, f"Requeued {count} dead jobs of {name}.", self.path(request, "dead"))
-
-    async def purge_queue(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["queue"]
-        try:
-            count = await self.store.purge_dead(name)
-        except (AlkstoreError, ValueError) as exc:
-            raise HTTPException(404, str(exc)) from None
-        return self._done(request, f"Purged {count} dead jobs of {name}.", self.path(request, "dead"))
-
-    async def pause_queue(self, request: Request) -> Response:
-        return await self._pause(request, paused=True)
-
-    async def resume_queue(self, request: Request) -> Response:
-        return await self._pause(request, paused=False)
-
-    async def _pause(self, request: Request, paused: bool) -> Response:
-        """Pause or resume the queue the path names (ADR 033), and say so."""
-        await self._form(request)
-        name = request.path_params["queue"]
-        try:  # a name no queue may have is refused by ``queue`` itself
-            queue = self.store.queue(name)
-            await (queue.pause() if paused else queue.resume())
-        except (AlkstoreError, ValueError) as exc:
-            raise HTTPException(404, str(exc)) from None
-        if paused:
-            message = f"Paused {name}: workers stop claiming its jobs within seconds; running jobs finish."
-        else:
-            message = f"Resumed {name}: workers claim its jobs again within seconds."
-        return self._done(request, message, self.path(request, "queue", queue=name))
-
-    async def cancel_job(self, request: Request) -> Response:
-        await self._form(request)
-        job_id: int = request.path_params["job_id"]
-        outcome = await self.store.cancel(job_id)
-        return self._done(request, _CANCELLED[outcome].format(job_id=job_id), self.path(request, "job", job_id=job_id))
-
-    async def add_schedule(self, request: Request) -> Response:
-        form = await self._form(request)
-        entry = {key: form.get(key, "").strip() for key in ("name", "spec", "queue", "payload")}
-        request.state.target = f"schedule {entry['name']}"
-        try:
-            payload = json.loads(entry["payload"]) if entry["payload"] else None
-        except ValueError as exc:
-            return await self._schedules_page(request, entry, f"The payload is not JSON: {exc}.")
-        if any(schedule.name == entry["name"] for schedule in await self.store.schedules()):
-            return await self._schedules_page(request, entry, f"A schedule named {entry['name']!r} exists already.")
-        try:
-            schedule = await self.store.schedule(entry["name"], entry["spec"], entry["queue"], payload)
-        except AlkstoreError as exc:
-            return await self._schedules_page(request, entry, f"{type(exc).__name__}: {exc}")
-        first = instant(schedule.next_boundary)
-        message = f"Added schedule {schedule.name}: {schedule.spec} onto {schedule.queue}, first at {first}."
-        return self._done(request, message, self.path(request, "schedules"))
-
-    async def remove_schedule(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["schedule"]
-        try:
-            removed = await self.store.unschedule(name)
-        except AlkstoreError as exc:
-            raise HTTPException(404, str(exc)) from None
-        message = f"Removed schedule {name}; jobs it fired stay." if removed else f"No schedule {name}; nothing done."
-        return self._done(request, message, self.path(request, "schedules"))
-
-    async def fire_schedule(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["schedule"]
-        schedule = next((s for s in await self.store.schedules() if s.name == name), None)
-        job_id = None if schedule is None else await self.store.fire_now(name)
-        if schedule is None or job_id is None:
-            return self._done(request, f"No schedule {name}; nothing done.", self.path(request, "schedules"))
-        next_at = instant(schedule.next_boundary)
-        task = f" (task {schedule.task})" if schedule.task else ""
-        message = f"Fired {name} now: job {job_id}{task} on {schedule.queue}. Its next boundary stays {next_at}."
-        return self._done(request, message, self.path(request, "job", job_id=job_id))
-
-    async def dead_bulk(self, request: Request) -> Response:
-        """Requeue or purge the chosen dead jobs, after a page that asks to confirm (with or without JavaScript)."""
-        fields = await self._fields(request)
-        action = (fields.get("action") or [""])[0]
-        if action not in _BULK:
-            raise HTTPException(400, f"no such bulk action: {action}")
-        try:
-            ids = sorted({int(value) for value in fields.get("id", [])})
-        except ValueError:
-            raise HTTPException(400, "a job id is not a number") from None
-        request.state.target = f"{action} of {len(ids)} chosen: " + " ".join(map(str, ids))
-        if not ids:
-            return self._done(request, "No dead job was chosen; nothing done.", self.path(request, "dead"))
-        if len(ids) > BULK_LIMIT:
-            raise HTTPException(400, f"at most {BULK_LIMIT:,} jobs at once")
-        if (fields.get("confirmed") or [""])[0] != "yes":
-            return self.render(
-                request, "confirm.html", page="dead", action=action, ids=ids, what=(fields.get("what") or [""])[0]
-            )
-        if action == "requeue":
-            count = len(await self.store.requeue_dead_many(ids))
-        else:
-            count = len(await self.store.purge_dead_many(ids))
-        message = f"{_BULK[action]} {count} jobs" + (
-            "." if count == len(ids) else f" ({len(ids) - count} of those chosen were no longer dead)."
-        )
-        return self._done(request, message, self.path(request, "dead"))
-
-    async def dead_group_bulk(self, request: Request) -> Response:
-        """Requeue or purge every dead job of a group, read again when confirmed, after a page that asks."""
-        form = await self._form(request)
-        action, queue, key = form.get("action", ""), form.get("queue", ""), form.get("key", "")
-        request.state.target = f"{action} of the dead of queue {queue}, group {key}"
-        if action not in _BULK:
-            raise HTTPException(400, f"no such bulk action: {action}")
-        group, ids = await self._group_ids(queue, key)
-        if group is None:
-            return self._done(request, "No dead job is left in that group; nothing done.", self.path(request, "dead"))
-        if form.get("confirmed") != "yes":
-            return self.render(request, "confirm_group.html", page="dead", action=action, group=group)
-        if action == "requeue":
-            count = len(await self.store.requeue_dead_many(ids))
-        else:
-            count = len(await self.store.purge_dead_many(ids))
-        what = f"{group.kind}: {group.message}" if group.kind else group.message
-        message = f"{_BULK[action]} {count} dead jobs of {queue} ({what})."
-        return self._done(request, message, self.path(request, "dead") + "?" + urlencode({"queue": queue}))
-
     async def error(self, request: Request, exc: Exception) -> Response:
         if isinstance(exc, NotOffered):  # an engine without the operations port: nothing here to show
             return self.render(request, "error.html", status_code=501, page="error", status=501, detail=str(exc))
@@ -781,6 +584,7 @@ class _Dashboard:
                 ("/actions/dead-group", self.dead_group_bulk, "dead_group_bulk"),
                 ("/actions/pause/{queue:path}", self.pause_queue, "pause_queue"),
                 ("/actions/resume/{queue:path}", self.resume_queue, "resume_queue"),
+                ("/actions/settings/{queue:path}", self.configure_queue, "configure_queue"),
                 ("/jobs/{job_id:int}/cancel", self.cancel_job, "cancel_job"),
                 ("/actions/schedules", self.add_schedule, "add_schedule"),
                 ("/actions/unschedule/{schedule:path}", self.remove_schedule, "remove_schedule"),

@@ -56,6 +56,9 @@ class _ThreadedQueue:
     async def defaults(self) -> QueueDefaults:
         return await _run(self._queue.defaults)
 
+    async def configure(self, **settings: Any) -> QueueDefaults:
+        return await _run(self._queue.configure, **settings)
+
     async def pause(self) -> None:
         await _run(self._queue.pause)
 
