@@ -60,6 +60,7 @@ def test_a_forged_post_with_the_read_token_is_refused_and_does_nothing(served: S
         ("/actions/dead-group", {"action": "purge", "queue": "emails", "key": "x", "confirmed": "yes"}),
         ("/actions/pause/emails", {}),
         ("/actions/settings/emails", {"max_attempts": "1"}),
+        ("/actions/filter", {"action": "cancel", "queue": "emails", "state": "ready", "confirmed": "yes"}),
         (f"/jobs/{seeded.ids['ready']}/cancel", {}),
         ("/actions/schedules", {"name": "evil", "spec": "@every 1h", "queue": "reports", "payload": ""}),
         ("/actions/unschedule/nightly-digest", {}),

@@ -46,6 +46,7 @@ def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]
         "/actions/purge-dead/{queue:path}",
         "/actions/dead",
         "/actions/dead-group",
+        "/actions/filter",
         "/actions/pause/{queue:path}",
         "/actions/resume/{queue:path}",
         "/actions/settings/{queue:path}",

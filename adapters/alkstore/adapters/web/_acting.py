@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
@@ -21,6 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from alkstore import AsyncStore, CancelOutcome
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
 
+from ._bulk import CHUNK, COUNT_SCAN, VERBS, Run, run_of, signature
 from ._security import CSRF_COOKIE, CSRF_FIELD, AllowedHosts, valid_form_token
 from ._settings import SETTINGS, said, settings_of
 from ._threaded import ThreadedStore
@@ -269,3 +271,93 @@ class Acting:
         what = f"{group.kind}: {group.message}" if group.kind else group.message
         message = f"{_BULK[action]} {count} dead jobs of {queue} ({what})."
         return self._done(request, message, self.path(request, "dead") + "?" + urlencode({"queue": queue}))
+
+    async def filter_bulk(self, request: Request) -> Response:
+        """Requeue, purge or cancel every job matching a filter (ADR 068): first a page saying how many, then,
+        confirmed, ``CHUNK`` jobs a request, its progress said between chunks (post/redirect/get)."""
+        form = await self._form(request)
+        try:
+            run = run_of(form)
+        except InvalidOptions as exc:
+            raise HTTPException(400, str(exc)) from None
+        request.state.target = run.said()
+        back = self.path(request, "queue", queue=run.queue) + "?" + urlencode({"state": run.state.value})
+        try:
+            if form.get("confirmed") != "yes":
+                total, more = await self._matching(run)
+                fields = replace(run, cursor=None, done=0, total=total).fields()
+                context: dict[str, Any] = {
+                    "run": run,
+                    "total": total,
+                    "more": more,
+                    "fields": fields,
+                    "back": back,
+                    "chunk": CHUNK,
+                }
+                return self.render(request, "confirm_filter.html", page="queue", **context)
+            run = await self._chunk(run)
+        except (AlkstoreError, ValueError) as exc:
+            raise HTTPException(404, str(exc)) from None
+        if run.cursor is None:
+            return self._done(request, f"{VERBS[run.action]} {run.done:,} {run.said()}.", back)
+        request.state.outcome = f"{VERBS[run.action]} {run.done:,} of about {run.total:,} {run.said()} so far"
+        query = urlencode({**run.fields(), "sig": signature(self.secret, run)})
+        return RedirectResponse(f"{self.path(request, 'bulk_progress')}?{query}", status_code=303)
+
+    async def bulk_progress(self, request: Request) -> Response:
+        """How far a bulk action has come, and the form that goes on with it (400 for a run not signed here)."""
+        query = dict(request.query_params)
+        try:
+            run = run_of(query)
+        except InvalidOptions as exc:
+            raise HTTPException(400, str(exc)) from None
+        if not hmac.compare_digest(query.get("sig", ""), signature(self.secret, run)):
+            raise HTTPException(400, "not a run of this dashboard's")
+        back = self.path(request, "queue", queue=run.queue) + "?" + urlencode({"state": run.state.value})
+        context: dict[str, Any] = {
+            "run": run,
+            "verb": VERBS[run.action],
+            "fields": run.fields(),
+            "back": back,
+            "chunk": CHUNK,
+        }
+        return self.render(request, "progress.html", page="queue", **context)
+
+    async def _matching(self, run: Run) -> tuple[int, bool]:
+        """How many jobs match ``run``'s filter, and whether counting stopped at ``COUNT_SCAN``: the queue's
+        exact count of the state without a task, payload or group filter, else counted one by one."""
+        if run.task is None and run.contains is None and run.group is None:
+            stats = await self.store.queue_stats(run.queue, cap=None)
+            return (getattr(stats[0], run.state.value) if stats else 0), False
+        counted, read, cursor = 0, 0, None
+        while read < COUNT_SCAN:
+            page = await self.store.jobs(
+                run.queue, run.state, limit=CHUNK, cursor=cursor, contains=run.probe, task=run.task
+            )
+            counted += sum(run.matches(job) for job in page.jobs)
+            read += len(page.jobs)
+            cursor = page.cursor
+            if cursor is None:
+                return counted, False
+        return counted, True
+
+    async def _chunk(self, run: Run) -> Run:
+        """``run`` after acting on the matching jobs among the next ``CHUNK`` of its listing; its cursor ``None``
+        once the listing is done."""
+        read, acted, cursor = 0, 0, run.cursor
+        while read < CHUNK:
+            page = await self.store.jobs(
+                run.queue, run.state, limit=CHUNK - read, cursor=cursor, contains=run.probe, task=run.task
+            )
+            ids = [job.id for job in page.jobs if run.matches(job)]
+            if ids and run.action == "requeue":
+                acted += len(await self.store.requeue_dead_many(ids))
+            elif ids and run.action == "purge":
+                acted += len(await self.store.purge_dead_many(ids))
+            for job_id in ids if run.action == "cancel" else ():
+                acted += await self.store.cancel(job_id) in (CancelOutcome.CANCELLED, CancelOutcome.CANCELLING)
+            read += len(page.jobs)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return replace(run, cursor=cursor, done=run.done + acted)

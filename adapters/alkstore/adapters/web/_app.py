@@ -576,12 +576,14 @@ class _Dashboard(Acting):
         ]
         if not self.read_only:
             routes.append(Route("/done", self.done, name="done"))
+            routes.append(Route("/progress", self.bulk_progress, name="bulk_progress"))
             acts: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
                 ("/jobs/{job_id:int}/requeue", self.requeue_job, "requeue_job"),
                 ("/actions/requeue-dead/{queue:path}", self.requeue_queue, "requeue_queue"),
                 ("/actions/purge-dead/{queue:path}", self.purge_queue, "purge_queue"),
                 ("/actions/dead", self.dead_bulk, "dead_bulk"),
                 ("/actions/dead-group", self.dead_group_bulk, "dead_group_bulk"),
+                ("/actions/filter", self.filter_bulk, "filter_bulk"),
                 ("/actions/pause/{queue:path}", self.pause_queue, "pause_queue"),
                 ("/actions/resume/{queue:path}", self.resume_queue, "resume_queue"),
                 ("/actions/settings/{queue:path}", self.configure_queue, "configure_queue"),
