@@ -77,6 +77,7 @@ def pages(site: Site) -> dict[str, str]:
         "workers": "/workers",
         "locks": "/locks",
         "actions": "/actions",
+        "charts-day": f"/charts?queue={LONG_NAME}&range=24h",
         "dead-wide": f"/dead?queue={WIDE}",
         "results": f"/results/{WIDE}",
         "outbox": "/outboxes/" + "o" * 100,

@@ -272,6 +272,7 @@ def test_the_pages_need_no_inline_script_or_style_that_the_policy_would_block(se
         "/schedules",
         "/locks",
         "/actions",
+        "/charts?range=24h",
         "/queues/emails",
         f"/jobs/{seeded.ids['dead']}",
     ):

@@ -48,7 +48,7 @@ from ._security import (
 from ._security import allowed_hosts as _allowed_hosts
 from ._settings import SETTINGS, entry_of
 from ._threaded import ThreadedStore
-from ._throughput import MINUTES, chart_of, per_minute
+from ._throughput import MINUTES, RANGES, chart_of, per_minute
 from ._trouble import LIVE_WITHIN, is_live, troubles, worker_views
 from ._views import DeadGroup, DeadGroups, capped, group_key, instant, key_of, payload_text, span, visible_controls
 
@@ -504,6 +504,18 @@ class _Dashboard(Acting):
         context: dict[str, Any] = {"locks": held, "at": at, "after": after, "next_after": next_after}
         return self.render(request, "locks.html", page="locks", size=LOCKS_PAGE, **context)
 
+    async def charts(self, request: Request) -> Response:
+        """Jobs done and failed per point over a chosen range, of one queue or of all (ADR 068)."""
+        queue = request.query_params.get("queue") or None
+        chosen = request.query_params.get("range", "1h")
+        if chosen not in RANGES:
+            raise HTTPException(404, f"no such range: {chosen[:100]} (the ranges are {', '.join(RANGES)})")
+        minutes, bucket = RANGES[chosen]
+        counts = per_minute(await self.store.throughput(minutes + 1), self.store.clock.now(), minutes, queue, bucket)
+        context: dict[str, Any] = {"queue": queue, "ranges": RANGES, "chosen": chosen, "minutes": minutes}
+        context.update(bucket=bucket, chart=chart_of(counts))
+        return self.render(request, "charts.html", page="charts", **context)
+
     async def actions(self, request: Request) -> Response:  # the action log, newest first (ADR 068)
         context = await read_page(self.store, request.query_params.get("before"))
         return self.render(request, "actions.html", page="actions", **context)
@@ -572,6 +584,7 @@ class _Dashboard(Acting):
             Route("/workers", self.workers, name="workers"),
             Route("/locks", self.locks, name="locks"),
             Route("/actions", self.actions, name="actions"),
+            Route("/charts", self.charts, name="charts"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
         if not self.read_only:
