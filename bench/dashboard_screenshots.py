@@ -7,9 +7,10 @@ Run by hand (needs the ``web`` and ``test`` extras and Debian's ``chromium`` and
 
 It seeds a fresh ``memory://`` store on a manual clock with a small shop's queues (ready,
 delayed, running and dead jobs, two workers with an hour of stored throughput counts, a leader,
-schedules, a queue no worker serves and a worker gone mid-run), serves the dashboard with uvicorn on a free
-loopback port, and saves ``overview.png``, ``queue.png``, ``job.png``, ``dead-letters.png``, ``workers.png`` and
-``overview-phone.png`` (390 px wide).
+schedules, a queue no worker serves, a worker gone mid-run and a few logged actions), serves the dashboard
+with uvicorn on a free loopback port, and saves ``overview.png``, ``queue.png``, ``job.png``,
+``dead-letters.png``, ``workers.png``, ``actions.png``, ``charts.png`` and, 390 px wide,
+``overview-phone.png`` and ``actions-phone.png``.
 """
 
 from __future__ import annotations
@@ -78,6 +79,14 @@ async def seed(store: AsyncStore, clock: ManualClock) -> dict[str, int]:
     await store.queue("exports").enqueue_many([{"export": n} for n in range(3)])  # no worker serves exports
     held = await store.queue("emails").claim(GONE[0])  # held by a worker killed mid-run
     assert held is not None
+    for action, target, outcome, role in (
+        ("pause_queue", "queue exports", "Paused exports: workers stop claiming its jobs within seconds.", "full"),
+        ("configure_queue", "queue webhooks", "Saved the settings of webhooks: lease 1m00s, 8 attempts.", "full"),
+        ("requeue_job", f"job {ids['dead']}", "refused (403): the read-only token reads", "read"),
+        ("filter_bulk", "dead jobs of webhooks, task deliver_webhook", "Requeued 14 dead jobs of webhooks.", "full"),
+        ("resume_queue", "queue exports", "Resumed exports: workers claim its jobs again within seconds.", "full"),
+    ):
+        await store.log_action(action, target, outcome, role=role, address="10.0.4.17")
     return ids
 
 
@@ -180,7 +189,10 @@ def main() -> int:
                 "job.png": f"/jobs/{opened['ids']['dead']}",
                 "dead-letters.png": "/dead",
                 "workers.png": "/workers",
+                "actions.png": "/actions",
+                "charts.png": "/charts?queue=emails",
                 "overview-phone.png": "/",
+                "actions-phone.png": "/actions",
             }
             for name, path in pages.items():
                 width = 390 if "phone" in name else 1280

@@ -11,12 +11,17 @@ a leader and a few workers. After ``VACUUM (ANALYZE)`` it prints the plans
 scheduler's lock, the recent workers), then the server time of ``GET /`` and of the polled
 ``GET /fragments/overview``, the app served in process over an ``AsyncStore`` (no network):
 median, p90 and best of ``--repeats`` requests. The default cap (10,000) is measured, and
-``cap=None`` (exact counts) once, for comparison.
+``cap=None`` (exact counts) once, for comparison. Then the console's other pages (ADR 065, 068) the
+same way: a queue's page with its settings form, its dead tab, the workers, locks and Actions pages
+(over ``--actions`` logged entries), the throughput charts over a day (a day of stored counts for
+every queue), and the confirmation of a bulk action, which counts what it would act on: the
+queue's exact count of a state, or, under a task filter, one by one up to 100,000.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -34,8 +39,9 @@ from starlette.testclient import TestClient
 import alkstore
 from alkstore import STATS_CAP
 from alkstore.adapters.postgres._sql import Statements
-from alkstore.adapters.web import WORKERS_WITHIN, create_app
-from alkstore.engine import WorkerRecord
+from alkstore.adapters.web import CSRF_FIELD, WORKERS_WITHIN, create_app
+from alkstore.display import minute_of
+from alkstore.engine import ThroughputRecord, WorkerRecord
 from alkstore.rules._names import SCHEDULER_LOCK
 
 
@@ -45,12 +51,17 @@ def _explain(conn: psycopg.Connection[Any], title: str, statement: str, params: 
     print("\n".join(f"    {row[0]}" for row in rows))
 
 
-def _timed(client: TestClient, path: str, repeats: int) -> str:
-    assert client.get(path).status_code == 200  # warms the pool and the caches
+def _timed(client: TestClient, path: str, repeats: int, form: dict[str, str] | None = None) -> str:
+    """Server time of ``GET path``, or of ``POST path`` with ``form`` (a confirmation: it acts on nothing)."""
+
+    def once() -> Any:
+        return client.get(path) if form is None else client.post(path, data=form)
+
+    assert once().status_code == 200  # warms the pool and the caches
     samples = []
     for _ in range(repeats):
         started = time.perf_counter()
-        response = client.get(path)
+        response = once()
         samples.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200
     samples.sort()
@@ -69,8 +80,47 @@ def _serve(dsn: str, schema: str, repeats: int) -> None:
                 label = "cap=None" if cap is None else f"cap={cap:,}"
                 print(f"  GET /                   {label:<12} {_timed(client, '/', repeats)}")
                 print(f"  GET /fragments/overview {label:<12} {_timed(client, '/fragments/overview', repeats)}")
+            client = TestClient(create_app(store), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"})
+            client.portal = portal
+            print("\nthe console's other pages (cap=10,000):")
+            for path in _PAGES:
+                print(f"  GET {path:<34} {_timed(client, path, repeats)}")
+            page = client.get("/queues/emails").text
+            (token,) = set(re.findall(rf'name="{CSRF_FIELD}" value="([^"]+)"', page))
+            for what, fields in _CONFIRMATIONS.items():
+                form = {CSRF_FIELD: token, **fields}
+                print(f"  POST /actions/filter, {what:<22} {_timed(client, '/actions/filter', repeats, form)}")
         finally:
             portal.call(store.close)
+
+
+#: The console's pages timed besides the overview (``emails`` holds 500,000 ready and 30,000 dead jobs).
+_PAGES = (
+    "/queues/emails",
+    "/queues/emails?state=dead",
+    "/workers",
+    "/locks",
+    "/actions",
+    "/charts?range=24h",
+    "/charts?queue=emails&range=24h",
+)
+#: Bulk confirmations timed: each counts the jobs it would act on, and acts on none.
+_CONFIRMATIONS = {
+    "every ready of emails": {"action": "cancel", "queue": "emails", "state": "ready"},
+    "ready of a task": {"action": "cancel", "queue": "emails", "state": "ready", "task": "nobody"},
+}
+
+
+def _history(store: alkstore.Store, actions: int) -> None:
+    """A day of stored throughput for every queue, and ``actions`` logged actions."""
+    now = store.clock.now()
+    queues = ("emails", "reports", "webhooks", "thumbnails")
+    day = [minute_of(now) - timedelta(minutes=back) for back in range(1440)]
+    for start in range(0, len(day), 60):
+        counts = [ThroughputRecord(q, minute, 100, 3) for minute in day[start : start + 60] for q in queues]
+        store.engine.record_worker(WorkerRecord("bench-history", "bench", 1, queues, 1, now, now), counts)
+    for n in range(actions):
+        store.log_action("pause_queue", f"queue emails-{n}", "Paused.", role="full", address="10.0.0.1")
 
 
 def main() -> int:
@@ -78,6 +128,7 @@ def main() -> int:
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--actions", type=int, default=10_000)
     args = parser.parse_args()
     schema = f"bench_web_{uuid.uuid4().hex[:8]}"
     print(f"load average at the start: {load_average()}")
@@ -95,6 +146,7 @@ def main() -> int:
             for n in range(8):
                 worker = WorkerRecord(f"bench-{n}", "bench", 1000 + n, ("emails",), 8, now, now, processed=n * 100)
                 store.engine.record_worker(worker)
+            _history(store, args.actions)
             print(f"  loaded in {time.perf_counter() - started:.0f} s")
             for table in ("jobs", "dead_jobs"):
                 conn.execute(sql.SQL("VACUUM (ANALYZE) {}.{}").format(sql.Identifier(schema), sql.Identifier(table)))

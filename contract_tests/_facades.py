@@ -38,6 +38,7 @@ FACADES: tuple[type, ...] = (
     alkstore.Leader,
     alkstore.WorkerInfo,
     alkstore.LockInfo,
+    alkstore.ActionInfo,
     alkstore.JobResult,
     alkstore.ResultPage,
     alkstore.AttemptFailure,

@@ -117,6 +117,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 #: holds them to the runtime port (``AsyncRuntimePort``), the least an engine implements.
 OPERATIONS_PORT_MODULES = frozenset(
     {
+        "test_action_log.py",
         "test_lock_listing.py",
         "test_maintenance.py",
         "test_operations.py",

@@ -42,6 +42,7 @@ from .rules._names import RESERVED_PREFIX
 from .rules._operations import STATS_CAP
 from .rules._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
 from .rules._records import (
+    ActionInfo,
     CancelOutcome,
     JobId,
     JobInfo,
@@ -79,6 +80,7 @@ __all__ = [
     "DEFAULT_DEAD_RETENTION",
     "RESERVED_PREFIX",
     "STATS_CAP",
+    "ActionInfo",
     "AlkstoreError",
     "AsyncDelivery",
     "AsyncHandler",

@@ -45,6 +45,8 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "leader": lambda s, h: s.leader(),
     "workers": lambda s, h: s.workers(),
     "locks": lambda s, h: s.locks(),
+    "log_action": lambda s, h: s.log_action("pause", "q", "paused", role="full", address="127.0.0.1"),
+    "actions": lambda s, h: s.actions(),
     "throughput": lambda s, h: s.throughput(),
 }
 QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {

@@ -131,6 +131,8 @@ OPERATIONS: dict[str, Callable[[Store], object]] = {
     "workers": lambda store: store.workers(),
     "throughput": lambda store: store.throughput(),
     "locks": lambda store: store.locks(),
+    "log_action": lambda store: store.log_action("pause", "q", "paused", role="full", address="127.0.0.1"),
+    "actions": lambda store: store.actions(),
 }
 
 

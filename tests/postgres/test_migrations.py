@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -292,8 +293,9 @@ def test_a_migration_rolled_back_to_break_a_deadlock_is_tried_again_and_applied_
         _migrate.apply(conn, statements, pg_schema)
     last = _migrate.migrations()[-1]
     db.execute(sql.SQL("DELETE FROM {} WHERE version = %s").format(table(pg_schema, "schema_version")), [last.version])
-    # What the last version made: a function.
-    db.execute(sql.SQL("DROP FUNCTION {}").format(sql.Identifier(pg_schema, "sweep_11")))
+    # What the last version made (its tables and functions, whatever its number), undone.
+    for kind, name in re.findall(r"^CREATE (TABLE|FUNCTION) (\w+)", last.text, re.MULTILINE):
+        db.execute(sql.SQL("DROP {} {}").format(sql.SQL(kind), sql.Identifier(pg_schema, name)))
     applied: list[list[int]] = []
     errors: list[BaseException] = []
 

@@ -321,6 +321,8 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert store.purge_dead("emails") == 1
     assert store.leader() is None  # the leader loop above gave its lease up
     assert store.locks() == []  # released, so not listed; read as this role
+    logged = store.log_action("pause", "emails", "paused", role="full", address="127.0.0.1")
+    assert [entry.id for entry in store.actions()] == [logged]  # the action log, written and read as this role
     assert store.workers() == []
 
     # The worker runtime: it claims, acks, heartbeats and reports itself as this role.

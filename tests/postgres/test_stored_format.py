@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -41,6 +41,7 @@ MIGRATIONS = [
     (9, "throughput"),
     (10, "dead_jobs_keep_their_attempts"),
     (11, "sweeps_keep_attempts"),
+    (12, "action_log"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -57,6 +58,15 @@ _TS = "timestamp with time zone"
 _C = ' COLLATE "C"'
 #: Every table's columns in order: name, type, ``NOT NULL`` and a non-default collation.
 TABLES: dict[str, list[tuple[str, str]]] = {
+    "action_log": [
+        ("id", "bigint NOT NULL"),
+        ("at", f"{_TS} NOT NULL"),
+        ("role", "text NOT NULL"),
+        ("address", "text NOT NULL"),
+        ("action", "text NOT NULL"),
+        ("target", "text NOT NULL"),
+        ("outcome", "text NOT NULL"),
+    ],
     "dead_jobs": [
         ("id", "bigint NOT NULL"),
         ("queue", "text NOT NULL" + _C),
@@ -177,9 +187,10 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("failed", "bigint NOT NULL"),
     ],
 }
-SEQUENCES = ["job_ids", "lock_tokens"]
+SEQUENCES = ["action_log_id_seq", "job_ids", "lock_tokens"]
 #: Every index, by name, as ``pg_indexes`` defines it (``{s}`` for the schema).
 INDEXES = {
+    "action_log_pkey": "CREATE UNIQUE INDEX action_log_pkey ON {s}.action_log USING btree (id)",
     "dead_jobs_pkey": "CREATE UNIQUE INDEX dead_jobs_pkey ON {s}.dead_jobs USING btree (id)",
     "dead_jobs_queue": "CREATE INDEX dead_jobs_queue ON {s}.dead_jobs USING btree (queue, died_at)",
     "jobs_claim": (

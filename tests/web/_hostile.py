@@ -1,6 +1,6 @@
 """Content written to break a page's layout: a 100 KB error, 200 dead jobs whose errors embed their ids,
-right-to-left and U+202E text, NUL characters, a deeply nested payload, names at the length limit and
-locks whose names and owners are at that limit."""
+right-to-left and U+202E text, NUL characters, a deeply nested payload, names at the length limit,
+locks whose names and owners are at that limit and action log entries as long as they go."""
 
 from __future__ import annotations
 
@@ -73,4 +73,9 @@ async def seed_hostile(store: AsyncStore) -> dict[str, int]:
     # Locks whose name and owner are as long as names go, unbroken, and one that is markup.
     for name, owner in (("L" * 128, "O" * 128), ("<b>lock</b>", "שלום-owner"), (LONG_NAME, "host:1")):
         assert await store.try_lock(name, owner, 3600) is not None
+    # Action log entries as long as they go, unbroken, with markup and U+202E (ADR 068).
+    await store.log_action("A" * 128, "T" * 1000, "O" * 2000, role="R" * 128, address="f" * 128)
+    await store.log_action(
+        "pause_queue", "queue <script>alert(1)</script>", "evil\u202eexe.txt " * 50, role="full", address="::1"
+    )
     return ids

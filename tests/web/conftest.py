@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 
 from alkstore import AsyncStore, Clock
 from alkstore.adapters.web import TOKEN_VARIABLE, create_app
+from alkstore.adapters.web._security import READ_TOKEN_VARIABLE
 from alkstore.testing import Scratch, open_scratch_async, scratch_engines
 from tests.support import under_ci
 
@@ -29,6 +30,7 @@ _ENGINES = {engine.name: engine for engine in scratch_engines()}
 @pytest.fixture(autouse=True)
 def _no_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(TOKEN_VARIABLE, raising=False)
+    monkeypatch.delenv(READ_TOKEN_VARIABLE, raising=False)
 
 
 @pytest.fixture(

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 import alkstore
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.web import TOKEN_VARIABLE, bind_refusal, is_loopback
-from alkstore.adapters.web._security import MIN_TOKEN_LENGTH
+from alkstore.adapters.web._security import MIN_TOKEN_LENGTH, READ_TOKEN_VARIABLE
 from tests._proc import ALKSTORE, run
 
 
@@ -46,8 +46,10 @@ def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]
         "/actions/purge-dead/{queue:path}",
         "/actions/dead",
         "/actions/dead-group",
+        "/actions/filter",
         "/actions/pause/{queue:path}",
         "/actions/resume/{queue:path}",
+        "/actions/settings/{queue:path}",
         "/jobs/{job_id:int}/cancel",
         "/actions/schedules",
         "/actions/unschedule/{schedule:path}",
@@ -257,6 +259,38 @@ def test_a_weak_token_cannot_guard_an_address_beyond_loopback(
     assert f"at least {MIN_TOKEN_LENGTH}" in err
     assert len(token) < 6 or token not in err  # the message never repeats the token
     assert main(["web", "--url", "memory://"]) == EXIT_OK  # on loopback, the machine's own users, it serves
+
+
+@pytest.mark.parametrize(
+    ("token", "reader", "host", "said"),
+    [
+        (None, "a-reader-of-sixteen+", "127.0.0.1", "goes beside"),
+        ("s3cret-of-sixteen+", "s3cret-of-sixteen+", "127.0.0.1", "differs from it"),
+        ("s3cret-of-sixteen+", "weak", "0.0.0.0", "behind a weak token"),
+    ],
+)
+def test_a_read_token_goes_beside_a_different_full_token_as_strong_as_it(
+    token: str | None,
+    reader: str,
+    host: str,
+    said: str,
+    served: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if token is not None:
+        monkeypatch.setenv(TOKEN_VARIABLE, token)
+    monkeypatch.setenv(READ_TOKEN_VARIABLE, reader)
+    assert main(["web", "--url", "memory://", "--host", host]) == EXIT_USAGE
+    assert served == []
+    err = capsys.readouterr().err
+    assert said in err
+    assert READ_TOKEN_VARIABLE in err
+    monkeypatch.setenv(TOKEN_VARIABLE, "s3cret-of-sixteen+")
+    monkeypatch.setenv(READ_TOKEN_VARIABLE, "a-reader-of-sixteen+")
+    assert main(["web", "--url", "memory://", "--host", host]) == EXIT_OK
+    (call,) = served
+    assert [m.kwargs["read_token"] for m in call["app"].user_middleware] == ["a-reader-of-sixteen+"]
 
 
 def test_a_random_token_of_sixteen_characters_guards_any_address(

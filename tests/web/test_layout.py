@@ -14,13 +14,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import pytest
 import uvicorn
 from selenium.webdriver.common.by import By
 
-from alkstore import AsyncStore, open_async
+from alkstore import AsyncStore, JobPhase, open_async
 from alkstore.adapters.web import create_app
+from alkstore.adapters.web._bulk import Run, signature
 from alkstore.adapters.web._views import group_key
 from tests.support import PATIENCE
 from tests.web._hostile import LONG_NAME, WIDE, seed_hostile
@@ -30,6 +32,10 @@ from tests.web.test_browser import chrome, console_errors
 pytestmark = pytest.mark.slow
 
 WIDTHS = (390, 1280)
+#: The site's secret, so a test can sign a bulk run's progress page as the dashboard would.
+SECRET = "layout-secret"
+#: A payload filter as long as a form sends, with markup and U+202E, unbroken.
+HOSTILE_FILTER = '{"note": "<b>x</b>\u202e' + "y" * 3_000 + '"}'
 
 
 @dataclass
@@ -48,7 +54,8 @@ def site() -> Iterator[Site]:
         ids.update(await seed_hostile(store))
         return store
 
-    server = uvicorn.Server(uvicorn.Config(create_app(open_store), log_level="warning", lifespan="on"))
+    app = create_app(open_store, secret=SECRET)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -76,6 +83,8 @@ def pages(site: Site) -> dict[str, str]:
         "schedules": "/schedules",
         "workers": "/workers",
         "locks": "/locks",
+        "actions": "/actions",
+        "charts-day": f"/charts?queue={LONG_NAME}&range=24h",
         "dead-wide": f"/dead?queue={WIDE}",
         "results": f"/results/{WIDE}",
         "outbox": "/outboxes/" + "o" * 100,
@@ -89,6 +98,8 @@ def pages(site: Site) -> dict[str, str]:
         "queue-long-name": f"/queues/{long}",
         "queue-long-running": f"/queues/{long}?state=running",
     }
+    run = Run("cancel", LONG_NAME, JobPhase.READY, LONG_NAME, HOSTILE_FILTER, None, "c" * 300, 123_456, 987_654)
+    found["bulk-progress"] = "/progress?" + urlencode({**run.fields(), "sig": signature(SECRET.encode(), run)})
     for state in ("ready", "delayed", "waiting", "running", "dead"):
         found[f"queue-wide-{state}"] = f"/queues/{WIDE}?state={state}"
     found["queue-emails-dead"] = "/queues/emails?state=dead"
@@ -122,3 +133,41 @@ def test_no_page_scrolls_sideways_at_a_phones_or_a_desktops_width(
         assert [entry for entry in console_errors(driver) if entry["source"] != "network"] == []
     finally:
         driver.quit()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_pages_an_action_answers_with_fit_too(
+    site: Site, width: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A bulk action's confirmation over a hostile filter, and a settings form refused over a 100 KB value: the
+    pages a POST answers with, reached by submitting the forms (nothing is acted on)."""
+    folder = Path(os.environ.get("ALKSTORE_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    driver = chrome()
+    try:
+        driver.set_window_size(width, 900)
+        driver.get(f"{site.url}/queues/{LONG_NAME}?" + urlencode({"state": "ready", "contains": '{"n": 2}'}))
+        driver.execute_script(
+            "document.querySelector('form.bulk-filter input[name=contains]').value = arguments[0];", HOSTILE_FILTER
+        )
+        driver.find_element(By.CSS_SELECTOR, "form.bulk-filter button[value=cancel]").click()
+        shown = driver.find_element(By.ID, "question").text
+        assert shown.startswith("Cancel 0 ready jobs of " + LONG_NAME), shown[:200]
+        overflowing = {"confirm": driver.execute_script(_WIDE)}
+        driver.save_screenshot(str(folder / f"bulk-confirm-{width}.png"))
+        driver.get(f"{site.url}/queues/{quote(WIDE)}")
+        driver.find_element(By.CSS_SELECTOR, "#settings summary").click()
+        driver.execute_script(
+            "document.querySelector('#settings input[name=priority]').value = arguments[0];",
+            "<script>x</script>\u202e" + "9" * 100_000,
+        )
+        driver.find_element(By.CSS_SELECTOR, "#settings button[type=submit]").click()
+        assert "is not a whole number" in driver.find_element(By.ID, "settings-problem").text
+        overflowing["settings-refused"] = driver.execute_script(_WIDE)
+        driver.save_screenshot(str(folder / f"settings-refused-{width}.png"))
+        assert overflowing == {"confirm": False, "settings-refused": False}
+    finally:
+        driver.quit()
+
+
+#: Whether the page's body is wider than the window.
+_WIDE = "return document.documentElement.scrollWidth > window.innerWidth;"

@@ -271,6 +271,8 @@ def test_the_pages_need_no_inline_script_or_style_that_the_policy_would_block(se
         "/dead",
         "/schedules",
         "/locks",
+        "/actions",
+        "/charts?range=24h",
         "/queues/emails",
         f"/jobs/{seeded.ids['dead']}",
     ):

@@ -23,7 +23,7 @@ def test_a_sync_store_serves_every_page_and_action() -> None:
         assert held is not None
         client = TestClient(create_app(store), base_url="http://127.0.0.1", headers={"Origin": "http://127.0.0.1"})
         pages = ["/", "/fragments/overview", "/dead", "/schedules", f"/jobs/{ids[0]}", "/workers", "/outboxes/hooks"]
-        pages += ["/results/orders", "/fragments/counts/orders", "/dead?queue=orders", "/locks"]
+        pages += ["/results/orders", "/fragments/counts/orders", "/dead?queue=orders", "/locks", "/actions"]
         for path in pages:
             assert client.get(path).status_code == 200, path
         assert re.findall(r'<tr data-lock="([^"]+)">', client.get("/locks").text) == ["nightly-report"]

@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ._records import (
+    ActionRecord,
     JobKey,
     JobQuery,
     JobRecord,
     LockRecord,
+    NewAction,
     QueueCounts,
     ResultRecord,
     TableStats,
@@ -169,6 +171,18 @@ class OperationsPort(ABC):
     @abstractmethod
     def purge_throughput(self, before: datetime) -> int:
         """Delete the counts of every minute with ``minute < before``; return how many queue-minutes."""
+
+    # -- the action log (ADR 068) -----------------------------------------------------
+    # What operators did through a console: appended, listed newest first, never edited.
+
+    @abstractmethod
+    def record_action(self, action: NewAction) -> int:
+        """Append ``action`` to the action log; return its id, greater than every id the log gave before."""
+
+    @abstractmethod
+    def list_actions(self, limit: int, before: int | None = None) -> list[ActionRecord]:
+        """Up to ``limit`` logged actions, newest first (id descending); with ``before``, only those whose
+        id is less than it, so pages never overlap. Texts come back as stored; nothing is written."""
 
     # -- storage upkeep (ADR 023) ------------------------------------------------------
     # What a worker's maintenance reads and does so that churn leaves the tables flat: core

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 __all__ = [
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
+    "ActionRecord",
     "Burial",
     "ClaimRequest",
     "Done",
@@ -32,6 +33,7 @@ __all__ = [
     "JobRecord",
     "JobState",
     "LockRecord",
+    "NewAction",
     "NewJob",
     "NewSchedule",
     "PlannedFire",
@@ -429,6 +431,31 @@ class ThroughputRecord:
     minute: datetime
     done: int
     failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewAction:
+    """An operator's action to log (ADR 068): when, who (role, client address), what, on what, with what outcome."""
+
+    at: datetime
+    role: str
+    address: str
+    action: str
+    target: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """A logged action as stored: a ``NewAction``'s fields and the ``id`` the log gave it (ascending)."""
+
+    id: int
+    at: datetime
+    role: str
+    address: str
+    action: str
+    target: str
+    outcome: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import Any
 
 from alkstore.port._records import (
+    ActionRecord,
     Existing,
     JobRecord,
     JobState,
@@ -34,6 +35,7 @@ from ._results import AttemptFailure, attempts_of
 from ._spec import parse_spec
 
 __all__ = [
+    "ActionInfo",
     "CancelOutcome",
     "JobId",
     "JobInfo",
@@ -332,6 +334,8 @@ class Leader:
     lease_until: datetime
 
 
+#: A logged operator's action (see ``actions``): the port's record, handed out as it is.
+ActionInfo = ActionRecord
 #: A held lock (see ``locks``): its name, owner, fencing token and lease end; the port's record,
 #: handed out as it is.
 LockInfo = LockRecord

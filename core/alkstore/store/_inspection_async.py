@@ -15,6 +15,7 @@ from typing import Any
 
 from alkstore.errors import InvalidArgument
 from alkstore.port._records import JobKey, JobPhase, JobQuery, JobState
+from alkstore.rules._actions import check_before, new_action
 from alkstore.rules._args import ids_of, valid_id
 from alkstore.rules._names import SCHEDULER_LOCK, validate_label, validate_listed_queue
 from alkstore.rules._operations import (
@@ -35,6 +36,7 @@ from alkstore.rules._operations import (
 from alkstore.rules._options import as_duration
 from alkstore.rules._orders import key_of
 from alkstore.rules._records import (
+    ActionInfo,
     CancelOutcome,
     JobPage,
     Leader,
@@ -264,6 +266,23 @@ class _AsyncInspection:
         engine = self._kernel.ops("throughput")
         since = minute_of(self._kernel.clock.now()) - timedelta(minutes=wanted - 1)
         return await engine.throughput(since)
+
+    async def log_action(self, action: str, target: str, outcome: str, *, role: str, address: str) -> int:
+        """Append an operator's action to the action log (ADR 068), stamped with the store's clock; its id.
+
+        ``role`` and ``address`` say who (a console's role and the client's address), ``action`` what
+        (each a name of 1 to 128 printable characters), ``target`` on what (up to 1,000 characters, empty
+        for none) and ``outcome`` what came of it (1 to 2,000); no text may hold NUL. Writes one entry.
+        """
+        entry = new_action(self._kernel.clock.now(), role, address, action, target, outcome)
+        return await self._kernel.ops("log_action").record_action(entry)
+
+    async def actions(self, *, limit: int = DEFAULT_PAGE, before: int | None = None) -> list[ActionInfo]:
+        """The action log, newest first: up to ``limit`` (1 to 1,000) entries; with ``before`` (the last
+        id of the previous call), only older ones, so a full list of ``limit`` is paged on. Reads only."""
+        size = check_page_size(limit)
+        older = check_before(before)
+        return await self._kernel.ops("actions").list_actions(size, older)
 
 
 async def _in_batches(purge: Callable[[int], Awaitable[int]]) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import astuple, replace
 from datetime import datetime
 from typing import Any
 
@@ -83,6 +83,17 @@ class OperationTables(TableState):
             held = [lock for lock in self._locks.values() if lock.expires_at > now]
         held = sorted((lock for lock in held if after is None or lock.name > after), key=lambda lock: lock.name)
         return held[:limit]
+
+    def record_action(self, action: port.NewAction) -> int:
+        with self._cond:
+            entry = port.ActionRecord(len(self._actions) + 1, *astuple(action))
+            self._actions.append(entry)
+            return entry.id
+
+    def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
+        with self._cond:
+            end = len(self._actions) if before is None else min(before - 1, len(self._actions))
+            return self._actions[max(0, end - limit) : end][::-1]
 
     def cancel(self, job_ids: Sequence[int]) -> list[int]:
         cancelled = []

@@ -148,6 +148,7 @@ class TableState:
         self._schedules: dict[str, port.ScheduleRecord] = {}
         self._workers: dict[str, port.WorkerRecord] = {}
         self._throughput: dict[tuple[datetime, str], tuple[int, int]] = {}  # (minute, queue) -> (done, failed)
+        self._actions: list[port.ActionRecord] = []  # the action log, oldest first (ADR 068)
         self._closed = False
         #: The job holding each (queue, unique key), and each (queue, ordering key)'s line (ADR 031, 032).
         self._holders: dict[tuple[str, str], int] = {}

@@ -20,6 +20,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -665,6 +666,13 @@ class PostgresEngine(port.Engine):
 
     def purge_throughput(self, before: datetime) -> int:
         return int(self._connections.one(self._sql.purge_throughput, {"before": before}, _SCALAR) or 0)
+
+    def record_action(self, action: port.NewAction) -> int:
+        return int(self._connections.one(self._sql.record_action, asdict(action), _SCALAR) or 0)
+
+    def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
+        params = {"limit": limit, "before": before}
+        return self._connections.all(self._sql.list_actions, params, _rows.ACTION)
 
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 

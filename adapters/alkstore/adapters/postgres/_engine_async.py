@@ -17,6 +17,7 @@ import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -662,6 +663,13 @@ class AsyncPostgresEngine(port.AsyncEngine):
 
     async def purge_throughput(self, before: datetime) -> int:
         return int(await self._connections.one(self._sql.purge_throughput, {"before": before}, _SCALAR) or 0)
+
+    async def record_action(self, action: port.NewAction) -> int:
+        return int(await self._connections.one(self._sql.record_action, asdict(action), _SCALAR) or 0)
+
+    async def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
+        params = {"limit": limit, "before": before}
+        return await self._connections.all(self._sql.list_actions, params, _rows.ACTION)
 
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 

@@ -24,6 +24,7 @@ from alkstore import engine as port
 from alkstore.engine import TickPlan, registration_boundary
 
 __all__ = [
+    "ACTION",
     "CLAIM_ROW",
     "DUE_SCHEDULE",
     "JOB",
@@ -541,6 +542,14 @@ def _throughput(minute: datetime, queue: str, done: int, failed: int) -> port.Th
 
 
 THROUGHPUT: BaseRowFactory[port.ThroughputRecord] = kwargs_row(_throughput)
+
+
+def _action(**c: Any) -> port.ActionRecord:
+    texts = (c["role"], c["address"], c["action"], c["target"], c["outcome"])
+    return port.ActionRecord(int(c["id"]), utc(c["at"]), *texts)
+
+
+ACTION: BaseRowFactory[port.ActionRecord] = kwargs_row(_action)
 
 
 def listing_params(query: port.JobQuery) -> dict[str, Any]:

@@ -221,6 +221,12 @@ class AsyncSqliteEngine(port.AsyncEngine):
     async def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
         return await self._call(self._tables.list_locks, now, limit, after)
 
+    async def record_action(self, action: port.NewAction) -> int:
+        return await self._call(self._tables.record_action, action)
+
+    async def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
+        return await self._call(self._tables.list_actions, limit, before)
+
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         return await self._call(self._tables.cancel, job_ids)
 

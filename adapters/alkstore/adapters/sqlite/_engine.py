@@ -196,6 +196,12 @@ class SqliteEngine(port.Engine):
     def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
         return self._tables.list_locks(now, limit, after)
 
+    def record_action(self, action: port.NewAction) -> int:
+        return self._tables.record_action(action)
+
+    def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
+        return self._tables.list_actions(limit, before)
+
     def cancel(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.cancel(job_ids)
 

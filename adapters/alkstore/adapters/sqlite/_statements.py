@@ -126,6 +126,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # (SQLite rewrites no row for it), so a file of version 1 migrates in a moment; a dead job keeps the
     # attempt log its row already had room for.
     ("ALTER TABLE alkstore_jobs ADD COLUMN claimed_at INTEGER",),
+    # The action log (ADR 068): what operators did through a console, appended and read newest first.
+    (
+        """CREATE TABLE alkstore_action_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            address TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            outcome TEXT NOT NULL
+        )""",
+    ),
 )
 
 # -- schema version ------------------------------------------------------------------------------
@@ -319,6 +331,17 @@ ADVANCE_SCHEDULE = (
     "UPDATE alkstore_schedules SET next_boundary = ?, last_boundary = coalesce(?, last_boundary) WHERE name = ?"
 )
 SOONEST_BOUNDARY = "SELECT min(next_boundary) FROM alkstore_schedules"
+
+# -- the action log (ADR 068) -----------------------------------------------------------------------
+
+RECORD_ACTION = (
+    "INSERT INTO alkstore_action_log (at, role, address, action, target, outcome)"
+    " VALUES (?, ?, ?, ?, ?, ?) RETURNING id"
+)
+LIST_ACTIONS = (
+    "SELECT id, at, role, address, action, target, outcome FROM alkstore_action_log"
+    " WHERE (? IS NULL OR id < ?) ORDER BY id DESC LIMIT ?"
+)
 
 # -- workers and throughput --------------------------------------------------------------------------
 

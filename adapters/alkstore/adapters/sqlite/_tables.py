@@ -1092,6 +1092,16 @@ class SqliteTables:
         with self._write("purge_results") as db:
             return db.execute(sql.PURGE_RESULTS, (queue, us(now), limit)).rowcount
 
+    def record_action(self, action: port.NewAction) -> int:
+        with self._write("record_action") as db:
+            row = (us(action.at), action.role, action.address, action.action, action.target, action.outcome)
+            return int(db.execute(sql.RECORD_ACTION, row).fetchone()[0])
+
+    def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
+        with self._read_one("list_actions") as db:
+            rows = db.execute(sql.LIST_ACTIONS, (before, before, limit)).fetchall()
+        return [port.ActionRecord(row[0], _at1(row[1]), *row[2:]) for row in rows]
+
     # -- workers and throughput ------------------------------------------------------------------
 
     def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:

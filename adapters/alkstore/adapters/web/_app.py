@@ -4,14 +4,12 @@ Reads are GETs that work without JavaScript; the overview refreshes one HTML fra
 polling when JavaScript runs. Actions are POSTs behind the session's CSRF token, and a read-only
 dashboard has no action routes at all.
 
-Over 500 lines: one short handler per page and per action, each a call of the public API and a
-template; how values show is ``_views``', the security ``_security``'s.
+Over 500 lines: one short handler per page, each a call of the public API and a template; the
+actions are ``_acting``'s, how values show ``_views``', the security ``_security``'s.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import secrets
@@ -20,7 +18,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -30,23 +28,27 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
-from alkstore import STATS_CAP, AsyncStore, CancelOutcome, JobInfo, JobPage, JobPhase, QueueStats, Store
+from alkstore import STATS_CAP, AsyncStore, JobInfo, JobPage, JobPhase, QueueStats, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions, NotOffered
 
+from ._acting import BULK_LIMIT, Acting
 from ._guard import SECURITY_HEADERS, Guard
+from ._log import logged, read_page, role_of_request
 from ._security import (
     CSRF_COOKIE,
     CSRF_FIELD,
+    READ,
+    READ_TOKEN_VARIABLE,
     TOKEN_VARIABLE,
     AllowedHosts,
     LoginThrottle,
     form_token,
     new_session,
-    valid_form_token,
 )
 from ._security import allowed_hosts as _allowed_hosts
+from ._settings import SETTINGS, entry_of
 from ._threaded import ThreadedStore
-from ._throughput import MINUTES, chart_of, per_minute
+from ._throughput import MINUTES, RANGES, chart_of, per_minute
 from ._trouble import LIVE_WITHIN, is_live, troubles, worker_views
 from ._views import DeadGroup, DeadGroups, capped, group_key, instant, key_of, payload_text, span, visible_controls
 
@@ -77,8 +79,6 @@ GROUP_IDS_SHOWN = 10
 SAMPLE_CHARS = 5_000
 #: The most jobs one listing call returns (``AsyncStore.jobs``' limit).
 _READ = 1000
-#: The most job ids one bulk action takes (a page's selection is far fewer).
-BULK_LIMIT = 10_000
 #: The largest request body read (bytes): room for a bulk action's ``BULK_LIMIT`` ids of 19 digits.
 MAX_BODY = 256 * 1024
 #: How often the overview's fragment is asked for again (seconds), and the workers it lists (the live ones).
@@ -116,16 +116,6 @@ _TOGGLES = {
 #: A page's headers: the security headers (which the guard also adds to every other response) and no caching.
 _HEADERS = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
 
-#: What a cancel's outcome tells the operator (ADR 035: a running job is asked to stop, not killed).
-_CANCELLED = {
-    CancelOutcome.CANCELLED: "Job {job_id} was waiting to run: it is cancelled and deleted.",
-    CancelOutcome.CANCELLING: "Job {job_id} is running: cancelling. Its worker was asked to stop it and it ends "
-    "cancelled, within seconds (or once its lease lapses, if its worker is gone).",
-    CancelOutcome.DEAD: "Job {job_id} is dead: nothing to cancel (requeue or purge it instead).",
-    CancelOutcome.MISSING: "Job {job_id} is gone (done, cancelled or purged): nothing to cancel.",
-}
-#: The bulk actions on dead jobs, and the word a message says each did with.
-_BULK = {"requeue": "Requeued", "purge": "Purged"}
 
 StoreSource = AsyncStore | Store | Callable[[], Awaitable[AsyncStore]]
 
@@ -135,7 +125,7 @@ def _outbox_of(queue: str) -> str | None:
     return QueueStats(queue, 0, 0, 0, 0, timedelta(0), None).outbox
 
 
-class _Dashboard:
+class _Dashboard(Acting):
     """The handlers, over one store."""
 
     def __init__(
@@ -205,7 +195,8 @@ class _Dashboard:
 
         page = self.templates.get_template(template).render(
             title=self.title,
-            read_only=self.read_only,
+            read_only=self.reading(request),
+            role=role_of_request(request),
             warning=self.warning,
             csrf_field=CSRF_FIELD,
             csrf_token=form_token(self.secret, session),
@@ -220,6 +211,10 @@ class _Dashboard:
             secure = request.url.scheme == "https"
             response.set_cookie(CSRF_COOKIE, session, httponly=True, samesite="strict", secure=secure, path="/")
         return response
+
+    def reading(self, request: Request) -> bool:
+        """Whether the request may only read: a read-only dashboard, or the read token's role (ADR 068)."""
+        return self.read_only or role_of_request(request) == READ
 
     def path(self, request: Request, name: str, **params: Any) -> str:
         """The path of this dashboard's route ``name``, under wherever it is mounted (the request's root path)."""
@@ -323,7 +318,7 @@ class _Dashboard:
             raise HTTPException(400, f"not a job id: {asked!r} (a job id is a whole number)")
         return RedirectResponse(self.path(request, "job", job_id=int(asked)), status_code=303)
 
-    async def _queue_page(self, request: Request, name: str) -> Response:
+    async def _queue_page(self, request: Request, name: str, status: int = 200, **extra: Any) -> Response:
         state = request.query_params.get("state", JobPhase.READY.value)
         try:
             phase = JobPhase(state)
@@ -364,7 +359,7 @@ class _Dashboard:
         return self.render(
             request,
             "queue.html",
-            status_code=200 if problem is None else 400,
+            status_code=status if problem is None else 400,
             page="queue",
             queue=name,
             outbox=outbox,
@@ -382,8 +377,11 @@ class _Dashboard:
             problem=problem,
             stats=stats[0] if stats else None,
             paused=bool(stats and stats[0].paused),
-            cancellable=not self.read_only and phase is not JobPhase.DEAD,
+            cancellable=not self.reading(request) and phase is not JobPhase.DEAD,
             defaults=defaults,
+            settings=SETTINGS,
+            entry=extra.pop("entry", None) or (entry_of(defaults) if defaults else {}),
+            **extra,
             at=self.store.clock.now(),
             live=(
                 {worker.id for worker in await self.store.workers(WORKERS_WITHIN)}
@@ -502,21 +500,32 @@ class _Dashboard:
             raise HTTPException(400, "that is not a lock name to list after") from None
         more = len(held) > LOCKS_PAGE
         held = held[:LOCKS_PAGE]
-        return self.render(
-            request,
-            "locks.html",
-            page="locks",
-            locks=held,
-            at=at,
-            after=after,
-            next_after=held[-1].name if more else None,
-            size=LOCKS_PAGE,
-        )
+        next_after = held[-1].name if more else None
+        context: dict[str, Any] = {"locks": held, "at": at, "after": after, "next_after": next_after}
+        return self.render(request, "locks.html", page="locks", size=LOCKS_PAGE, **context)
+
+    async def charts(self, request: Request) -> Response:
+        """Jobs done and failed per point over a chosen range, of one queue or of all (ADR 068)."""
+        queue = request.query_params.get("queue") or None
+        chosen = request.query_params.get("range", "1h")
+        if chosen not in RANGES:
+            raise HTTPException(404, f"no such range: {chosen[:100]} (the ranges are {', '.join(RANGES)})")
+        minutes, bucket = RANGES[chosen]
+        counts = per_minute(await self.store.throughput(minutes + 1), self.store.clock.now(), minutes, queue, bucket)
+        context: dict[str, Any] = {"queue": queue, "ranges": RANGES, "chosen": chosen, "minutes": minutes}
+        context.update(bucket=bucket, chart=chart_of(counts))
+        return self.render(request, "charts.html", page="charts", **context)
+
+    async def actions(self, request: Request) -> Response:  # the action log, newest first (ADR 068)
+        context = await read_page(self.store, request.query_params.get("before"))
+        return self.render(request, "actions.html", page="actions", **context)
 
     async def _schedules_page(
         self, request: Request, entry: Mapping[str, str] | None = None, problem: str | None = None
     ) -> Response:
         """The schedules, with the add form (refilled with ``entry`` and saying ``problem`` when an add was refused)."""
+        if problem is not None:
+            request.state.outcome = f"refused: {problem}"
         return self.render(
             request,
             "schedules.html",
@@ -527,186 +536,6 @@ class _Dashboard:
             entry=entry or {},
             problem=problem,
         )
-
-    # -- actions (absent when read-only) ---------------------------------------------------
-
-    async def _fields(self, request: Request) -> dict[str, list[str]]:
-        """The POSTed form, every value of each field, once it came from one of the dashboard's own origins
-        and its form token is the session's (403 otherwise: nothing is read from the store)."""
-        origin = request.headers.get("origin")
-        if origin is None:  # an older browser's POST, or a script's: its Referer must say where from
-            origin = request.headers.get("referer")
-        if not self.hosts.allows_origin(origin, request.headers.get("host"), request.url.scheme):
-            raise HTTPException(
-                403, f"refused: this action comes from {origin or 'no stated origin'}, not from this dashboard's pages"
-            )
-        body = (await request.body()).decode("utf-8", "replace")
-        fields = parse_qs(body, keep_blank_values=True)
-        sent = fields.get(CSRF_FIELD)
-        if not valid_form_token(self.secret, request.cookies.get(CSRF_COOKIE), sent[0] if sent else None):
-            raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
-        return fields
-
-    async def _form(self, request: Request) -> dict[str, str]:
-        """The POSTed form's first value of each field, once its CSRF token is the session's (403 otherwise)."""
-        return {key: values[0] for key, values in (await self._fields(request)).items()}
-
-    def _done(self, request: Request, message: str, back: str) -> Response:
-        """Post/redirect/get: send the browser on (303) to a page saying ``message``, so reloading it
-        repeats nothing. The message and the way back travel in its query, signed by the dashboard."""
-        query = urlencode({"message": message, "back": back, "sig": self._signature(message, back)})
-        return RedirectResponse(f"{self.path(request, 'done')}?{query}", status_code=303)
-
-    def _signature(self, message: str, back: str) -> str:
-        """The dashboard's signature of a done page's ``message`` and ``back``: no other site can have the
-        dashboard say something it did not, under its own name."""
-        signed = hmac.new(self.secret, f"alkstore-done\x00{message}\x00{back}".encode(), hashlib.sha256)
-        return signed.hexdigest()
-
-    async def done(self, request: Request) -> Response:
-        """What an action did, as its redirect says (400 for a message the dashboard did not sign)."""
-        message = request.query_params.get("message", "")
-        back = request.query_params.get("back", "")
-        if not hmac.compare_digest(request.query_params.get("sig", ""), self._signature(message, back)):
-            raise HTTPException(400, "not a message of this dashboard's")
-        return self.render(request, "done.html", page="done", message=message, back=back)
-
-    async def requeue_job(self, request: Request) -> Response:
-        await self._form(request)
-        job_id: int = request.path_params["job_id"]
-        requeued = await self.store.requeue_dead(job_id)
-        message = f"Job {job_id} is back on its queue." if requeued else f"Job {job_id} is not dead; nothing done."
-        return self._done(request, message, self.path(request, "job", job_id=job_id))
-
-    async def requeue_queue(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["queue"]
-        try:
-            count = await self.store.requeue_dead_queue(name)
-        except (AlkstoreError, ValueError) as exc:
-            raise HTTPException(404, str(exc)) from None
-        return self._done(request, f"Requeued {count} dead jobs of {name}.", self.path(request, "dead"))
-
-    async def purge_queue(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["queue"]
-        try:
-            count = await self.store.purge_dead(name)
-        except (AlkstoreError, ValueError) as exc:
-            raise HTTPException(404, str(exc)) from None
-        return self._done(request, f"Purged {count} dead jobs of {name}.", self.path(request, "dead"))
-
-    async def pause_queue(self, request: Request) -> Response:
-        return await self._pause(request, paused=True)
-
-    async def resume_queue(self, request: Request) -> Response:
-        return await self._pause(request, paused=False)
-
-    async def _pause(self, request: Request, paused: bool) -> Response:
-        """Pause or resume the queue the path names (ADR 033), and say so."""
-        await self._form(request)
-        name = request.path_params["queue"]
-        queue = self.store.queue(name)
-        try:
-            await (queue.pause() if paused else queue.resume())
-        except (AlkstoreError, ValueError) as exc:
-            raise HTTPException(404, str(exc)) from None
-        if paused:
-            message = f"Paused {name}: workers stop claiming its jobs within seconds; running jobs finish."
-        else:
-            message = f"Resumed {name}: workers claim its jobs again within seconds."
-        return self._done(request, message, self.path(request, "queue", queue=name))
-
-    async def cancel_job(self, request: Request) -> Response:
-        await self._form(request)
-        job_id: int = request.path_params["job_id"]
-        outcome = await self.store.cancel(job_id)
-        return self._done(request, _CANCELLED[outcome].format(job_id=job_id), self.path(request, "job", job_id=job_id))
-
-    async def add_schedule(self, request: Request) -> Response:
-        form = await self._form(request)
-        entry = {key: form.get(key, "").strip() for key in ("name", "spec", "queue", "payload")}
-        try:
-            payload = json.loads(entry["payload"]) if entry["payload"] else None
-        except ValueError as exc:
-            return await self._schedules_page(request, entry, f"The payload is not JSON: {exc}.")
-        if any(schedule.name == entry["name"] for schedule in await self.store.schedules()):
-            return await self._schedules_page(request, entry, f"A schedule named {entry['name']!r} exists already.")
-        try:
-            schedule = await self.store.schedule(entry["name"], entry["spec"], entry["queue"], payload)
-        except AlkstoreError as exc:
-            return await self._schedules_page(request, entry, f"{type(exc).__name__}: {exc}")
-        first = instant(schedule.next_boundary)
-        message = f"Added schedule {schedule.name}: {schedule.spec} onto {schedule.queue}, first at {first}."
-        return self._done(request, message, self.path(request, "schedules"))
-
-    async def remove_schedule(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["schedule"]
-        try:
-            removed = await self.store.unschedule(name)
-        except AlkstoreError as exc:
-            raise HTTPException(404, str(exc)) from None
-        message = f"Removed schedule {name}; jobs it fired stay." if removed else f"No schedule {name}; nothing done."
-        return self._done(request, message, self.path(request, "schedules"))
-
-    async def fire_schedule(self, request: Request) -> Response:
-        await self._form(request)
-        name = request.path_params["schedule"]
-        schedule = next((s for s in await self.store.schedules() if s.name == name), None)
-        job_id = None if schedule is None else await self.store.fire_now(name)
-        if schedule is None or job_id is None:
-            return self._done(request, f"No schedule {name}; nothing done.", self.path(request, "schedules"))
-        next_at = instant(schedule.next_boundary)
-        task = f" (task {schedule.task})" if schedule.task else ""
-        message = f"Fired {name} now: job {job_id}{task} on {schedule.queue}. Its next boundary stays {next_at}."
-        return self._done(request, message, self.path(request, "job", job_id=job_id))
-
-    async def dead_bulk(self, request: Request) -> Response:
-        """Requeue or purge the chosen dead jobs, after a page that asks to confirm (with or without JavaScript)."""
-        fields = await self._fields(request)
-        action = (fields.get("action") or [""])[0]
-        if action not in _BULK:
-            raise HTTPException(400, f"no such bulk action: {action}")
-        try:
-            ids = sorted({int(value) for value in fields.get("id", [])})
-        except ValueError:
-            raise HTTPException(400, "a job id is not a number") from None
-        if not ids:
-            return self._done(request, "No dead job was chosen; nothing done.", self.path(request, "dead"))
-        if len(ids) > BULK_LIMIT:
-            raise HTTPException(400, f"at most {BULK_LIMIT:,} jobs at once")
-        if (fields.get("confirmed") or [""])[0] != "yes":
-            return self.render(
-                request, "confirm.html", page="dead", action=action, ids=ids, what=(fields.get("what") or [""])[0]
-            )
-        if action == "requeue":
-            count = len(await self.store.requeue_dead_many(ids))
-        else:
-            count = len(await self.store.purge_dead_many(ids))
-        message = f"{_BULK[action]} {count} jobs" + (
-            "." if count == len(ids) else f" ({len(ids) - count} of those chosen were no longer dead)."
-        )
-        return self._done(request, message, self.path(request, "dead"))
-
-    async def dead_group_bulk(self, request: Request) -> Response:
-        """Requeue or purge every dead job of a group, read again when confirmed, after a page that asks."""
-        form = await self._form(request)
-        action, queue, key = form.get("action", ""), form.get("queue", ""), form.get("key", "")
-        if action not in _BULK:
-            raise HTTPException(400, f"no such bulk action: {action}")
-        group, ids = await self._group_ids(queue, key)
-        if group is None:
-            return self._done(request, "No dead job is left in that group; nothing done.", self.path(request, "dead"))
-        if form.get("confirmed") != "yes":
-            return self.render(request, "confirm_group.html", page="dead", action=action, group=group)
-        if action == "requeue":
-            count = len(await self.store.requeue_dead_many(ids))
-        else:
-            count = len(await self.store.purge_dead_many(ids))
-        what = f"{group.kind}: {group.message}" if group.kind else group.message
-        message = f"{_BULK[action]} {count} dead jobs of {queue} ({what})."
-        return self._done(request, message, self.path(request, "dead") + "?" + urlencode({"queue": queue}))
 
     async def error(self, request: Request, exc: Exception) -> Response:
         if isinstance(exc, NotOffered):  # an engine without the operations port: nothing here to show
@@ -754,28 +583,30 @@ class _Dashboard:
             Route("/schedules", self.schedules, name="schedules"),
             Route("/workers", self.workers, name="workers"),
             Route("/locks", self.locks, name="locks"),
+            Route("/actions", self.actions, name="actions"),
+            Route("/charts", self.charts, name="charts"),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
         if not self.read_only:
-            routes += [
-                Route("/done", self.done, name="done"),
-                Route("/jobs/{job_id:int}/requeue", self.requeue_job, methods=["POST"], name="requeue_job"),
-                Route("/actions/requeue-dead/{queue:path}", self.requeue_queue, methods=["POST"], name="requeue_queue"),
-                Route("/actions/purge-dead/{queue:path}", self.purge_queue, methods=["POST"], name="purge_queue"),
-                Route("/actions/dead", self.dead_bulk, methods=["POST"], name="dead_bulk"),
-                Route("/actions/dead-group", self.dead_group_bulk, methods=["POST"], name="dead_group_bulk"),
-                Route("/actions/pause/{queue:path}", self.pause_queue, methods=["POST"], name="pause_queue"),
-                Route("/actions/resume/{queue:path}", self.resume_queue, methods=["POST"], name="resume_queue"),
-                Route("/jobs/{job_id:int}/cancel", self.cancel_job, methods=["POST"], name="cancel_job"),
-                Route("/actions/schedules", self.add_schedule, methods=["POST"], name="add_schedule"),
-                Route(
-                    "/actions/unschedule/{schedule:path}",
-                    self.remove_schedule,
-                    methods=["POST"],
-                    name="remove_schedule",
-                ),
-                Route("/actions/fire/{schedule:path}", self.fire_schedule, methods=["POST"], name="fire_schedule"),
+            routes.append(Route("/done", self.done, name="done"))
+            routes.append(Route("/progress", self.bulk_progress, name="bulk_progress"))
+            acts: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
+                ("/jobs/{job_id:int}/requeue", self.requeue_job, "requeue_job"),
+                ("/actions/requeue-dead/{queue:path}", self.requeue_queue, "requeue_queue"),
+                ("/actions/purge-dead/{queue:path}", self.purge_queue, "purge_queue"),
+                ("/actions/dead", self.dead_bulk, "dead_bulk"),
+                ("/actions/dead-group", self.dead_group_bulk, "dead_group_bulk"),
+                ("/actions/filter", self.filter_bulk, "filter_bulk"),
+                ("/actions/pause/{queue:path}", self.pause_queue, "pause_queue"),
+                ("/actions/resume/{queue:path}", self.resume_queue, "resume_queue"),
+                ("/actions/settings/{queue:path}", self.configure_queue, "configure_queue"),
+                ("/jobs/{job_id:int}/cancel", self.cancel_job, "cancel_job"),
+                ("/actions/schedules", self.add_schedule, "add_schedule"),
+                ("/actions/unschedule/{schedule:path}", self.remove_schedule, "remove_schedule"),
+                ("/actions/fire/{schedule:path}", self.fire_schedule, "fire_schedule"),
             ]
+            for path, handler, name in acts:  # every action logged (ADR 068)
+                routes.append(Route(path, logged(lambda: self.store, name, handler), methods=["POST"], name=name))
         return routes
 
 
@@ -784,6 +615,7 @@ def create_app(
     *,
     read_only: bool = False,
     token: str | None = None,
+    read_token: str | None = None,
     title: str = "alkstore",
     cap: int | None = STATS_CAP,
     allowed_hosts: Iterable[str] | AllowedHosts | None = None,
@@ -798,8 +630,10 @@ def create_app(
     app's lifespan does not run: mount one over an open store). With
     ``read_only`` no action is reachable: their routes are absent and no page shows a button.
     With ``token`` (default: ``$ALKSTORE_WEB_TOKEN``, if set) every request must present it, as
-    basic auth's password or a bearer token. Queue counts stop at ``cap`` as ``alkstore status``'s
-    do (shown as ``10,000+``), which keeps the overview's polling cheap on any table.
+    basic auth's password or a bearer token; with ``read_token`` too (default:
+    ``$ALKSTORE_WEB_READ_TOKEN``) a request presenting it reads every page and may not act (403).
+    Every action is logged in the store (``AsyncStore.actions``; the Actions page). Queue counts
+    stop at ``cap`` as ``alkstore status``'s do (``10,000+``): the overview's polling stays cheap.
 
     A request whose ``Host`` is not an allowed host is refused (400) before anything else, so a
     page whose name was re-pointed at this machine reads nothing (DNS rebinding): the loopback
@@ -816,13 +650,16 @@ def create_app(
         raise InvalidOptions("an empty secret signs nothing: leave it out for a random one")
     dashboard = _Dashboard(store, read_only, title, cap, hosts, key, warning)
     secret = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    reader = read_token if read_token is not None else os.environ.get(READ_TOKEN_VARIABLE) or None
+    if reader is not None and (secret is None or reader == secret):
+        raise InvalidOptions("a read-only token goes beside a full token, and differs from it")
     app = Starlette(
         routes=dashboard.routes(),
         lifespan=dashboard.lifespan,
         exception_handlers={HTTPException: dashboard.error, NotOffered: dashboard.error, Exception: dashboard.error},
     )
     throttle = LoginThrottle(lambda: dashboard.store.clock.now().timestamp())
-    app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY, throttle=throttle)
+    app.add_middleware(Guard, hosts=hosts, token=secret, max_body=MAX_BODY, throttle=throttle, read_token=reader)
     app.state.allowed_hosts = hosts
     app.router.redirect_slashes = False  # its redirect is absolute, built from the Host header: ours is relative
     dashboard.router = app.router

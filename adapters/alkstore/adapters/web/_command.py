@@ -23,6 +23,7 @@ import alkstore
 
 from ._security import (
     MIN_TOKEN_LENGTH,
+    READ_TOKEN_VARIABLE,
     TOKEN_VARIABLE,
     AllowedHosts,
     allowed_hosts,
@@ -86,9 +87,23 @@ def check_bind(args: argparse.Namespace) -> None:
         insecure_actions=args.insecure_actions,
     )
     if refusal is None:
+        refusal = _read_token_refusal(args)
+    if refusal is None:
         refusal = _tls_refusal(args)
     if refusal is not None:
         args.web_parser.exit(_EXIT_USAGE, f"alkstore: {refusal}\n")
+
+
+def _read_token_refusal(args: argparse.Namespace) -> str | None:
+    """Why ``$ALKSTORE_WEB_READ_TOKEN`` cannot serve (ADR 068), or ``None``: it goes beside the full token,
+    differs from it, and beyond loopback is as strong as the full token must be."""
+    reader = os.environ.get(READ_TOKEN_VARIABLE) or None
+    if reader is None:
+        return None
+    if _token() in (None, reader):
+        return f"${READ_TOKEN_VARIABLE} goes beside ${TOKEN_VARIABLE}, and differs from it"
+    weak = bind_refusal(args.host, token=reader, insecure=False)
+    return None if weak is None else weak.replace(TOKEN_VARIABLE, READ_TOKEN_VARIABLE)
 
 
 def _tls_refusal(args: argparse.Namespace) -> str | None:
@@ -184,7 +199,8 @@ def add_commands(commands: Any) -> None:
         help="serve the web dashboard (needs the alkstore[web] extra)",
         description="Serve a web dashboard of the queues, their jobs, dead letters and schedules. It listens on "
         f"127.0.0.1 unless --host says; any other address needs ${TOKEN_VARIABLE} (an access token of at least "
-        f"{MIN_TOKEN_LENGTH} characters every request must present, as basic auth's password) or --insecure. "
+        f"{MIN_TOKEN_LENGTH} characters every request must present, as basic auth's password) or --insecure; "
+        f"${READ_TOKEN_VARIABLE} may add a second token that reads every page and acts on nothing. "
         "It answers only to the Host names it is reached under: the loopback ones and each --allowed-host.",
     )
     web.add_argument(

@@ -5,7 +5,8 @@ In order: the ``Host`` must be an allowed host (400); a body must not be larger 
 (413: a ``Content-Length`` over it is refused unread, and a body streamed without one is cut off
 as it passes the limit, so no handler ever parses more); then the access token, when one is
 configured, must be presented (401), by a client address that has not failed too often of late
-(429). A refusal is plain text and reads nothing from the store.
+(429); a request with the read token may not POST (403, ADR 068). The request's role is left in its
+scope (``ROLE_KEY``). A refusal is plain text and reads nothing from the store.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._security import AllowedHosts, LoginThrottle, authorized
+from ._security import OPEN, READ, ROLE_KEY, AllowedHosts, LoginThrottle, role_of
 
 __all__ = ["SECURITY_HEADERS", "BodyTooLarge", "Guard"]
 
@@ -44,11 +45,19 @@ class Guard:
     when one is set (401; 429 for an address that failed too often)."""
 
     def __init__(
-        self, app: ASGIApp, *, hosts: AllowedHosts, token: str | None, max_body: int, throttle: LoginThrottle
+        self,
+        app: ASGIApp,
+        *,
+        hosts: AllowedHosts,
+        token: str | None,
+        max_body: int,
+        throttle: LoginThrottle,
+        read_token: str | None = None,
     ) -> None:
         self.app = app
         self.hosts = hosts
         self.token = token
+        self.read_token = read_token
         self.max_body = max_body
         self.throttle = throttle
 
@@ -76,13 +85,23 @@ class Guard:
             )
             await too_large(scope, receive, send)
             return
-        if self.token is not None and not await self._authenticated(self.token, scope, headers, receive, send):
+        role: str | None = OPEN
+        if self.token is not None:
+            role = await self._authenticated(self.token, scope, headers, receive, send)
+            if role is None:
+                return
+        if role == READ and scope["method"] not in {"GET", "HEAD"}:
+            refused = PlainTextResponse("refused: the read-only token reads; acting takes the full token\n", 403)
+            await refused(scope, receive, send)
             return
+        scope[ROLE_KEY] = role
         await self.app(scope, self._limited(receive), send)
 
-    async def _authenticated(self, token: str, scope: Scope, headers: Headers, receive: Receive, send: Send) -> bool:
-        """Whether the request presents the token; if not, its refusal is sent: 429 while its client address
-        is throttled (even with the right token: guessing on learns nothing), else 401."""
+    async def _authenticated(
+        self, token: str, scope: Scope, headers: Headers, receive: Receive, send: Send
+    ) -> str | None:
+        """The role of the token the request presents; with none, its refusal is sent: 429 while its client
+        address is throttled (even with a right token: guessing on learns nothing), else 401."""
         client = scope.get("client")
         address = str(client[0]) if client else "unknown"
         wait = self.throttle.wait(address)
@@ -93,9 +112,10 @@ class Guard:
                 headers={"Retry-After": str(wait)},
             )
             await throttled(scope, receive, send)
-            return False
+            return None
         header = headers.get("authorization")
-        if not authorized(header, token):
+        role = role_of(header, token, self.read_token)
+        if role is None:
             if header:  # a browser's first request carries none: only a wrong token counts
                 self.throttle.failed(address)
             challenge = PlainTextResponse(
@@ -104,8 +124,8 @@ class Guard:
                 headers={"WWW-Authenticate": 'Basic realm="alkstore", charset="UTF-8"'},
             )
             await challenge(scope, receive, send)
-            return False
-        return True
+            return None
+        return role
 
     def _limited(self, receive: Receive) -> Receive:
         """``receive``, raising ``BodyTooLarge`` once the body it has passed on goes over the limit."""

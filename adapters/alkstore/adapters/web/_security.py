@@ -6,6 +6,8 @@
   every page says so).
 * Hosts: a request whose ``Host`` is not an allowed host is refused before anything else, so a
   page whose name was re-pointed at this machine (DNS rebinding) reads nothing.
+* Roles (ADR 068): beside the full token, a read token (``$ALKSTORE_WEB_READ_TOKEN``) reads every
+  page and may do nothing: the guard refuses its every POST (403) before a handler runs.
 * Authentication: with a token, every request carries it, as HTTP basic auth (any user name,
   the token as the password, which a browser asks for) or as ``Authorization: Bearer``; a client
   address that failed ``LOGIN_FAILURES`` times within ``LOGIN_WINDOW`` seconds is refused until
@@ -36,10 +38,15 @@ from alkstore.errors import InvalidOptions
 __all__ = [
     "CSRF_COOKIE",
     "CSRF_FIELD",
+    "FULL",
     "LOGIN_FAILURES",
     "LOGIN_WINDOW",
     "LOOPBACK_NAMES",
     "MIN_TOKEN_LENGTH",
+    "OPEN",
+    "READ",
+    "READ_TOKEN_VARIABLE",
+    "ROLE_KEY",
     "TOKEN_VARIABLE",
     "AllowedHosts",
     "LoginThrottle",
@@ -50,12 +57,19 @@ __all__ = [
     "insecure_warning",
     "is_loopback",
     "new_session",
+    "role_of",
     "same_token",
     "valid_form_token",
 ]
 
 #: Where the dashboard finds its access token; when set, every request must present it.
 TOKEN_VARIABLE = "ALKSTORE_WEB_TOKEN"
+#: Where the dashboard finds its read-only token (ADR 068): it reads every page, and acts on nothing.
+READ_TOKEN_VARIABLE = "ALKSTORE_WEB_READ_TOKEN"
+#: The roles a request acts in: the full token's, the read token's, and a dashboard's without a token.
+FULL, READ, OPEN = "full", "read", "open"
+#: Where the guard leaves a request's role in its ASGI scope.
+ROLE_KEY = "alkstore.role"
 #: The cookie holding the session's random id, and the form field carrying its signed form token.
 CSRF_COOKIE = "alkstore_csrf"
 CSRF_FIELD = "csrf_token"
@@ -239,6 +253,15 @@ def authorized(header: str | None, token: str) -> bool:
         _, colon, password = decoded.partition(":")
         return bool(colon) and same_token(password, token)
     return False
+
+
+def role_of(header: str | None, token: str, read_token: str | None) -> str | None:
+    """The role an ``Authorization`` header presents: ``FULL`` for ``token``, ``READ`` for ``read_token``."""
+    if authorized(header, token):
+        return FULL
+    if read_token is not None and authorized(header, read_token):
+        return READ
+    return None
 
 
 def new_session() -> str:

@@ -16,6 +16,7 @@ from anyio import to_thread
 
 from alkstore import (
     STATS_CAP,
+    ActionInfo,
     CancelOutcome,
     Clock,
     EnqueueOpts,
@@ -54,6 +55,9 @@ class _ThreadedQueue:
 
     async def defaults(self) -> QueueDefaults:
         return await _run(self._queue.defaults)
+
+    async def configure(self, **settings: Any) -> QueueDefaults:
+        return await _run(self._queue.configure, **settings)
 
     async def pause(self) -> None:
         await _run(self._queue.pause)
@@ -116,6 +120,12 @@ class ThreadedStore:
 
     async def locks(self, *, limit: int = 50, after: str | None = None) -> list[LockInfo]:
         return await _run(self._store.locks, limit=limit, after=after)
+
+    async def log_action(self, action: str, target: str, outcome: str, *, role: str, address: str) -> int:
+        return await _run(self._store.log_action, action, target, outcome, role=role, address=address)
+
+    async def actions(self, *, limit: int = 50, before: int | None = None) -> list[ActionInfo]:
+        return await _run(self._store.actions, limit=limit, before=before)
 
     async def workers(self, within: float | timedelta = 60) -> list[WorkerInfo]:
         return await _run(self._store.workers, within)

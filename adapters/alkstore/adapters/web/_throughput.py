@@ -16,10 +16,14 @@ from datetime import datetime, timedelta
 from alkstore import ThroughputInfo
 from alkstore.display import minute_of
 
-__all__ = ["MINUTES", "Chart", "Minute", "chart_of", "per_minute"]
+__all__ = ["MINUTES", "RANGES", "Chart", "Minute", "chart_of", "per_minute"]
 
 #: The complete minutes the chart shows (the current one is left out).
 MINUTES = 60
+#: The ranges a queue's charts are drawn over: their complete minutes, and the minutes summed per point
+#: (ADR 068). The counts are kept a day (ADR 048) and ``throughput`` reads at most 1,440 minutes, the
+#: current one among them: the day's range is its last 95 complete quarter hours.
+RANGES = {"1h": (60, 1), "24h": (1425, 15)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +33,7 @@ class Minute:
     start: datetime
     done: int
     failed: int
+    length: timedelta = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,20 +72,25 @@ class Chart:
     @property
     def end(self) -> datetime:
         """When the last minute drawn ended: the start of the current one."""
-        return self.minutes[-1].start + timedelta(minutes=1)
+        return self.minutes[-1].start + self.minutes[-1].length
 
 
-def per_minute(counts: Iterable[ThroughputInfo], now: datetime, minutes: int = MINUTES) -> list[Minute]:
+def per_minute(
+    counts: Iterable[ThroughputInfo], now: datetime, minutes: int = MINUTES, queue: str | None = None, bucket: int = 1
+) -> list[Minute]:
     """The ``minutes`` complete minutes before the one holding ``now``, oldest first, each with every queue's
-    counts."""
-    last = minute_of(now) - timedelta(minutes=1)
-    starts = [last - timedelta(minutes=back) for back in range(minutes - 1, -1, -1)]
-    sums = {start: [0, 0] for start in starts}
+    counts (``queue``'s alone, when given), summed ``bucket`` minutes a point."""
+    end = minute_of(now)
+    length = timedelta(minutes=bucket)
+    points = minutes // bucket
+    first = end - points * length
+    sums = [[0, 0] for _ in range(points)]
     for count in counts:
-        if count.minute in sums:
-            sums[count.minute][0] += count.done
-            sums[count.minute][1] += count.failed
-    return [Minute(start, *sums[start]) for start in starts]
+        if first <= count.minute < end and (queue is None or count.queue == queue):
+            tally = sums[(count.minute - first) // length]
+            tally[0] += count.done
+            tally[1] += count.failed
+    return [Minute(first + index * length, sums[index][0], sums[index][1], length) for index in range(points)]
 
 
 def chart_of(minutes: Sequence[Minute], width: int = 600, height: int = 120) -> Chart:

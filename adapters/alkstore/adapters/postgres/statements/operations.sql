@@ -157,3 +157,16 @@ SELECT minute, queue, done, failed FROM {s}.throughput WHERE minute >= %(since)s
 
 -- name: purge_throughput
 WITH gone AS (DELETE FROM {s}.throughput WHERE minute < %(before)s RETURNING 1) SELECT count(*) FROM gone
+
+-- -- the action log (ADR 068) ----------------------------------------------------------------
+
+-- name: record_action
+INSERT INTO {s}.action_log (at, role, address, action, target, outcome)
+VALUES (%(at)s, %(role)s, %(address)s, %(action)s, %(target)s, %(outcome)s)
+RETURNING id
+
+-- name: list_actions
+-- Newest first, from an id down: one range of the primary key.
+SELECT id, at, role, address, action, target, outcome FROM {s}.action_log
+WHERE %(before)s::bigint IS NULL OR id < %(before)s::bigint
+ORDER BY id DESC LIMIT %(limit)s

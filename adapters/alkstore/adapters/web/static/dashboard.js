@@ -37,8 +37,14 @@
     live.setAttribute("data-live", "polling");
     window.setInterval(refresh, seconds * 1000);
   }
+  function goOn() {
+    // A bulk action's progress page goes on with its next chunk by itself (without JavaScript: a button).
+    var next = document.querySelector("form[data-continue]");
+    if (next) window.setTimeout(function () { next.submit(); }, 300);
+  }
   function start() {
     confirmations();
+    goOn();
     var polled = document.querySelectorAll("[data-refresh]");
     for (var i = 0; i < polled.length; i++) poll(polled[i]);
   }
