@@ -20,7 +20,7 @@ from psycopg import pq, sql
 
 import alkstore
 from alkstore import EnqueueOpts, ManualClock, Store
-from alkstore.adapters.postgres import _rows, _sql
+from alkstore.adapters.postgres import _positional, _rows, _sql
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.engine import (
     CLAIM_ORDER,
@@ -770,12 +770,12 @@ def test_a_fenced_call_finds_its_jobs_through_the_primary_key_whatever_the_plann
 def test_a_named_statement_made_positional_numbers_each_name_once_and_keeps_a_literal_percent() -> None:
     """``%(name)s`` becomes ``$n`` (a repeated name keeps its number), ``%%`` a single ``%``; a binary
     placeholder or a ``$`` of the statement's own leaves it to psycopg's conversion (``None``)."""
-    made = _sql.positional("SELECT %(a)s, %(b)s, %(a)s FROM t WHERE x LIKE 'p%%' AND y = %(c)s")
+    made = _positional.positional("SELECT %(a)s, %(b)s, %(a)s FROM t WHERE x LIKE 'p%%' AND y = %(c)s")
     assert made is not None
     assert made.query == b"SELECT $1, $2, $1 FROM t WHERE x LIKE 'p%' AND y = $3"
     assert made.values({"c": 3, "a": 1, "b": 2, "unused": 0}) == (1, 2, 3)
-    assert _sql.positional("SELECT %(a)b") is None
-    assert _sql.positional('SELECT %(a)s FROM "odd$name".t') is None
+    assert _positional.positional("SELECT %(a)b") is None
+    assert _positional.positional('SELECT %(a)s FROM "odd$name".t') is None
 
 
 def test_a_workers_claims_are_sent_as_they_are_and_not_converted_at_every_call(
@@ -812,3 +812,29 @@ def test_a_workers_claims_are_sent_as_they_are_and_not_converted_at_every_call(
         assert converted == []
     finally:
         store.close()
+
+
+def test_integer_and_instant_arrays_reach_the_server_as_the_values_they_hold(pg_dsn: str) -> None:
+    """The arrays the hot statements take are sent as literals of their own type (ADR 071): the
+    extremes of bigint and of the claim's bands, an int subclass, the earliest instant and one with
+    microseconds come back as they went, and an empty array is an empty array of that type."""
+    from alkstore.adapters.postgres._positional import InstantArray, IntArray
+
+    class Sub(int):
+        def __str__(self) -> str:
+            return "not a number"
+
+    now = datetime(2026, 12, 6, 22, 31, 29, 622434, tzinfo=UTC)
+    earliest = datetime.min.replace(tzinfo=UTC)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT %s::bigint[], %s::integer[], %s::timestamptz[], %s::bigint[], pg_typeof(%s), pg_typeof(%s)",
+            [IntArray([1, 2**63 - 1, -(2**63), Sub(7)]), IntArray([-(2**31), 2**31 - 1]),
+             InstantArray([now, earliest]), IntArray(), IntArray([1]), InstantArray([now])],
+        ).fetchone()  # fmt: skip
+    assert row is not None
+    assert row[0] == [1, 2**63 - 1, -(2**63), 7]
+    assert row[1] == [-(2**31), 2**31 - 1]
+    assert [value.astimezone(UTC) for value in row[2]] == [now, earliest]
+    assert row[3] == []
+    assert row[4:] == ("bigint[]", "timestamp with time zone[]")

@@ -18,7 +18,9 @@ from urllib.parse import quote, urlencode
 
 import pytest
 import uvicorn
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.wait import WebDriverWait
 
 from alkstore import AsyncStore, JobPhase, open_async
 from alkstore.adapters.web import create_app
@@ -120,7 +122,10 @@ def test_no_page_scrolls_sideways_at_a_phones_or_a_desktops_width(
         overflowing = {}
         for name, path in pages(site).items():
             driver.get(site.url + path)
-            assert driver.find_element(By.TAG_NAME, "main").text, path
+            # a live page may replace its content while it is read: read it again until it holds still
+            WebDriverWait(driver, PATIENCE, ignored_exceptions=[StaleElementReferenceException]).until(
+                lambda d: d.find_element(By.TAG_NAME, "main").text, path
+            )
             wide, inner = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth];")
             height = driver.execute_script("return document.documentElement.scrollHeight;")
             driver.set_window_size(width, min(max(height + 140, 900), 16_000))

@@ -34,7 +34,8 @@ from alkstore.errors import StoreClosed
 
 from ._errors import raise_translated
 from ._options import EngineOptions
-from ._sql import Statements, positional
+from ._positional import positional
+from ._sql import Statements
 
 if ASYNC:
     import asyncio
@@ -86,7 +87,7 @@ class AsyncPooledConnection(psycopg.AsyncConnection[tuple[Any, ...]]):
         Prepared at its first run on this connection, not its sixth (psycopg's threshold): each of
         the five before would be parsed and planned again, the claim's planning alone costing more
         than its run (ADR 053). ``prepare_threshold=None`` still prepares nothing. A statement that
-        can be made positional (``_sql.positional``) runs on a raw cursor, sent as it is rather
+        can be made positional (``_positional``) runs on a raw cursor, sent as it is rather
         than converted again at each call.
         """
         raw = positional(statement)

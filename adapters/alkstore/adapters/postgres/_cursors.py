@@ -34,6 +34,8 @@ from typing import Any
 
 from alkstore import engine as port
 
+from ._positional import InstantArray, IntArray
+
 __all__ = ["DEFAULT_BACKSTOP", "ClaimCursors"]
 
 #: The longest a job ready behind a cursor waits for a full claim, by default (seconds).
@@ -125,10 +127,10 @@ class ClaimCursors:
             return {
                 "full": False,
                 "wide": wide,
-                "band_his": [segment[0] for segment in segments],
-                "band_los": [segment[1] for segment in segments],
-                "band_ats": [segment[2] for segment in segments],
-                "band_ids": [segment[3] for segment in segments],
+                "band_his": IntArray(segment[0] for segment in segments),
+                "band_los": IntArray(segment[1] for segment in segments),
+                "band_ats": InstantArray(segment[2] for segment in segments),
+                "band_ids": IntArray(segment[3] for segment in segments),
                 "probed_after": probed_after,
                 "resets": state.resets,
             }
@@ -208,7 +210,14 @@ def _before(at: datetime, span: timedelta) -> datetime:
 
 def full_params() -> dict[str, Any]:
     """The parameters of a full claim: from the left end of the ready index, and a full probe of the leases."""
-    return {"full": True, "band_his": [], "band_los": [], "band_ats": [], "band_ids": [], "probed_after": _EVER}
+    return {
+        "full": True,
+        "band_his": IntArray(),
+        "band_los": IntArray(),
+        "band_ats": InstantArray(),
+        "band_ids": IntArray(),
+        "probed_after": _EVER,
+    }
 
 
 def _segments(bounds: dict[int, tuple[datetime, int]]) -> list[tuple[int, int, datetime, int]]:

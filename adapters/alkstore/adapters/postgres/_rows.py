@@ -23,6 +23,8 @@ from psycopg.rows import BaseRowFactory, RowMaker, kwargs_row
 from alkstore import engine as port
 from alkstore.engine import TickPlan, registration_boundary
 
+from ._positional import IntArray
+
 __all__ = [
     "ACTION",
     "CLAIM_ROW",
@@ -385,15 +387,14 @@ def jobs_params(jobs: Sequence[port.NewJob], now: datetime, schema: str) -> dict
     }
 
 
-def ids(job_ids: Iterable[int]) -> list[int]:
-    """Job ids as plain ``int``s: the ids core hands out are an ``int`` subclass, which psycopg
-    will not put in one array with plain ones."""
-    return [int(job_id) for job_id in job_ids]
+def ids(job_ids: Iterable[int]) -> IntArray:
+    """Job ids as one ``bigint[]`` (the ids core hands out are an ``int`` subclass: each is sent as its number)."""
+    return IntArray(job_ids)
 
 
 def fenced_params(items: Sequence[port.Held]) -> dict[str, Any]:
     """The job ids and fences of a fenced batch, as the arrays every fenced statement takes."""
-    return {"ids": ids(item.job_id for item in items), "fences": [item.fence for item in items]}
+    return {"ids": ids(item.job_id for item in items), "fences": IntArray(item.fence for item in items)}
 
 
 def keeping_params(items: Sequence[port.Held]) -> dict[str, Any]:

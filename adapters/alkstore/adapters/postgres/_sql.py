@@ -36,10 +36,8 @@ __all__ = [
     "JOB_COLUMNS",
     "SCHEDULE_COLUMNS",
     "UPKEEP_TABLES",
-    "Positional",
     "Statements",
     "grants",
-    "positional",
     "vacuum",
 ]
 
@@ -452,53 +450,3 @@ def _compose(template: str, schema: sql.Composable) -> str:
     # or re-rendering an ``sql.SQL``, on every call, and psycopg encodes a str per connection,
     # so any client encoding works.
     return sql.SQL(template).format(s=schema).as_string()
-
-
-@dataclasses.dataclass(frozen=True)
-class Positional:
-    """A statement in the server's own ``$1, $2, …`` form, and the names of its parameters in that order."""
-
-    query: bytes
-    names: tuple[str, ...]
-
-    def values(self, params: Mapping[str, object]) -> tuple[object, ...]:
-        """The values of ``params`` in the statement's order."""
-        return tuple(params[name] for name in self.names)
-
-
-_PLACEHOLDER = re.compile(r"%\((\w+)\)([sb])|%%|\$")
-_POSITIONAL: dict[str, Positional | None] = {}
-
-
-def positional(statement: str) -> Positional | None:
-    """``statement`` (``%(name)s`` placeholders) made positional once, or ``None`` where it cannot be.
-
-    psycopg converts a named statement at every execution, and caches the conversion only for a
-    statement of at most 4 KiB: the claims after ADR 061 are longer, so each claim paid the
-    conversion again in Python. A positional statement runs on a raw cursor, which sends it as is.
-    ``None`` for a statement that asks for a binary parameter (``%(name)b``: a raw cursor dumps
-    every value in the automatic format) or holds a ``$`` of its own.
-    """
-    try:
-        return _POSITIONAL[statement]
-    except KeyError:
-        pass
-    names: list[str] = []
-    kept: Positional | None = None
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(0) == "%%":
-            return "%"
-        if match.group(0) == "$" or match.group(2) == "b":
-            raise ValueError(match.group(0))
-        name = match.group(1)
-        if name not in names:
-            names.append(name)
-        return f"${names.index(name) + 1}"
-
-    try:
-        kept = Positional(_PLACEHOLDER.sub(number, statement).encode(), tuple(names))
-    except ValueError:
-        kept = None
-    _POSITIONAL[statement] = kept
-    return kept
