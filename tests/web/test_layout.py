@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
@@ -155,7 +156,7 @@ def test_the_pages_an_action_answers_with_fit_too(
             "document.querySelector('form.bulk-filter input[name=contains]').value = arguments[0];", HOSTILE_FILTER
         )
         driver.find_element(By.CSS_SELECTOR, "form.bulk-filter button[value=cancel]").click()
-        shown = driver.find_element(By.ID, "question").text
+        shown = _after_navigation(driver, "question")
         assert shown.startswith("Cancel 0 ready jobs of " + LONG_NAME), shown[:200]
         overflowing = {"confirm": driver.execute_script(_WIDE)}
         driver.save_screenshot(str(folder / f"bulk-confirm-{width}.png"))
@@ -166,12 +167,20 @@ def test_the_pages_an_action_answers_with_fit_too(
             "<script>x</script>\u202e" + "9" * 100_000,
         )
         driver.find_element(By.CSS_SELECTOR, "#settings button[type=submit]").click()
-        assert "is not a whole number" in driver.find_element(By.ID, "settings-problem").text
+        assert "is not a whole number" in _after_navigation(driver, "settings-problem")
         overflowing["settings-refused"] = driver.execute_script(_WIDE)
         driver.save_screenshot(str(folder / f"settings-refused-{width}.png"))
         assert overflowing == {"confirm": False, "settings-refused": False}
     finally:
         driver.quit()
+
+
+def _after_navigation(driver: Any, element_id: str) -> str:
+    """The text of the element ``element_id`` of the page a click navigated to, once that page has it."""
+    found: str = WebDriverWait(driver, PATIENCE, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda d: d.find_elements(By.ID, element_id) and d.find_element(By.ID, element_id).text
+    )
+    return found
 
 
 #: Whether the page's body is wider than the window.
