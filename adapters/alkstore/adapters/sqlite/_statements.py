@@ -233,6 +233,11 @@ BURY_JOB = (
     " lease_until = NULL, claimed_at = NULL, unique_key = NULL, waiting = 0, attempt_log = ? WHERE id = ?"
 )
 DELETE_JOB = "DELETE FROM alkstore_jobs WHERE id = ?"
+#: An ack: the held job (id and fence) deleted, with what its kept result and its key's line need of it.
+ACK_JOB = (
+    "DELETE FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ? RETURNING queue, payload, task,"
+    " attempts, max_attempts, enqueued_at, worker_id, cancel_requested, ordering_key, waiting, attempt_log"
+)
 HEARTBEAT = "UPDATE alkstore_jobs SET lease_until = ? WHERE id = ?"
 REQUEUE_DEAD = (
     "UPDATE alkstore_jobs SET state = 'pending', attempts = 0, run_at = ?, expires_at = NULL, died_at = NULL,"

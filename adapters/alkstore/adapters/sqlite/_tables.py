@@ -698,16 +698,20 @@ class SqliteTables:
         if not acks:
             return [], self.claim(request)
         with self._write("ack_and_claim") as db:
-            stale = self._each_held(db, acks, self._ack_one)
+            stale = self._ack(db, acks)
             return stale, self._claim(db, request)
 
     # -- leaving the unfinished states ------------------------------------------------------
 
     def _gone(self, db: sqlite3.Connection, job: port.JobRecord) -> None:
         """``job`` left the unfinished states: the next waiting job of its ordering key's line may run."""
-        if job.ordering_key is None or job.waiting:
+        self._line_moves(db, job.queue, job.ordering_key, job.waiting)
+
+    def _line_moves(self, db: sqlite3.Connection, queue: str, ordering_key: str | None, waiting: bool) -> None:
+        """A job of ``queue`` with ``ordering_key`` (``waiting`` or not) left: the next of its line may run."""
+        if ordering_key is None or waiting:
             return
-        following = db.execute(sql.NEXT_IN_LINE, (job.queue, job.ordering_key)).fetchone()
+        following = db.execute(sql.NEXT_IN_LINE, (queue, ordering_key)).fetchone()
         if following is not None:
             db.execute(sql.END_WAIT, (following[0],))
             self._signal = True
@@ -760,34 +764,42 @@ class SqliteTables:
                 change(db, _job(row), item)
         return stale
 
-    def _ack_one(self, db: sqlite3.Connection, job: port.JobRecord, item: port.Held) -> None:
-        if isinstance(item, port.Done) and not job.cancel_requested:
-            log = db.execute(sql.ATTEMPT_LOG, (job.id,)).fetchone()[0]
-            db.execute(
-                sql.INSERT_RESULT,
-                (
-                    job.id,
-                    job.queue,
-                    job.payload,
-                    job.task,
-                    job.attempts,
-                    job.max_attempts,
-                    us(job.enqueued_at),
-                    _us(item.started_at),
-                    us(item.finished_at),
-                    us(item.keep_until),
-                    job.worker_id,
-                    item.result,
-                    log,
-                ),
-            )
-        self._delete(db, job)
+    def _ack(self, db: sqlite3.Connection, held: Sequence[port.Held]) -> list[port.Held]:
+        """Delete each held job (one statement, its read folded in), keeping its result where ``Done`` says."""
+        stale = []
+        for item in held:
+            row = db.execute(sql.ACK_JOB, (item.job_id, item.fence)).fetchone()
+            if row is None:
+                stale.append(port.Held(item.job_id, item.fence))
+                continue
+            queue, payload, task, attempts, max_attempts, enqueued_at, worker_id, cancel, key, waiting, log = row
+            if isinstance(item, port.Done) and not cancel:
+                db.execute(
+                    sql.INSERT_RESULT,
+                    (
+                        item.job_id,
+                        queue,
+                        payload,
+                        task,
+                        attempts,
+                        max_attempts,
+                        enqueued_at,
+                        _us(item.started_at),
+                        us(item.finished_at),
+                        us(item.keep_until),
+                        worker_id,
+                        item.result,
+                        log,
+                    ),
+                )
+            self._line_moves(db, queue, key, bool(waiting))
+        return stale
 
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if not held:
             return []
         with self._write("ack") as db:
-            return self._each_held(db, held, self._ack_one)
+            return self._ack(db, held)
 
     def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         def retry(db: sqlite3.Connection, job: port.JobRecord, item: port.Retry) -> None:
