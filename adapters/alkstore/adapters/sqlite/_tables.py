@@ -26,7 +26,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from alkstore import engine as port
-from alkstore.engine import after_key, listing_order, payload_contains, phase_at, plan_tick, registration_boundary
+from alkstore.engine import (
+    after_key,
+    claim_order,
+    listing_order,
+    payload_contains,
+    phase_at,
+    plan_tick,
+    registration_boundary,
+)
 from alkstore.errors import (
     DatabaseError,
     DatabaseUnavailable,
@@ -344,6 +352,8 @@ class SqliteTables:
         self._lock = threading.RLock()
         self._closed = False
         self._reserved: dict[tuple[str, str], int] = {}
+        #: Queues whose last claim here took jobs: their next claim goes straight to the write (it likely will).
+        self._busy: set[str] = set()
         #: Called after a commit that made jobs claimable (the engine's waiters listen).
         self.on_signal: Callable[[], None] = lambda: None
         self._signal = False
@@ -642,18 +652,47 @@ class SqliteTables:
     # -- claims ----------------------------------------------------------------------------------
 
     def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
-        if not self._claimable(request):
+        if request.queue not in self._busy and not self._claimable(request):
             return []
         with self._write("claim") as db:
             return self._claim(db, request)
 
     def _claimable(self, request: port.ClaimRequest) -> bool:
         """Whether a claim has anything to do (a due job, a lapsed lease, an expired job): read first, so that
-        an idle claim never takes the file's write lock."""
+        an idle claim never takes the file's write lock. Skipped while the queue's last claim here took jobs."""
         with self._read_one("claim") as db:
             return bool(db.execute(sql.CLAIM_WORK, (request.queue, us(request.now))).fetchone()[0])
 
     def _claim(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
+        claimed = self._take(db, request)
+        if claimed:
+            self._busy.add(request.queue)
+        else:
+            self._busy.discard(request.queue)
+        return claimed
+
+    def _take(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
+        """Sweep the queue's lapsed leases and expired jobs (when it has any), then take its best due jobs."""
+        now = us(request.now)
+        if db.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
+            self._sweep(db, request)
+        limit = request.limit
+        if request.concurrency is not None:
+            config = _config(db.execute(sql.QUEUE_CONFIG, (request.queue,)).fetchone())
+            if config is not None and config.concurrency is not None:  # the stored limit binds (ADR 033)
+                running = db.execute(sql.LIVE_LEASES, (request.queue, now)).fetchone()[0]
+                limit = min(limit, max(0, config.concurrency - running))
+        if limit <= 0:
+            return []
+        rows = db.execute(
+            sql.CLAIM_JOBS, (request.worker_id, now, _span(request.lease), request.queue, limit)
+        ).fetchall()
+        claimed = [_job(row) for row in rows]
+        if len(claimed) > 1:
+            claimed.sort(key=claim_order)
+        return claimed
+
+    def _sweep(self, db: sqlite3.Connection, request: port.ClaimRequest) -> None:
         now = us(request.now)
         for row in db.execute(sql.LAPSED_LEASES, (request.queue, now)).fetchall():
             job = _job(row)
@@ -665,32 +704,6 @@ class SqliteTables:
                 db.execute(sql.MAKE_PENDING, (job.id,))
         for row in db.execute(sql.EXPIRED_PENDING, (request.queue, now)).fetchall():
             self._to_dead(db, _job(row), port.JOB_EXPIRED_ERROR, None, request.now)
-        limit = request.limit
-        if request.concurrency is not None:
-            config = _config(db.execute(sql.QUEUE_CONFIG, (request.queue,)).fetchone())
-            if config is not None and config.concurrency is not None:  # the stored limit binds (ADR 033)
-                running = db.execute(sql.LIVE_LEASES, (request.queue, now)).fetchone()[0]
-                limit = min(limit, max(0, config.concurrency - running))
-        if limit <= 0:
-            return []
-        claimed = []
-        for row in db.execute(sql.CLAIMABLE, (request.queue, now, limit)).fetchall():
-            job = _job(row)
-            lease_until = request.now + (job.visibility if job.visibility is not None else request.lease)
-            db.execute(sql.TAKE_JOB, (request.worker_id, us(lease_until), now, job.id))
-            claimed.append(
-                replace(
-                    job,
-                    state=port.JobState.RUNNING,
-                    attempts=job.attempts + 1,
-                    fence=job.fence + 1,
-                    worker_id=request.worker_id,
-                    lease_until=lease_until,
-                    claimed_at=request.now,
-                    unique_key=job.unique_key if job.unique_running else None,
-                )
-            )
-        return claimed
 
     def ack_and_claim(
         self, acks: Sequence[port.Held], request: port.ClaimRequest
@@ -1046,7 +1059,7 @@ class SqliteTables:
         phase, now, after = query.phase, query.now, query.after
         state = {port.JobPhase.DEAD: "dead", port.JobPhase.RUNNING: "running"}.get(phase, "pending")
         with self._read("list_jobs") as db:
-            rows = [_job(row) for row in db.execute(sql.JOBS_IN_STATE, (query.queue, state)).fetchall()]
+            rows = [_job(row) for row in db.execute(sql.JOBS_IN_STATE[state], (query.queue,)).fetchall()]
         rows = [row for row in rows if phase_at(row, now) is phase]
         if query.contains is not None:
             rows = [row for row in rows if payload_contains(row.payload, query.contains)]
