@@ -193,6 +193,12 @@ INSERT_JOB = (
     " schedule, boundary, enqueued_at, fence, visibility, task, trace, unique_key, unique_running, ordering_key,"
     " waiting, line) VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+#: A job with no unique or ordering key, not a schedule's: fewer values to bind, no place in a line (``line`` 0).
+INSERT_PLAIN_JOB = (
+    "INSERT INTO alkstore_jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
+    " enqueued_at, fence, visibility, task, trace, unique_running) VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, ?, 0,"
+    " ?, ?, ?, ?)"
+)
 UNIQUE_HOLDER = "SELECT id FROM alkstore_jobs WHERE queue = ? AND unique_key = ?"
 LINE_BUSY = (
     "SELECT 1 FROM alkstore_jobs WHERE queue = ? AND ordering_key = ? AND state IN ('pending', 'running') LIMIT 1"

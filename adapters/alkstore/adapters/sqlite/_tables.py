@@ -54,6 +54,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 _Fenced = TypeVar("_Fenced", bound=port.Held)
 _LEN = struct.Struct(">I")
+_STATES = {state.value: state for state in port.JobState}
 
 
 # -- values as stored -----------------------------------------------------------------------------
@@ -69,11 +70,11 @@ def _us(at: datetime | None) -> int | None:
 
 
 def _at(value: int | None) -> datetime | None:
-    return None if value is None else _EPOCH + timedelta(microseconds=value)
+    return None if value is None else _EPOCH + _US * value
 
 
 def _at1(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
+    return _EPOCH + _US * value  # a timedelta times an int: exact, and the quickest way back (a claim reads many)
 
 
 def _span(value: timedelta | None) -> int | None:
@@ -81,7 +82,7 @@ def _span(value: timedelta | None) -> int | None:
 
 
 def _delta(value: int | None) -> timedelta | None:
-    return None if value is None else timedelta(microseconds=value)
+    return None if value is None else _US * value
 
 
 def _pack(log: Sequence[bytes]) -> bytes | None:
@@ -105,7 +106,7 @@ def _job(row: Sequence[Any]) -> port.JobRecord:
         id=row[0],
         queue=row[1],
         payload=bytes(row[2]),
-        state=port.JobState(row[3]),
+        state=_STATES[row[3]],
         priority=row[4],
         run_at=_at1(row[5]),
         expires_at=_at(row[6]),
@@ -227,6 +228,24 @@ def _row(
         job.ordering_key,
         int(waiting),
         line,
+    )
+
+
+def _plain_row(job_id: int, job: port.NewJob, now: int) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_PLAIN_JOB`` for ``job`` (no unique or ordering key, not a schedule's)."""
+    return (
+        job_id,
+        job.queue,
+        job.payload,
+        job.priority,
+        us(job.run_at),
+        None if job.expires_at is None else us(job.expires_at),
+        job.max_attempts,
+        now,
+        None if job.visibility is None else job.visibility // _US,
+        job.task,
+        job.trace,
+        int(job.unique_running),
     )
 
 
@@ -567,16 +586,18 @@ class SqliteTables:
         """Insert ``jobs`` in order on ``db`` (in its open write transaction); ``Existing`` for a taken unique key."""
         ids: list[int] = []
         fresh = list(jobs)
-        first, line = self._next_jobs(db, len(fresh))
         if all(job.unique_key is None and job.ordering_key is None for job in fresh):
-            # No key to look up first: the rows go in one executemany, in order.
-            ids = list(range(first, first + len(fresh)))
+            # No key to look up first, no line to take a place in: ids only, and the rows in order.
+            count = len(fresh)
+            first = self._next(db, "job", count) - count + 1
             stamp = us(now)
-            db.executemany(
-                sql.INSERT_JOB,
-                [_row(first + offset, job, stamp, line + offset, False) for offset, job in enumerate(fresh)],
-            )
-            return ids
+            rows = [_plain_row(first + offset, job, stamp) for offset, job in enumerate(fresh)]
+            if count == 1:
+                db.execute(sql.INSERT_PLAIN_JOB, rows[0])
+            else:
+                db.executemany(sql.INSERT_PLAIN_JOB, rows)
+            return list(range(first, first + count))
+        first, line = self._next_jobs(db, len(fresh))
         for offset, job in enumerate(fresh):
             if job.unique_key is not None:
                 found = db.execute(sql.UNIQUE_HOLDER, (job.queue, job.unique_key)).fetchone()
