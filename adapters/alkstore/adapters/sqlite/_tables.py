@@ -47,7 +47,7 @@ from alkstore.errors import (
 from . import _statements as sql
 from ._options import SqliteOptions
 
-__all__ = ["SCHEMA_VERSION", "SqliteTables", "SqliteTransaction", "translated"]
+__all__ = ["SCHEMA_VERSION", "SqliteTables", "SqliteTransaction", "named", "translated"]
 
 SCHEMA_VERSION = len(sql.MIGRATIONS)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -262,25 +262,30 @@ def _busy(exc: sqlite3.Error) -> bool:
 
 @contextmanager
 def translated(what: str) -> Iterator[None]:
-    """Driver errors as alkstore's named ones: a lock held past the busy timeout is ``DatabaseUnavailable``
-    (a retry may succeed), a closed connection ``StoreClosed``, anything else ``DatabaseError``."""
+    """Driver errors as alkstore's named ones (``named``)."""
     try:
         yield
-    except sqlite3.ProgrammingError as exc:
-        if "closed" in str(exc).lower():
-            raise StoreClosed("this store is closed") from exc
-        raise DatabaseError(f"SQLite refused {what}: {exc}") from exc
     except sqlite3.Error as exc:
-        if _busy(exc):
-            raise DatabaseUnavailable(
-                f"the SQLite file stayed locked by another writer past the busy timeout during {what}: {exc}"
-            ) from exc
-        text = str(exc).lower()
-        if "readonly" in text or "read-only" in text:
-            raise DatabaseError(f"the SQLite file is read-only; {what} wrote nothing: {exc}") from exc
-        if "not a database" in text or "malformed" in text or "corrupt" in text:
-            raise DatabaseError(f"the SQLite file is not a sound database; {what} wrote nothing: {exc}") from exc
-        raise DatabaseError(f"SQLite failed during {what}: {exc}") from exc
+        raise named(exc, what) from exc
+
+
+def named(exc: sqlite3.Error, what: str) -> Exception:
+    """The named error for a driver's: a lock held past the busy timeout is ``DatabaseUnavailable`` (a retry
+    may succeed), a closed connection ``StoreClosed``, anything else ``DatabaseError``."""
+    if isinstance(exc, sqlite3.ProgrammingError):
+        if "closed" in str(exc).lower():
+            return StoreClosed("this store is closed")
+        return DatabaseError(f"SQLite refused {what}: {exc}")
+    if _busy(exc):
+        return DatabaseUnavailable(
+            f"the SQLite file stayed locked by another writer past the busy timeout during {what}: {exc}"
+        )
+    text = str(exc).lower()
+    if "readonly" in text or "read-only" in text:
+        return DatabaseError(f"the SQLite file is read-only; {what} wrote nothing: {exc}")
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return DatabaseError(f"the SQLite file is not a sound database; {what} wrote nothing: {exc}")
+    return DatabaseError(f"SQLite failed during {what}: {exc}")
 
 
 # -- the engine's transaction --------------------------------------------------------------------
@@ -446,10 +451,11 @@ class SqliteTables:
         """One write transaction on the engine's connection: ``BEGIN IMMEDIATE`` … ``COMMIT``; waiters are
         signalled after a commit that made jobs claimable."""
         with self._lock:
-            self.check_open()
+            if self._closed:
+                raise StoreClosed("this store is closed")
             db = self._db
             self._signal = False
-            with translated(what):
+            try:  # errors named here rather than by ``translated``: one context manager less on every write
                 db.execute(sql.BEGIN_IMMEDIATE)
                 try:
                     yield db
@@ -458,6 +464,8 @@ class SqliteTables:
                     if db.in_transaction:
                         db.rollback()
                     raise
+            except sqlite3.Error as exc:
+                raise named(exc, what) from exc
             signal, self._signal = self._signal, False
         if signal:
             self.on_signal()
