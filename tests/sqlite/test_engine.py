@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import alkstore
 from alkstore.adapters.sqlite._statements import MIGRATIONS
+from alkstore.adapters.sqlite._tables import SCHEMA_VERSION
 from alkstore.errors import DatabaseError, DatabaseUnavailable, InvalidOptions, InvalidTransaction, SchemaOutOfDate
 from tests.support import PATIENCE
 
@@ -26,10 +28,10 @@ def test_a_new_file_is_in_wal_mode_at_the_current_schema_version(tmp_path: Path)
     alkstore.open(url_of(path)).close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (len(MIGRATIONS),)
+        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (SCHEMA_VERSION,)
     alkstore.open(url_of(path)).close()  # reopening changes nothing
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM alkstore_schema").fetchone() == (len(MIGRATIONS),)
+        assert db.execute("SELECT count(*) FROM alkstore_schema").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_a_file_left_unmigrated_or_from_newer_code_is_refused(tmp_path: Path) -> None:
@@ -44,15 +46,20 @@ def test_a_file_left_unmigrated_or_from_newer_code_is_refused(tmp_path: Path) ->
 
 
 def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path) -> None:
-    """Version 2 (ADR 064) adds the jobs' ``claimed_at``: a file of version 1 is refused unmigrated, then
-    migrated on open with its jobs, which a claim then stamps."""
+    """Version 2 (ADR 064) adds the jobs' ``claimed_at``, version 3 the action log (ADR 068), version 4
+    makes the jobs' state indexes partial: a file of version 1 is refused unmigrated, then migrated on
+    open with its jobs, which a claim then stamps."""
     path = tmp_path / "jobs.db"
     with alkstore.open(url_of(path)) as store:
         job_id = store.queue("jobs").enqueue("kept")
     with sqlite3.connect(path) as db:  # the file as version 1 left it
         db.execute("ALTER TABLE alkstore_jobs DROP COLUMN claimed_at")
         db.execute("DROP TABLE alkstore_action_log")  # and what later versions made (ADR 068)
-        db.execute("DELETE FROM alkstore_schema WHERE version >= 2")
+        for statement in MIGRATIONS[0]:
+            if statement.startswith("CREATE INDEX alkstore_jobs_"):
+                db.execute(f"DROP INDEX {statement.split()[2]}")
+                db.execute(statement)
+        db.execute("DELETE FROM alkstore_schema WHERE version > 1")
     with pytest.raises(SchemaOutOfDate, match="version 1"):
         alkstore.open(url_of(path), migrate=False)
     with alkstore.open(url_of(path)) as store:
@@ -65,7 +72,9 @@ def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path
         assert job is not None
         assert job.claimed_at is not None
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (len(MIGRATIONS),)
+        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (SCHEMA_VERSION,)
+        ready = db.execute("SELECT sql FROM sqlite_master WHERE name = 'alkstore_jobs_ready'").fetchone()[0]
+        assert ready.endswith("WHERE state = 'pending'")
 
 
 def test_a_file_locked_by_another_writer_past_the_busy_timeout_is_database_unavailable(tmp_path: Path) -> None:
@@ -236,3 +245,40 @@ def test_a_file_on_a_network_filesystem_is_told_apart_by_its_mount() -> None:
     assert filesystem_of("/mnt/shared/tmp/app", mounts) == "tmpfs"
     assert {"nfs4", "cifs"} <= NETWORK_FILESYSTEMS
     assert "tmpfs" not in NETWORK_FILESYSTEMS
+
+
+def test_an_enqueue_a_busy_claim_and_an_ack_each_run_one_short_transaction(tmp_path: Path) -> None:
+    """The hot path's statements, counted (the floor's are three each): an enqueue takes its id and inserts, a
+    claim of a busy queue checks for sweeps and takes its jobs in one ``UPDATE … RETURNING``, an ack deletes in
+    one ``DELETE … RETURNING``. An idle claim reads without the write lock, after at most one claim that found
+    the queue emptied."""
+    with alkstore.open(url_of(tmp_path / "jobs.db")) as store:
+        ran: list[str] = []
+        store.engine._tables._db.set_trace_callback(ran.append)  # type: ignore[attr-defined]
+        queue = store.queue("jobs")
+        queue.enqueue_many(["a", "b", "c"])
+
+        def counted(call: Callable[[], object]) -> list[str]:
+            ran.clear()
+            call()
+            return [" ".join(statement.split()[:2]) for statement in ran]
+
+        assert counted(lambda: queue.enqueue("d")) == [
+            "BEGIN IMMEDIATE",
+            "UPDATE alkstore_counters",
+            "INSERT INTO",
+            "COMMIT",
+        ]
+        job = queue.claim("w1")  # reads first: the queue was not busy here
+        assert job is not None
+        assert counted(lambda: queue.claim("w1")) == [
+            "BEGIN IMMEDIATE",
+            "SELECT EXISTS",
+            "UPDATE alkstore_jobs",
+            "COMMIT",
+        ]
+        assert counted(job.ack) == ["BEGIN IMMEDIATE", "DELETE FROM", "COMMIT"]
+        assert len(queue.claim_many("w1", 10)) == 2
+        assert "BEGIN IMMEDIATE" in counted(lambda: queue.claim("w1"))  # the claim that finds it emptied
+        assert counted(lambda: queue.claim("w1")) == ["SELECT EXISTS"]  # idle: no write lock
+        assert counted(lambda: queue.claim("w1")) == ["SELECT EXISTS"]

@@ -9,7 +9,7 @@ transaction is never used for a write: it would upgrade to the write lock after 
 peer's commit in between would make it fail or act on what it read before.
 
 Over 500 lines: it is the whole engine (jobs, locks, schedules, workers, listings), each method
-one transaction over the statements of ``_statements``.
+one transaction over the statements of ``_statements``, its rows read and written by ``_rows``.
 """
 
 from __future__ import annotations
@@ -17,16 +17,23 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 from alkstore import engine as port
-from alkstore.engine import after_key, listing_order, payload_contains, phase_at, plan_tick, registration_boundary
+from alkstore.engine import (
+    after_key,
+    claim_order,
+    listing_order,
+    payload_contains,
+    phase_at,
+    plan_tick,
+    registration_boundary,
+)
 from alkstore.errors import (
     DatabaseError,
     DatabaseUnavailable,
@@ -38,188 +45,28 @@ from alkstore.errors import (
 
 from . import _statements as sql
 from ._options import SqliteOptions
+from ._rows import (
+    config_of,
+    delta,
+    instant,
+    job_of,
+    job_row,
+    maybe_at,
+    maybe_us,
+    pack_log,
+    plain_job_row,
+    result_of,
+    schedule_of,
+    span,
+    unpack_log,
+    us,
+    worker_of,
+)
 
-__all__ = ["SCHEMA_VERSION", "SqliteTables", "SqliteTransaction", "translated"]
+__all__ = ["SCHEMA_VERSION", "SqliteTables", "SqliteTransaction", "named", "translated"]
 
 SCHEMA_VERSION = len(sql.MIGRATIONS)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
 _Fenced = TypeVar("_Fenced", bound=port.Held)
-_LEN = struct.Struct(">I")
-
-
-# -- values as stored -----------------------------------------------------------------------------
-
-
-def us(at: datetime) -> int:
-    """An instant as stored: microseconds since the epoch."""
-    return (at - _EPOCH) // _US
-
-
-def _us(at: datetime | None) -> int | None:
-    return None if at is None else us(at)
-
-
-def _at(value: int | None) -> datetime | None:
-    return None if value is None else _EPOCH + timedelta(microseconds=value)
-
-
-def _at1(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
-
-def _span(value: timedelta | None) -> int | None:
-    return None if value is None else value // _US
-
-
-def _delta(value: int | None) -> timedelta | None:
-    return None if value is None else timedelta(microseconds=value)
-
-
-def _pack(log: Sequence[bytes]) -> bytes | None:
-    """An attempt log as stored: each entry's length, then its bytes."""
-    return b"".join(_LEN.pack(len(entry)) + entry for entry in log) if log else None
-
-
-def _unpack(blob: bytes | None) -> tuple[bytes, ...]:
-    entries: list[bytes] = []
-    at = 0
-    while blob is not None and at < len(blob):
-        (size,) = _LEN.unpack_from(blob, at)
-        entries.append(bytes(blob[at + 4 : at + 4 + size]))
-        at += 4 + size
-    return tuple(entries)
-
-
-def _job(row: Sequence[Any]) -> port.JobRecord:
-    """A job from the values of ``JOB_COLUMNS``, in that order (and its attempt log, where the read has it)."""
-    return port.JobRecord(
-        id=row[0],
-        queue=row[1],
-        payload=bytes(row[2]),
-        state=port.JobState(row[3]),
-        priority=row[4],
-        run_at=_at1(row[5]),
-        expires_at=_at(row[6]),
-        attempts=row[7],
-        max_attempts=row[8],
-        last_error=row[9],
-        schedule=row[10],
-        boundary=_at(row[11]),
-        enqueued_at=_at1(row[12]),
-        worker_id=row[13],
-        lease_until=_at(row[14]),
-        died_at=_at(row[15]),
-        fence=row[16],
-        visibility=_delta(row[17]),
-        task=row[18],
-        last_traceback=row[19],
-        trace=row[20],
-        unique_key=row[21],
-        unique_running=bool(row[22]),
-        ordering_key=row[23],
-        waiting=bool(row[24]),
-        cancel_requested=bool(row[25]),
-        claimed_at=_at(row[26]),
-        attempt_log=_unpack(row[27]) if len(row) > 27 else (),
-    )
-
-
-def _result(row: Sequence[Any]) -> port.ResultRecord:
-    return port.ResultRecord(
-        id=row[0],
-        queue=row[1],
-        payload=bytes(row[2]),
-        task=row[3],
-        attempts=row[4],
-        max_attempts=row[5],
-        enqueued_at=_at1(row[6]),
-        started_at=_at(row[7]),
-        finished_at=_at1(row[8]),
-        keep_until=_at1(row[9]),
-        worker_id=row[10],
-        result=bytes(row[11]),
-        attempt_log=_unpack(row[12]),
-    )
-
-
-def _schedule(row: Sequence[Any]) -> port.ScheduleRecord:
-    return port.ScheduleRecord(
-        name=row[0],
-        spec=row[1],
-        interval_s=row[2],
-        queue=row[3],
-        payload=bytes(row[4]),
-        priority=row[5],
-        max_attempts=row[6],
-        expires=_delta(row[7]),
-        task=row[8],
-        anchor=_at(row[9]),
-        next_boundary=_at1(row[10]),
-        last_boundary=_at(row[11]),
-    )
-
-
-def _config(row: Sequence[Any] | None) -> port.QueueConfig | None:
-    if row is None:
-        return None
-    return port.QueueConfig(
-        visibility_timeout=_delta(row[0]),
-        max_attempts=row[1],
-        backoff_base=_delta(row[2]),
-        backoff_cap=_delta(row[3]),
-        priority=row[4],
-        concurrency=row[5],
-        keep_results=_delta(row[6]),
-        paused=bool(row[7]),
-    )
-
-
-def _worker(row: Sequence[Any]) -> port.WorkerRecord:
-    return port.WorkerRecord(
-        id=row[0],
-        host=row[1],
-        pid=row[2],
-        queues=tuple(json.loads(row[3])),
-        concurrency=row[4],
-        started_at=_at1(row[5]),
-        seen_at=_at1(row[6]),
-        running=row[7],
-        processed=row[8],
-        failed=row[9],
-    )
-
-
-def _row(
-    job_id: int,
-    job: port.NewJob,
-    now: int,
-    line: int,
-    waiting: bool,
-    schedule: str | None = None,
-    boundary: datetime | None = None,
-) -> tuple[Any, ...]:
-    """The parameters of ``INSERT_JOB`` for ``job``."""
-    return (
-        job_id,
-        job.queue,
-        job.payload,
-        job.priority,
-        us(job.run_at),
-        _us(job.expires_at),
-        job.max_attempts,
-        schedule,
-        _us(boundary),
-        now,
-        _span(job.visibility),
-        job.task,
-        job.trace,
-        job.unique_key,
-        int(job.unique_running),
-        job.ordering_key,
-        int(waiting),
-        line,
-    )
 
 
 # -- errors ------------------------------------------------------------------------------------------
@@ -235,25 +82,30 @@ def _busy(exc: sqlite3.Error) -> bool:
 
 @contextmanager
 def translated(what: str) -> Iterator[None]:
-    """Driver errors as alkstore's named ones: a lock held past the busy timeout is ``DatabaseUnavailable``
-    (a retry may succeed), a closed connection ``StoreClosed``, anything else ``DatabaseError``."""
+    """Driver errors as alkstore's named ones (``named``)."""
     try:
         yield
-    except sqlite3.ProgrammingError as exc:
-        if "closed" in str(exc).lower():
-            raise StoreClosed("this store is closed") from exc
-        raise DatabaseError(f"SQLite refused {what}: {exc}") from exc
     except sqlite3.Error as exc:
-        if _busy(exc):
-            raise DatabaseUnavailable(
-                f"the SQLite file stayed locked by another writer past the busy timeout during {what}: {exc}"
-            ) from exc
-        text = str(exc).lower()
-        if "readonly" in text or "read-only" in text:
-            raise DatabaseError(f"the SQLite file is read-only; {what} wrote nothing: {exc}") from exc
-        if "not a database" in text or "malformed" in text or "corrupt" in text:
-            raise DatabaseError(f"the SQLite file is not a sound database; {what} wrote nothing: {exc}") from exc
-        raise DatabaseError(f"SQLite failed during {what}: {exc}") from exc
+        raise named(exc, what) from exc
+
+
+def named(exc: sqlite3.Error, what: str) -> Exception:
+    """The named error for a driver's: a lock held past the busy timeout is ``DatabaseUnavailable`` (a retry
+    may succeed), a closed connection ``StoreClosed``, anything else ``DatabaseError``."""
+    if isinstance(exc, sqlite3.ProgrammingError):
+        if "closed" in str(exc).lower():
+            return StoreClosed("this store is closed")
+        return DatabaseError(f"SQLite refused {what}: {exc}")
+    if _busy(exc):
+        return DatabaseUnavailable(
+            f"the SQLite file stayed locked by another writer past the busy timeout during {what}: {exc}"
+        )
+    text = str(exc).lower()
+    if "readonly" in text or "read-only" in text:
+        return DatabaseError(f"the SQLite file is read-only; {what} wrote nothing: {exc}")
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return DatabaseError(f"the SQLite file is not a sound database; {what} wrote nothing: {exc}")
+    return DatabaseError(f"SQLite failed during {what}: {exc}")
 
 
 # -- the engine's transaction --------------------------------------------------------------------
@@ -344,6 +196,8 @@ class SqliteTables:
         self._lock = threading.RLock()
         self._closed = False
         self._reserved: dict[tuple[str, str], int] = {}
+        #: Queues whose last claim here took jobs: their next claim goes straight to the write (it likely will).
+        self._busy: set[str] = set()
         #: Called after a commit that made jobs claimable (the engine's waiters listen).
         self.on_signal: Callable[[], None] = lambda: None
         self._signal = False
@@ -417,10 +271,11 @@ class SqliteTables:
         """One write transaction on the engine's connection: ``BEGIN IMMEDIATE`` … ``COMMIT``; waiters are
         signalled after a commit that made jobs claimable."""
         with self._lock:
-            self.check_open()
+            if self._closed:
+                raise StoreClosed("this store is closed")
             db = self._db
             self._signal = False
-            with translated(what):
+            try:  # errors named here rather than by ``translated``: one context manager less on every write
                 db.execute(sql.BEGIN_IMMEDIATE)
                 try:
                     yield db
@@ -429,6 +284,8 @@ class SqliteTables:
                     if db.in_transaction:
                         db.rollback()
                     raise
+            except sqlite3.Error as exc:
+                raise named(exc, what) from exc
             signal, self._signal = self._signal, False
         if signal:
             self.on_signal()
@@ -472,12 +329,12 @@ class SqliteTables:
 
     def configure_queue(self, queue: str, config: port.QueueConfig) -> port.QueueConfig | None:
         with self._write("configure_queue") as db:
-            old = _config(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
+            old = config_of(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
             return self._store_config(db, queue, replace(config, paused=old is not None and old.paused))
 
     def set_paused(self, queue: str, paused: bool) -> port.QueueConfig | None:
         with self._write("set_paused") as db:
-            old = _config(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone()) or port.QueueConfig()
+            old = config_of(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone()) or port.QueueConfig()
             if not paused:
                 self._signal = True
             return self._store_config(db, queue, replace(old, paused=paused))
@@ -491,13 +348,13 @@ class SqliteTables:
             sql.STORE_QUEUE_CONFIG,
             (
                 queue,
-                _span(config.visibility_timeout),
+                span(config.visibility_timeout),
                 config.max_attempts,
-                _span(config.backoff_base),
-                _span(config.backoff_cap),
+                span(config.backoff_base),
+                span(config.backoff_cap),
                 config.priority,
                 config.concurrency,
-                _span(config.keep_results),
+                span(config.keep_results),
                 int(config.paused),
             ),
         )
@@ -506,9 +363,9 @@ class SqliteTables:
     def queue_config(self, queue: str, tx: Any = None) -> port.QueueConfig | None:
         if tx is not None and isinstance(caller := self.caller_transaction(tx), sqlite3.Connection):
             with translated("queue_config"):
-                return _config(caller.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
+                return config_of(caller.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
         with self._read_one("queue_config") as db:
-            return _config(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
+            return config_of(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone())
 
     # -- enqueue and the caller's transactions ---------------------------------------------
 
@@ -557,16 +414,18 @@ class SqliteTables:
         """Insert ``jobs`` in order on ``db`` (in its open write transaction); ``Existing`` for a taken unique key."""
         ids: list[int] = []
         fresh = list(jobs)
-        first, line = self._next_jobs(db, len(fresh))
         if all(job.unique_key is None and job.ordering_key is None for job in fresh):
-            # No key to look up first: the rows go in one executemany, in order.
-            ids = list(range(first, first + len(fresh)))
+            # No key to look up first, no line to take a place in: ids only, and the rows in order.
+            count = len(fresh)
+            first = self._next(db, "job", count) - count + 1
             stamp = us(now)
-            db.executemany(
-                sql.INSERT_JOB,
-                [_row(first + offset, job, stamp, line + offset, False) for offset, job in enumerate(fresh)],
-            )
-            return ids
+            rows = [plain_job_row(first + offset, job, stamp) for offset, job in enumerate(fresh)]
+            if count == 1:
+                db.execute(sql.INSERT_PLAIN_JOB, rows[0])
+            else:
+                db.executemany(sql.INSERT_PLAIN_JOB, rows)
+            return list(range(first, first + count))
+        first, line = self._next_jobs(db, len(fresh))
         for offset, job in enumerate(fresh):
             if job.unique_key is not None:
                 found = db.execute(sql.UNIQUE_HOLDER, (job.queue, job.unique_key)).fetchone()
@@ -589,7 +448,7 @@ class SqliteTables:
         boundary: datetime | None = None,
     ) -> None:
         waiting = job.ordering_key is not None and db.execute(sql.LINE_BUSY, (job.queue, job.ordering_key)).fetchone()
-        db.execute(sql.INSERT_JOB, _row(job_id, job, us(now), line, bool(waiting), schedule, boundary))
+        db.execute(sql.INSERT_JOB, job_row(job_id, job, us(now), line, bool(waiting), schedule, boundary))
 
     def begin(self) -> SqliteTransaction:
         self.check_open()
@@ -642,21 +501,50 @@ class SqliteTables:
     # -- claims ----------------------------------------------------------------------------------
 
     def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
-        if not self._claimable(request):
+        if request.queue not in self._busy and not self._claimable(request):
             return []
         with self._write("claim") as db:
             return self._claim(db, request)
 
     def _claimable(self, request: port.ClaimRequest) -> bool:
         """Whether a claim has anything to do (a due job, a lapsed lease, an expired job): read first, so that
-        an idle claim never takes the file's write lock."""
+        an idle claim never takes the file's write lock. Skipped while the queue's last claim here took jobs."""
         with self._read_one("claim") as db:
             return bool(db.execute(sql.CLAIM_WORK, (request.queue, us(request.now))).fetchone()[0])
 
     def _claim(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
+        claimed = self._take(db, request)
+        if claimed:
+            self._busy.add(request.queue)
+        else:
+            self._busy.discard(request.queue)
+        return claimed
+
+    def _take(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
+        """Sweep the queue's lapsed leases and expired jobs (when it has any), then take its best due jobs."""
+        now = us(request.now)
+        if db.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
+            self._sweep(db, request)
+        limit = request.limit
+        if request.concurrency is not None:
+            config = config_of(db.execute(sql.QUEUE_CONFIG, (request.queue,)).fetchone())
+            if config is not None and config.concurrency is not None:  # the stored limit binds (ADR 033)
+                running = db.execute(sql.LIVE_LEASES, (request.queue, now)).fetchone()[0]
+                limit = min(limit, max(0, config.concurrency - running))
+        if limit <= 0:
+            return []
+        rows = db.execute(
+            sql.CLAIM_JOBS, (request.worker_id, now, span(request.lease), request.queue, limit)
+        ).fetchall()
+        claimed = [job_of(row) for row in rows]
+        if len(claimed) > 1:
+            claimed.sort(key=claim_order)
+        return claimed
+
+    def _sweep(self, db: sqlite3.Connection, request: port.ClaimRequest) -> None:
         now = us(request.now)
         for row in db.execute(sql.LAPSED_LEASES, (request.queue, now)).fetchall():
-            job = _job(row)
+            job = job_of(row)
             if job.cancel_requested:
                 self._delete(db, job)
             elif job.attempts >= job.max_attempts:
@@ -664,33 +552,7 @@ class SqliteTables:
             else:
                 db.execute(sql.MAKE_PENDING, (job.id,))
         for row in db.execute(sql.EXPIRED_PENDING, (request.queue, now)).fetchall():
-            self._to_dead(db, _job(row), port.JOB_EXPIRED_ERROR, None, request.now)
-        limit = request.limit
-        if request.concurrency is not None:
-            config = _config(db.execute(sql.QUEUE_CONFIG, (request.queue,)).fetchone())
-            if config is not None and config.concurrency is not None:  # the stored limit binds (ADR 033)
-                running = db.execute(sql.LIVE_LEASES, (request.queue, now)).fetchone()[0]
-                limit = min(limit, max(0, config.concurrency - running))
-        if limit <= 0:
-            return []
-        claimed = []
-        for row in db.execute(sql.CLAIMABLE, (request.queue, now, limit)).fetchall():
-            job = _job(row)
-            lease_until = request.now + (job.visibility if job.visibility is not None else request.lease)
-            db.execute(sql.TAKE_JOB, (request.worker_id, us(lease_until), now, job.id))
-            claimed.append(
-                replace(
-                    job,
-                    state=port.JobState.RUNNING,
-                    attempts=job.attempts + 1,
-                    fence=job.fence + 1,
-                    worker_id=request.worker_id,
-                    lease_until=lease_until,
-                    claimed_at=request.now,
-                    unique_key=job.unique_key if job.unique_running else None,
-                )
-            )
-        return claimed
+            self._to_dead(db, job_of(row), port.JOB_EXPIRED_ERROR, None, request.now)
 
     def ack_and_claim(
         self, acks: Sequence[port.Held], request: port.ClaimRequest
@@ -698,16 +560,20 @@ class SqliteTables:
         if not acks:
             return [], self.claim(request)
         with self._write("ack_and_claim") as db:
-            stale = self._each_held(db, acks, self._ack_one)
+            stale = self._ack(db, acks)
             return stale, self._claim(db, request)
 
     # -- leaving the unfinished states ------------------------------------------------------
 
     def _gone(self, db: sqlite3.Connection, job: port.JobRecord) -> None:
         """``job`` left the unfinished states: the next waiting job of its ordering key's line may run."""
-        if job.ordering_key is None or job.waiting:
+        self._line_moves(db, job.queue, job.ordering_key, job.waiting)
+
+    def _line_moves(self, db: sqlite3.Connection, queue: str, ordering_key: str | None, waiting: bool) -> None:
+        """A job of ``queue`` with ``ordering_key`` (``waiting`` or not) left: the next of its line may run."""
+        if ordering_key is None or waiting:
             return
-        following = db.execute(sql.NEXT_IN_LINE, (job.queue, job.ordering_key)).fetchone()
+        following = db.execute(sql.NEXT_IN_LINE, (queue, ordering_key)).fetchone()
         if following is not None:
             db.execute(sql.END_WAIT, (following[0],))
             self._signal = True
@@ -731,7 +597,7 @@ class SqliteTables:
         # A dead job keeps its attempt log, its last attempt appended when the burial logged it (ADR 064).
         log = db.execute(sql.ATTEMPT_LOG, (job.id,)).fetchone()[0]
         if attempt is not None:
-            log = _pack((*_unpack(log), attempt))
+            log = pack_log((*unpack_log(log), attempt))
         db.execute(sql.BURY_JOB, (error, traceback, us(now), log, job.id))
         self._gone(db, job)
 
@@ -757,45 +623,53 @@ class SqliteTables:
             if row is None:
                 stale.append(port.Held(item.job_id, item.fence))
             else:
-                change(db, _job(row), item)
+                change(db, job_of(row), item)
         return stale
 
-    def _ack_one(self, db: sqlite3.Connection, job: port.JobRecord, item: port.Held) -> None:
-        if isinstance(item, port.Done) and not job.cancel_requested:
-            log = db.execute(sql.ATTEMPT_LOG, (job.id,)).fetchone()[0]
-            db.execute(
-                sql.INSERT_RESULT,
-                (
-                    job.id,
-                    job.queue,
-                    job.payload,
-                    job.task,
-                    job.attempts,
-                    job.max_attempts,
-                    us(job.enqueued_at),
-                    _us(item.started_at),
-                    us(item.finished_at),
-                    us(item.keep_until),
-                    job.worker_id,
-                    item.result,
-                    log,
-                ),
-            )
-        self._delete(db, job)
+    def _ack(self, db: sqlite3.Connection, held: Sequence[port.Held]) -> list[port.Held]:
+        """Delete each held job (one statement, its read folded in), keeping its result where ``Done`` says."""
+        stale = []
+        for item in held:
+            row = db.execute(sql.ACK_JOB, (item.job_id, item.fence)).fetchone()
+            if row is None:
+                stale.append(port.Held(item.job_id, item.fence))
+                continue
+            queue, payload, task, attempts, max_attempts, enqueued_at, worker_id, cancel, key, waiting, log = row
+            if isinstance(item, port.Done) and not cancel:
+                db.execute(
+                    sql.INSERT_RESULT,
+                    (
+                        item.job_id,
+                        queue,
+                        payload,
+                        task,
+                        attempts,
+                        max_attempts,
+                        enqueued_at,
+                        maybe_us(item.started_at),
+                        us(item.finished_at),
+                        us(item.keep_until),
+                        worker_id,
+                        item.result,
+                        log,
+                    ),
+                )
+            self._line_moves(db, queue, key, bool(waiting))
+        return stale
 
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if not held:
             return []
         with self._write("ack") as db:
-            return self._each_held(db, held, self._ack_one)
+            return self._ack(db, held)
 
     def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         def retry(db: sqlite3.Connection, job: port.JobRecord, item: port.Retry) -> None:
             if self._hand_back(db, job):
-                log = _unpack(db.execute(sql.ATTEMPT_LOG, (job.id,)).fetchone()[0])
+                log = unpack_log(db.execute(sql.ATTEMPT_LOG, (job.id,)).fetchone()[0])
                 if item.attempt is not None:
                     log = (*log, item.attempt)
-                db.execute(sql.RETRY_JOB, (us(item.run_at), item.error, item.traceback, _pack(log), job.id))
+                db.execute(sql.RETRY_JOB, (us(item.run_at), item.error, item.traceback, pack_log(log), job.id))
 
         with self._write("retry") as db:
             return self._each_held(db, retries, retry)
@@ -831,14 +705,14 @@ class SqliteTables:
         with self._read("cancel_requested") as db:
             for pair in held:
                 row = db.execute(sql.HELD_JOB, (pair.job_id, pair.fence)).fetchone()
-                if row is not None and _job(row).cancel_requested:
+                if row is not None and job_of(row).cancel_requested:
                     asked.append(port.Held(pair.job_id, pair.fence))
         return asked
 
     def get_job(self, job_id: int) -> port.JobRecord | None:
         with self._read_one("get_job") as db:
             row = db.execute(sql.GET_JOB, (job_id,)).fetchone()
-        return None if row is None else _job(row)
+        return None if row is None else job_of(row)
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         requeued = []
@@ -871,7 +745,7 @@ class SqliteTables:
     @staticmethod
     def _lock_row(db: sqlite3.Connection, name: str) -> port.LockRecord | None:
         row = db.execute(sql.READ_LOCK, (name,)).fetchone()
-        return None if row is None else port.LockRecord(row[0], row[1], row[2], _at1(row[3]))
+        return None if row is None else port.LockRecord(row[0], row[1], row[2], instant(row[3]))
 
     def renew_lock(self, lock: port.LockRecord, now: datetime, expires_at: datetime) -> port.LockRecord:
         with self._write("renew_lock") as db:
@@ -900,7 +774,7 @@ class SqliteTables:
     def list_locks(self, now: datetime, limit: int, after: str | None = None) -> list[port.LockRecord]:
         with self._read("list_locks") as db:
             rows = db.execute(sql.LIST_LOCKS, (us(now), after, after, limit)).fetchall()
-        return [port.LockRecord(row[0], row[1], row[2], _at1(row[3])) for row in rows]
+        return [port.LockRecord(row[0], row[1], row[2], instant(row[3])) for row in rows]
 
     # -- schedules ---------------------------------------------------------------------------------
 
@@ -909,7 +783,7 @@ class SqliteTables:
             stored = []
             for new in schedules:
                 row = db.execute(sql.GET_SCHEDULE, (new.name,)).fetchone()
-                old = None if row is None else _schedule(row)
+                old = None if row is None else schedule_of(row)
                 existing = None if old is None else (old.interval_s, old.next_boundary, old.anchor)
                 record = port.ScheduleRecord(
                     name=new.name,
@@ -935,11 +809,11 @@ class SqliteTables:
                         record.payload,
                         record.priority,
                         record.max_attempts,
-                        _span(record.expires),
+                        span(record.expires),
                         record.task,
-                        _us(record.anchor),
+                        maybe_us(record.anchor),
                         us(record.next_boundary),
-                        _us(record.last_boundary),
+                        maybe_us(record.last_boundary),
                     ),
                 )
                 stored.append(record)
@@ -951,16 +825,17 @@ class SqliteTables:
 
     def schedules(self) -> list[port.ScheduleRecord]:
         with self._read("schedules") as db:
-            return [_schedule(row) for row in db.execute(sql.ALL_SCHEDULES).fetchall()]
+            return [schedule_of(row) for row in db.execute(sql.ALL_SCHEDULES).fetchall()]
 
     def tick(self, now: datetime, budget: port.TickBudget, fired: dict[str, int]) -> port.TickResult:
         with self._write("tick") as db:
             due = [
-                port.DueSchedule(row[0], row[1], row[2], row[3], row[4], _delta(row[5]), _at1(row[6]), row[7])
+                port.DueSchedule(row[0], row[1], row[2], row[3], row[4], delta(row[5]), instant(row[6]), row[7])
                 for row in db.execute(sql.DUE_SCHEDULES, (us(now),)).fetchall()
             ]
             configs = {
-                schedule.queue: _config(db.execute(sql.QUEUE_CONFIG, (schedule.queue,)).fetchone()) for schedule in due
+                schedule.queue: config_of(db.execute(sql.QUEUE_CONFIG, (schedule.queue,)).fetchone())
+                for schedule in due
             }
             plan = plan_tick(due, configs, now, budget, fired)
             ids: list[int] = []
@@ -981,13 +856,13 @@ class SqliteTables:
                     ids.append(first + offset)
                 self._signal = True
             for name, boundary, last in plan.advanced:
-                db.execute(sql.ADVANCE_SCHEDULE, (us(boundary), _us(last), name))
-            soonest = _at(db.execute(sql.SOONEST_BOUNDARY).fetchone()[0])
+                db.execute(sql.ADVANCE_SCHEDULE, (us(boundary), maybe_us(last), name))
+            soonest = maybe_at(db.execute(sql.SOONEST_BOUNDARY).fetchone()[0])
             return plan.result(ids, soonest)
 
     def soonest_boundary(self) -> datetime | None:
         with self._read_one("soonest_boundary") as db:
-            return _at(db.execute(sql.SOONEST_BOUNDARY).fetchone()[0])
+            return maybe_at(db.execute(sql.SOONEST_BOUNDARY).fetchone()[0])
 
     def soonest_due(self, queues: Sequence[str]) -> datetime | None:
         with self._read("soonest_due") as db:
@@ -999,7 +874,7 @@ class SqliteTables:
                 for (value,) in db.execute(sql.SOONEST_DUE, (queue,)).fetchall()
                 if value is not None
             ]
-        return _at(min(dues, default=None))
+        return maybe_at(min(dues, default=None))
 
     # -- inspection and actions ------------------------------------------------------------------
 
@@ -1023,7 +898,7 @@ class SqliteTables:
                     capped(row[2]),
                     capped(row[3]),
                     capped(row[4]),
-                    _at(row[5]),
+                    maybe_at(row[5]),
                     capped(row[6]),
                     name in paused,
                 )
@@ -1034,7 +909,7 @@ class SqliteTables:
         phase, now, after = query.phase, query.now, query.after
         state = {port.JobPhase.DEAD: "dead", port.JobPhase.RUNNING: "running"}.get(phase, "pending")
         with self._read("list_jobs") as db:
-            rows = [_job(row) for row in db.execute(sql.JOBS_IN_STATE, (query.queue, state)).fetchall()]
+            rows = [job_of(row) for row in db.execute(sql.JOBS_IN_STATE[state], (query.queue,)).fetchall()]
         rows = [row for row in rows if phase_at(row, now) is phase]
         if query.contains is not None:
             rows = [row for row in rows if payload_contains(row.payload, query.contains)]
@@ -1051,7 +926,7 @@ class SqliteTables:
             for job_id in sorted(set(job_ids)):
                 row = db.execute(sql.PENDING_JOB, (job_id,)).fetchone()
                 if row is not None:
-                    self._delete(db, _job(row))
+                    self._delete(db, job_of(row))
                     cancelled.append(job_id)
         return cancelled
 
@@ -1080,13 +955,13 @@ class SqliteTables:
     def get_result(self, job_id: int) -> port.ResultRecord | None:
         with self._read_one("get_result") as db:
             row = db.execute(sql.GET_RESULT, (job_id,)).fetchone()
-        return None if row is None else _result(row)
+        return None if row is None else result_of(row)
 
     def list_results(self, queue: str, limit: int, after: port.JobKey | None = None) -> list[port.ResultRecord]:
-        at = None if after is None else _us(after.at)
+        at = None if after is None else maybe_us(after.at)
         with self._read("list_results") as db:
             rows = db.execute(sql.LIST_RESULTS, (queue, at, 0 if after is None else after.id, limit)).fetchall()
-        return [_result(row) for row in rows]
+        return [result_of(row) for row in rows]
 
     def purge_results(self, queue: str | None, now: datetime, limit: int) -> int:
         with self._write("purge_results") as db:
@@ -1130,7 +1005,7 @@ class SqliteTables:
 
     def workers(self, since: datetime) -> list[port.WorkerRecord]:
         with self._read("workers") as db:
-            return [_worker(row) for row in db.execute(sql.WORKERS_SINCE, (us(since),)).fetchall()]
+            return [worker_of(row) for row in db.execute(sql.WORKERS_SINCE, (us(since),)).fetchall()]
 
     def forget_workers(self, seen_before: datetime) -> int:
         with self._write("forget_workers") as db:
@@ -1139,7 +1014,7 @@ class SqliteTables:
     def throughput(self, since: datetime) -> list[port.ThroughputRecord]:
         with self._read("throughput") as db:
             rows = db.execute(sql.THROUGHPUT_SINCE, (us(since),)).fetchall()
-        return [port.ThroughputRecord(row[0], _at1(row[1]), row[2], row[3]) for row in rows]
+        return [port.ThroughputRecord(row[0], instant(row[1]), row[2], row[3]) for row in rows]
 
     def purge_throughput(self, before: datetime) -> int:
         with self._write("purge_throughput") as db:

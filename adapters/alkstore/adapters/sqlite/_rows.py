@@ -1,0 +1,231 @@
+"""Rows to records and records to parameters: the one place the SQLite engine's columns meet the port's fields.
+
+Instants are stored as integer microseconds since the Unix epoch (UTC), durations as integer
+microseconds, an attempt log as its entries each behind its length. A claimed row becomes a
+``JobRecord`` here, on every claim's hot path, so the conversions are the quickest exact ones.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from alkstore import engine as port
+
+__all__ = [
+    "config_of",
+    "delta",
+    "instant",
+    "job_of",
+    "job_row",
+    "maybe_at",
+    "maybe_us",
+    "pack_log",
+    "plain_job_row",
+    "result_of",
+    "schedule_of",
+    "span",
+    "unpack_log",
+    "us",
+    "worker_of",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+_LEN = struct.Struct(">I")
+_STATES = {state.value: state for state in port.JobState}
+
+
+# -- values as stored -----------------------------------------------------------------------------
+
+
+def us(at: datetime) -> int:
+    """An instant as stored: microseconds since the epoch."""
+    return (at - _EPOCH) // _US
+
+
+def maybe_us(at: datetime | None) -> int | None:
+    return None if at is None else us(at)
+
+
+def maybe_at(value: int | None) -> datetime | None:
+    return None if value is None else _EPOCH + _US * value
+
+
+def instant(value: int) -> datetime:
+    return _EPOCH + _US * value  # a timedelta times an int: exact, and the quickest way back (a claim reads many)
+
+
+def span(value: timedelta | None) -> int | None:
+    return None if value is None else value // _US
+
+
+def delta(value: int | None) -> timedelta | None:
+    return None if value is None else _US * value
+
+
+def pack_log(log: Sequence[bytes]) -> bytes | None:
+    """An attempt log as stored: each entry's length, then its bytes."""
+    return b"".join(_LEN.pack(len(entry)) + entry for entry in log) if log else None
+
+
+def unpack_log(blob: bytes | None) -> tuple[bytes, ...]:
+    entries: list[bytes] = []
+    at = 0
+    while blob is not None and at < len(blob):
+        (size,) = _LEN.unpack_from(blob, at)
+        entries.append(bytes(blob[at + 4 : at + 4 + size]))
+        at += 4 + size
+    return tuple(entries)
+
+
+def job_of(row: Sequence[Any]) -> port.JobRecord:
+    """A job from the values of ``JOB_COLUMNS``, in that order (and its attempt log, where the read has it)."""
+    return port.JobRecord(
+        id=row[0],
+        queue=row[1],
+        payload=bytes(row[2]),
+        state=_STATES[row[3]],
+        priority=row[4],
+        run_at=instant(row[5]),
+        expires_at=maybe_at(row[6]),
+        attempts=row[7],
+        max_attempts=row[8],
+        last_error=row[9],
+        schedule=row[10],
+        boundary=maybe_at(row[11]),
+        enqueued_at=instant(row[12]),
+        worker_id=row[13],
+        lease_until=maybe_at(row[14]),
+        died_at=maybe_at(row[15]),
+        fence=row[16],
+        visibility=delta(row[17]),
+        task=row[18],
+        last_traceback=row[19],
+        trace=row[20],
+        unique_key=row[21],
+        unique_running=bool(row[22]),
+        ordering_key=row[23],
+        waiting=bool(row[24]),
+        cancel_requested=bool(row[25]),
+        claimed_at=maybe_at(row[26]),
+        attempt_log=unpack_log(row[27]) if len(row) > 27 else (),
+    )
+
+
+def result_of(row: Sequence[Any]) -> port.ResultRecord:
+    return port.ResultRecord(
+        id=row[0],
+        queue=row[1],
+        payload=bytes(row[2]),
+        task=row[3],
+        attempts=row[4],
+        max_attempts=row[5],
+        enqueued_at=instant(row[6]),
+        started_at=maybe_at(row[7]),
+        finished_at=instant(row[8]),
+        keep_until=instant(row[9]),
+        worker_id=row[10],
+        result=bytes(row[11]),
+        attempt_log=unpack_log(row[12]),
+    )
+
+
+def schedule_of(row: Sequence[Any]) -> port.ScheduleRecord:
+    return port.ScheduleRecord(
+        name=row[0],
+        spec=row[1],
+        interval_s=row[2],
+        queue=row[3],
+        payload=bytes(row[4]),
+        priority=row[5],
+        max_attempts=row[6],
+        expires=delta(row[7]),
+        task=row[8],
+        anchor=maybe_at(row[9]),
+        next_boundary=instant(row[10]),
+        last_boundary=maybe_at(row[11]),
+    )
+
+
+def config_of(row: Sequence[Any] | None) -> port.QueueConfig | None:
+    if row is None:
+        return None
+    return port.QueueConfig(
+        visibility_timeout=delta(row[0]),
+        max_attempts=row[1],
+        backoff_base=delta(row[2]),
+        backoff_cap=delta(row[3]),
+        priority=row[4],
+        concurrency=row[5],
+        keep_results=delta(row[6]),
+        paused=bool(row[7]),
+    )
+
+
+def worker_of(row: Sequence[Any]) -> port.WorkerRecord:
+    return port.WorkerRecord(
+        id=row[0],
+        host=row[1],
+        pid=row[2],
+        queues=tuple(json.loads(row[3])),
+        concurrency=row[4],
+        started_at=instant(row[5]),
+        seen_at=instant(row[6]),
+        running=row[7],
+        processed=row[8],
+        failed=row[9],
+    )
+
+
+def job_row(
+    job_id: int,
+    job: port.NewJob,
+    now: int,
+    line: int,
+    waiting: bool,
+    schedule: str | None = None,
+    boundary: datetime | None = None,
+) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_JOB`` for ``job``."""
+    return (
+        job_id,
+        job.queue,
+        job.payload,
+        job.priority,
+        us(job.run_at),
+        maybe_us(job.expires_at),
+        job.max_attempts,
+        schedule,
+        maybe_us(boundary),
+        now,
+        span(job.visibility),
+        job.task,
+        job.trace,
+        job.unique_key,
+        int(job.unique_running),
+        job.ordering_key,
+        int(waiting),
+        line,
+    )
+
+
+def plain_job_row(job_id: int, job: port.NewJob, now: int) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_PLAIN_JOB`` for ``job`` (no unique or ordering key, not a schedule's)."""
+    return (
+        job_id,
+        job.queue,
+        job.payload,
+        job.priority,
+        us(job.run_at),
+        None if job.expires_at is None else us(job.expires_at),
+        job.max_attempts,
+        now,
+        None if job.visibility is None else job.visibility // _US,
+        job.task,
+        job.trace,
+        int(job.unique_running),
+    )
