@@ -164,11 +164,19 @@ class _Schemas:
             drop_schema(self.dsn, schema)
 
 
+#: The scratch schemas of each server, one set per process however often the engine is provisioned.
+_SCHEMAS: dict[str, _Schemas] = {}
+
+
 def _provision() -> Scratch | str:
     dsn, reason = find_server()
     if dsn is None:
         return reason
-    return _Schemas(dsn).take
+    with _lock:
+        if dsn not in _SCHEMAS:
+            _SCHEMAS[dsn] = _Schemas(dsn)
+        schemas = _SCHEMAS[dsn]
+    return schemas.take
 
 
 SCRATCH = ScratchEngine("postgres", "postgresql", _provision, marks=("postgres",))
