@@ -13,7 +13,7 @@ from psycopg import sql
 
 import alkstore
 from alkstore import ManualClock
-from alkstore.adapters.postgres.testing import SCRATCH, VERSION_TABLE, schema_objects
+from alkstore.adapters.postgres.testing import SCRATCH, TRUNCATE_ABOVE, VERSION_TABLE, schema_objects
 from alkstore.testing import Scratch, ScratchStore
 
 from .conftest import T0
@@ -77,6 +77,30 @@ def test_a_given_back_schema_is_handed_out_again_as_empty_as_a_fresh_one(scratch
     assert third.options["schema"] == schema
     assert contents(pg_dsn, schema) == untouched  # no rows, every sequence where a migration leaves it
     used(third, lambda store: store.queue("q").enqueue("x"))
+
+
+def sizes(dsn: str, schema: str) -> dict[str, int]:
+    """Each table's size on disk with its indexes, in ``schema``."""
+    found: dict[str, int] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for kind, name in schema_objects(conn, schema):
+            if kind == "r":
+                row = conn.execute("SELECT pg_total_relation_size(%s::regclass)", (f"{schema}.{name}",)).fetchone()
+                assert row is not None
+                found[name] = int(row[0])
+    return found
+
+
+def test_a_given_back_schema_keeps_no_more_than_a_few_pages_of_dead_rows_whatever_was_stored(
+    scratch: Scratch, pg_dsn: str
+) -> None:
+    schema = used(
+        scratch(), lambda store: store.queue("q").enqueue_many([{"n": n, "pad": "x" * 200} for n in range(3000)])
+    )
+    again = scratch()
+    assert again.options["schema"] == schema
+    assert max(sizes(pg_dsn, schema).values()) <= TRUNCATE_ABOVE
+    used(again, lambda store: None)
 
 
 def test_a_schema_holding_what_no_migration_made_is_dropped_not_handed_out(scratch: Scratch, pg_dsn: str) -> None:

@@ -22,7 +22,17 @@ from psycopg import sql
 
 from alkstore.testing import Scratch, ScratchEngine, ScratchStore
 
-__all__ = ["LOCAL_DSN", "SCRATCH", "drop_schema", "empty_schema", "find_server", "schema_objects", "unique_schema"]
+__all__ = [
+    "LOCAL_DSN",
+    "SCRATCH",
+    "TRUNCATE_ABOVE",
+    "VERSION_TABLE",
+    "drop_schema",
+    "empty_schema",
+    "find_server",
+    "schema_objects",
+    "unique_schema",
+]
 
 LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 #: The pool bound of scratch stores: several suites share one server (max_connections = 100).
@@ -97,20 +107,37 @@ def schema_objects(conn: psycopg.Connection[Any], schema: str) -> list[tuple[str
     return [(str(kind), str(name)) for kind, name in conn.execute(_OBJECTS, {"schema": schema}).fetchall()]
 
 
+#: Each table's size on disk with its indexes, dead rows included.
+_SIZES = """
+SELECT c.relname::text, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND c.relname <> %(version_table)s
+"""
+#: A table (with its indexes) larger than this is truncated rather than its rows deleted, so the dead rows
+#: a given-back schema keeps stay a few pages, whatever the tests before did.
+TRUNCATE_ABOVE = 256 * 1024
+
+
 def empty_schema(dsn: str, schema: str, holds: list[tuple[str, str]]) -> bool:
-    """Empty ``schema`` as a fresh migration leaves it (every row but the version table's deleted, every
-    sequence restarted) if it holds exactly ``holds``; False, touching nothing, if it holds anything else or
-    cannot be emptied within a few seconds."""
+    """Empty ``schema`` as a fresh migration leaves it (every row but the version table's gone, every sequence
+    restarted) if it holds exactly ``holds``; False, touching nothing, if it holds anything else or cannot be
+    emptied within a few seconds."""
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             found = schema_objects(conn, schema)
             if found != holds:
                 return False
-            tables = [name for kind, name in found if kind in ("r", "p") and name != VERSION_TABLE]
-            sequences = [name for kind, name in found if kind == "S"]
+            sizes = conn.execute(_SIZES, {"schema": schema, "version_table": VERSION_TABLE}).fetchall()
+            large = [sql.Identifier(schema, name) for name, size in sizes if size > TRUNCATE_ABOVE]
+            small = [sql.Identifier(schema, name) for name, size in sizes if size <= TRUNCATE_ABOVE]
             statements: list[sql.Composable] = [sql.SQL("SET LOCAL lock_timeout = '5s'")]
-            statements += [sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, name)) for name in tables]
-            statements += [sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(schema, s)) for s in sequences]
+            if large:
+                statements.append(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(large)))
+            statements += [sql.SQL("DELETE FROM {}").format(table) for table in small]
+            statements += [
+                sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(schema, name))
+                for kind, name in found
+                if kind == "S"
+            ]
             with conn.transaction():
                 conn.execute(sql.SQL("; ").join(statements))
     except psycopg.Error:
