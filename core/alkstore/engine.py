@@ -54,6 +54,9 @@ from .port._records import (
 )
 from .port._runtime_port import RuntimePort, Waiter
 from .port._runtime_port_async import AsyncRuntimePort, AsyncWaiter
+from .port._step_records import EventRecord, StepRecord, Wait
+from .port._steps_port import StepsPort
+from .port._steps_port_async import AsyncStepsPort, steps_of
 from .port._time import Clock, StopToken, SystemClock, WallClock, wall_sleep, wall_sleep_async
 from .rules._boundary import registration_boundary, soonest
 from .rules._names import RESERVED_PREFIX
@@ -75,6 +78,7 @@ __all__ = [
     "AsyncEngine",
     "AsyncOperationsPort",
     "AsyncRuntimePort",
+    "AsyncStepsPort",
     "AsyncWaiter",
     "Burial",
     "ClaimRequest",
@@ -82,6 +86,7 @@ __all__ = [
     "Done",
     "DueSchedule",
     "Engine",
+    "EventRecord",
     "Existing",
     "Fire",
     "Heartbeat",
@@ -103,6 +108,8 @@ __all__ = [
     "Retry",
     "RuntimePort",
     "ScheduleRecord",
+    "StepRecord",
+    "StepsPort",
     "StopToken",
     "SystemClock",
     "TableStats",
@@ -110,6 +117,7 @@ __all__ = [
     "TickBudget",
     "TickPlan",
     "TickResult",
+    "Wait",
     "Waiter",
     "WallClock",
     "WorkerRecord",
@@ -126,6 +134,7 @@ __all__ = [
     "registration_boundary",
     "soonest",
     "spawn",
+    "steps_of",
     "wall_sleep",
     "wall_sleep_async",
 ]

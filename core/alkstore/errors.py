@@ -14,12 +14,15 @@ wrong kind), so generic handlers keep working::
     │   └── InvalidTransaction (ValueError) not this store's transaction, already finished, or not in one
     ├── LeaseLost                          a fenced call by a holder whose lease was taken over
     ├── LeadershipLost                     the scheduler runner has, or never got, the leader lock
+    ├── EventTimeout                       ``job.wait_for`` timed out before its event was emitted
     ├── NotOffered                         an operators' call on an engine without the operations port
     ├── StoreClosed                        a call on a store after ``close()``
     └── DatabaseError                      a driver error, raised ``from`` the original
         ├── DatabaseUnavailable            transient: connection lost, pool timeout, shutdown; retry later
         ├── PoolerMisconfigured            a transaction pooler without ``prepare_threshold=None``
         └── SchemaOutOfDate                the database schema is missing or older than the code
+
+``JobSuspended`` is no error but a ``BaseException`` signal: a job's run ends there, stored asleep.
 
 Input errors are raised before any I/O, so a rejected call never leaves anything half-written.
 ``DatabaseUnavailable`` is the one a loop may retry (ADR 014); every other ``DatabaseError``
@@ -32,12 +35,14 @@ __all__ = [
     "AlkstoreError",
     "DatabaseError",
     "DatabaseUnavailable",
+    "EventTimeout",
     "InvalidArgument",
     "InvalidName",
     "InvalidOptions",
     "InvalidPayload",
     "InvalidSpec",
     "InvalidTransaction",
+    "JobSuspended",
     "LeadershipLost",
     "LeaseLost",
     "NotOffered",
@@ -83,6 +88,15 @@ class InvalidTransaction(InvalidArgument, ValueError):
 
 class LeaseLost(AlkstoreError):
     """A job or lock lease was taken over (or is gone); the fenced call changed nothing."""
+
+
+class EventTimeout(AlkstoreError):
+    """``job.wait_for`` reached its timeout before the event was emitted; the task may handle it (ADR 069)."""
+
+
+class JobSuspended(BaseException):
+    """Raised by ``job.sleep``/``wait_for`` once the job is stored asleep: it unwinds the task (an
+    ``except Exception`` does not catch it) and tells the worker the run ended without an outcome."""
 
 
 class LeadershipLost(AlkstoreError):

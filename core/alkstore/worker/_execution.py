@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from alkstore.errors import DatabaseUnavailable, InvalidPayload, LeaseLost
+from alkstore.errors import DatabaseUnavailable, InvalidPayload, JobSuspended, LeaseLost
 from alkstore.port._acompat import Threads, sleep
 from alkstore.port._records import Held
 from alkstore.port._time import StopToken
@@ -134,6 +134,9 @@ class Execution:
                 describe(job),
                 elapsed_ms,
             )
+            return
+        if isinstance(error, JobSuspended):  # stored asleep by the run itself (ADR 069): nothing to finish
+            log.info("job %s (%s) sleeps after %.1f ms: %s", job.id, describe(job), elapsed_ms, error)
             return
         kernel = self._kernel
         try:
