@@ -117,6 +117,8 @@ def test_an_acked_job_leaves_no_steps_behind(store: Store) -> None:
     job.step("one", Counted())
     job.ack()
     assert store.get_job(job_id) is None
+    engine: Any = store.engine  # every engine of the suite offers the steps port
+    assert engine.job_steps(job_id) == ([], None)
 
 
 # -- transactional steps -----------------------------------------------------------------------

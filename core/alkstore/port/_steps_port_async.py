@@ -10,6 +10,7 @@ checkpoint holds) stay in core; the engine stores bytes and moves rows.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -57,6 +58,10 @@ class AsyncStepsPort(ABC):
     @abstractmethod
     async def read_event(self, name: str, now: datetime) -> EventRecord | None:
         """The stored event ``name`` unless it expired by ``now``."""
+
+    @abstractmethod
+    async def forget(self, job_ids: Sequence[int]) -> None:
+        """Delete the steps and waits of ``job_ids``, jobs acked by the store that ran their steps."""
 
     @abstractmethod
     async def job_steps(self, job_id: int) -> tuple[list[StepRecord], Wait | None]:

@@ -11,7 +11,7 @@ the count of its sleeps and waits). The rules are ``rules/_steps``'; this carrie
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Callable
+from collections.abc import Iterator, Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -178,6 +178,10 @@ class Stepper:
         if in_caller_tx:
             tx = self._engine.caller_transaction(tx)
         return self._port.emit(EventRecord(name, data, now, now + span), tx)
+
+    def forget(self, job_ids: Sequence[int]) -> None:
+        """Delete the steps and waits of acked jobs."""
+        self._port.forget(job_ids)
 
     def job_steps(self, job_id: int) -> tuple[list[StepRecord], Wait | None]:
         """The job's stored steps and its wait, for ``get_job``."""

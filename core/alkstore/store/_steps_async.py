@@ -8,7 +8,7 @@ the count of its sleeps and waits). The rules are ``rules/_steps``'; this carrie
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -179,6 +179,10 @@ class AsyncStepper:
         if in_caller_tx:
             tx = await self._engine.caller_transaction(tx)
         return await self._port.emit(EventRecord(name, data, now, now + span), tx)
+
+    async def forget(self, job_ids: Sequence[int]) -> None:
+        """Delete the steps and waits of acked jobs."""
+        await self._port.forget(job_ids)
 
     async def job_steps(self, job_id: int) -> tuple[list[StepRecord], Wait | None]:
         """The job's stored steps and its wait, for ``get_job``."""

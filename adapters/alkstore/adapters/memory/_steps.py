@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -44,7 +45,7 @@ class StepTables(TableState):
             if self._held(held.job_id, held.fence) is None:
                 return None
             self._unwait(held.job_id)
-            return list(self._steps.get(held.job_id, {}).values())
+            return self._ordered(held.job_id)
 
     def save_step(self, held: port.Held, step: port.StepRecord, tx: Any = None) -> bool:
         self._checked(tx)  # the checkpoint is written at once: a memory transaction holds only enqueues
@@ -108,6 +109,17 @@ class StepTables(TableState):
         with self._cond:
             return self._live_event(name, now)
 
+    def forget(self, job_ids: Sequence[int]) -> None:
+        with self._cond:
+            for job_id in job_ids:
+                if job_id not in self._jobs:
+                    self._steps.pop(job_id, None)
+                    self._unwait(job_id)
+
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         with self._cond:
-            return list(self._steps.get(job_id, {}).values()), self._waits.get(job_id)
+            return self._ordered(job_id), self._waits.get(job_id)
+
+    def _ordered(self, job_id: int) -> list[port.StepRecord]:
+        """The job's steps oldest first (by instant, then name, as every engine orders them)."""
+        return sorted(self._steps.get(job_id, {}).values(), key=lambda step: (step.at, step.name))
