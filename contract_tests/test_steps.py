@@ -30,9 +30,11 @@ from alkstore import (
     Store,
     WaitInfo,
 )
-from tests.support import must_claim, must_get
+from tests.support import must_claim, must_get, wait_until
 
 from ._engines import T0, EngineTarget
+from ._runtimes import is_async, worker_of
+from .test_worker import POLL, Running
 
 
 class Counted:
@@ -329,3 +331,51 @@ def test_a_resumed_job_never_reruns_a_finished_step_and_sleeping_spends_no_attem
                 break
         assert store.get_job(job_id) is None
         assert calls == {f"s{index}": 1 for index in range(len(plan))}
+
+
+# -- through the worker -----------------------------------------------------------------------------
+
+
+def test_a_worker_runs_a_job_of_steps_and_a_sleep_charging_once_and_sleeping_without_a_slot(
+    store: Store, clock: ManualClock
+) -> None:
+    charges: list[int] = []
+    mails: list[str] = []
+
+    def charge(order: int) -> str:
+        charges.append(order)
+        return f"ch_{order}"
+
+    handle: Any
+    if is_async(store):
+
+        async def handle_async(payload: Any, job: Any) -> None:
+            receipt = await job.step("charge", charge, payload)
+            await job.sleep(timedelta(minutes=10))
+            mails.append(await job.step("mail", lambda: f"sent {receipt}"))
+
+        handle = handle_async
+    else:
+
+        def handle_sync(payload: Any, job: Any) -> None:
+            receipt = job.step("charge", charge, payload)
+            job.sleep(timedelta(minutes=10))
+            mails.append(job.step("mail", lambda: f"sent {receipt}"))
+
+        handle = handle_sync
+
+    orders = store.queue("orders")
+    job_id = orders.enqueue(7, EnqueueOpts(max_attempts=1))
+    runner = Running(worker_of(store, handlers={"orders": handle}, poll_interval=POLL))
+    try:
+        wait_until(lambda: must_get(store, job_id).sleeping, "the job to sleep")
+        other = orders.enqueue(8, EnqueueOpts(max_attempts=1))  # the sleeper holds no slot: the next one runs
+        wait_until(lambda: must_get(store, other).sleeping, "the next job to run meanwhile, and sleep")
+        assert charges == [7, 8]
+        clock.advance(600)
+        wait_until(lambda: store.get_job(job_id) is None and store.get_job(other) is None, "both jobs to finish")
+    finally:
+        stats = runner.finish()
+    assert charges == [7, 8]
+    assert mails == ["sent ch_7", "sent ch_8"]
+    assert stats.succeeded == 2

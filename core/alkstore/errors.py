@@ -95,8 +95,12 @@ class EventTimeout(AlkstoreError):
 
 
 class JobSuspended(BaseException):
-    """Raised by ``job.sleep``/``wait_for`` once the job is stored asleep: it unwinds the task (an
-    ``except Exception`` does not catch it) and tells the worker the run ended without an outcome."""
+    """Raised by ``job.sleep``/``wait_for``: it unwinds the task (an ``except Exception`` does not catch it)
+    and tells the worker to store the job asleep, its run ended without an outcome (a job claimed by hand
+    is stored asleep before it is raised)."""
+
+    #: What the worker stores (core's record); ``None`` when it is stored already.
+    suspension: object = None
 
 
 class LeadershipLost(AlkstoreError):

@@ -55,7 +55,7 @@ from alkstore.rules._records import JobId, fields_of, job_ids, new_jobs
 from alkstore.rules._results import done
 
 from ._job import Job
-from ._steps import Stepper
+from ._steps import Stepper, Suspension
 
 __all__ = ["CONFIG_TTL", "Kernel", "kernel_of"]
 
@@ -134,6 +134,18 @@ class Kernel:
         if self._stepper is None:
             raise NotOffered(f"steps, sleeps and events need the steps port, which {type(self.engine).__name__} lacks")
         return self._stepper
+
+    def suspend(self, job: Job, signal: BaseException) -> None:
+        """Store ``job`` asleep as its run's ``JobSuspended`` asks (nothing if it is stored already); ``LeaseLost``
+        if its claim was lost."""
+        suspension = getattr(signal, "suspension", None)
+        if isinstance(suspension, Suspension):
+            self.stepper().suspend(suspension)
+
+    @staticmethod
+    def run_by_worker(job: Job) -> None:
+        """Mark ``job`` as run by a worker: a sleep of its run is stored by the worker as it ends the run."""
+        job._claim.steps.by_worker = True
 
     def stepper_or_none(self) -> Stepper | None:
         """The stepper, ``None`` on an engine without the steps port."""

@@ -52,7 +52,7 @@ from alkstore.rules._records import JobId, fields_of, job_ids, new_jobs
 from alkstore.rules._results import done
 
 from ._job_async import AsyncJob
-from ._steps_async import AsyncStepper
+from ._steps_async import AsyncStepper, Suspension
 
 __all__ = ["CONFIG_TTL", "AsyncKernel", "kernel_of"]
 
@@ -131,6 +131,18 @@ class AsyncKernel:
         if self._stepper is None:
             raise NotOffered(f"steps, sleeps and events need the steps port, which {type(self.engine).__name__} lacks")
         return self._stepper
+
+    async def suspend(self, job: AsyncJob, signal: BaseException) -> None:
+        """Store ``job`` asleep as its run's ``JobSuspended`` asks (nothing if it is stored already); ``LeaseLost``
+        if its claim was lost."""
+        suspension = getattr(signal, "suspension", None)
+        if isinstance(suspension, Suspension):
+            await self.stepper().suspend(suspension)
+
+    @staticmethod
+    def run_by_worker(job: AsyncJob) -> None:
+        """Mark ``job`` as run by a worker: a sleep of its run is stored by the worker as it ends the run."""
+        job._claim.steps.by_worker = True
 
     def stepper_or_none(self) -> AsyncStepper | None:
         """The stepper, ``None`` on an engine without the steps port."""

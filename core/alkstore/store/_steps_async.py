@@ -37,7 +37,7 @@ from alkstore.rules._steps import (
     wait_step,
 )
 
-__all__ = ["AsyncStepper", "StepTx", "StepsHeld", "job_steps"]
+__all__ = ["AsyncStepper", "StepTx", "StepsHeld", "Suspension", "job_steps"]
 
 
 @dataclass(slots=True)
@@ -50,15 +50,28 @@ class StepTx:
     result: Any = None
 
 
+@dataclass(frozen=True, slots=True)
+class Suspension:
+    """A sleep a worker stores as it ends the run: the claim, the wait, when it was asked, and its checkpoint."""
+
+    held: Held
+    wait: Wait
+    now: datetime
+    step: StepRecord | None
+
+
 class StepsHeld:
     """What one claim of a job knows of its steps: those stored (read at its first step), and how many
     sleeps and waits its run has passed."""
 
-    __slots__ = ("ordinal", "stored")
+    __slots__ = ("by_worker", "ordinal", "stored")
 
     def __init__(self) -> None:
         self.stored: dict[str, bytes] | None = None
         self.ordinal = 0
+        #: Whether a worker runs it: its worker then stores the sleep as it ends the run (while its claim is
+        #: held and heartbeated), rather than the job at once.
+        self.by_worker = False
 
 
 class AsyncStepper:
@@ -137,7 +150,7 @@ class AsyncStepper:
         if until is None or until <= now:
             return
         record = None if found is not None else StepRecord(name, mark(SleepMark(until=until)), now)
-        await self._suspend(held, Wait(until), now, record)
+        await self._suspend(held, steps, Wait(until), now, record)
 
     async def wait_for(self, held: Held, steps: StepsHeld, event: str, timeout: object) -> Any:
         """The payload of ``event`` (emitted before or during the wait), or ``EventTimeout`` after ``timeout``."""
@@ -162,13 +175,24 @@ class AsyncStepper:
             await self._save(held, stored, StepRecord(name, mark(SleepMark(timed_out=True)), now))
             raise _timed_out(event)
         record = None if found is not None else StepRecord(name, mark(SleepMark(until=deadline)), now)
-        return await self._suspend(held, Wait(deadline, event), now, record)
+        return await self._suspend(held, steps, Wait(deadline, event), now, record)
 
-    async def _suspend(self, held: Held, wait: Wait, now: datetime, record: StepRecord | None) -> NoReturn:
-        if not await self._port.suspend(held, wait, now, record):
-            raise _lost(held)
+    async def _suspend(
+        self, held: Held, steps: StepsHeld, wait: Wait, now: datetime, record: StepRecord | None
+    ) -> NoReturn:
         waits = f"event {wait.event!r} until" if wait.event is not None else "until"
-        raise JobSuspended(f"job {held.job_id} sleeps: it waits for {waits} {wait.until.isoformat()}")
+        signal = JobSuspended(f"job {held.job_id} sleeps: it waits for {waits} {wait.until.isoformat()}")
+        if steps.by_worker:
+            signal.suspension = Suspension(held, wait, now, record)
+        else:
+            await self.suspend(Suspension(held, wait, now, record))
+        raise signal
+
+    async def suspend(self, suspension: Suspension) -> None:
+        """Store the job asleep as ``suspension`` says; ``LeaseLost`` if its claim was lost."""
+        held = suspension.held
+        if not await self._port.suspend(held, suspension.wait, suspension.now, suspension.step):
+            raise _lost(held)
 
     async def emit(self, name: str, payload: Any, keep: object, tx: Any = None, in_caller_tx: bool = False) -> bool:
         """Emit ``name`` with ``payload``: whether this emit was the first (the one kept); every waiter wakes."""

@@ -103,6 +103,7 @@ class Execution:
         job: Job = run.job
         kernel = self._kernel
         set_current(job)
+        kernel.run_by_worker(job)
         try:
             if kernel.telemetry is None:
                 return self._call(run)
@@ -135,11 +136,13 @@ class Execution:
                 elapsed_ms,
             )
             return
-        if isinstance(error, JobSuspended):  # stored asleep by the run itself (ADR 069): nothing to finish
-            log.info("job %s (%s) sleeps after %.1f ms: %s", job.id, describe(job), elapsed_ms, error)
-            return
         kernel = self._kernel
         try:
+            if isinstance(error, JobSuspended):  # the run asked to sleep (ADR 069): its ack is "sleeping"
+                self.with_retries(partial(kernel.suspend, job, error))
+                self._tally.add(job.queue, slept=1)
+                log.info("job %s (%s) sleeps after %.1f ms: %s", job.id, describe(job), elapsed_ms, error)
+                return
             if error is None:
                 try:
                     held = kernel.finished(job, run.value, run.started_at)

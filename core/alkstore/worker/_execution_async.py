@@ -102,6 +102,7 @@ class AsyncExecution:
         job: AsyncJob = run.job
         kernel = self._kernel
         set_current(job)
+        kernel.run_by_worker(job)
         if ASYNC:
             run.task = asyncio.current_task()
         try:
@@ -138,11 +139,13 @@ class AsyncExecution:
                 elapsed_ms,
             )
             return
-        if isinstance(error, JobSuspended):  # stored asleep by the run itself (ADR 069): nothing to finish
-            log.info("job %s (%s) sleeps after %.1f ms: %s", job.id, describe(job), elapsed_ms, error)
-            return
         kernel = self._kernel
         try:
+            if isinstance(error, JobSuspended):  # the run asked to sleep (ADR 069): its ack is "sleeping"
+                await self.with_retries(partial(kernel.suspend, job, error))
+                self._tally.add(job.queue, slept=1)
+                log.info("job %s (%s) sleeps after %.1f ms: %s", job.id, describe(job), elapsed_ms, error)
+                return
             if error is None:
                 try:
                     held = await kernel.finished(job, run.value, run.started_at)
