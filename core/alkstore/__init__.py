@@ -27,7 +27,6 @@ from .errors import (
     InvalidPayload,
     InvalidSpec,
     InvalidTransaction,
-    JobSuspended,
     LeadershipLost,
     LeaseLost,
     NotOffered,
@@ -58,7 +57,7 @@ from .rules._records import (
 )
 from .rules._results import AttemptFailure, JobResult, ResultPage
 from .rules._spec import Every, parse_spec
-from .rules._steps import DEFAULT_EVENT_KEEP, StepInfo, WaitInfo
+from .rules._steps import DEFAULT_EVENT_KEEP, JobSuspended, StepInfo, WaitInfo
 from .store._job import Job
 from .store._job_async import AsyncJob
 from .store._kernel import CONFIG_TTL

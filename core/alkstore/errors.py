@@ -22,8 +22,6 @@ wrong kind), so generic handlers keep working::
         ├── PoolerMisconfigured            a transaction pooler without ``prepare_threshold=None``
         └── SchemaOutOfDate                the database schema is missing or older than the code
 
-``JobSuspended`` is no error but a ``BaseException`` signal: a job's run ends there, stored asleep.
-
 Input errors are raised before any I/O, so a rejected call never leaves anything half-written.
 ``DatabaseUnavailable`` is the one a loop may retry (ADR 014); every other ``DatabaseError``
 is permanent until someone acts.
@@ -42,7 +40,6 @@ __all__ = [
     "InvalidPayload",
     "InvalidSpec",
     "InvalidTransaction",
-    "JobSuspended",
     "LeadershipLost",
     "LeaseLost",
     "NotOffered",
@@ -92,15 +89,6 @@ class LeaseLost(AlkstoreError):
 
 class EventTimeout(AlkstoreError):
     """``job.wait_for`` reached its timeout before the event was emitted; the task may handle it (ADR 069)."""
-
-
-class JobSuspended(BaseException):
-    """Raised by ``job.sleep``/``wait_for``: it unwinds the task (an ``except Exception`` does not catch it)
-    and tells the worker to store the job asleep, its run ended without an outcome (a job claimed by hand
-    is stored asleep before it is raised)."""
-
-    #: What the worker stores (core's record); ``None`` when it is stored already.
-    suspension: object = None
 
 
 class LeadershipLost(AlkstoreError):

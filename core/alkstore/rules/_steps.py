@@ -23,6 +23,7 @@ from ._options import MAX_DURATION, as_duration
 
 __all__ = [
     "DEFAULT_EVENT_KEEP",
+    "JobSuspended",
     "SleepMark",
     "StepInfo",
     "WaitInfo",
@@ -127,3 +128,12 @@ class WaitInfo:
 
     until: datetime
     event: str | None = None
+
+
+class JobSuspended(BaseException):
+    """Raised by ``job.sleep``/``wait_for``: it unwinds the task (an ``except Exception`` does not catch it)
+    and tells the worker to store the job asleep, its run ended without an outcome (a job claimed by hand
+    is stored asleep before it is raised)."""
+
+    #: What the worker stores (core's record); ``None`` when it is stored already.
+    suspension: object = None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NoReturn
 
-from alkstore.errors import EventTimeout, JobSuspended, LeaseLost
+from alkstore.errors import EventTimeout, LeaseLost
 from alkstore.port._records import Held
 from alkstore.port._runtime_port import RuntimePort
 from alkstore.port._step_records import EventRecord, StepRecord, Wait
@@ -27,6 +27,7 @@ from alkstore.rules._codec import Codec
 from alkstore.rules._names import RESERVED_PREFIX
 from alkstore.rules._records import JobInfo
 from alkstore.rules._steps import (
+    JobSuspended,
     SleepMark,
     StepInfo,
     WaitInfo,

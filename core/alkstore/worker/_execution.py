@@ -17,11 +17,12 @@ import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from alkstore.errors import DatabaseUnavailable, InvalidPayload, JobSuspended, LeaseLost
+from alkstore.errors import DatabaseUnavailable, InvalidPayload, LeaseLost
 from alkstore.port._acompat import Threads, sleep
 from alkstore.port._records import Held
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import Backoff, failure, last_attempt
+from alkstore.rules._steps import JobSuspended
 from alkstore.store._job import Job
 from alkstore.store._kernel import Kernel
 from alkstore.store._tasks import set_current

@@ -14,11 +14,12 @@ import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from alkstore.errors import DatabaseUnavailable, InvalidPayload, JobSuspended, LeaseLost
+from alkstore.errors import DatabaseUnavailable, InvalidPayload, LeaseLost
 from alkstore.port._acompat import ASYNC, AThreads, asleep
 from alkstore.port._records import Held
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import Backoff, failure, last_attempt
+from alkstore.rules._steps import JobSuspended
 from alkstore.store._job_async import AsyncJob
 from alkstore.store._kernel_async import AsyncKernel
 from alkstore.store._tasks import set_current
