@@ -120,7 +120,23 @@ def test_an_acked_job_leaves_no_steps_behind(store: Store) -> None:
     job.ack()
     assert store.get_job(job_id) is None
     engine: Any = store.engine  # every engine of the suite offers the steps port
+    assert engine.purge_steps(100) <= 1  # an upkeep pass (memory deletes them with the job)
     assert engine.job_steps(job_id) == ([], None)
+
+
+def test_a_dead_job_keeps_its_steps_and_a_requeued_one_resumes_after_them(store: Store) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue(None)
+    first = Counted("once")
+    job = must_claim(queue)
+    job.step("one", first)
+    job.fail("gave up")
+    engine: Any = store.engine
+    engine.purge_steps(100)  # an upkeep pass leaves a dead job's steps
+    assert [step.name for step in must_get(store, job_id).steps] == ["one"]
+    assert store.requeue_dead(job_id)
+    assert must_claim(queue).step("one", first) == "once"
+    assert first.calls == 1
 
 
 # -- transactional steps -----------------------------------------------------------------------

@@ -13,7 +13,6 @@ checkpoint holds) stay in core; the engine stores bytes and moves rows.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -63,8 +62,9 @@ class StepsPort(ABC):
         """The stored event ``name`` unless it expired by ``now``."""
 
     @abstractmethod
-    def forget(self, job_ids: Sequence[int]) -> None:
-        """Delete the steps and waits of ``job_ids``, jobs acked by the store that ran their steps."""
+    def purge_steps(self, limit: int) -> int:
+        """Delete the steps and waits of at most ``limit`` jobs no longer stored (acked, cancelled, purged);
+        how many jobs' rows went. A dead job keeps its steps (a requeued one resumes); an upkeep pass calls it."""
 
     @abstractmethod
     def job_steps(self, job_id: int) -> tuple[list[StepRecord], Wait | None]:

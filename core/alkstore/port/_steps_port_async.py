@@ -10,7 +10,6 @@ checkpoint holds) stay in core; the engine stores bytes and moves rows.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -60,8 +59,9 @@ class AsyncStepsPort(ABC):
         """The stored event ``name`` unless it expired by ``now``."""
 
     @abstractmethod
-    async def forget(self, job_ids: Sequence[int]) -> None:
-        """Delete the steps and waits of ``job_ids``, jobs acked by the store that ran their steps."""
+    async def purge_steps(self, limit: int) -> int:
+        """Delete the steps and waits of at most ``limit`` jobs no longer stored (acked, cancelled, purged);
+        how many jobs' rows went. A dead job keeps its steps (a requeued one resumes); an upkeep pass calls it."""
 
     @abstractmethod
     async def job_steps(self, job_id: int) -> tuple[list[StepRecord], Wait | None]:

@@ -253,7 +253,6 @@ class Kernel:
             if acks:
                 stale, records = engine.ack_and_claim([held for _, held in acks], request)
                 self._report_acked(acks, stale)
-                self._forget_steps(acks, stale)
                 acks = ()
             else:
                 records = engine.claim(request)
@@ -331,7 +330,6 @@ class Kernel:
         if held is None:
             held = self.finished(job, result)
         self._fenced(job, self.live().ack((held,)))
-        self._forget_steps(((job, held),), ())
         if self.telemetry is not None:
             self.telemetry.acked((job._record,))
 
@@ -380,17 +378,7 @@ class Kernel:
         lost) changed nothing. Telemetry hears of the others."""
         stale = self.live().ack([held for _, held in acks])
         self._report_acked(acks, stale)
-        self._forget_steps(acks, stale)
         return stale
-
-    def _forget_steps(self, acks: Sequence[tuple[Job, Held]], stale: Sequence[Held]) -> None:
-        """Delete the steps of the acked jobs whose run used them (ADR 069): one call, only when there are any."""
-        if self._stepper is None:
-            return
-        lost = {pair.job_id for pair in stale}
-        ids = [job.id for job, _ in acks if job._claim.steps.stored is not None and job.id not in lost]
-        if ids:
-            self._stepper.forget(ids)
 
     def _report_acked(self, acks: Sequence[tuple[Job, Held]], stale: Sequence[Held]) -> None:
         if self.telemetry is not None and acks:

@@ -250,7 +250,6 @@ class AsyncKernel:
             if acks:
                 stale, records = await engine.ack_and_claim([held for _, held in acks], request)
                 self._report_acked(acks, stale)
-                await self._forget_steps(acks, stale)
                 acks = ()
             else:
                 records = await engine.claim(request)
@@ -328,7 +327,6 @@ class AsyncKernel:
         if held is None:
             held = await self.finished(job, result)
         self._fenced(job, await self.live().ack((held,)))
-        await self._forget_steps(((job, held),), ())
         if self.telemetry is not None:
             self.telemetry.acked((job._record,))
 
@@ -377,17 +375,7 @@ class AsyncKernel:
         lost) changed nothing. Telemetry hears of the others."""
         stale = await self.live().ack([held for _, held in acks])
         self._report_acked(acks, stale)
-        await self._forget_steps(acks, stale)
         return stale
-
-    async def _forget_steps(self, acks: Sequence[tuple[AsyncJob, Held]], stale: Sequence[Held]) -> None:
-        """Delete the steps of the acked jobs whose run used them (ADR 069): one call, only when there are any."""
-        if self._stepper is None:
-            return
-        lost = {pair.job_id for pair in stale}
-        ids = [job.id for job, _ in acks if job._claim.steps.stored is not None and job.id not in lost]
-        if ids:
-            await self._stepper.forget(ids)
 
     def _report_acked(self, acks: Sequence[tuple[AsyncJob, Held]], stale: Sequence[Held]) -> None:
         if self.telemetry is not None and acks:

@@ -11,7 +11,7 @@ the count of its sleeps and waits). The rules are ``rules/_steps``'; this carrie
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Callable, Sequence
+from collections.abc import Iterator, Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -89,6 +89,8 @@ class Stepper:
         self._codec = codec
 
     def _stored(self, held: Held, steps: StepsHeld) -> dict[str, bytes]:
+        if steps.stored is None and held.fence == 1:
+            steps.stored = {}  # the job's first claim ever: no run before it stored a step or a wait
         if steps.stored is None:
             records = self._port.resume(held)
             if records is None:
@@ -204,9 +206,9 @@ class Stepper:
             tx = self._engine.caller_transaction(tx)
         return self._port.emit(EventRecord(name, data, now, now + span), tx)
 
-    def forget(self, job_ids: Sequence[int]) -> None:
-        """Delete the steps and waits of acked jobs."""
-        self._port.forget(job_ids)
+    def purge(self, limit: int) -> int:
+        """Delete the steps and waits of at most ``limit`` jobs no longer stored; how many jobs'."""
+        return self._port.purge_steps(limit)
 
     def job_steps(self, job_id: int) -> tuple[list[StepRecord], Wait | None]:
         """The job's stored steps and its wait, for ``get_job``."""

@@ -8,7 +8,7 @@ the count of its sleeps and waits). The rules are ``rules/_steps``'; this carrie
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -87,6 +87,8 @@ class AsyncStepper:
         self._codec = codec
 
     async def _stored(self, held: Held, steps: StepsHeld) -> dict[str, bytes]:
+        if steps.stored is None and held.fence == 1:
+            steps.stored = {}  # the job's first claim ever: no run before it stored a step or a wait
         if steps.stored is None:
             records = await self._port.resume(held)
             if records is None:
@@ -205,9 +207,9 @@ class AsyncStepper:
             tx = await self._engine.caller_transaction(tx)
         return await self._port.emit(EventRecord(name, data, now, now + span), tx)
 
-    async def forget(self, job_ids: Sequence[int]) -> None:
-        """Delete the steps and waits of acked jobs."""
-        await self._port.forget(job_ids)
+    async def purge(self, limit: int) -> int:
+        """Delete the steps and waits of at most ``limit`` jobs no longer stored; how many jobs'."""
+        return await self._port.purge_steps(limit)
 
     async def job_steps(self, job_id: int) -> tuple[list[StepRecord], Wait | None]:
         """The job's stored steps and its wait, for ``get_job``."""

@@ -156,8 +156,8 @@ class MemoryEngine(port.Engine, port.StepsPort):
     def read_event(self, name: str, now: datetime) -> port.EventRecord | None:
         return self._tables.read_event(name, now)
 
-    def forget(self, job_ids: Sequence[int]) -> None:
-        self._tables.forget(job_ids)
+    def purge_steps(self, limit: int) -> int:
+        return self._tables.purge_steps(limit)
 
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         return self._tables.job_steps(job_id)

@@ -153,8 +153,8 @@ class AsyncMemoryEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def read_event(self, name: str, now: datetime) -> port.EventRecord | None:
         return self._tables.read_event(name, now)
 
-    async def forget(self, job_ids: Sequence[int]) -> None:
-        self._tables.forget(job_ids)
+    async def purge_steps(self, limit: int) -> int:
+        return self._tables.purge_steps(limit)
 
     async def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         return self._tables.job_steps(job_id)

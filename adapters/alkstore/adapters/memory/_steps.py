@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -109,12 +108,14 @@ class StepTables(TableState):
         with self._cond:
             return self._live_event(name, now)
 
-    def forget(self, job_ids: Sequence[int]) -> None:
+    def purge_steps(self, limit: int) -> int:
         with self._cond:
-            for job_id in job_ids:
-                if job_id not in self._jobs:
-                    self._steps.pop(job_id, None)
-                    self._unwait(job_id)
+            stored = self._jobs.keys() | self._dead.keys()
+            gone = sorted(job_id for job_id in {*self._steps, *self._waits} if job_id not in stored)[:limit]
+            for job_id in gone:
+                self._steps.pop(job_id, None)
+                self._unwait(job_id)
+            return len(gone)
 
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         with self._cond:

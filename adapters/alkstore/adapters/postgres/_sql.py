@@ -398,7 +398,7 @@ class Statements:
     emit: str
     read_event: str
     job_steps: str
-    forget_steps: str
+    purge_steps: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:

@@ -12,7 +12,6 @@ statement before the one that reads (so it reads what a racing one committed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -107,8 +106,9 @@ class PostgresSteps(port.StepsPort):
         row = self._connections.one(self._sql.read_event, {"event": name, "now": now}, tuple_row, binary=True)
         return None if row is None else port.EventRecord(row[0], bytes(row[1]), row[2], row[3])
 
-    def forget(self, job_ids: Sequence[int]) -> None:
-        self._connections.one(self._sql.forget_steps, {"ids": [int(job_id) for job_id in job_ids]}, tuple_row)
+    def purge_steps(self, limit: int) -> int:
+        purged = self._connections.one(self._sql.purge_steps, {"limit": limit}, scalar_row)
+        return int(purged or 0)
 
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         rows = self._connections.all(self._sql.job_steps, {"id": int(job_id)}, tuple_row, binary=True)

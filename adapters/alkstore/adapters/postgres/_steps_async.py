@@ -9,7 +9,6 @@ statement before the one that reads (so it reads what a racing one committed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -104,8 +103,9 @@ class AsyncPostgresSteps(port.AsyncStepsPort):
         row = await self._connections.one(self._sql.read_event, {"event": name, "now": now}, tuple_row, binary=True)
         return None if row is None else port.EventRecord(row[0], bytes(row[1]), row[2], row[3])
 
-    async def forget(self, job_ids: Sequence[int]) -> None:
-        await self._connections.one(self._sql.forget_steps, {"ids": [int(job_id) for job_id in job_ids]}, tuple_row)
+    async def purge_steps(self, limit: int) -> int:
+        purged = await self._connections.one(self._sql.purge_steps, {"limit": limit}, scalar_row)
+        return int(purged or 0)
 
     async def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         rows = await self._connections.all(self._sql.job_steps, {"id": int(job_id)}, tuple_row, binary=True)

@@ -188,8 +188,8 @@ class AsyncSqliteEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def read_event(self, name: str, now: datetime) -> port.EventRecord | None:
         return await self._call(self._steps.read_event, name, now)
 
-    async def forget(self, job_ids: Sequence[int]) -> None:
-        await self._call(self._steps.forget, job_ids)
+    async def purge_steps(self, limit: int) -> int:
+        return await self._call(self._steps.purge_steps, limit)
 
     async def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         return await self._call(self._steps.job_steps, job_id)

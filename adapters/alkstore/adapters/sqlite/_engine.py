@@ -165,8 +165,8 @@ class SqliteEngine(port.Engine, port.StepsPort):
     def read_event(self, name: str, now: datetime) -> port.EventRecord | None:
         return self._steps.read_event(name, now)
 
-    def forget(self, job_ids: Sequence[int]) -> None:
-        self._steps.forget(job_ids)
+    def purge_steps(self, limit: int) -> int:
+        return self._steps.purge_steps(limit)
 
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         return self._steps.job_steps(job_id)

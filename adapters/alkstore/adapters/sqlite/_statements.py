@@ -374,6 +374,11 @@ SAVE_WAIT = (
 )
 DELETE_WAIT = "DELETE FROM alkstore_waits WHERE job_id = ?"
 DELETE_STEPS = "DELETE FROM alkstore_steps WHERE job_id = ?"
+#: Jobs with steps or a wait that are stored no more (acked, cancelled, purged): an upkeep pass deletes those.
+GONE_STEPS = (
+    "SELECT job_id FROM (SELECT job_id FROM alkstore_steps UNION SELECT job_id FROM alkstore_waits)"
+    " WHERE job_id NOT IN (SELECT id FROM alkstore_jobs) LIMIT ?"
+)
 SUSPEND_JOB = (
     "UPDATE alkstore_jobs SET state = 'pending', run_at = ?, worker_id = NULL, lease_until = NULL,"
     " attempts = max(0, attempts - 1) WHERE id = ?"

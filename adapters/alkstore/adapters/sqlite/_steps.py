@@ -10,7 +10,6 @@ written there at once and commits with the caller's work.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -104,11 +103,13 @@ class SqliteSteps:
             row = db.execute(sql.LIVE_EVENT, (name, us(now))).fetchone()
         return None if row is None else port.EventRecord(row[0], bytes(row[1]), _at1(row[2]), _at1(row[3]))
 
-    def forget(self, job_ids: Sequence[int]) -> None:
-        with self._tables._write("forget") as db:
-            for job_id in job_ids:
+    def purge_steps(self, limit: int) -> int:
+        with self._tables._write("purge_steps") as db:
+            gone = [job_id for (job_id,) in db.execute(sql.GONE_STEPS, (limit,)).fetchall()]
+            for job_id in gone:
                 db.execute(sql.DELETE_STEPS, (job_id,))
                 db.execute(sql.DELETE_WAIT, (job_id,))
+            return len(gone)
 
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         with self._tables._read("job_steps") as db:

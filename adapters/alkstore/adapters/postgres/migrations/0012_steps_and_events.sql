@@ -5,7 +5,7 @@
 
 -- A job's finished steps: one row per (job, name), its result as core encoded it. Written fenced
 -- (the job must be running under the writer's fence, read under a key-share lock on the job) and
--- deleted with the job's ack by the store that acks it.
+-- deleted by a worker's upkeep once the job is stored no more (no ack pays for it).
 CREATE TABLE steps (
     job_id bigint NOT NULL,
     name text COLLATE "C" NOT NULL,

@@ -89,8 +89,14 @@ SELECT * FROM (SELECT false AS wait, name, result, at FROM {s}.steps WHERE job_i
 UNION ALL
 SELECT true, event, NULL, until FROM {s}.waits WHERE job_id = %(id)s
 
--- name: forget_steps
--- The steps and waits of jobs acked: gone for good.
-WITH forgotten AS (DELETE FROM {s}.steps WHERE job_id = ANY(%(ids)s::bigint[])),
-unwaited AS (DELETE FROM {s}.waits WHERE job_id = ANY(%(ids)s::bigint[]) RETURNING job_id)
-SELECT count(*) FROM unwaited
+-- name: purge_steps
+-- The steps and waits of at most %(limit)s jobs stored neither live nor dead (acked, cancelled,
+-- purged): an upkeep pass, so that no ack pays for it.
+WITH gone AS (
+    SELECT job_id FROM (SELECT job_id FROM {s}.steps UNION SELECT job_id FROM {s}.waits) AS kept
+    WHERE NOT EXISTS (SELECT 1 FROM {s}.jobs AS j WHERE j.id = kept.job_id)
+      AND NOT EXISTS (SELECT 1 FROM {s}.dead_jobs AS d WHERE d.id = kept.job_id)
+    LIMIT %(limit)s),
+purged AS (DELETE FROM {s}.steps AS s USING gone WHERE s.job_id = gone.job_id),
+unwaited AS (DELETE FROM {s}.waits AS w USING gone WHERE w.job_id = gone.job_id)
+SELECT count(*) FROM gone
