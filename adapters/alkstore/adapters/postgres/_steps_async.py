@@ -35,8 +35,7 @@ class AsyncPostgresSteps(port.AsyncStepsPort):
 
     async def resume(self, held: port.Held) -> list[port.StepRecord] | None:
         params = {"id": int(held.job_id), "fence": held.fence}
-        async with self._connections.transaction() as conn:
-            rows = await (await conn.execute(self._sql.step_resume, params, binary=True)).fetchall()
+        rows = await self._connections.all(self._sql.step_resume, params, tuple_row, binary=True)
         if not rows:
             return None
         return [port.StepRecord(name, bytes(result), at) for name, result, at in rows if name is not None]
