@@ -9,6 +9,7 @@ spending an attempt (``JobSuspended``), the job stored pending and shown ``sleep
 
 from __future__ import annotations
 
+import inspect
 from datetime import timedelta
 from typing import Any
 
@@ -30,11 +31,29 @@ from alkstore import (
     Store,
     WaitInfo,
 )
+from alkstore.engine import AsyncStepsPort, StepsPort
 from tests.support import must_claim, must_get, wait_until
 
 from ._engines import T0, EngineTarget
 from ._runtimes import is_async, worker_of
+from .test_completeness import adapter_classes
 from .test_worker import POLL, Running
+
+
+@pytest.mark.parametrize("runtime", ["sync", "async"])
+@pytest.mark.parametrize("scheme", ["memory", "postgresql", "sqlite"])
+def test_every_bundled_engine_offers_the_whole_steps_port(scheme: str, runtime: str) -> None:
+    port = StepsPort if runtime == "sync" else AsyncStepsPort
+    classes = adapter_classes(scheme, runtime)
+    assert classes
+    for cls in classes:
+        assert issubclass(cls, port), f"{cls.__qualname__} does not offer the steps port"
+        for name in sorted(getattr(port, "__abstractmethods__")):  # noqa: B009 - an ABC's own set
+            implementation = getattr(cls, name)
+            assert implementation is not getattr(port, name), f"{cls.__qualname__}.{name} is the port's own"
+            wanted, mine = inspect.signature(getattr(port, name)), inspect.signature(implementation)
+            assert len(mine.parameters) == len(wanted.parameters), f"{cls.__qualname__}.{name}{mine} vs {wanted}"
+            assert inspect.iscoroutinefunction(implementation) == inspect.iscoroutinefunction(getattr(port, name))
 
 
 class Counted:
