@@ -10,8 +10,11 @@ only through the store's ``ManualClock``.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from alkstore import (
     DEFAULT_EVENT_KEEP,
@@ -29,7 +32,7 @@ from alkstore import (
 )
 from tests.support import must_claim, must_get
 
-from ._engines import T0
+from ._engines import T0, EngineTarget
 
 
 class Rollback(Exception):
@@ -146,3 +149,74 @@ def test_bad_event_names_keeps_and_payloads_are_refused_before_any_io(store: Sto
         job.wait_for(" fine", timeout=1)
     assert store.emit("fine", 1) is True  # nothing of the refused ones was stored
     assert must_get(store, job_id).state is JobState.RUNNING
+
+
+# -- a property: however emits, waits and time interleave, each wait ends as a naive model says ------------
+
+
+Op = tuple[str, int]
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("emit"), st.integers(0, 1)),
+            st.tuples(st.just("run"), st.just(0)),
+            st.tuples(st.just("advance"), st.sampled_from([5, 30])),
+        ),
+        max_size=14,
+    )
+)
+def test_every_wait_ends_with_the_first_emit_before_it_or_its_timeout_and_a_woken_job_never_sleeps_again(
+    engine: EngineTarget, ops: list[Op]
+) -> None:
+    with engine.store(ManualClock(T0)) as store:
+        clock = store.clock
+        queue = store.queue("jobs")
+        names = {queue.enqueue(n): f"e{n % 2}" for n in range(3)}
+        first: dict[str, str] = {}  # the model: the first payload of each name
+        deadlines: dict[int, Any] = {}
+        outcomes: dict[int, str] = {}
+
+        def run_one() -> bool:
+            job = queue.claim("w")
+            if job is None:  # then every job left sleeps, for an event not emitted, before its timeout
+                for job_id in set(names) - set(outcomes):
+                    assert job_id in deadlines, "a job never run is claimable"
+                    assert names[job_id] not in first, "an emit did not wake its waiter"
+                    assert clock.now() < deadlines[job_id], "a job past its timeout is not claimable"
+                return False
+            now = clock.now()
+            name = names[job.id]
+            first_run = job.id not in deadlines
+            deadlines.setdefault(job.id, now + timedelta(seconds=60))
+            expected = first.get(name, "timeout" if now >= deadlines[job.id] else "asleep")
+            assert first_run or expected != "asleep", "a job ran before its event or its timeout"
+            try:
+                got = job.wait_for(name, timeout=60)
+            except JobSuspended:
+                got = "asleep"
+            except EventTimeout:
+                got = "timeout"
+            assert got == expected
+            if got != "asleep":
+                outcomes[job.id] = got
+                job.ack()
+            return True
+
+        for action, value in ops:
+            if action == "emit":
+                name = f"e{value}"
+                payload = f"{name} at {(clock.now() - T0).total_seconds():g}"
+                assert store.emit(name, payload) is (name not in first)
+                first.setdefault(name, payload)
+            elif action == "run":
+                run_one()
+            else:
+                clock.advance(value)
+        for _ in range(2):  # each job's first wait, then its timeout
+            clock.advance(61)
+            while run_one():
+                pass
+        assert set(outcomes) == set(names), "every job ended"
