@@ -9,7 +9,9 @@ lock in a statement before the one that reads, so the second reads what the firs
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from alkstore import ManualClock
@@ -18,6 +20,27 @@ from tests.postgres.conftest import OpenStore, engine_of
 from tests.support import PATIENCE, must_claim
 
 ROUNDS = 40
+
+
+def at_once(*calls: Callable[[], object]) -> None:
+    """Run ``calls`` on threads of their own, released together; raise the first error any raised."""
+    barrier = threading.Barrier(len(calls))
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            barrier.wait(PATIENCE)
+            call()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(PATIENCE)
+    if errors:
+        raise errors[0]
 
 
 def test_a_wait_and_an_emit_racing_never_leave_the_job_asleep(open_store: OpenStore, clock: ManualClock) -> None:
@@ -29,28 +52,10 @@ def test_a_wait_and_an_emit_racing_never_leave_the_job_asleep(open_store: OpenSt
         job_id = queue.enqueue(round_)
         job = must_claim(queue)
         name = f"race:{round_}"
-        barrier = threading.Barrier(2)
-        errors: list[BaseException] = []
-
-        def run(call: Any) -> None:
-            try:
-                barrier.wait(PATIENCE)
-                call()
-            except BaseException as exc:
-                errors.append(exc)
-
         held = Held(job.id, job.fence)
         wait = Wait(now + timedelta(hours=1), name)
         event = EventRecord(name, b'"go"', now, now + timedelta(days=1))
-        threads = [
-            threading.Thread(target=run, args=(lambda: engine.suspend(held, wait, now),)),
-            threading.Thread(target=run, args=(lambda: engine.emit(event),)),
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(PATIENCE)
-        assert errors == []
+        at_once(partial(engine.suspend, held, wait, now), partial(engine.emit, event))
         info = store.get_job(job_id)
         assert info is not None
         assert info.run_at <= now, f"round {round_}: the job sleeps until its timeout, the emit missed"
