@@ -78,3 +78,39 @@ def test_a_transactional_step_happens_once_though_its_workers_are_killed_inside_
     assert step.result == "charged"
     job.ack()
     assert db.execute(f"SELECT order_id FROM {charges}").fetchall() == [(42,)]
+
+
+def test_a_step_in_the_callers_own_connection_commits_with_it_or_not_at_all(
+    pg_dsn: str, pg_module_schema: str, open_store: OpenStore, db: psycopg.Connection[Any]
+) -> None:
+    store = open_store(clock=ManualClock(datetime.now(UTC)))
+    refunds = sql.Identifier(pg_module_schema, "refunds").as_string(db)
+    db.execute(f"CREATE TABLE {refunds} (order_id int NOT NULL)")
+    queue = store.queue("refunds")
+    job_id = queue.enqueue(9)
+    job = must_claim(queue)
+    with psycopg.connect(pg_dsn) as own:  # a transaction begins with its first statement
+        with job.step_tx("refund", own) as step:
+            own.execute(f"INSERT INTO {refunds} (order_id) VALUES (9)")
+            step.result = "re_9"
+        info = store.get_job(job_id)
+        assert info is not None
+        assert info.steps == (), "not visible before the caller's commit"
+        own.rollback()
+    info = store.get_job(job_id)
+    assert info is not None
+    assert info.steps == ()
+    assert db.execute(f"SELECT count(*) FROM {refunds}").fetchone() == (0,)
+    with psycopg.connect(pg_dsn) as own:
+        own.execute("SELECT 1")  # in a transaction
+        with job.step_tx("refund", own) as step:
+            own.execute(f"INSERT INTO {refunds} (order_id) VALUES (9)")
+            step.result = "re_9"
+    info = store.get_job(job_id)  # the connection's block committed on exit
+    assert info is not None
+    assert [(each.name, each.result) for each in info.steps] == [("refund", "re_9")]
+    assert db.execute(f"SELECT count(*) FROM {refunds}").fetchone() == (1,)
+    with job.step_tx("refund") as step:  # the same claim, after the caller's commit: done
+        assert step.done
+    assert step.result == "re_9"
+    job.ack()

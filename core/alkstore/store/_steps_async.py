@@ -65,11 +65,13 @@ class StepsHeld:
     """What one claim of a job knows of its steps: those stored (read at its first step), and how many
     sleeps and waits its run has passed."""
 
-    __slots__ = ("by_worker", "ordinal", "stored")
+    __slots__ = ("by_worker", "ordinal", "stored", "unsure")
 
     def __init__(self) -> None:
         self.stored: dict[str, bytes] | None = None
         self.ordinal = 0
+        #: Set once a step was written in a caller's transaction: what is stored must be read again.
+        self.unsure = False
         #: Whether a worker runs it: its worker then stores the sleep as it ends the run (while its claim is
         #: held and heartbeated), rather than the job at once.
         self.by_worker = False
@@ -87,7 +89,7 @@ class AsyncStepper:
         self._codec = codec
 
     async def _stored(self, held: Held, steps: StepsHeld) -> dict[str, bytes]:
-        if steps.stored is None and held.fence == 1:
+        if steps.stored is None and held.fence == 1 and not steps.unsure:
             steps.stored = {}  # the job's first claim ever: no run before it stored a step or a wait
         if steps.stored is None:
             records = await self._port.resume(held)
@@ -96,10 +98,13 @@ class AsyncStepper:
             steps.stored = {record.name: record.result for record in records}
         return steps.stored
 
-    async def _save(self, held: Held, steps: dict[str, bytes], record: StepRecord, tx: Any = None) -> None:
+    async def _save(self, held: Held, steps: dict[str, bytes] | None, record: StepRecord, tx: Any = None) -> None:
+        """Write a checkpoint (fenced); ``steps`` remembers it, when given (not for one in a transaction that
+        may yet roll back)."""
         if not await self._port.save_step(held, record, tx):
             raise _lost(held)
-        steps[record.name] = record.result
+        if steps is not None:
+            steps[record.name] = record.result
 
     async def step(
         self, held: Held, steps: StepsHeld, name: str, fn: Callable[..., Any], args: Any, kwargs: Any
@@ -125,21 +130,24 @@ class AsyncStepper:
         if name in stored:
             yield StepTx(tx, True, self._codec.decode(stored[name]))
             return
-        if tx is not None:
+        if tx is not None:  # remembered by no run: the caller's transaction may yet roll back, then read again
             caller = await self._engine.caller_transaction(tx)
             block = StepTx(tx, False)
             yield block
-            await self._checkpoint(held, stored, name, block, caller)
+            await self._checkpoint(held, name, block, caller)
+            steps.stored, steps.unsure = None, True
             return
         async with self._engine.transaction() as own:
             block = StepTx(own, False)
             yield block
-            await self._checkpoint(held, stored, name, block, own)
+            data = await self._checkpoint(held, name, block, own)
+        stored[name] = data  # committed
 
-    async def _checkpoint(self, held: Held, stored: dict[str, bytes], name: str, block: StepTx, tx: Any) -> None:
+    async def _checkpoint(self, held: Held, name: str, block: StepTx, tx: Any) -> bytes:
         data = self._codec.encode(block.result)
-        await self._save(held, stored, StepRecord(name, data, self._clock.now()), tx)
+        await self._save(held, None, StepRecord(name, data, self._clock.now()), tx)
         block.result = self._codec.decode(data)
+        return data
 
     async def sleep(self, held: Held, steps: StepsHeld, due: Callable[[datetime], datetime]) -> None:
         """Sleep until ``due(now)`` as first asked (a later run keeps that instant); returns once it passed."""
