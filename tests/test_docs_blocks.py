@@ -79,6 +79,10 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
     "docs/async.md": {
         "asyncio.run(main())": Run("tests/aio/test_docs.py::test_the_example_runs_as_written"),
     },
+    "docs/steps.md": {
+        'store.emit("shipped:42"': Run("tests/test_docs_steps.py::test_the_steps_example_runs_as_written"),
+        'with job.step_tx("invoice") as step:': Shown("a fragment of a task on PostgreSQL"),
+    },
     "docs/benchmarks.md": {
         "Sort (actual time=": Shown("EXPLAIN output of one benchmark run"),
     },

@@ -20,6 +20,7 @@ from .errors import (
     AlkstoreError,
     DatabaseError,
     DatabaseUnavailable,
+    EventTimeout,
     InvalidArgument,
     InvalidName,
     InvalidOptions,
@@ -57,6 +58,7 @@ from .rules._records import (
 )
 from .rules._results import AttemptFailure, JobResult, ResultPage
 from .rules._spec import Every, parse_spec
+from .rules._steps import DEFAULT_EVENT_KEEP, JobSuspended, StepInfo, WaitInfo
 from .store._job import Job
 from .store._job_async import AsyncJob
 from .store._kernel import CONFIG_TTL
@@ -66,6 +68,7 @@ from .store._outbox import Delivery, Outbox
 from .store._outbox_async import AsyncDelivery, AsyncOutbox
 from .store._queue import Queue
 from .store._queue_async import AsyncQueue
+from .store._steps_async import StepTx
 from .store._store import Store, open  # noqa: A004
 from .store._store_async import AsyncStore, open_async
 from .store._tasks import Courier, Periodic, Task, Tasks, check_arguments, current_job
@@ -78,6 +81,7 @@ __all__ = [
     "CATCH_UP_CAP",
     "CONFIG_TTL",
     "DEFAULT_DEAD_RETENTION",
+    "DEFAULT_EVENT_KEEP",
     "RESERVED_PREFIX",
     "STATS_CAP",
     "ActionInfo",
@@ -99,6 +103,7 @@ __all__ = [
     "DatabaseUnavailable",
     "Delivery",
     "EnqueueOpts",
+    "EventTimeout",
     "Every",
     "Fire",
     "Handler",
@@ -115,6 +120,7 @@ __all__ = [
     "JobPhase",
     "JobResult",
     "JobState",
+    "JobSuspended",
     "JsonCodec",
     "Leader",
     "LeadershipLost",
@@ -136,6 +142,8 @@ __all__ = [
     "ScheduleEntry",
     "ScheduleOpts",
     "SchemaOutOfDate",
+    "StepInfo",
+    "StepTx",
     "StopToken",
     "Store",
     "StoreClosed",
@@ -143,6 +151,7 @@ __all__ = [
     "Task",
     "Tasks",
     "ThroughputInfo",
+    "WaitInfo",
     "Worker",
     "WorkerInfo",
     "WorkerStats",

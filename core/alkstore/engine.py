@@ -56,6 +56,9 @@ from .port._records import (
 )
 from .port._runtime_port import RuntimePort, Waiter
 from .port._runtime_port_async import AsyncRuntimePort, AsyncWaiter
+from .port._step_records import EventRecord, StepRecord, Wait
+from .port._steps_port import StepsPort
+from .port._steps_port_async import AsyncStepsPort, steps_of
 from .port._time import Clock, StopToken, SystemClock, WallClock, wall_sleep, wall_sleep_async
 from .rules._boundary import registration_boundary, soonest
 from .rules._names import RESERVED_PREFIX
@@ -78,6 +81,7 @@ __all__ = [
     "AsyncEngine",
     "AsyncOperationsPort",
     "AsyncRuntimePort",
+    "AsyncStepsPort",
     "AsyncWaiter",
     "Burial",
     "ClaimRequest",
@@ -85,6 +89,7 @@ __all__ = [
     "Done",
     "DueSchedule",
     "Engine",
+    "EventRecord",
     "Existing",
     "Fire",
     "Heartbeat",
@@ -107,6 +112,8 @@ __all__ = [
     "Retry",
     "RuntimePort",
     "ScheduleRecord",
+    "StepRecord",
+    "StepsPort",
     "StopToken",
     "SystemClock",
     "TableStats",
@@ -114,6 +121,7 @@ __all__ = [
     "TickBudget",
     "TickPlan",
     "TickResult",
+    "Wait",
     "Waiter",
     "WallClock",
     "WorkerRecord",
@@ -130,6 +138,7 @@ __all__ = [
     "registration_boundary",
     "soonest",
     "spawn",
+    "steps_of",
     "wall_sleep",
     "wall_sleep_async",
 ]

@@ -14,6 +14,7 @@ wrong kind), so generic handlers keep working::
     │   └── InvalidTransaction (ValueError) not this store's transaction, already finished, or not in one
     ├── LeaseLost                          a fenced call by a holder whose lease was taken over
     ├── LeadershipLost                     the scheduler runner has, or never got, the leader lock
+    ├── EventTimeout                       ``job.wait_for`` timed out before its event was emitted
     ├── NotOffered                         an operators' call on an engine without the operations port
     ├── StoreClosed                        a call on a store after ``close()``
     └── DatabaseError                      a driver error, raised ``from`` the original
@@ -32,6 +33,7 @@ __all__ = [
     "AlkstoreError",
     "DatabaseError",
     "DatabaseUnavailable",
+    "EventTimeout",
     "InvalidArgument",
     "InvalidName",
     "InvalidOptions",
@@ -83,6 +85,10 @@ class InvalidTransaction(InvalidArgument, ValueError):
 
 class LeaseLost(AlkstoreError):
     """A job or lock lease was taken over (or is gone); the fenced call changed nothing."""
+
+
+class EventTimeout(AlkstoreError):
+    """``job.wait_for`` reached its timeout before the event was emitted; the task may handle it (ADR 069)."""
 
 
 class LeadershipLost(AlkstoreError):

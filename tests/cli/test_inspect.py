@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore import EnqueueOpts, Tasks
+from alkstore import EnqueueOpts, JobSuspended, Tasks
 from alkstore.adapters.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, URL_VARIABLE, main
 from alkstore.adapters.cli._args import parse_duration
 from alkstore.engine import NewJob, WorkerRecord
@@ -429,6 +429,8 @@ def test_jobs_list_json_carries_the_jobs_and_the_cursor(busy: Prepared, capsys: 
         "task": None,
         "last_traceback": None,
         "trace": None,
+        "waits_for": None,
+        "steps": [],
         "payload": None,
         "payload_base64": "/wA=",
     }
@@ -462,6 +464,8 @@ def test_jobs_show_prints_every_field_and_the_payload_decoded(
         "task            -",
         "last_traceback  -",
         "trace           -",
+        "waits_for       -",
+        "steps           -",
         "payload         {",
         '                  "to": "bounce@example.com"',
         "                }",
@@ -471,6 +475,24 @@ def test_jobs_show_prints_every_field_and_the_payload_decoded(
     assert cli(capsys, "jobs", "show", str(busy.ids["raw"]))[1].splitlines()[-1] == (
         "payload         <2 bytes, base64> /wA="
     )
+
+
+def test_jobs_show_prints_a_sleeping_jobs_wait_and_its_finished_steps(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_id = shared.store.queue("flows").enqueue(1)
+    job = must_claim(shared.store.queue("flows"))
+    job.step("charge", lambda: "ch_1")
+    with pytest.raises(JobSuspended):
+        job.wait_for("paid", timeout=60)
+
+    lines = cli(capsys, "jobs", "show", str(job_id))[1].splitlines()
+
+    assert "waits_for       event 'paid' until 2030-01-01T00:01:00+00:00" in lines
+    assert "steps           2030-01-01T00:00:00+00:00 charge" in lines
+    shown = json.loads(cli(capsys, "jobs", "show", str(job_id), "--json")[1])
+    assert shown["waits_for"] == {"until": "2030-01-01T00:01:00+00:00", "event": "paid"}
+    assert shown["steps"] == [{"name": "charge", "at": "2030-01-01T00:00:00+00:00"}]
 
 
 def test_jobs_show_indents_a_traceback_under_its_name(shared: Prepared, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,6 +21,8 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "enqueue_tx": lambda s, h: s.enqueue_tx(h["tx"], "q", 1),
     "enqueue_many_tx": lambda s, h: s.enqueue_many_tx(h["tx"], "q", [1, 2]),
     "outbox_enqueue_tx": lambda s, h: s.outbox_enqueue_tx(h["tx"], "mail", 1),
+    "emit": lambda s, h: s.emit("paid", 1),
+    "emit_tx": lambda s, h: s.emit_tx(h["tx"], "paid", 1),
     "ack_many": lambda s, h: s.ack_many([h["job"]]),
     "get_job": lambda s, h: s.get_job(h["pending_id"]),
     "requeue_dead": lambda s, h: s.requeue_dead(h["dead_id"]),
@@ -65,6 +67,11 @@ JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "fail": lambda j: j.fail("e"),
     "heartbeat": lambda j: j.heartbeat(),
     "release": lambda j: j.release(),
+    "step": lambda j: j.step("s", lambda: 1),
+    "step_tx": lambda j: j.step_tx("s"),
+    "sleep": lambda j: j.sleep(1),
+    "sleep_until": lambda j: j.sleep_until(j.run_at),
+    "wait_for": lambda j: j.wait_for("e", timeout=1),
 }
 LOCK_CALLS: dict[str, Callable[[Lock], object]] = {
     "renew": lambda lock: lock.renew(),

@@ -144,6 +144,26 @@ def test_each_operators_call_raises_not_offered_naming_the_call_and_the_engine(s
     assert "RuntimeOnlyMemoryEngine" in str(raised.value)
 
 
+def test_steps_sleeps_waits_and_emits_are_not_offered_without_the_steps_port(store: Store) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue(None)
+    job = queue.claim("w")
+    assert job is not None
+    calls: list[Callable[[], object]] = [
+        lambda: job.step("s", lambda: 1),
+        lambda: job.step_tx("s"),
+        lambda: job.sleep(1),
+        lambda: job.wait_for("e", timeout=1),
+        lambda: store.emit("e"),
+    ]
+    for call in calls:
+        with pytest.raises(NotOffered, match="steps port"):
+            call()
+    info = store.get_job(job_id)  # get_job still answers, without steps
+    assert info is not None
+    assert (info.steps, info.waits_for) == ((), None)
+
+
 def test_the_store_engine_is_not_offered_as_a_full_engine(store: Store) -> None:
     with pytest.raises(NotOffered, match="RuntimeOnlyMemoryEngine"):
         store.engine  # noqa: B018

@@ -242,6 +242,29 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert sorted(job.id for job in claimed) == sorted([in_tx, own_tx])
     store.ack_many(claimed)
 
+    # Steps, a transactional step, a sleep, an event's wait and its emits (ADR 069).
+    flows = store.queue("flows")
+    flow_id = flows.enqueue("order")
+    job = must_claim(flows, "w1")
+    assert job.step("charge", lambda: "ch_1") == "ch_1"
+    with job.step_tx("invoice") as step:
+        step.result = store.enqueue_tx(step.tx, "invoices", "invoice")
+    with pytest.raises(alkstore.JobSuspended):
+        job.sleep(1)
+    clock.advance(1)
+    job = must_claim(flows, "w1")
+    job.sleep_until(clock.now())
+    with pytest.raises(alkstore.JobSuspended):
+        job.wait_for("paid", timeout=60)
+    assert store.emit("paid", {"amount": 1})
+    with store.transaction() as tx:
+        assert not store.emit_tx(tx, "paid", "second")
+    job = must_claim(flows, "w1")
+    assert job.wait_for("paid", timeout=60) == {"amount": 1}
+    job.ack()
+    assert store.get_job(flow_id) is None
+    assert store.ack_many(store.queue("invoices").claim_many("w1", 5)) == []
+
     # The outbox.
     outbox = store.outbox("webhooks")
     assert outbox.configure(backoff_base=1).backoff_base == timedelta(seconds=1)

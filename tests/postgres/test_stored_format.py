@@ -42,6 +42,7 @@ MIGRATIONS = [
     (10, "dead_jobs_keep_their_attempts"),
     (11, "sweeps_keep_attempts"),
     (12, "action_log"),
+    (13, "steps_and_events"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -149,6 +150,12 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("result", "bytea NOT NULL"),
         ("attempt_log", "bytea[]"),
     ],
+    "events": [
+        ("name", "text NOT NULL" + _C),
+        ("payload", "bytea NOT NULL"),
+        ("at", f"{_TS} NOT NULL"),
+        ("expires_at", f"{_TS} NOT NULL"),
+    ],
     "schedules": [
         ("name", "text NOT NULL" + _C),
         ("spec", "text NOT NULL"),
@@ -168,11 +175,22 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("name", "text NOT NULL"),
         ("applied_at", f"{_TS} NOT NULL"),
     ],
+    "steps": [
+        ("job_id", "bigint NOT NULL"),
+        ("name", "text NOT NULL" + _C),
+        ("result", "bytea NOT NULL"),
+        ("at", f"{_TS} NOT NULL"),
+    ],
     "throughput": [
         ("minute", f"{_TS} NOT NULL"),
         ("queue", "text NOT NULL" + _C),
         ("done", "bigint NOT NULL"),
         ("failed", "bigint NOT NULL"),
+    ],
+    "waits": [
+        ("job_id", "bigint NOT NULL"),
+        ("until", f"{_TS} NOT NULL"),
+        ("event", "text" + _C),
     ],
     "workers": [
         ("id", "text NOT NULL" + _C),
@@ -191,6 +209,8 @@ SEQUENCES = ["action_log_id_seq", "job_ids", "lock_tokens"]
 #: Every index, by name, as ``pg_indexes`` defines it (``{s}`` for the schema).
 INDEXES = {
     "action_log_pkey": "CREATE UNIQUE INDEX action_log_pkey ON {s}.action_log USING btree (id)",
+    "events_expiry": "CREATE INDEX events_expiry ON {s}.events USING btree (expires_at)",
+    "events_pkey": "CREATE UNIQUE INDEX events_pkey ON {s}.events USING btree (name)",
     "dead_jobs_pkey": "CREATE UNIQUE INDEX dead_jobs_pkey ON {s}.dead_jobs USING btree (id)",
     "dead_jobs_queue": "CREATE INDEX dead_jobs_queue ON {s}.dead_jobs USING btree (queue, died_at)",
     "jobs_claim": (
@@ -225,7 +245,10 @@ INDEXES = {
     "schedules_next_boundary": ("CREATE INDEX schedules_next_boundary ON {s}.schedules USING btree (next_boundary)"),
     "schedules_pkey": "CREATE UNIQUE INDEX schedules_pkey ON {s}.schedules USING btree (name)",
     "schema_version_pkey": "CREATE UNIQUE INDEX schema_version_pkey ON {s}.schema_version USING btree (version)",
+    "steps_pkey": "CREATE UNIQUE INDEX steps_pkey ON {s}.steps USING btree (job_id, name)",
     "throughput_pkey": "CREATE UNIQUE INDEX throughput_pkey ON {s}.throughput USING btree (minute, queue)",
+    "waits_event": "CREATE INDEX waits_event ON {s}.waits USING btree (event) WHERE (event IS NOT NULL)",
+    "waits_pkey": "CREATE UNIQUE INDEX waits_pkey ON {s}.waits USING btree (job_id)",
     "workers_pkey": "CREATE UNIQUE INDEX workers_pkey ON {s}.workers USING btree (id)",
 }
 #: Every function, by its versioned name and arguments, with its result type. Older versions stay:

@@ -54,7 +54,9 @@ def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path
         job_id = store.queue("jobs").enqueue("kept")
     with sqlite3.connect(path) as db:  # the file as version 1 left it
         db.execute("ALTER TABLE alkstore_jobs DROP COLUMN claimed_at")
-        db.execute("DROP TABLE alkstore_action_log")  # and what later versions made (ADR 068)
+        db.execute("DROP TABLE alkstore_action_log")  # and what later versions made (ADR 068, ADR 069)
+        for table in ("alkstore_steps", "alkstore_waits", "alkstore_events"):
+            db.execute(f"DROP TABLE {table}")
         for statement in MIGRATIONS[0]:
             if statement.startswith("CREATE INDEX alkstore_jobs_"):
                 db.execute(f"DROP INDEX {statement.split()[2]}")

@@ -25,5 +25,5 @@ def test_a_read_that_found_nothing_holds_until_the_recheck() -> None:
 
 
 def test_what_counts_as_put_back_is_what_leaves_a_job_to_wait() -> None:
-    stats = WorkerStats(succeeded=7, retried=1, buried=4, timed_out=2, lost=5, released=3, cancelled=6)
-    assert put_back(stats) == 1 + 2 + 3  # acked, buried, lost and cancelled jobs leave nothing to claim
+    stats = WorkerStats(succeeded=7, retried=1, buried=4, timed_out=2, lost=5, released=3, cancelled=6, slept=8)
+    assert put_back(stats) == 1 + 2 + 3 + 8  # acked, buried, lost and cancelled jobs leave nothing to claim

@@ -3,7 +3,9 @@
 ``_runtime_port_async`` is the runtime port (``AsyncRuntimePort``, ``AsyncWaiter``: what the
 store, the worker and the scheduler need), ``_operations_port_async`` the operations port
 (``AsyncOperationsPort``: what operators read and do), ``_engine_async`` the engine that is both
-(``AsyncEngine``), each with its generated sync twin; ``_records`` the records that cross them
+(``AsyncEngine``), and ``_steps_port_async`` the steps port an engine may offer beside them
+(``AsyncStepsPort``: checkpoints, sleeps, events; ADR 069), each with its generated sync twin;
+``_records`` (and ``_step_records``, the steps port's) the records that cross them
 (normalised values only); ``_time`` the clock
 port every stamp is read from; ``_telemetry`` the telemetry port as the runtime calls it;
 ``_acompat`` the runtime primitives (threads, events, spawning) both runtimes and the engines

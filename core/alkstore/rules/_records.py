@@ -33,6 +33,7 @@ from ._names import outbox_of, validate_name
 from ._options import JobStamps, ScheduleOpts
 from ._results import AttemptFailure, attempts_of
 from ._spec import parse_spec
+from ._steps import StepInfo, WaitInfo
 
 __all__ = [
     "ActionInfo",
@@ -97,6 +98,14 @@ class JobInfo:
     trace: str | None = None
     claimed_at: datetime | None = None
     errors: tuple[AttemptFailure, ...] = ()
+    #: Its finished steps, oldest first, and what it sleeps for, as ``get_job`` reads them (ADR 069).
+    steps: tuple[StepInfo, ...] = ()
+    waits_for: WaitInfo | None = None
+
+    @property
+    def sleeping(self) -> bool:
+        """Whether the job is in the sleeping state: pending until ``waits_for.until`` or its event (ADR 069)."""
+        return self.waits_for is not None and self.state is JobState.PENDING
 
 
 #: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload

@@ -11,13 +11,18 @@ no kernel, and the kernel, which makes the jobs it claims, imports this one).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from alkstore.port._records import JobRecord
+from alkstore.port._records import Held, JobRecord
 from alkstore.port._time import StopToken
 from alkstore.rules._records import JobInfo
+from alkstore.rules._steps import due_after, due_at
+
+from ._steps import Stepper, StepsHeld, StepTx
 
 __all__ = ["Finisher", "Job", "Claim"]
 
@@ -38,16 +43,20 @@ class Finisher(Protocol):
 
     def heartbeat(self, job: Job) -> datetime: ...
 
+    def stepper(self) -> Stepper: ...
+
 
 class Claim:
     """What changes while a claim is held, kept apart from the job (which never changes): the lease end
     its last heartbeat wrote, and its stop token (made when first asked for)."""
 
-    __slots__ = ("lease_until", "stop")
+    __slots__ = ("lease_until", "steps", "stop")
 
     def __init__(self) -> None:
         self.lease_until: datetime | None = None
         self.stop: StopToken | None = None
+        #: Its steps as read at its run's first step, sleep or wait (ADR 069).
+        self.steps = StepsHeld()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -123,6 +132,35 @@ class Job(JobInfo):
         is still extended, to wind up in; whatever the holder calls next ends the job cancelled.
         """
         return self._kernel.heartbeat(self)
+
+    # -- steps, durable sleep and events (ADR 069) ----------------------------------------
+
+    def _held(self) -> Held:
+        return Held(self.id, self._record.fence)
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once for this job: its result is stored (fenced, through the codec) and a
+        later run of the job gets the stored result instead of running it again. ``LeaseLost`` if the claim was lost."""
+        return self._kernel.stepper().step(self._held(), self._claim.steps, name, fn, args, kwargs)
+
+    def step_tx(self, name: str, tx: Any = None) -> AbstractContextManager[StepTx]:
+        """A step whose own writes and its checkpoint commit together: in ``tx`` (the caller's transaction) or
+        in one of the engine's (``StepTx.tx``). When ``StepTx.done`` a former run finished it: skip the block."""
+        return self._kernel.stepper().step_tx(self._held(), self._claim.steps, name, tx)
+
+    def sleep(self, duration: float | timedelta) -> None:
+        """Sleep ``duration`` without holding a worker or spending an attempt: see ``sleep_until``."""
+        self._kernel.stepper().sleep(self._held(), self._claim.steps, lambda now: due_after(now, duration))
+
+    def sleep_until(self, instant: datetime) -> None:
+        """End this run until ``instant`` (raising ``JobSuspended``), the job back to pending without spending an
+        attempt; the run after it passes this call at once, its finished steps skipped."""
+        self._kernel.stepper().sleep(self._held(), self._claim.steps, lambda now: due_at(now, instant))
+
+    def wait_for(self, event: str, timeout: float | timedelta) -> Any:
+        """The payload of ``event``, emitted before or during the wait; the job sleeps meanwhile (``JobSuspended``).
+        ``EventTimeout`` once ``timeout`` passed without it."""
+        return self._kernel.stepper().wait_for(self._held(), self._claim.steps, event, timeout)
 
 
 def _lease_until(job: Job) -> datetime | None:

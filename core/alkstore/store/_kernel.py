@@ -35,6 +35,7 @@ from alkstore.port._records import (
     ScheduleRecord,
 )
 from alkstore.port._runtime_port import RuntimePort
+from alkstore.port._steps_port import steps_of
 from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock
 from alkstore.rules._args import check_opts
@@ -54,6 +55,7 @@ from alkstore.rules._records import JobId, fields_of, job_ids, new_jobs
 from alkstore.rules._results import done
 
 from ._job import Job
+from ._steps import Stepper, Suspension
 
 __all__ = ["CONFIG_TTL", "Kernel", "kernel_of"]
 
@@ -80,7 +82,7 @@ def kernel_of(store: object) -> Kernel:
 class Kernel:
     """One store's engine, clock, codec, telemetry and queue configs, and the calls its parts share."""
 
-    __slots__ = ("_closed", "_configs", "calls", "clock", "codec", "engine", "operations", "telemetry")
+    __slots__ = ("_closed", "_configs", "_stepper", "calls", "clock", "codec", "engine", "operations", "telemetry")
 
     def __init__(self, engine: RuntimePort, clock: Clock, codec: Codec, telemetry: TelemetryPort | None) -> None:
         self.engine = engine
@@ -94,6 +96,8 @@ class Kernel:
         self.calls = Threads(0)
         self._closed = False
         self._configs: dict[str, tuple[datetime, QueueConfig | None, QueueDefaults]] = {}
+        steps = steps_of(engine)
+        self._stepper = None if steps is None else Stepper(engine, steps, clock, codec)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -123,6 +127,29 @@ class Kernel:
                 "does not offer: it implements the runtime port only"
             )
         return operations
+
+    def stepper(self) -> Stepper:
+        """Steps, sleeps, waits and emits (ADR 069); ``NotOffered`` on an engine without the steps port."""
+        self.live()
+        if self._stepper is None:
+            raise NotOffered(f"steps, sleeps and events need the steps port, which {type(self.engine).__name__} lacks")
+        return self._stepper
+
+    def suspend(self, job: Job, signal: BaseException) -> None:
+        """Store ``job`` asleep as its run's ``JobSuspended`` asks (nothing if it is stored already); ``LeaseLost``
+        if its claim was lost."""
+        suspension = getattr(signal, "suspension", None)
+        if isinstance(suspension, Suspension):
+            self.stepper().suspend(suspension)
+
+    @staticmethod
+    def run_by_worker(job: Job) -> None:
+        """Mark ``job`` as run by a worker: a sleep of its run is stored by the worker as it ends the run."""
+        job._claim.steps.by_worker = True
+
+    def stepper_or_none(self) -> Stepper | None:
+        """The stepper, ``None`` on an engine without the steps port."""
+        return self._stepper
 
     def close(self) -> bool:
         """Mark the store closed; whether it was open (the caller then closes the engine)."""

@@ -39,6 +39,7 @@ from alkstore.rules._records import (
     new_schedule,
     schedule_of,
 )
+from alkstore.rules._steps import DEFAULT_EVENT_KEEP
 from alkstore.scheduler import _runner as runner
 from alkstore.scheduler._runner import OnFire
 from alkstore.scheduler._tick import DEFAULT_BUDGET
@@ -49,6 +50,7 @@ from ._kernel import Kernel
 from ._locks import Lock
 from ._outbox import Outbox
 from ._queue import Queue
+from ._steps import job_steps
 
 __all__ = ["Store", "open"]
 
@@ -243,7 +245,21 @@ class Store(_Inspection):
         record = engine.get_job(job_id)
         if record is None:
             return None
-        return info_of(record, self._kernel.decode_lenient(record.payload))
+        info = info_of(record, self._kernel.decode_lenient(record.payload))
+        return info if self._kernel.stepper_or_none() is None else job_steps(self._kernel, info)
+
+    # -- events (ADR 069) --------------------------------------------------------------
+
+    def emit(self, name: str, payload: Any = None, keep: float | timedelta = DEFAULT_EVENT_KEEP) -> bool:
+        """Emit the event ``name``: every job waiting for it wakes with ``payload``, and one that waits later
+        within ``keep`` gets it too. The first emit of a name wins; whether this one was it."""
+        return self._kernel.stepper().emit(name, payload, keep)
+
+    def emit_tx(
+        self, tx: Any, name: str, payload: Any = None, keep: float | timedelta = DEFAULT_EVENT_KEEP
+    ) -> bool:
+        """``emit`` inside the caller's transaction ``tx``: its waiters wake once it commits, none if it rolls back."""
+        return self._kernel.stepper().emit(name, payload, keep, tx, in_caller_tx=True)
 
     # -- locks -----------------------------------------------------------------------
 

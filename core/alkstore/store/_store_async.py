@@ -37,6 +37,7 @@ from alkstore.rules._records import (
     new_schedule,
     schedule_of,
 )
+from alkstore.rules._steps import DEFAULT_EVENT_KEEP
 from alkstore.scheduler import _runner_async as runner
 from alkstore.scheduler._runner_async import OnFire
 from alkstore.scheduler._tick import DEFAULT_BUDGET
@@ -47,6 +48,7 @@ from ._kernel_async import AsyncKernel
 from ._locks_async import AsyncLock
 from ._outbox_async import AsyncOutbox
 from ._queue_async import AsyncQueue
+from ._steps_async import job_steps
 
 __all__ = ["AsyncStore", "open_async"]
 
@@ -241,7 +243,21 @@ class AsyncStore(_AsyncInspection):
         record = await engine.get_job(job_id)
         if record is None:
             return None
-        return info_of(record, self._kernel.decode_lenient(record.payload))
+        info = info_of(record, self._kernel.decode_lenient(record.payload))
+        return info if self._kernel.stepper_or_none() is None else await job_steps(self._kernel, info)
+
+    # -- events (ADR 069) --------------------------------------------------------------
+
+    async def emit(self, name: str, payload: Any = None, keep: float | timedelta = DEFAULT_EVENT_KEEP) -> bool:
+        """Emit the event ``name``: every job waiting for it wakes with ``payload``, and one that waits later
+        within ``keep`` gets it too. The first emit of a name wins; whether this one was it."""
+        return await self._kernel.stepper().emit(name, payload, keep)
+
+    async def emit_tx(
+        self, tx: Any, name: str, payload: Any = None, keep: float | timedelta = DEFAULT_EVENT_KEEP
+    ) -> bool:
+        """``emit`` inside the caller's transaction ``tx``: its waiters wake once it commits, none if it rolls back."""
+        return await self._kernel.stepper().emit(name, payload, keep, tx, in_caller_tx=True)
 
     # -- locks -----------------------------------------------------------------------
 

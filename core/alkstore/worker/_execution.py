@@ -22,6 +22,7 @@ from alkstore.port._acompat import Threads, sleep
 from alkstore.port._records import Held
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import Backoff, failure, last_attempt
+from alkstore.rules._steps import JobSuspended
 from alkstore.store._job import Job
 from alkstore.store._kernel import Kernel
 from alkstore.store._tasks import set_current
@@ -103,6 +104,7 @@ class Execution:
         job: Job = run.job
         kernel = self._kernel
         set_current(job)
+        kernel.run_by_worker(job)
         try:
             if kernel.telemetry is None:
                 return self._call(run)
@@ -137,6 +139,11 @@ class Execution:
             return
         kernel = self._kernel
         try:
+            if isinstance(error, JobSuspended):  # the run asked to sleep (ADR 069): its ack is "sleeping"
+                self.with_retries(partial(kernel.suspend, job, error))
+                self._tally.add(job.queue, slept=1)
+                log.info("job %s (%s) sleeps after %.1f ms: %s", job.id, describe(job), elapsed_ms, error)
+                return
             if error is None:
                 try:
                     held = kernel.finished(job, run.value, run.started_at)

@@ -19,6 +19,7 @@ from alkstore.port._acompat import ASYNC, AThreads, asleep
 from alkstore.port._records import Held
 from alkstore.port._time import StopToken
 from alkstore.rules._lifecycle import Backoff, failure, last_attempt
+from alkstore.rules._steps import JobSuspended
 from alkstore.store._job_async import AsyncJob
 from alkstore.store._kernel_async import AsyncKernel
 from alkstore.store._tasks import set_current
@@ -102,6 +103,7 @@ class AsyncExecution:
         job: AsyncJob = run.job
         kernel = self._kernel
         set_current(job)
+        kernel.run_by_worker(job)
         if ASYNC:
             run.task = asyncio.current_task()
         try:
@@ -140,6 +142,11 @@ class AsyncExecution:
             return
         kernel = self._kernel
         try:
+            if isinstance(error, JobSuspended):  # the run asked to sleep (ADR 069): its ack is "sleeping"
+                await self.with_retries(partial(kernel.suspend, job, error))
+                self._tally.add(job.queue, slept=1)
+                log.info("job %s (%s) sleeps after %.1f ms: %s", job.id, describe(job), elapsed_ms, error)
+                return
             if error is None:
                 try:
                     held = await kernel.finished(job, run.value, run.started_at)

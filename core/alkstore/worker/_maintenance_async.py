@@ -141,6 +141,11 @@ class AsyncMaintenance:
                     if count < BATCH:
                         break
             await engine.purge_throughput(now - THROUGHPUT_RETENTION)
+            stepper = self._kernel.stepper_or_none()
+            for _ in range(PRUNE_BATCHES if stepper is not None else 0):  # steps of jobs gone (ADR 069)
+                assert stepper is not None
+                if await stepper.purge(BATCH) < BATCH:
+                    break
         except DatabaseUnavailable as exc:
             log.warning("worker %s: could not prune dead jobs (%s); trying again later", self._label, exc)
         except AlkstoreError as exc:

@@ -95,8 +95,8 @@ class KnownDue:
 
 
 def put_back(stats: WorkerStats) -> int:
-    """How many of a worker's runs ended putting their job back to wait (retried, given up, released)."""
-    return stats.retried + stats.timed_out + stats.released
+    """How many of a worker's runs ended putting their job back to wait (retried, given up, released, asleep)."""
+    return stats.retried + stats.timed_out + stats.released + stats.slept
 
 
 @dataclass
@@ -110,6 +110,7 @@ class WorkerStats:
     lost: int = 0
     released: int = 0
     cancelled: int = 0  # runs stopped because their job was cancelled while they ran (ADR 035)
+    slept: int = 0  # runs that ended with their job asleep: a sleep or an event's wait (ADR 069)
 
     @property
     def processed(self) -> int:

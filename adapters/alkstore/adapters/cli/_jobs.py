@@ -52,6 +52,10 @@ def job_json(job: JobInfo) -> dict[str, Any]:
         "task": job.task,
         "last_traceback": job.last_traceback,
         "trace": job.trace,
+        "waits_for": None
+        if job.waits_for is None
+        else {"until": iso(job.waits_for.until), "event": job.waits_for.event},
+        "steps": [{"name": step.name, "at": iso(step.at)} for step in job.steps],
         **payload_json(job.payload),
     }
 
@@ -188,6 +192,10 @@ def _text(value: Any) -> str:
     lines of its own."""
     if value is None or value == []:
         return "-"
+    if isinstance(value, dict) and "until" in value:  # what a sleeping job waits for (ADR 069)
+        return f"event {value['event']!r} until {value['until']}" if value["event"] else f"until {value['until']}"
+    if isinstance(value, list) and all(isinstance(item, dict) and "name" in item for item in value):
+        return "\n".join(f"{item['at']} {item['name']}" for item in value)  # finished steps, oldest first
     if isinstance(value, list) and all(isinstance(item, dict) for item in value):
         return "\n".join(
             f"{item['failed_at']} {item['worker_id'] or '-'} {item['exception'] or '-'}: {item['error']}"

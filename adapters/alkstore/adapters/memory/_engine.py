@@ -49,7 +49,7 @@ class _MemoryWaiter(port.Waiter):
         return True
 
 
-class MemoryEngine(port.Engine):
+class MemoryEngine(port.Engine, port.StepsPort):
     """All state in this process, guarded by one lock (``MemoryTables``)."""
 
     def __init__(self) -> None:
@@ -136,6 +136,31 @@ class MemoryEngine(port.Engine):
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         return self._tables.requeue_dead(job_ids, now)
+
+    # -- steps, sleeps and events (ADR 069) ----------------------------------------
+
+    def resume(self, held: port.Held) -> list[port.StepRecord] | None:
+        return self._tables.resume(held)
+
+    def save_step(self, held: port.Held, step: port.StepRecord, tx: Any = None) -> bool:
+        return self._tables.save_step(held, step, tx)
+
+    def suspend(
+        self, held: port.Held, wait: port.Wait, now: datetime, step: port.StepRecord | None = None
+    ) -> bool:
+        return self._tables.suspend(held, wait, now, step)
+
+    def emit(self, event: port.EventRecord, tx: Any = None) -> bool:
+        return self._tables.emit(event, tx)
+
+    def read_event(self, name: str, now: datetime) -> port.EventRecord | None:
+        return self._tables.read_event(name, now)
+
+    def purge_steps(self, limit: int) -> int:
+        return self._tables.purge_steps(limit)
+
+    def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
+        return self._tables.job_steps(job_id)
 
     # -- locks ---------------------------------------------------------------------
 

@@ -59,6 +59,8 @@ class JobTables(TableState):
                 self._publish(row)  # in commit order: ordering keys' lines follow it
             for queue in {row.queue for row in tx._pending}:
                 self._signal(queue)
+            for event in tx._events.values():
+                self._emit(event)  # type: ignore[attr-defined]
 
     def rollback(self, tx: MemoryTransaction) -> None:
         """Forget what ``tx`` enqueued (and the unique keys it reserved)."""
@@ -68,6 +70,7 @@ class JobTables(TableState):
                 if row.unique_key is not None and self._reserved.get((row.queue, row.unique_key)) == row.id:
                     del self._reserved[(row.queue, row.unique_key)]
             tx._pending.clear()
+            tx._events.clear()
 
     def _enqueue_tx(self, tx: MemoryTransaction, jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
         """Buffer ``jobs`` in ``tx``; a unique key is reserved for the transaction from now (where Postgres

@@ -117,11 +117,13 @@ class QueueIndex:
 class MemoryTransaction:
     """The memory engine's transaction: enqueues are buffered and published atomically at commit."""
 
-    __slots__ = ("_pending", "_state", "_tables")
+    __slots__ = ("_events", "_pending", "_state", "_tables")
 
     def __init__(self, tables: TableState) -> None:
         self._tables = tables
         self._pending: list[port.JobRecord] = []
+        #: Events emitted in it, stored and their waiters woken at commit (ADR 069).
+        self._events: dict[str, port.EventRecord] = {}
         self._state = "open"
 
     def __repr__(self) -> str:

@@ -12,11 +12,12 @@ from ._jobs import JobTables
 from ._listings import OperationTables
 from ._schedules import ScheduleTables
 from ._state import MemoryTransaction
+from ._steps import StepTables
 
 __all__ = ["MemoryTables", "MemoryTransaction"]
 
 
-class MemoryTables(JobTables, ScheduleTables, OperationTables):
+class MemoryTables(JobTables, ScheduleTables, OperationTables, StepTables):
     """All state of one memory store, guarded by one lock; each method is one atomic transition or read.
 
     The engines call these for their port methods (see ``alkstore.engine.AsyncEngine`` for the

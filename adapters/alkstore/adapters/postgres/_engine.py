@@ -39,6 +39,7 @@ from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._sql import UPKEEP_TABLES, Statements
 from ._sql import vacuum as vacuum_statement
+from ._steps import PostgresSteps
 from ._transactions import caller_connection
 from ._waiting import Listening
 
@@ -66,7 +67,7 @@ def open_engine(url: str, **options: Any) -> PostgresEngine:
 _ENQUEUE_CHUNK = 5000
 
 
-class PostgresEngine(port.Engine):
+class PostgresEngine(port.Engine, PostgresSteps):
     """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
 
     Options: ``schema`` (default ``"alkstore"``, any name up to 63 bytes, always quoted),

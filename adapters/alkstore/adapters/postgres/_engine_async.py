@@ -36,6 +36,7 @@ from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._sql import UPKEEP_TABLES, Statements
 from ._sql import vacuum as vacuum_statement
+from ._steps_async import AsyncPostgresSteps
 from ._transactions_async import caller_connection
 from ._waiting_async import AsyncListening
 
@@ -63,7 +64,7 @@ async def open_engine(url: str, **options: Any) -> AsyncPostgresEngine:
 _ENQUEUE_CHUNK = 5000
 
 
-class AsyncPostgresEngine(port.AsyncEngine):
+class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
     """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
 
     Options: ``schema`` (default ``"alkstore"``, any name up to 63 bytes, always quoted),

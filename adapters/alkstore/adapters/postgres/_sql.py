@@ -399,6 +399,15 @@ class Statements:
     get_result: str
     list_results: str
     purge_results: str
+    # -- steps, durable sleep and events (ADR 069)
+    step_resume: str
+    step_save: str
+    event_lock: str
+    step_suspend: str
+    emit: str
+    read_event: str
+    job_steps: str
+    purge_steps: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:

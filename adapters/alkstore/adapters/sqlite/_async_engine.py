@@ -21,6 +21,7 @@ from alkstore.engine import Clock, StopToken, SystemClock
 
 from ._options import parse_options
 from ._signals import Signals
+from ._steps import SqliteSteps
 from ._tables import SqliteTables, SqliteTransaction
 
 __all__ = ["AsyncSqliteEngine", "open_engine"]
@@ -54,7 +55,7 @@ class _AsyncSqliteWaiter(port.AsyncWaiter):
         return True
 
 
-class AsyncSqliteEngine(port.AsyncEngine):
+class AsyncSqliteEngine(port.AsyncEngine, port.AsyncStepsPort):
     """Queues, leases and schedules in one SQLite file, for asyncio; see ``SqliteEngine`` (ADR 063)."""
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -62,6 +63,7 @@ class AsyncSqliteEngine(port.AsyncEngine):
         self._signals = Signals(self._options)
         self._tables = SqliteTables(self._options)
         self._tables.on_signal = self._signals.signal
+        self._steps = SqliteSteps(self._tables)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alkstore-sqlite")
 
     def __repr__(self) -> str:
@@ -166,6 +168,31 @@ class AsyncSqliteEngine(port.AsyncEngine):
 
     async def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         return await self._call(self._tables.requeue_dead, job_ids, now)
+
+    # -- steps, sleeps and events (ADR 069) ----------------------------------------
+
+    async def resume(self, held: port.Held) -> list[port.StepRecord] | None:
+        return await self._call(self._steps.resume, held)
+
+    async def save_step(self, held: port.Held, step: port.StepRecord, tx: Any = None) -> bool:
+        return await self._call_with(tx, self._steps.save_step, held, step, tx)
+
+    async def suspend(
+        self, held: port.Held, wait: port.Wait, now: datetime, step: port.StepRecord | None = None
+    ) -> bool:
+        return await self._call(self._steps.suspend, held, wait, now, step)
+
+    async def emit(self, event: port.EventRecord, tx: Any = None) -> bool:
+        return await self._call_with(tx, self._steps.emit, event, tx)
+
+    async def read_event(self, name: str, now: datetime) -> port.EventRecord | None:
+        return await self._call(self._steps.read_event, name, now)
+
+    async def purge_steps(self, limit: int) -> int:
+        return await self._call(self._steps.purge_steps, limit)
+
+    async def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
+        return await self._call(self._steps.job_steps, job_id)
 
     # -- locks ---------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from alkstore.engine import Clock, StopToken, SystemClock
 
 from ._options import parse_options
 from ._signals import Signals
+from ._steps import SqliteSteps
 from ._tables import SqliteTables, SqliteTransaction
 
 __all__ = ["SqliteEngine", "open_engine"]
@@ -49,7 +50,7 @@ class _SqliteWaiter(port.Waiter):
         return True
 
 
-class SqliteEngine(port.Engine):
+class SqliteEngine(port.Engine, port.StepsPort):
     """Queues, leases and schedules in one SQLite file; many processes may share it (ADR 063)."""
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -57,6 +58,7 @@ class SqliteEngine(port.Engine):
         self._signals = Signals(self._options)
         self._tables = SqliteTables(self._options)
         self._tables.on_signal = self._signals.signal
+        self._steps = SqliteSteps(self._tables)
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.sqlite.{type(self).__name__} {self._options.path!r}>"
@@ -145,6 +147,29 @@ class SqliteEngine(port.Engine):
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         return self._tables.requeue_dead(job_ids, now)
+
+    # -- steps, sleeps and events (ADR 069) ----------------------------------------
+
+    def resume(self, held: port.Held) -> list[port.StepRecord] | None:
+        return self._steps.resume(held)
+
+    def save_step(self, held: port.Held, step: port.StepRecord, tx: Any = None) -> bool:
+        return self._steps.save_step(held, step, tx)
+
+    def suspend(self, held: port.Held, wait: port.Wait, now: datetime, step: port.StepRecord | None = None) -> bool:
+        return self._steps.suspend(held, wait, now, step)
+
+    def emit(self, event: port.EventRecord, tx: Any = None) -> bool:
+        return self._steps.emit(event, tx)
+
+    def read_event(self, name: str, now: datetime) -> port.EventRecord | None:
+        return self._steps.read_event(name, now)
+
+    def purge_steps(self, limit: int) -> int:
+        return self._steps.purge_steps(limit)
+
+    def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
+        return self._steps.job_steps(job_id)
 
     # -- locks ---------------------------------------------------------------------
 

@@ -149,6 +149,29 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP INDEX alkstore_jobs_dead",
         "CREATE INDEX alkstore_jobs_dead ON alkstore_jobs (queue, died_at) WHERE state = 'dead'",
     ),
+    # Version 5 (ADR 069): steps, waits and events; three new tables, nothing else changed.
+    (
+        """CREATE TABLE alkstore_steps (
+            job_id INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            result BLOB NOT NULL,
+            at INTEGER NOT NULL,
+            PRIMARY KEY (job_id, name)
+        )""",
+        """CREATE TABLE alkstore_waits (
+            job_id INTEGER PRIMARY KEY,
+            until INTEGER NOT NULL,
+            event TEXT
+        )""",
+        "CREATE INDEX alkstore_waits_event ON alkstore_waits (event) WHERE event IS NOT NULL",
+        """CREATE TABLE alkstore_events (
+            name TEXT PRIMARY KEY,
+            payload BLOB NOT NULL,
+            at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL
+        )""",
+        "CREATE INDEX alkstore_events_expiry ON alkstore_events (expires_at)",
+    ),
 )
 
 # -- schema version ------------------------------------------------------------------------------
@@ -391,3 +414,40 @@ THROUGHPUT_SINCE = (
     "SELECT queue, minute, done, failed FROM alkstore_throughput WHERE minute >= ? ORDER BY minute, queue"
 )
 PURGE_THROUGHPUT = "DELETE FROM alkstore_throughput WHERE minute < ?"
+
+# -- steps, waits and events (ADR 069) -------------------------------------------------------------
+
+HELD_FENCE = "SELECT queue FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ?"
+STEPS = "SELECT name, result, at FROM alkstore_steps WHERE job_id = ? ORDER BY at, name"
+SAVE_STEP = (
+    "INSERT INTO alkstore_steps (job_id, name, result, at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (job_id, name) DO UPDATE SET result = excluded.result, at = excluded.at"
+)
+WAIT = "SELECT until, event FROM alkstore_waits WHERE job_id = ?"
+SAVE_WAIT = (
+    "INSERT INTO alkstore_waits (job_id, until, event) VALUES (?, ?, ?)"
+    " ON CONFLICT (job_id) DO UPDATE SET until = excluded.until, event = excluded.event"
+)
+DELETE_WAIT = "DELETE FROM alkstore_waits WHERE job_id = ?"
+DELETE_STEPS = "DELETE FROM alkstore_steps WHERE job_id = ?"
+#: Jobs with steps or a wait that are stored no more (acked, cancelled, purged): an upkeep pass deletes those.
+GONE_STEPS = (
+    "SELECT job_id FROM (SELECT job_id FROM alkstore_steps UNION SELECT job_id FROM alkstore_waits)"
+    " WHERE job_id NOT IN (SELECT id FROM alkstore_jobs) LIMIT ?"
+)
+SUSPEND_JOB = (
+    "UPDATE alkstore_jobs SET state = 'pending', run_at = ?, worker_id = NULL, lease_until = NULL,"
+    " attempts = max(0, attempts - 1) WHERE id = ?"
+)
+LIVE_EVENT = "SELECT name, payload, at, expires_at FROM alkstore_events WHERE name = ? AND expires_at > ?"
+KEEP_EVENT = (
+    "INSERT INTO alkstore_events (name, payload, at, expires_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET payload = excluded.payload, at = excluded.at, expires_at = excluded.expires_at"
+    " WHERE alkstore_events.expires_at <= excluded.at"
+)
+PURGE_EVENTS = (
+    "DELETE FROM alkstore_events WHERE name IN"
+    " (SELECT name FROM alkstore_events WHERE expires_at <= ? AND name <> ? LIMIT 100)"
+)
+WOKEN = "DELETE FROM alkstore_waits WHERE event = ? RETURNING job_id"
+WAKE_JOB = "UPDATE alkstore_jobs SET run_at = min(run_at, ?) WHERE id = ? AND state = 'pending'"

@@ -122,11 +122,12 @@ class SqliteTransaction:
     """A transaction of ``transaction()``: its enqueues take their ids at once and are written, all together,
     in one ``BEGIN IMMEDIATE`` transaction at commit (so nothing holds the file's write lock meanwhile)."""
 
-    __slots__ = ("_pending", "_state", "_tables")
+    __slots__ = ("_after", "_pending", "_state", "_tables")
 
     def __init__(self, tables: SqliteTables) -> None:
         self._tables = tables
         self._pending: list[_Buffered] = []
+        self._after: list[Callable[[sqlite3.Connection], None]] = []  # steps and emits, written first (ADR 069)
         self._state = "open"
 
     def __repr__(self) -> str:
@@ -476,8 +477,10 @@ class SqliteTables:
     def commit(self, tx: SqliteTransaction) -> None:
         """Write what ``tx`` enqueued, all together, in the order it was enqueued."""
         try:
-            if tx._pending:
+            if tx._pending or tx._after:
                 with self._write("commit") as db:
+                    for write in tx._after:
+                        write(db)
                     line = self._next(db, "line", len(tx._pending)) - len(tx._pending) + 1
                     for offset, item in enumerate(tx._pending):
                         self._insert(db, item.id, item.job, item.now, line + offset)

@@ -1,0 +1,64 @@
+"""A wait and an emit of one event, racing on PostgreSQL, never miss each other (ADR 069).
+
+The engine's ``suspend`` of a job waiting for an event and an ``emit`` of that event run at once on
+two threads, many times: whichever commits first, the job ends due at once (the emit found its wait,
+or the wait found the emit), never asleep until its timeout. Both take the event name's advisory
+lock in a statement before the one that reads, so the second reads what the first committed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from alkstore import ManualClock
+from alkstore.engine import EventRecord, Held, Wait
+from tests.postgres.conftest import OpenStore, engine_of
+from tests.support import PATIENCE, must_claim
+
+ROUNDS = 40
+
+
+def at_once(*calls: Callable[[], object]) -> None:
+    """Run ``calls`` on threads of their own, released together; raise the first error any raised."""
+    barrier = threading.Barrier(len(calls))
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            barrier.wait(PATIENCE)
+            call()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(PATIENCE)
+    if errors:
+        raise errors[0]
+
+
+def test_a_wait_and_an_emit_racing_never_leave_the_job_asleep(open_store: OpenStore, clock: ManualClock) -> None:
+    store = open_store(clock=clock)
+    engine: Any = engine_of(store)
+    queue = store.queue("racing")
+    now = clock.now()
+    for round_ in range(ROUNDS):
+        job_id = queue.enqueue(round_)
+        job = must_claim(queue)
+        name = f"race:{round_}"
+        held = Held(job.id, job.fence)
+        wait = Wait(now + timedelta(hours=1), name)
+        event = EventRecord(name, b'"go"', now, now + timedelta(days=1))
+        at_once(partial(engine.suspend, held, wait, now), partial(engine.emit, event))
+        info = store.get_job(job_id)
+        assert info is not None
+        assert info.run_at <= now, f"round {round_}: the job sleeps until its timeout, the emit missed"
+        again = must_claim(queue)
+        assert again.id == job_id
+        again.ack()
