@@ -978,7 +978,7 @@ class SqliteTables:
     def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
         with self._read_one("list_actions") as db:
             rows = db.execute(sql.LIST_ACTIONS, (before, before, limit)).fetchall()
-        return [port.ActionRecord(row[0], _at1(row[1]), *row[2:]) for row in rows]
+        return [port.ActionRecord(row[0], instant(row[1]), *row[2:]) for row in rows]
 
     # -- workers and throughput ------------------------------------------------------------------
 
