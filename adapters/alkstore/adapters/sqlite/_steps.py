@@ -17,7 +17,8 @@ from alkstore import engine as port
 from alkstore.errors import LeaseLost
 
 from . import _statements as sql
-from ._tables import SqliteTables, SqliteTransaction, _at1, _job, translated, us
+from ._rows import instant, job_of, us
+from ._tables import SqliteTables, SqliteTransaction, translated
 
 __all__ = ["SqliteSteps"]
 
@@ -57,7 +58,7 @@ class SqliteSteps:
             row = db.execute(sql.HELD_JOB, (held.job_id, held.fence)).fetchone()
             if row is None:
                 return False
-            job = _job(row)
+            job = job_of(row)
             if step is not None:
                 db.execute(sql.SAVE_STEP, (job.id, step.name, step.result, us(step.at)))
             if job.cancel_requested:
@@ -101,7 +102,7 @@ class SqliteSteps:
     def read_event(self, name: str, now: datetime) -> port.EventRecord | None:
         with self._tables._read_one("read_event") as db:
             row = db.execute(sql.LIVE_EVENT, (name, us(now))).fetchone()
-        return None if row is None else port.EventRecord(row[0], bytes(row[1]), _at1(row[2]), _at1(row[3]))
+        return None if row is None else port.EventRecord(row[0], bytes(row[1]), instant(row[2]), instant(row[3]))
 
     def purge_steps(self, limit: int) -> int:
         with self._tables._write("purge_steps") as db:
@@ -115,7 +116,7 @@ class SqliteSteps:
         with self._tables._read("job_steps") as db:
             steps = _steps(db, job_id)
             wait = db.execute(sql.WAIT, (job_id,)).fetchone()
-        return steps, None if wait is None else port.Wait(_at1(wait[0]), wait[1])
+        return steps, None if wait is None else port.Wait(instant(wait[0]), wait[1])
 
 
 def _save(db: sqlite3.Connection, held: port.Held, step: port.StepRecord) -> bool:
@@ -126,4 +127,4 @@ def _save(db: sqlite3.Connection, held: port.Held, step: port.StepRecord) -> boo
 
 
 def _steps(db: sqlite3.Connection, job_id: int) -> list[port.StepRecord]:
-    return [port.StepRecord(name, bytes(result), _at1(at)) for name, result, at in db.execute(sql.STEPS, (job_id,))]
+    return [port.StepRecord(name, bytes(result), instant(at)) for name, result, at in db.execute(sql.STEPS, (job_id,))]
