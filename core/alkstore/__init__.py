@@ -34,7 +34,7 @@ from .errors import (
     SchemaOutOfDate,
     StoreClosed,
 )
-from .port._records import Fire, JobPhase, JobState
+from .port._records import Fire, JobPhase, JobState, RateLimit
 from .port._time import Clock, ManualClock, StopToken, SystemClock
 from .rules._boundary import CATCH_UP_CAP
 from .rules._codec import Codec, JsonCodec
@@ -128,6 +128,7 @@ __all__ = [
     "QueueDefaults",
     "QueueSettings",
     "QueueStats",
+    "RateLimit",
     "ReservedName",
     "ResultPage",
     "Schedule",

@@ -43,6 +43,7 @@ from .port._records import (
     PlannedFire,
     QueueConfig,
     QueueCounts,
+    RateLimit,
     ResultRecord,
     Retry,
     ScheduleRecord,
@@ -59,6 +60,7 @@ from .rules._boundary import registration_boundary, soonest
 from .rules._names import RESERVED_PREFIX
 from .rules._operations import payload_contains
 from .rules._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, order_of, phase_at
+from .rules._rates import QUEUE_RATE_KEY, may_start, next_start, rated_due
 from .rules._urls import redact
 from .scheduler._leader import LEASE_TTL as SCHEDULER_LEASE
 from .scheduler._tick import TickPlan, plan_tick
@@ -69,6 +71,7 @@ __all__ = [
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
     "ORDERS",
+    "QUEUE_RATE_KEY",
     "RESERVED_PREFIX",
     "SCHEDULER_LEASE",
     "AHelper",
@@ -99,6 +102,7 @@ __all__ = [
     "PlannedFire",
     "QueueConfig",
     "QueueCounts",
+    "RateLimit",
     "ResultRecord",
     "Retry",
     "RuntimePort",
@@ -118,10 +122,13 @@ __all__ = [
     "claim_order",
     "key_of",
     "listing_order",
+    "may_start",
+    "next_start",
     "order_of",
     "payload_contains",
     "phase_at",
     "plan_tick",
+    "rated_due",
     "redact",
     "registration_boundary",
     "soonest",

@@ -94,6 +94,8 @@ class JobInfo:
     cancel_requested: bool = False
     trace: str | None = None
     claimed_at: datetime | None = None
+    #: The key whose rate limit its starts count against (ADR 070).
+    rate_key: str | None = None
     errors: tuple[AttemptFailure, ...] = ()
 
 
@@ -121,11 +123,11 @@ def new_jobs(
     stamps: JobStamps,
     task: str | None,
     trace: str | None,
-    keyed: Sequence[tuple[str | None, bool, str | None]] | None = None,
+    keyed: Sequence[tuple[str | None, bool, str | None, str | None]] | None = None,
 ) -> list[NewJob]:
     """The jobs of one enqueue: one per encoded payload, all stamped alike, each carrying ``trace``.
 
-    ``keyed`` gives each job's (unique key, unique_running, ordering key) where the stamps give none.
+    ``keyed`` gives each job's (unique key, unique_running, ordering key, rate key) where the stamps give none.
     """
     if keyed is None:  # the common batch: every field but the payload read once
         priority, run_at, expires_at, max_attempts = (
@@ -134,11 +136,12 @@ def new_jobs(
             stamps.expires_at,
             stamps.max_attempts,
         )
-        visibility, unique, running, ordering = (
+        visibility, unique, running, ordering, rated = (
             stamps.visibility,
             stamps.unique_key,
             stamps.unique_running,
             stamps.ordering_key,
+            stamps.rate_key,
         )
         return [
             NewJob(
@@ -154,6 +157,7 @@ def new_jobs(
                 unique,
                 running,
                 ordering,
+                rated,
             )
             for payload in data
         ]
@@ -167,8 +171,9 @@ def new_jobs(
             stamps.unique_key or unique,
             stamps.unique_running if stamps.unique_key else running,
             stamps.ordering_key or ordering,
+            stamps.rate_key or rated,
         )
-        for payload, (unique, running, ordering) in zip(data, keyed, strict=True)
+        for payload, (unique, running, ordering, rated) in zip(data, keyed, strict=True)
     ]
 
 
@@ -181,6 +186,7 @@ def _new_job(
     unique_key: str | None = None,
     unique_running: bool = False,
     ordering_key: str | None = None,
+    rate_key: str | None = None,
 ) -> NewJob:
     return NewJob(
         queue,
@@ -195,6 +201,7 @@ def _new_job(
         unique_key or stamps.unique_key,
         unique_running or stamps.unique_running,
         ordering_key or stamps.ordering_key,
+        rate_key or stamps.rate_key,
     )
 
 
