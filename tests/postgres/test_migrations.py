@@ -292,8 +292,16 @@ def test_a_migration_rolled_back_to_break_a_deadlock_is_tried_again_and_applied_
         _migrate.apply(conn, statements, pg_schema)
     last = _migrate.migrations()[-1]
     db.execute(sql.SQL("DELETE FROM {} WHERE version = %s").format(table(pg_schema, "schema_version")), [last.version])
-    # What the last version made: a function.
-    db.execute(sql.SQL("DROP FUNCTION {}").format(sql.Identifier(pg_schema, "sweep_11")))
+    # What the last version made (rate limits): a function, a table and columns.
+    db.execute(sql.SQL("DROP FUNCTION {}").format(sql.Identifier(pg_schema, "rate_start_12")))
+    db.execute(sql.SQL("DROP TABLE {}").format(table(pg_schema, "rate_starts")))
+    db.execute(sql.SQL("ALTER TABLE {} DROP COLUMN rate_key").format(table(pg_schema, "jobs")))
+    db.execute(
+        sql.SQL(
+            "ALTER TABLE {} DROP COLUMN rate_count, DROP COLUMN rate_per_us,"
+            " DROP COLUMN key_rate_count, DROP COLUMN key_rate_per_us"
+        ).format(table(pg_schema, "queues"))
+    )
     applied: list[list[int]] = []
     errors: list[BaseException] = []
 
