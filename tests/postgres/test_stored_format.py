@@ -259,9 +259,7 @@ FUNCTIONS = {
     "promote_6()": "trigger",
     "promote_8()": "trigger",
     "queues_4()": "SETOF text",
-    (
-        f"rate_start_12(p_queue text, p_key text, p_now {_TS}, p_every_us bigint, p_key_every_us bigint)"
-    ): "boolean",
+    (f"rate_start_12(p_queue text, p_key text, p_now {_TS}, p_every_us bigint, p_key_every_us bigint)"): "boolean",
     f"sweep(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_3(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_6(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",

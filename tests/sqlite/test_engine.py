@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import alkstore
+from alkstore.adapters.sqlite._tables import SCHEMA_VERSION
 from alkstore.errors import DatabaseError, DatabaseUnavailable, InvalidOptions, InvalidTransaction, SchemaOutOfDate
 from tests.support import PATIENCE
 
@@ -25,10 +26,10 @@ def test_a_new_file_is_in_wal_mode_at_the_current_schema_version(tmp_path: Path)
     alkstore.open(url_of(path)).close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (2,)
+        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (SCHEMA_VERSION,)
     alkstore.open(url_of(path)).close()  # reopening changes nothing
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM alkstore_schema").fetchone() == (2,)
+        assert db.execute("SELECT count(*) FROM alkstore_schema").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_a_file_left_unmigrated_or_from_newer_code_is_refused(tmp_path: Path) -> None:
@@ -50,7 +51,11 @@ def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path
         job_id = store.queue("jobs").enqueue("kept")
     with sqlite3.connect(path) as db:  # the file as version 1 left it
         db.execute("ALTER TABLE alkstore_jobs DROP COLUMN claimed_at")
-        db.execute("DELETE FROM alkstore_schema WHERE version = 2")
+        db.execute("ALTER TABLE alkstore_jobs DROP COLUMN rate_key")  # and what version 3 added (ADR 070)
+        for column in ("rate_count", "rate_per", "key_rate_count", "key_rate_per"):
+            db.execute(f"ALTER TABLE alkstore_queues DROP COLUMN {column}")
+        db.execute("DROP TABLE alkstore_rate_starts")
+        db.execute("DELETE FROM alkstore_schema WHERE version > 1")
     with pytest.raises(SchemaOutOfDate, match="version 1"):
         alkstore.open(url_of(path), migrate=False)
     with alkstore.open(url_of(path)) as store:
@@ -63,7 +68,7 @@ def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path
         assert job is not None
         assert job.claimed_at is not None
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (2,)
+        assert db.execute("SELECT max(version) FROM alkstore_schema").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_a_file_locked_by_another_writer_past_the_busy_timeout_is_database_unavailable(tmp_path: Path) -> None:

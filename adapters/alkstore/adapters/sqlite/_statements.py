@@ -126,6 +126,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # (SQLite rewrites no row for it), so a file of version 1 migrates in a moment; a dead job keeps the
     # attempt log its row already had room for.
     ("ALTER TABLE alkstore_jobs ADD COLUMN claimed_at INTEGER",),
+    # Version 3 (ADR 070): rate limits. A queue's limits (a count per a period in microseconds), the key a
+    # job's starts count against, and the earliest next start of each limited queue (key '') and key.
+    (
+        "ALTER TABLE alkstore_queues ADD COLUMN rate_count INTEGER",
+        "ALTER TABLE alkstore_queues ADD COLUMN rate_per INTEGER",
+        "ALTER TABLE alkstore_queues ADD COLUMN key_rate_count INTEGER",
+        "ALTER TABLE alkstore_queues ADD COLUMN key_rate_per INTEGER",
+        "ALTER TABLE alkstore_jobs ADD COLUMN rate_key TEXT",
+        """CREATE TABLE alkstore_rate_starts (
+            queue TEXT NOT NULL,
+            key TEXT NOT NULL,
+            next_at INTEGER NOT NULL,
+            PRIMARY KEY (queue, key)
+        )""",
+    ),
 )
 
 # -- schema version ------------------------------------------------------------------------------
@@ -159,13 +174,13 @@ NEXT_JOBS = "UPDATE alkstore_counters SET value = value + ? WHERE name IN ('job'
 # -- queue configuration ---------------------------------------------------------------------------
 
 QUEUE_CONFIG = (
-    "SELECT visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused"
-    " FROM alkstore_queues WHERE queue = ?"
+    "SELECT visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused,"
+    " rate_count, rate_per, key_rate_count, key_rate_per FROM alkstore_queues WHERE queue = ?"
 )
 STORE_QUEUE_CONFIG = (
     "INSERT OR REPLACE INTO alkstore_queues"
-    " (queue, visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " (queue, visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused,"
+    " rate_count, rate_per, key_rate_count, key_rate_per) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 DELETE_QUEUE_CONFIG = "DELETE FROM alkstore_queues WHERE queue = ?"
 PAUSED_QUEUES = "SELECT queue FROM alkstore_queues WHERE paused = 1"
@@ -175,12 +190,12 @@ PAUSED_QUEUES = "SELECT queue FROM alkstore_queues WHERE paused = 1"
 JOB_COLUMNS = (
     "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule,"
     " boundary, enqueued_at, worker_id, lease_until, died_at, fence, visibility, task, last_traceback, trace,"
-    " unique_key, unique_running, ordering_key, waiting, cancel_requested, claimed_at"
+    " unique_key, unique_running, ordering_key, waiting, cancel_requested, claimed_at, rate_key"
 )
 INSERT_JOB = (
     "INSERT INTO alkstore_jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
     " schedule, boundary, enqueued_at, fence, visibility, task, trace, unique_key, unique_running, ordering_key,"
-    " waiting, line) VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " waiting, line, rate_key) VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UNIQUE_HOLDER = "SELECT id FROM alkstore_jobs WHERE queue = ? AND unique_key = ?"
 LINE_BUSY = (
@@ -206,6 +221,11 @@ CLAIMABLE = (
     f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE queue = ? AND state = 'pending' AND waiting = 0"
     " AND run_at <= ? ORDER BY priority DESC, run_at, id LIMIT ?"
 )
+# -- rate limits (ADR 070) -------------------------------------------------------------------------
+NEXT_START = "SELECT next_at FROM alkstore_rate_starts WHERE queue = ? AND key = ?"
+STORE_NEXT_START = "INSERT OR REPLACE INTO alkstore_rate_starts (queue, key, next_at) VALUES (?, ?, ?)"
+SOONEST_LEASE = "SELECT min(lease_until) FROM alkstore_jobs WHERE queue = ? AND state = 'running'"
+READY_RUN_ATS = "SELECT run_at, rate_key FROM alkstore_jobs WHERE queue = ? AND state = 'pending' AND waiting = 0"
 #: Whether a claim of the queue has anything to do at ``now``: a due job, a lapsed lease or an expired job.
 CLAIM_WORK = (
     "SELECT EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = ?1 AND state = 'pending' AND waiting = 0"

@@ -38,6 +38,7 @@ from alkstore.errors import (
 
 from . import _statements as sql
 from ._options import SqliteOptions
+from ._rates import rate_limit, rate_values, rated_rows, rated_soonest
 
 __all__ = ["SCHEMA_VERSION", "SqliteTables", "SqliteTransaction", "translated"]
 
@@ -121,7 +122,8 @@ def _job(row: Sequence[Any]) -> port.JobRecord:
         waiting=bool(row[24]),
         cancel_requested=bool(row[25]),
         claimed_at=_at(row[26]),
-        attempt_log=_unpack(row[27]) if len(row) > 27 else (),
+        rate_key=row[27],
+        attempt_log=_unpack(row[28]) if len(row) > 28 else (),
     )
 
 
@@ -172,6 +174,8 @@ def _config(row: Sequence[Any] | None) -> port.QueueConfig | None:
         concurrency=row[5],
         keep_results=_delta(row[6]),
         paused=bool(row[7]),
+        rate=rate_limit(row[8], row[9]),
+        key_rate=rate_limit(row[10], row[11]),
     )
 
 
@@ -219,6 +223,7 @@ def _row(
         job.ordering_key,
         int(waiting),
         line,
+        job.rate_key,
     )
 
 
@@ -499,6 +504,8 @@ class SqliteTables:
                 config.concurrency,
                 _span(config.keep_results),
                 int(config.paused),
+                *rate_values(config.rate),
+                *rate_values(config.key_rate),
             ),
         )
         return config
@@ -674,7 +681,8 @@ class SqliteTables:
         if limit <= 0:
             return []
         claimed = []
-        for row in db.execute(sql.CLAIMABLE, (request.queue, now, limit)).fetchall():
+        rated = request.rate is not None or request.key_rate is not None
+        for row in rated_rows(db, request, limit) if rated else db.execute(sql.CLAIMABLE, (request.queue, now, limit)):
             job = _job(row)
             lease_until = request.now + (job.visibility if job.visibility is not None else request.lease)
             db.execute(sql.TAKE_JOB, (request.worker_id, us(lease_until), now, job.id))
@@ -996,7 +1004,7 @@ class SqliteTables:
                 value
                 for queue in dict.fromkeys(queues)
                 if queue not in paused
-                for (value,) in db.execute(sql.SOONEST_DUE, (queue,)).fetchall()
+                for value in rated_soonest(db, queue, _config(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone()))
                 if value is not None
             ]
         return _at(min(dues, default=None))
