@@ -23,6 +23,7 @@ from tests.support import must_claim, must_get
 from ._engines import T0, EngineTarget
 from ._profiles import sized
 from ._runtimes import task_call
+from .test_concurrency import run_together
 from .test_queue_config import other_process
 
 
@@ -139,6 +140,28 @@ def test_a_tasks_rate_key_rule_keys_each_run(store: Store, clock: ManualClock) -
     first = store.queue("calls").claim_many("w", 10)
     assert sorted(job.payload["customer"] for job in first) == ["a", "b"]
     assert store.queue("calls").claim_many("w", 10) == []
+
+
+def test_workers_claiming_at_once_start_no_more_than_the_limits_allow(store: Store) -> None:
+    """Claims at the same instant from several threads (other workers, other hosts): one start per key, and
+    one for a queue with its own limit, whoever claims."""
+    keyed, whole = store.queue("keyed"), store.queue("whole")
+    keyed.configure(key_rate=RateLimit(1, per=60))
+    whole.configure(rate=RateLimit(1, per=60))
+    for n in range(30):
+        keyed.enqueue(n, EnqueueOpts(rate_key=f"k{n % 3}"))
+        whole.enqueue(n)
+
+    def work(queue: str) -> list[object]:
+        taken: list[object] = []
+        for _ in range(5):
+            taken.extend(job.payload for job in store.queue(queue).claim_many("w", 4))
+        return taken
+
+    keyed_runs = run_together([lambda: work("keyed") for _ in range(4)])
+    assert sorted(f"k{n % 3}" for run in keyed_runs for n in run) == ["k0", "k1", "k2"]
+    whole_runs = run_together([lambda: work("whole") for _ in range(4)])
+    assert len([n for run in whole_runs for n in run]) == 1
 
 
 @pytest.mark.parametrize(
