@@ -22,9 +22,11 @@ from tests.support import must_claim, must_get
 
 from ._engines import T0, EngineTarget
 from ._profiles import sized
-from ._runtimes import task_call
+from ._runners import wait_until
+from ._runtimes import task_call, worker_of
 from .test_concurrency import run_together
 from .test_queue_config import other_process
+from .test_worker import POLL, Running
 
 
 def payloads(jobs: Sequence[Job]) -> list[str]:
@@ -234,3 +236,28 @@ def test_the_starts_in_any_window_never_exceed_the_limit(
             for i, start in enumerate(times):
                 within = [t for t in times[i:] if t < start + limit.per]
                 assert len(within) <= count, f"{key}: {len(within)} starts in a window from {start}"
+
+
+def test_a_worker_runs_a_limited_queues_jobs_as_the_limit_allows_spending_one_attempt_each(
+    store: Store, clock: ManualClock
+) -> None:
+    """The worker waits on ``soonest_due``, which says when the limit allows the next start: each job runs
+    once the clock reaches it, and no claim of a limited job spends an attempt meanwhile."""
+    tasks = Tasks()
+    ran: list[int] = []
+    call = tasks.task("call", queue="api")(lambda n: ran.append(n))
+    store.queue("api").configure(rate=RateLimit(1, per=10))
+    ids = [task_call(call.enqueue, store, n=n) for n in range(3)]
+    running = Running(worker_of(store, tasks, poll_interval=POLL))
+    try:
+        wait_until(lambda: ran == [0], "the first start")
+        assert store.engine.soonest_due(["api"]) == clock.now() + timedelta(seconds=10)
+        clock.advance(10)
+        wait_until(lambda: ran == [0, 1], "the second start, once the limit allows it")
+        clock.advance(10)
+        wait_until(lambda: ran == [0, 1, 2], "the third")
+    finally:
+        stats = running.finish()
+    assert stats.succeeded == 3
+    for job_id in ids:
+        assert store.get_job(job_id) is None  # each ran once and was acked
