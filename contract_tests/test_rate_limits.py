@@ -216,8 +216,8 @@ def test_the_starts_in_any_window_never_exceed_the_limit(
         queue = store.queue("prop")
         queue.configure(**({"key_rate": limit} if keyed else {"rate": limit}))
         keys = ["a", "b", "c"] if keyed else [None]
-        for n in range(60):
-            queue.enqueue(n, EnqueueOpts(rate_key=keys[n % len(keys)]))
+        for i, key in enumerate(keys):  # more jobs of each key than 25 claims can take
+            queue.enqueue_many(range(i, 90, len(keys)), EnqueueOpts(rate_key=key))
         starts: dict[str | None, list[datetime]] = defaultdict(list)
         model: dict[str | None, datetime] = {}
         for gap in gaps_ms:

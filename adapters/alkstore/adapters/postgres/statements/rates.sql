@@ -4,9 +4,10 @@
 
 -- fragment: claimed_rated
 -- The CTE "claimed" of a limited queue: the ready jobs in claim order, those of a key already
--- limited as of the statement's snapshot left out, locked (up to twice what the claim may take,
--- and 16 more) and then taken while rate_start_12 lets them start, at most what allowed leaves.
--- The outer read stops at its limit, so no start is counted for a job it does not take.
+-- limited as of the statement's snapshot left out, each locked as it is read and taken if
+-- rate_start_12 lets it start, until the claim has what allowed leaves. The reads stop there
+-- (the outer LIMIT pulls no further), so no start is counted for a job the claim does not take,
+-- and a key's later jobs passed over in this claim are read on to the next key's.
 claimed AS (
     UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
                         worker_id = %(worker)s, claimed_at = %(now)s,
@@ -21,7 +22,6 @@ claimed AS (
                    SELECT FROM {s}.rate_starts AS r
                    WHERE r.queue = jobs.queue AND r.key = jobs.rate_key AND r.next_at > %(now)s))
             ORDER BY {order_claim}
-            LIMIT (SELECT 2 * n + 16 FROM allowed)
             FOR UPDATE SKIP LOCKED) AS c
         WHERE {s}.rate_start_12(%(queue)s, c.rate_key, %(now)s, %(every_us)s, %(key_every_us)s)
         LIMIT (SELECT n FROM allowed)))
