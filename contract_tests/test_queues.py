@@ -303,6 +303,7 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "cancel_requested": False,
         "trace": None,
         "claimed_at": None,
+        "rate_key": None,
         "errors": (),  # its queue keeps no results: no attempt is logged (ADR 064)
     }
 

@@ -201,6 +201,11 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
             "documented output: the same keys",
         ),
     },
+    "docs/rate-limits.md": {
+        "calls.configure(rate=RateLimit(10, per=1)": Run(
+            "tests/test_docs_rate_limits.py::test_the_rate_limits_example_runs_as_written"
+        ),
+    },
     "docs/reliability.md": {
         "-p no:cacheprovider tests/nemesis/test_nemesis.py": Run(
             f"{T_BY_HAND}::test_the_nemesis_commands_parse",

@@ -35,7 +35,7 @@ from .errors import (
     SchemaOutOfDate,
     StoreClosed,
 )
-from .port._records import Fire, JobPhase, JobState
+from .port._records import Fire, JobPhase, JobState, RateLimit
 from .port._time import Clock, ManualClock, StopToken, SystemClock
 from .rules._boundary import CATCH_UP_CAP
 from .rules._codec import Codec, JsonCodec
@@ -136,6 +136,7 @@ __all__ = [
     "QueueDefaults",
     "QueueSettings",
     "QueueStats",
+    "RateLimit",
     "ReservedName",
     "ResultPage",
     "Schedule",

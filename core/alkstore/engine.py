@@ -45,6 +45,7 @@ from .port._records import (
     PlannedFire,
     QueueConfig,
     QueueCounts,
+    RateLimit,
     ResultRecord,
     Retry,
     ScheduleRecord,
@@ -64,6 +65,7 @@ from .rules._boundary import registration_boundary, soonest
 from .rules._names import RESERVED_PREFIX
 from .rules._operations import payload_contains
 from .rules._orders import CLAIM_ORDER, ORDERS, after_key, claim_order, key_of, listing_order, order_of, phase_at
+from .rules._rates import QUEUE_RATE_KEY, may_start, next_start, rated_due
 from .rules._urls import redact
 from .scheduler._leader import LEASE_TTL as SCHEDULER_LEASE
 from .scheduler._tick import TickPlan, plan_tick
@@ -74,6 +76,7 @@ __all__ = [
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
     "ORDERS",
+    "QUEUE_RATE_KEY",
     "RESERVED_PREFIX",
     "SCHEDULER_LEASE",
     "AHelper",
@@ -108,6 +111,7 @@ __all__ = [
     "PlannedFire",
     "QueueConfig",
     "QueueCounts",
+    "RateLimit",
     "ResultRecord",
     "Retry",
     "RuntimePort",
@@ -130,10 +134,13 @@ __all__ = [
     "claim_order",
     "key_of",
     "listing_order",
+    "may_start",
+    "next_start",
     "order_of",
     "payload_contains",
     "phase_at",
     "plan_tick",
+    "rated_due",
     "redact",
     "registration_boundary",
     "soonest",

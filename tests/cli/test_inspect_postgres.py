@@ -198,3 +198,18 @@ def test_the_installed_script_takes_the_url_with_its_password_from_the_environme
     assert result.returncode == EXIT_OK, result.stderr
     assert ":***@" in result.stdout
     assert "s3cret" not in result.stdout + result.stderr
+
+
+def test_queues_show_gives_a_queues_settings_with_its_rate_limits(
+    store: Store, pg_dsn: str, pg_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.queue("calls").configure(rate=alkstore.RateLimit(10, per=1), key_rate=alkstore.RateLimit(2, per=60))
+    code, out, _ = cli(capsys, pg_dsn, pg_schema, "queues", "show", "calls")
+    assert code == EXIT_OK
+    assert "  rate                10 per 1 s (a start every 0.1 s)\n" in out
+    assert "  key rate            2 per 60 s per rate key (a start every 30 s)\n" in out
+    code, out, _ = cli(capsys, pg_dsn, pg_schema, "queues", "show", "plain", "--json")
+    document = json.loads(out)
+    assert (document["rate"], document["key_rate"], document["paused"]) == (None, None, False)
+    code, out, _ = cli(capsys, pg_dsn, pg_schema, "queues", "show", "calls", "--json")
+    assert json.loads(out)["key_rate"] == {"count": 2, "per": 60.0}

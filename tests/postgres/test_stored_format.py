@@ -43,6 +43,7 @@ MIGRATIONS = [
     (11, "sweeps_keep_attempts"),
     (12, "action_log"),
     (13, "steps_and_events"),
+    (14, "rate_limits"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -54,6 +55,8 @@ JOBS_RELOPTIONS = [
 ]
 #: Migration 9's throughput table leaves half of each page free, so a report's update stays on its page (HOT).
 THROUGHPUT_RELOPTIONS = ["fillfactor=50"]
+#: Migration 12's rate_starts table likewise: a start's update of its next instant stays on its page.
+RATE_STARTS_RELOPTIONS = ["fillfactor=50"]
 
 _TS = "timestamp with time zone"
 _C = ' COLLATE "C"'
@@ -117,6 +120,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("cancel_requested", "boolean NOT NULL"),
         ("attempt_log", "bytea[]"),
         ("claimed_at", _TS),
+        ("rate_key", "text" + _C),
     ],
     "locks": [
         ("name", "text NOT NULL" + _C),
@@ -134,6 +138,15 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("concurrency", "integer"),
         ("paused", "boolean NOT NULL"),
         ("keep_results_us", "bigint"),
+        ("rate_count", "integer"),
+        ("rate_per_us", "bigint"),
+        ("key_rate_count", "integer"),
+        ("key_rate_per_us", "bigint"),
+    ],
+    "rate_starts": [
+        ("queue", "text NOT NULL" + _C),
+        ("key", "text NOT NULL" + _C),
+        ("next_at", f"{_TS} NOT NULL"),
     ],
     "results": [
         ("id", "bigint NOT NULL"),
@@ -239,6 +252,7 @@ INDEXES = {
     ),
     "locks_pkey": "CREATE UNIQUE INDEX locks_pkey ON {s}.locks USING btree (name)",
     "queues_pkey": "CREATE UNIQUE INDEX queues_pkey ON {s}.queues USING btree (name)",
+    "rate_starts_pkey": "CREATE UNIQUE INDEX rate_starts_pkey ON {s}.rate_starts USING btree (queue, key)",
     "results_expiry": "CREATE INDEX results_expiry ON {s}.results USING btree (keep_until)",
     "results_pkey": "CREATE UNIQUE INDEX results_pkey ON {s}.results USING btree (id)",
     "results_queue": "CREATE INDEX results_queue ON {s}.results USING btree (queue, finished_at DESC, id DESC)",
@@ -279,6 +293,7 @@ FUNCTIONS = {
     "promote_6()": "trigger",
     "promote_8()": "trigger",
     "queues_4()": "SETOF text",
+    (f"rate_start_14(p_queue text, p_key text, p_now {_TS}, p_every_us bigint, p_key_every_us bigint)"): "boolean",
     f"sweep(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_3(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_6(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
@@ -348,7 +363,11 @@ def test_the_tables_storage_parameters_are_pinned(db: psycopg.Connection[Any], s
         "SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
         " WHERE n.nspname = %(schema)s AND c.relkind = 'r' AND c.reloptions IS NOT NULL ORDER BY c.relname"
     )
-    assert _rows(db, query, schema) == [("jobs", JOBS_RELOPTIONS), ("throughput", THROUGHPUT_RELOPTIONS)]
+    assert _rows(db, query, schema) == [
+        ("jobs", JOBS_RELOPTIONS),
+        ("rate_starts", RATE_STARTS_RELOPTIONS),
+        ("throughput", THROUGHPUT_RELOPTIONS),
+    ]
 
 
 def test_indexes_are_pinned(db: psycopg.Connection[Any], schema: str) -> None:

@@ -61,6 +61,10 @@ def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path
             if statement.startswith("CREATE INDEX alkstore_jobs_"):
                 db.execute(f"DROP INDEX {statement.split()[2]}")
                 db.execute(statement)
+        db.execute("ALTER TABLE alkstore_jobs DROP COLUMN rate_key")  # and what version 6 added (ADR 070)
+        for column in ("rate_count", "rate_per", "key_rate_count", "key_rate_per"):
+            db.execute(f"ALTER TABLE alkstore_queues DROP COLUMN {column}")
+        db.execute("DROP TABLE alkstore_rate_starts")
         db.execute("DELETE FROM alkstore_schema WHERE version > 1")
     with pytest.raises(SchemaOutOfDate, match="version 1"):
         alkstore.open(url_of(path), migrate=False)

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from alkstore import EnqueueOpts, JobPhase
+from alkstore import EnqueueOpts, JobPhase, RateLimit
 from alkstore.adapters.web import DEAD_GROUP_PAGE, PAGE_SIZE
 from alkstore.engine import NewJob, WorkerRecord
 from tests.web._seed import HOSTILE, LEADER, seed
@@ -148,6 +148,10 @@ def test_a_queue_page_shows_each_state_and_the_queues_configuration(served: Serv
     assert "Max attempts 7" in shown
     assert "Priority 2" in shown
     assert "Visibility timeout 5m00s" in shown
+    assert "Rate limit" not in shown
+    rate, key_rate = RateLimit(10, per=1), RateLimit(2, per=60)
+    served.call(lambda: served.store.queue("emails").configure(rate=rate, key_rate=key_rate))
+    assert "Rate limit 10 starts per 1.0s; 2 per 1m00s per rate key" in text(client.get("/queues/emails").text)
     assert client.get("/queues/emails", params={"state": "sleeping"}).status_code == 404
 
 

@@ -15,6 +15,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from ._rates import RateLimit
+
 __all__ = [
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
@@ -39,6 +41,7 @@ __all__ = [
     "PlannedFire",
     "QueueConfig",
     "QueueCounts",
+    "RateLimit",
     "ResultRecord",
     "Retry",
     "ScheduleRecord",
@@ -89,6 +92,7 @@ class NewJob:
     unique_key: str | None = None
     unique_running: bool = False
     ordering_key: str | None = None
+    rate_key: str | None = None
 
 
 class Existing(int):
@@ -143,6 +147,8 @@ class JobRecord:
     #: The job's failed attempts as core encoded them (oldest first) when its queue keeps results:
     #: read by ``get_job`` (empty from the other reads, claims included), kept by a dead job (ADR 064).
     attempt_log: tuple[bytes, ...] = ()
+    #: The key whose rate limit its starts count against (the queue's ``key_rate``, ADR 070).
+    rate_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +166,10 @@ class ClaimRequest:
     lease: timedelta
     limit: int = 1
     concurrency: int | None = None
+    #: The queue's limit on starts (``QueueConfig.rate``), as last read (ADR 070).
+    rate: RateLimit | None = None
+    #: The limit on starts of each ``rate_key`` of the queue (``QueueConfig.key_rate``), as last read.
+    key_rate: RateLimit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +238,10 @@ class QueueConfig:
     concurrency: int | None = None
     #: How long the outcome of a job that succeeded is kept (``None``: not kept, ADR 042).
     keep_results: timedelta | None = None
+    #: At most this many starts per period of the queue's jobs, on every worker and host (ADR 070).
+    rate: RateLimit | None = None
+    #: At most this many starts per period of the queue's jobs of each ``rate_key``.
+    key_rate: RateLimit | None = None
     #: Kept apart from the settings: ``configure_queue`` never changes it, ``set_paused`` alone does.
     paused: bool = False
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, TypedDict, TypeVar
 
 from alkstore.errors import InvalidOptions
-from alkstore.port._records import QueueConfig
+from alkstore.port._records import QueueConfig, RateLimit
 from alkstore.port._time import as_utc
 
 from ._names import is_outbox_queue
@@ -61,6 +61,10 @@ class QueueDefaults:
     concurrency: int | None = None
     #: How long the outcome of each job that succeeds is kept (``None``: not kept, "done and gone"; ADR 042).
     keep_results: timedelta | None = None
+    #: At most so many starts per period of the queue's jobs, on every worker and host (ADR 070).
+    rate: RateLimit | None = None
+    #: At most so many starts per period of the queue's jobs of each ``rate_key``.
+    key_rate: RateLimit | None = None
 
 
 PLAIN_DEFAULTS = QueueDefaults(timedelta(seconds=300), 3, timedelta(seconds=5), timedelta(hours=1))
@@ -80,6 +84,8 @@ def queue_defaults(queue: str, stored: QueueConfig | None = None) -> QueueDefaul
         priority=_either(stored.priority, derived.priority),
         concurrency=stored.concurrency,
         keep_results=stored.keep_results,
+        rate=stored.rate,
+        key_rate=stored.key_rate,
     )
 
 
@@ -174,6 +180,14 @@ class QueueSettings(TypedDict, total=False):
     priority: int | None
     concurrency: int | None
     keep_results: float | timedelta | None
+    rate: RateLimit | None
+    key_rate: RateLimit | None
+
+
+def _check_rate(value: object, what: str) -> RateLimit | None:
+    if value is not None and not isinstance(value, RateLimit):
+        raise InvalidOptions(f"{what} must be a RateLimit (e.g. RateLimit(5, per=1)), not {type(value).__name__}")
+    return value
 
 
 def check_queue_config(
@@ -186,11 +200,14 @@ def check_queue_config(
     priority: object = None,
     concurrency: object = None,
     keep_results: object = None,
+    rate: object = None,
+    key_rate: object = None,
 ) -> QueueConfig:
     """A validated ``QueueConfig`` for ``queue``; ``None`` keeps the queue's derived default.
 
     Durations are seconds or ``timedelta`` (> 0, at most ``MAX_DURATION``), ``max_attempts`` and
     ``priority`` ints in range, ``keep_results`` how long a succeeded job's outcome is kept (ADR 042),
+    ``rate`` and ``key_rate`` ``RateLimit``s (ADR 070),
     and the retry curve's base must not exceed its cap once the
     config is laid over the derived defaults (a cap of 1 s under the derived 5 s base is refused).
     """
@@ -206,6 +223,8 @@ def check_queue_config(
         priority=priority,  # type: ignore[arg-type]
         concurrency=concurrency,  # type: ignore[arg-type]
         keep_results=_optional_duration(keep_results, "keep_results"),
+        rate=_check_rate(rate, "rate"),
+        key_rate=_check_rate(key_rate, "key_rate"),
     )
     effective = queue_defaults(queue, config)
     if effective.backoff_base > effective.backoff_cap:
@@ -229,7 +248,8 @@ class EnqueueOpts:
     ``unique_key``: while a job of the queue with this key is unfinished (pending or delayed, or
     behind its ordering key; with ``unique_running`` also while it runs), enqueueing another
     returns that job's id instead (ADR 031). ``ordering_key``: the queue's jobs with this key run
-    one at a time, in the order they were enqueued (ADR 032).
+    one at a time, in the order they were enqueued (ADR 032). ``rate_key``: the job's starts count
+    against its queue's ``key_rate`` for this key (ADR 070).
     """
 
     delay: float | timedelta | None = None
@@ -241,6 +261,7 @@ class EnqueueOpts:
     unique_key: str | None = None
     unique_running: bool = False
     ordering_key: str | None = None
+    rate_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.delay is not None and self.run_at is not None:
@@ -260,6 +281,7 @@ class EnqueueOpts:
         )
         check_key(self.unique_key, "unique_key")
         check_key(self.ordering_key, "ordering_key")
+        check_key(self.rate_key, "rate_key")
         if not isinstance(self.unique_running, bool):
             raise InvalidOptions(f"unique_running must be a bool, not {type(self.unique_running).__name__}")
         if self.unique_running and self.unique_key is None:
@@ -304,6 +326,7 @@ class JobStamps:
     unique_key: str | None = None
     unique_running: bool = False
     ordering_key: str | None = None
+    rate_key: str | None = None
 
 
 #: The options of an enqueue given none (frozen, so one instance serves every call).
@@ -333,7 +356,7 @@ def stamp_enqueue(opts: EnqueueOpts, defaults: QueueDefaults, now: datetime) -> 
         expires = _shifted(now, expires, "expires")
     stamps = _stamps(defaults, opts.priority, opts.max_attempts, expires, run_at, now)
     visibility = opts.visibility_timeout if isinstance(opts.visibility_timeout, timedelta) else None
-    if visibility is None and opts.unique_key is None and opts.ordering_key is None:
+    if visibility is None and opts.unique_key is None and opts.ordering_key is None and opts.rate_key is None:
         return stamps
     return JobStamps(
         stamps.priority,
@@ -344,6 +367,7 @@ def stamp_enqueue(opts: EnqueueOpts, defaults: QueueDefaults, now: datetime) -> 
         opts.unique_key,
         opts.unique_running,
         opts.ordering_key,
+        opts.rate_key,
     )
 
 

@@ -97,6 +97,8 @@ class JobInfo:
     cancel_requested: bool = False
     trace: str | None = None
     claimed_at: datetime | None = None
+    #: The key whose rate limit its starts count against (ADR 070).
+    rate_key: str | None = None
     errors: tuple[AttemptFailure, ...] = ()
     #: Its finished steps, oldest first, and what it sleeps for, as ``get_job`` reads them (ADR 069).
     steps: tuple[StepInfo, ...] = ()
@@ -132,11 +134,11 @@ def new_jobs(
     stamps: JobStamps,
     task: str | None,
     trace: str | None,
-    keyed: Sequence[tuple[str | None, bool, str | None]] | None = None,
+    keyed: Sequence[tuple[str | None, bool, str | None, str | None]] | None = None,
 ) -> list[NewJob]:
     """The jobs of one enqueue: one per encoded payload, all stamped alike, each carrying ``trace``.
 
-    ``keyed`` gives each job's (unique key, unique_running, ordering key) where the stamps give none.
+    ``keyed`` gives each job's (unique key, unique_running, ordering key, rate key) where the stamps give none.
     """
     if keyed is None:  # the common batch: every field but the payload read once
         priority, run_at, expires_at, max_attempts = (
@@ -145,11 +147,12 @@ def new_jobs(
             stamps.expires_at,
             stamps.max_attempts,
         )
-        visibility, unique, running, ordering = (
+        visibility, unique, running, ordering, rated = (
             stamps.visibility,
             stamps.unique_key,
             stamps.unique_running,
             stamps.ordering_key,
+            stamps.rate_key,
         )
         return [
             NewJob(
@@ -165,6 +168,7 @@ def new_jobs(
                 unique,
                 running,
                 ordering,
+                rated,
             )
             for payload in data
         ]
@@ -178,8 +182,9 @@ def new_jobs(
             stamps.unique_key or unique,
             stamps.unique_running if stamps.unique_key else running,
             stamps.ordering_key or ordering,
+            stamps.rate_key or rated,
         )
-        for payload, (unique, running, ordering) in zip(data, keyed, strict=True)
+        for payload, (unique, running, ordering, rated) in zip(data, keyed, strict=True)
     ]
 
 
@@ -192,6 +197,7 @@ def _new_job(
     unique_key: str | None = None,
     unique_running: bool = False,
     ordering_key: str | None = None,
+    rate_key: str | None = None,
 ) -> NewJob:
     return NewJob(
         queue,
@@ -206,6 +212,7 @@ def _new_job(
         unique_key or stamps.unique_key,
         unique_running or stamps.unique_running,
         ordering_key or stamps.ordering_key,
+        rate_key or stamps.rate_key,
     )
 
 

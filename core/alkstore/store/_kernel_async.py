@@ -202,7 +202,7 @@ class AsyncKernel:
         *,
         in_caller_tx: bool = False,
         task: str | None = None,
-        keys: Callable[[Any], tuple[str | None, bool, str | None]] | None = None,
+        keys: Callable[[Any], tuple[str | None, bool, str | None, str | None]] | None = None,
     ) -> list[JobId]:
         """Enqueue one job per payload, in a transaction of the engine's own or (``in_caller_tx``) in ``tx``.
 
@@ -246,7 +246,16 @@ class AsyncKernel:
         stale: list[Held] = []
         while True:
             now = self.clock.now()
-            request = ClaimRequest(queue, worker_id, now, defaults.visibility_timeout, limit, defaults.concurrency)
+            request = ClaimRequest(
+                queue,
+                worker_id,
+                now,
+                defaults.visibility_timeout,
+                limit,
+                defaults.concurrency,
+                defaults.rate,
+                defaults.key_rate,
+            )
             if acks:
                 stale, records = await engine.ack_and_claim([held for _, held in acks], request)
                 self._report_acked(acks, stale)

@@ -80,18 +80,21 @@ KeyRule = str | Callable[[Mapping[str, Any]], str]
 @dataclass(frozen=True)
 class TaskKeys:
     """How a task keys each run: its ``unique_key`` (held while running too with ``unique_running``,
-    ADR 031) and ``ordering_key`` (ADR 032), from its arguments."""
+    ADR 031), ``ordering_key`` (ADR 032) and ``rate_key`` (ADR 070), from its arguments."""
 
     unique: KeyRule | None = None
     ordering: KeyRule | None = None
     unique_running: bool = False
+    rate: KeyRule | None = None
 
-    def of(self, payload: Mapping[str, Any]) -> tuple[str | None, bool, str | None]:
-        """The run's (unique key, unique_running, ordering key); ``InvalidArgument`` when a rule cannot make one."""
+    def of(self, payload: Mapping[str, Any]) -> tuple[str | None, bool, str | None, str | None]:
+        """The run's (unique key, unique_running, ordering key, rate key); ``InvalidArgument`` when a rule
+        cannot make one."""
         return (
             _key(self.unique, payload, "unique_key"),
             self.unique_running,
             _key(self.ordering, payload, "ordering_key"),
+            _key(self.rate, payload, "rate_key"),
         )
 
 
@@ -270,19 +273,20 @@ class Tasks:
         unique_key: KeyRule | None = None,
         unique_running: bool = False,
         ordering_key: KeyRule | None = None,
+        rate_key: KeyRule | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register the decorated function as a task of ``queue``.
 
         ``name`` defaults to ``module:qualname``; the stamps (``max_attempts``, ``priority``,
         ``visibility_timeout``, relative ``expires``) apply to every run unless an enqueue says
         otherwise; ``timeout`` bounds each run (the worker gives the job up after it).
-        ``unique_key`` and ``ordering_key`` key each run from its keyword arguments: a template
-        (``"sync-user:{user_id}"``) or a function of them (ADR 031, 032). Every enqueue binds its
+        ``unique_key``, ``ordering_key`` and ``rate_key`` key each run from its keyword arguments: a
+        template (``"sync-user:{user_id}"``) or a function of them (ADR 031, 032, 070). Every enqueue binds its
         arguments to the function's signature first: ``InvalidArgument`` for a missing or unexpected
         one, and nothing is written (ADR 055).
         """
         validate_name(queue, "queue")
-        for rule, what in ((unique_key, "unique_key"), (ordering_key, "ordering_key")):
+        for rule, what in ((unique_key, "unique_key"), (ordering_key, "ordering_key"), (rate_key, "rate_key")):
             if rule is not None and not isinstance(rule, str) and not callable(rule):
                 raise InvalidOptions(f"{what} must be a template str or a function of the run's arguments")
         if unique_running and unique_key is None:
@@ -291,8 +295,8 @@ class Tasks:
             priority=priority, max_attempts=max_attempts, expires=expires, visibility_timeout=visibility_timeout
         )
         keys = None
-        if unique_key is not None or ordering_key is not None:
-            keys = TaskKeys(unique_key, ordering_key, unique_running)
+        if unique_key is not None or ordering_key is not None or rate_key is not None:
+            keys = TaskKeys(unique_key, ordering_key, unique_running, rate_key)
         limit = None if timeout is None else as_duration(timeout, "timeout", allow_zero=False)
         if name is not None:
             validate_label(name, "task")
@@ -423,6 +427,7 @@ def _merged(base: EnqueueOpts, override: EnqueueOpts) -> EnqueueOpts:
         "visibility_timeout",
         "unique_key",
         "ordering_key",
+        "rate_key",
     )
     values = {
         field: getattr(override, field) if getattr(override, field) is not None else getattr(base, field)

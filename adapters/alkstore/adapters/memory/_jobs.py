@@ -95,18 +95,23 @@ class JobTables(TableState):
                 if self._live(row):
                     heapq.heappush(index.ready, (-row.priority, row.run_at, row.id, next(self._serials), row))
             claimed: list[port.JobRecord] = []
-            limit = request.limit
+            limit = self._rated_limit(request)
             if request.concurrency is not None:
                 config = self._configs.get(request.queue)
                 if config is not None and config.concurrency is not None:  # the stored limit binds (ADR 033)
                     running = sum(1 for job_id in index.running if self._lease_live(job_id, now))
                     limit = min(limit, max(0, config.concurrency - running))
+            limited: list[tuple[int, datetime, int, int, port.JobRecord]] = []
             while index.ready and len(claimed) < limit:
-                _, run_at, job_id, _, row = heapq.heappop(index.ready)
+                entry = heapq.heappop(index.ready)
+                _, run_at, job_id, _, row = entry
                 if not self._live(row):
                     continue
                 if run_at > now:  # the clock went backwards since it was ready
                     heapq.heappush(index.delayed, (run_at, next(self._serials), row))
+                    continue
+                if not self._may_start(request, row):  # left where it is: not taken, no attempt spent
+                    limited.append(entry)
                     continue
                 lease_until = now + (row.visibility if row.visibility is not None else request.lease)
                 taken = replace(
@@ -125,7 +130,28 @@ class JobTables(TableState):
                 index.running.add(job_id)
                 heapq.heappush(index.leases, (lease_until, next(self._serials), taken))
                 claimed.append(taken)
+            for entry in limited:
+                heapq.heappush(index.ready, entry)
+            if claimed and request.rate is not None:
+                self._next_starts[(request.queue, port.QUEUE_RATE_KEY)] = port.next_start(now, request.rate)
             return claimed
+
+    def _rated_limit(self, request: port.ClaimRequest) -> int:
+        """How many jobs the claim may take as far as the queue's own rate limit goes: one start at most."""
+        if request.rate is None:
+            return request.limit
+        next_at = self._next_starts.get((request.queue, port.QUEUE_RATE_KEY))
+        return min(request.limit, 1) if port.may_start(next_at, request.now) else 0
+
+    def _may_start(self, request: port.ClaimRequest, row: port.JobRecord) -> bool:
+        """Whether ``row`` may start under its key's rate limit; if so, the start is counted (ADR 070)."""
+        if request.key_rate is None or row.rate_key is None:
+            return True
+        slot = (row.queue, row.rate_key)
+        if not port.may_start(self._next_starts.get(slot), request.now):
+            return False
+        self._next_starts[slot] = port.next_start(request.now, request.key_rate)
+        return True
 
     def _lease_live(self, job_id: int, now: datetime) -> bool:
         row = self._jobs.get(job_id)

@@ -127,6 +127,16 @@ class ScheduleTables(TableState):
                 self._signal(queue)
             return plan.result(ids, self._soonest())
 
+    def _rated_due(self, row: port.JobRecord) -> datetime:
+        """When a pending ``row`` may start: its ``run_at``, or later under its queue's stored rate limits."""
+        config = self._configs.get(row.queue)
+        if config is None or (config.rate is None and config.key_rate is None):
+            return row.run_at
+        gates = [self._next_starts.get((row.queue, port.QUEUE_RATE_KEY)) if config.rate is not None else None]
+        if config.key_rate is not None and row.rate_key is not None:
+            gates.append(self._next_starts.get((row.queue, row.rate_key)))
+        return port.rated_due(row.run_at, *gates)
+
     def _soonest(self) -> datetime | None:
         return soonest(record.next_boundary for record in self._schedules.values())
 
@@ -144,7 +154,7 @@ class ScheduleTables(TableState):
                 if row.queue not in wanted or row.waiting:  # a waiting job moves when the one ahead ends
                     continue
                 if row.state is port.JobState.PENDING:
-                    dues.append(row.run_at)
+                    dues.append(self._rated_due(row))
                 elif row.state is port.JobState.RUNNING and row.lease_until is not None:
                     dues.append(row.lease_until)
             return min(dues, default=None)

@@ -62,6 +62,7 @@ def new_row(job_id: int, job: port.NewJob, now: datetime) -> port.JobRecord:
         unique_key=job.unique_key,
         unique_running=job.unique_running,
         ordering_key=job.ordering_key,
+        rate_key=job.rate_key,
     )
 
 
@@ -155,6 +156,8 @@ class TableState:
         #: The job holding each (queue, unique key), and each (queue, ordering key)'s line (ADR 031, 032).
         self._holders: dict[tuple[str, str], int] = {}
         self._lines: dict[tuple[str, str], _Line] = {}
+        #: The earliest next start of each (queue, rate key) and each queue's own (``QUEUE_RATE_KEY``; ADR 070).
+        self._next_starts: dict[tuple[str, str], datetime] = {}
         #: Unique keys taken by jobs of open transactions (a later enqueue of one finds that job).
         self._reserved: dict[tuple[str, str], int] = {}
 

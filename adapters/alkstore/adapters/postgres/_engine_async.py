@@ -34,6 +34,7 @@ from ._connections_async import AsyncConnections
 from ._cursors import ClaimCursors, full_params
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
+from ._rates import rated_claim_params
 from ._sql import UPKEEP_TABLES, Statements
 from ._sql import vacuum as vacuum_statement
 from ._steps_async import AsyncPostgresSteps
@@ -260,7 +261,7 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
     async def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
-        if any(job.unique_key is not None or job.ordering_key is not None for job in jobs):
+        if any(job.unique_key or job.ordering_key or job.rate_key for job in jobs):
             if tx is not None:
                 try:
                     return await self._insert_keyed(await caller_connection(tx), jobs, now)
@@ -365,6 +366,8 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
     async def ack_and_claim(
         self, acks: Sequence[port.Held], request: port.ClaimRequest
     ) -> tuple[list[port.Held], list[port.JobRecord]]:
+        if request.rate is not None or request.key_rate is not None:
+            return (await self.ack(acks) if acks else []), await self._claim_rated(request)
         params: dict[str, Any] = {
             **self._cursors.params(request.queue, request.now),
             "probe": True,
@@ -397,6 +400,17 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
         claimed.sort(key=claim_order)
         self._cursors.claimed(request.queue, request.now, params, claimed)
         return stale, claimed
+
+    async def _claim_rated(self, request: port.ClaimRequest) -> list[port.JobRecord]:
+        """The claim of a queue with a rate limit (ADR 070): read in full, each start counted as it is taken."""
+        params = {**rated_claim_params(request), **full_params(), "probe": True}
+        params.update(lease_expired_error=_LEASE_EXPIRED_ERROR, job_expired_error=_JOB_EXPIRED_ERROR)
+        rows = await self._connections.all(self._sql.claim_rated, params, _rows.JOB_OR_SWEPT, binary=True)
+        if None in rows:  # it swept instead: claim again, without the probe
+            self._cursors.swept(request.queue)
+            params["probe"] = False
+            rows = await self._connections.all(self._sql.claim_rated, params, _rows.JOB_OR_SWEPT, binary=True)
+        return sorted((row for row in rows if row is not None), key=claim_order)
 
     async def soonest_due(self, queues: Sequence[str]) -> datetime | None:
         value = await self._connections.one(self._sql.soonest_due, {"queues": list(queues)}, _SCALAR)

@@ -24,6 +24,7 @@ from alkstore import engine as port
 from alkstore.engine import TickPlan, registration_boundary
 
 from ._positional import IntArray
+from ._rates import rate_limit, rate_params
 
 __all__ = [
     "ACTION",
@@ -113,7 +114,7 @@ JOB_READ = (
     "id", "queue", "payload", "state", "priority", "run_at", "expires_at", "attempts", "max_attempts",
     "last_error", "last_traceback", "schedule", "boundary", "enqueued_at", "worker_id", "lease_until",
     "lease", "visibility_us", "task", "trace", "unique_key", "unique_running", "ordering_key",
-    "cancel_requested", "claimed_at",
+    "cancel_requested", "claimed_at", "rate_key",
 )  # fmt: skip
 
 
@@ -126,7 +127,7 @@ def _job(
         id_, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,
         last_error, last_traceback, schedule, boundary, enqueued_at, worker_id, lease_until,
         lease, visibility_us, task, trace, unique_key, unique_running, ordering_key,
-        cancel_requested, claimed_at,
+        cancel_requested, claimed_at, rate_key,
     ) = c  # fmt: skip
     return port.JobRecord(
         id=int(id_),
@@ -157,6 +158,7 @@ def _job(
         cancel_requested=cancel_requested,
         claimed_at=_utc_or_none(claimed_at),
         attempt_log=tuple(bytes(entry) for entry in attempt_log) if attempt_log else (),
+        rate_key=rate_key,
     )
 
 
@@ -264,6 +266,8 @@ def _config(**c: Any) -> port.QueueConfig:
         priority=c["priority"],
         concurrency=c["concurrency"],
         keep_results=duration(c["keep_results_us"]),
+        rate=rate_limit(c["rate_count"], c["rate_per_us"]),
+        key_rate=rate_limit(c["key_rate_count"], c["key_rate_per_us"]),
         paused=c["paused"],
     )
 
@@ -314,6 +318,8 @@ def config_params(queue: str, config: port.QueueConfig) -> dict[str, Any]:
         "priority": config.priority,
         "concurrency": config.concurrency,
         "keep_results_us": micros(config.keep_results),
+        **rate_params("rate", config.rate),
+        **rate_params("key_rate", config.key_rate),
     }
 
 
@@ -324,6 +330,7 @@ def keyed_params(job: port.NewJob, now: datetime, channel: str) -> dict[str, Any
         "unique_key": job.unique_key,
         "unique_running": job.unique_running,
         "ordering_key": job.ordering_key,
+        "rate_key": job.rate_key,
     }
 
 

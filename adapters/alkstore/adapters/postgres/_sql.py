@@ -53,6 +53,7 @@ _DEAD_IN_PLACE = {
     "unique_running": "false AS unique_running",
     "cancel_requested": "false AS cancel_requested",
     "claimed_at": "NULL::timestamptz AS claimed_at",
+    "rate_key": "NULL::text AS rate_key",
 }
 #: A schedule's columns as the engine reads them (``_rows.SCHEDULE``).
 _SCHEDULE = (
@@ -331,6 +332,7 @@ class Statements:
     unique_holder: str
     channel: str
     claim: str
+    claim_rated: str
     ack_and_claim: str
     lease_probe: str
     soonest_due: str

@@ -15,6 +15,8 @@ from typing import Any
 
 from alkstore import engine as port
 
+from ._rates import rate_limit
+
 __all__ = [
     "config_of",
     "delta",
@@ -112,7 +114,8 @@ def job_of(row: Sequence[Any]) -> port.JobRecord:
         waiting=bool(row[24]),
         cancel_requested=bool(row[25]),
         claimed_at=maybe_at(row[26]),
-        attempt_log=unpack_log(row[27]) if len(row) > 27 else (),
+        rate_key=row[27],
+        attempt_log=unpack_log(row[28]) if len(row) > 28 else (),
     )
 
 
@@ -163,6 +166,8 @@ def config_of(row: Sequence[Any] | None) -> port.QueueConfig | None:
         concurrency=row[5],
         keep_results=delta(row[6]),
         paused=bool(row[7]),
+        rate=rate_limit(row[8], row[9]),
+        key_rate=rate_limit(row[10], row[11]),
     )
 
 
@@ -210,6 +215,7 @@ def job_row(
         job.ordering_key,
         int(waiting),
         line,
+        job.rate_key,
     )
 
 

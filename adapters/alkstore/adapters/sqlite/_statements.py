@@ -172,6 +172,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX alkstore_events_expiry ON alkstore_events (expires_at)",
     ),
+    # Version 6 (ADR 070): rate limits. A queue's limits (a count per a period in microseconds), the key a
+    # job's starts count against, and the earliest next start of each limited queue (key '') and key.
+    (
+        "ALTER TABLE alkstore_queues ADD COLUMN rate_count INTEGER",
+        "ALTER TABLE alkstore_queues ADD COLUMN rate_per INTEGER",
+        "ALTER TABLE alkstore_queues ADD COLUMN key_rate_count INTEGER",
+        "ALTER TABLE alkstore_queues ADD COLUMN key_rate_per INTEGER",
+        "ALTER TABLE alkstore_jobs ADD COLUMN rate_key TEXT",
+        """CREATE TABLE alkstore_rate_starts (
+            queue TEXT NOT NULL,
+            key TEXT NOT NULL,
+            next_at INTEGER NOT NULL,
+            PRIMARY KEY (queue, key)
+        )""",
+    ),
 )
 
 # -- schema version ------------------------------------------------------------------------------
@@ -205,13 +220,13 @@ NEXT_JOBS = "UPDATE alkstore_counters SET value = value + ? WHERE name IN ('job'
 # -- queue configuration ---------------------------------------------------------------------------
 
 QUEUE_CONFIG = (
-    "SELECT visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused"
-    " FROM alkstore_queues WHERE queue = ?"
+    "SELECT visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused,"
+    " rate_count, rate_per, key_rate_count, key_rate_per FROM alkstore_queues WHERE queue = ?"
 )
 STORE_QUEUE_CONFIG = (
     "INSERT OR REPLACE INTO alkstore_queues"
-    " (queue, visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " (queue, visibility, max_attempts, backoff_base, backoff_cap, priority, concurrency, keep_results, paused,"
+    " rate_count, rate_per, key_rate_count, key_rate_per) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 DELETE_QUEUE_CONFIG = "DELETE FROM alkstore_queues WHERE queue = ?"
 PAUSED_QUEUES = "SELECT queue FROM alkstore_queues WHERE paused = 1"
@@ -221,12 +236,12 @@ PAUSED_QUEUES = "SELECT queue FROM alkstore_queues WHERE paused = 1"
 JOB_COLUMNS = (
     "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule,"
     " boundary, enqueued_at, worker_id, lease_until, died_at, fence, visibility, task, last_traceback, trace,"
-    " unique_key, unique_running, ordering_key, waiting, cancel_requested, claimed_at"
+    " unique_key, unique_running, ordering_key, waiting, cancel_requested, claimed_at, rate_key"
 )
 INSERT_JOB = (
     "INSERT INTO alkstore_jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
     " schedule, boundary, enqueued_at, fence, visibility, task, trace, unique_key, unique_running, ordering_key,"
-    " waiting, line) VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " waiting, line, rate_key) VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: A job with no unique or ordering key, not a schedule's: fewer values to bind, no place in a line (``line`` 0).
 INSERT_PLAIN_JOB = (
@@ -253,6 +268,20 @@ LAPSED_LEASES = (
 EXPIRED_PENDING = (
     f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE queue = ? AND state = 'pending' AND expires_at <= ?"
     " ORDER BY expires_at, id"
+)
+#: A rate-limited queue's claim (ADR 070) reads its ready jobs in claim order and takes them one by one.
+CLAIMABLE = (
+    f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE queue = ? AND state = 'pending' AND waiting = 0"
+    " AND run_at <= ? ORDER BY priority DESC, run_at, id LIMIT ?"
+)
+# -- rate limits (ADR 070) -------------------------------------------------------------------------
+NEXT_START = "SELECT next_at FROM alkstore_rate_starts WHERE queue = ? AND key = ?"
+STORE_NEXT_START = "INSERT OR REPLACE INTO alkstore_rate_starts (queue, key, next_at) VALUES (?, ?, ?)"
+SOONEST_LEASE = "SELECT min(lease_until) FROM alkstore_jobs WHERE queue = ? AND state = 'running'"
+READY_RUN_ATS = "SELECT run_at, rate_key FROM alkstore_jobs WHERE queue = ? AND state = 'pending' AND waiting = 0"
+TAKE_JOB = (
+    "UPDATE alkstore_jobs SET state = 'running', attempts = attempts + 1, fence = fence + 1, worker_id = ?,"
+    " lease_until = ?, claimed_at = ?, unique_key = CASE WHEN unique_running = 1 THEN unique_key END WHERE id = ?"
 )
 #: Whether a claim of the queue has anything to do at ``now``: a due job, a lapsed lease or an expired job.
 CLAIM_WORK = (

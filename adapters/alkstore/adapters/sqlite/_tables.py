@@ -45,6 +45,7 @@ from alkstore.errors import (
 
 from . import _statements as sql
 from ._options import SqliteOptions
+from ._rates import rate_values, rated_rows, rated_soonest
 from ._rows import (
     config_of,
     delta,
@@ -357,6 +358,8 @@ class SqliteTables:
                 config.concurrency,
                 span(config.keep_results),
                 int(config.paused),
+                *rate_values(config.rate),
+                *rate_values(config.key_rate),
             ),
         )
         return config
@@ -415,7 +418,7 @@ class SqliteTables:
         """Insert ``jobs`` in order on ``db`` (in its open write transaction); ``Existing`` for a taken unique key."""
         ids: list[int] = []
         fresh = list(jobs)
-        if all(job.unique_key is None and job.ordering_key is None for job in fresh):
+        if all(job.unique_key is None and job.ordering_key is None and job.rate_key is None for job in fresh):
             # No key to look up first, no line to take a place in: ids only, and the rows in order.
             count = len(fresh)
             first = self._next(db, "job", count) - count + 1
@@ -536,12 +539,36 @@ class SqliteTables:
                 limit = min(limit, max(0, config.concurrency - running))
         if limit <= 0:
             return []
+        if request.rate is not None or request.key_rate is not None:
+            return self._take_rated(db, request, limit)
         rows = db.execute(
             sql.CLAIM_JOBS, (request.worker_id, now, span(request.lease), request.queue, limit)
         ).fetchall()
         claimed = [job_of(row) for row in rows]
         if len(claimed) > 1:
             claimed.sort(key=claim_order)
+        return claimed
+
+    def _take_rated(self, db: sqlite3.Connection, request: port.ClaimRequest, limit: int) -> list[port.JobRecord]:
+        """A claim of a rate-limited queue (ADR 070): the ready jobs its limits let start, one by one."""
+        claimed = []
+        now = us(request.now)
+        for row in rated_rows(db, request, limit):
+            job = job_of(row)
+            lease_until = request.now + (job.visibility if job.visibility is not None else request.lease)
+            db.execute(sql.TAKE_JOB, (request.worker_id, us(lease_until), now, job.id))
+            claimed.append(
+                replace(
+                    job,
+                    state=port.JobState.RUNNING,
+                    attempts=job.attempts + 1,
+                    fence=job.fence + 1,
+                    worker_id=request.worker_id,
+                    lease_until=lease_until,
+                    claimed_at=request.now,
+                    unique_key=job.unique_key if job.unique_running else None,
+                )
+            )
         return claimed
 
     def _sweep(self, db: sqlite3.Connection, request: port.ClaimRequest) -> None:
@@ -874,7 +901,7 @@ class SqliteTables:
                 value
                 for queue in dict.fromkeys(queues)
                 if queue not in paused
-                for (value,) in db.execute(sql.SOONEST_DUE, (queue,)).fetchall()
+                for value in rated_soonest(db, queue, config_of(db.execute(sql.QUEUE_CONFIG, (queue,)).fetchone()))
                 if value is not None
             ]
         return maybe_at(min(dues, default=None))

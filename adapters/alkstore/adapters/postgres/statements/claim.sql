@@ -122,14 +122,19 @@ WITH acked AS ({ack_many}),
 -- What an idle worker waits for (ADR 044), in one read for all its queues: per queue, the first
 -- ready job in claim order, the soonest delayed job and lease end (each the left end of its
 -- partial index); queues stored as paused are left out. An expiry is never sooner than its
--- job's run_at, so it adds nothing here.
+-- job's run_at, so it adds nothing here. A queue stored with a rate limit has its first ready
+-- job's start as its limits allow instead ({rated_due}, ADR 070).
 SELECT min(due.at) FROM unnest(%(queues)s::text[]) AS q(name)
+LEFT JOIN {s}.queues AS c ON c.name = q.name
 CROSS JOIN LATERAL (
     SELECT (SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'pending'
+            AND c.rate_per_us IS NULL AND c.key_rate_per_us IS NULL
             ORDER BY {order_claim} LIMIT 1)
+    UNION ALL
+    SELECT {rated_due: q.name} WHERE c.rate_per_us IS NOT NULL OR c.key_rate_per_us IS NOT NULL
     UNION ALL
     SELECT (SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'delayed' ORDER BY run_at LIMIT 1)
     UNION ALL
     SELECT (SELECT lease_until FROM {s}.jobs WHERE queue = q.name AND state = 'running'
             ORDER BY lease_until LIMIT 1)) AS due(at)
-WHERE NOT EXISTS (SELECT FROM {s}.queues WHERE name = q.name AND paused)
+WHERE c.paused IS NOT TRUE

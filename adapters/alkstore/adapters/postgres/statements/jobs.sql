@@ -65,13 +65,14 @@ FROM (SELECT DISTINCT queue, key FROM unnest(%(queues)s::text[], %(keys)s::text[
 -- name: enqueue_keyed
 WITH new AS (
     INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,
-                          visibility_us, task, trace, enqueued_at, unique_key, unique_running, ordering_key)
+                          visibility_us, task, trace, enqueued_at, unique_key, unique_running, ordering_key,
+                          rate_key)
     VALUES (%(queue)s, %(payload)s,
             CASE WHEN %(ordering_key)s::text IS NOT NULL AND EXISTS (
                      SELECT 1 FROM {s}.jobs WHERE queue = %(queue)s AND ordering_key = %(ordering_key)s::text)
                  THEN 'waiting' ELSE {state_at: %(run_at)s::timestamptz} END,
             %(priority)s, %(run_at)s, %(expires_at)s, %(max_attempts)s, %(visibility_us)s, %(task)s, %(trace)s,
-            %(now)s, %(unique_key)s, %(unique_running)s, %(ordering_key)s)
+            %(now)s, %(unique_key)s, %(unique_running)s, %(ordering_key)s, %(rate_key)s)
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id, state)
 SELECT id, pg_notify(%(channel)s, '') FROM new WHERE state <> 'waiting'
