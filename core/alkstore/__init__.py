@@ -20,6 +20,7 @@ from .errors import (
     AlkstoreError,
     DatabaseError,
     DatabaseUnavailable,
+    DependencyCycle,
     InvalidArgument,
     InvalidName,
     InvalidOptions,
@@ -33,11 +34,14 @@ from .errors import (
     ReservedName,
     SchemaOutOfDate,
     StoreClosed,
+    UnknownParent,
 )
+from .port._dependency_records import ParentFailure
 from .port._records import Fire, JobPhase, JobState
 from .port._time import Clock, ManualClock, StopToken, SystemClock
 from .rules._boundary import CATCH_UP_CAP
 from .rules._codec import Codec, JsonCodec
+from .rules._graphs import Graph
 from .rules._names import RESERVED_PREFIX
 from .rules._operations import STATS_CAP
 from .rules._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
@@ -96,9 +100,11 @@ __all__ = [
     "DatabaseError",
     "DatabaseUnavailable",
     "Delivery",
+    "DependencyCycle",
     "EnqueueOpts",
     "Every",
     "Fire",
+    "Graph",
     "Handler",
     "InvalidArgument",
     "InvalidName",
@@ -122,6 +128,7 @@ __all__ = [
     "ManualClock",
     "NotOffered",
     "Outbox",
+    "ParentFailure",
     "Periodic",
     "PoolerMisconfigured",
     "Queue",
@@ -141,6 +148,7 @@ __all__ = [
     "Task",
     "Tasks",
     "ThroughputInfo",
+    "UnknownParent",
     "Worker",
     "WorkerInfo",
     "WorkerStats",
@@ -172,6 +180,7 @@ for _public in (
     EnqueueOpts,
     Every,
     Fire,
+    Graph,
     Job,
     JobId,
     JobInfo,
@@ -184,6 +193,7 @@ for _public in (
     Lock,
     ManualClock,
     Outbox,
+    ParentFailure,
     Periodic,
     Queue,
     QueueDefaults,

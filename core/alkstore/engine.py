@@ -17,6 +17,7 @@ texts of the sweeps, and what an engine written once for both runtimes uses (``A
 from __future__ import annotations
 
 from .port._acompat import ASYNC, AHelper, Helper, aspawn, spawn
+from .port._dependency_records import PARENT_FAILED_ERROR, ParentFailure, ParentLink, parent_failed_error
 from .port._engine import Engine
 from .port._engine_async import AsyncEngine
 from .port._operations_port import OperationsPort
@@ -30,6 +31,7 @@ from .port._records import (
     DueSchedule,
     Existing,
     Fire,
+    Handed,
     Heartbeat,
     Held,
     JobKey,
@@ -69,6 +71,7 @@ __all__ = [
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
     "ORDERS",
+    "PARENT_FAILED_ERROR",
     "RESERVED_PREFIX",
     "SCHEDULER_LEASE",
     "AHelper",
@@ -84,6 +87,7 @@ __all__ = [
     "Engine",
     "Existing",
     "Fire",
+    "Handed",
     "Heartbeat",
     "Held",
     "Helper",
@@ -96,6 +100,8 @@ __all__ = [
     "NewJob",
     "NewSchedule",
     "OperationsPort",
+    "ParentFailure",
+    "ParentLink",
     "PlannedFire",
     "QueueConfig",
     "QueueCounts",
@@ -119,6 +125,7 @@ __all__ = [
     "key_of",
     "listing_order",
     "order_of",
+    "parent_failed_error",
     "payload_contains",
     "phase_at",
     "plan_tick",

@@ -15,6 +15,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from ._dependency_records import ParentFailure, ParentLink
+
 __all__ = [
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
@@ -24,6 +26,7 @@ __all__ = [
     "DueSchedule",
     "Existing",
     "Fire",
+    "Handed",
     "Heartbeat",
     "Held",
     "JobKey",
@@ -87,6 +90,10 @@ class NewJob:
     unique_key: str | None = None
     unique_running: bool = False
     ordering_key: str | None = None
+    #: Stored jobs it waits on, and earlier jobs of the same ``enqueue`` call (their positions) it waits on.
+    after: tuple[int, ...] = ()
+    after_batch: tuple[int, ...] = ()
+    on_parent_failure: ParentFailure = ParentFailure.CANCEL
 
 
 class Existing(int):
@@ -141,6 +148,15 @@ class JobRecord:
     #: The job's failed attempts as core encoded them (oldest first) when its queue keeps results:
     #: read by ``get_job`` (empty from the other reads, claims included), kept by a dead job (ADR 064).
     attempt_log: tuple[bytes, ...] = ()
+    #: Its parents (``after``) and its policy when one dies; ``parents_left`` of them have not finished
+    #: (it is ``waiting`` while any has not). ``dependents``: how many jobs wait on it, as read.
+    parents: tuple[int, ...] = ()
+    parents_left: int = 0
+    on_parent_failure: ParentFailure = ParentFailure.CANCEL
+    dependents: int = 0
+    #: Read by ``get_job`` only (empty elsewhere): each parent as its child sees it, and the jobs waiting on it.
+    parent_links: tuple[ParentLink, ...] = ()
+    children: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +193,16 @@ class Done(Held):
     started_at: datetime | None
     finished_at: datetime
     keep_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Handed(Held):
+    """Ack a held job that has dependents and hand ``result`` (encoded) to them; nothing else is kept.
+
+    A ``Done`` hands its result to the job's dependents the same way (and keeps it as well).
+    """
+
+    result: bytes
 
 
 @dataclass(frozen=True, slots=True)

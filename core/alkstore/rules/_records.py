@@ -67,7 +67,8 @@ class JobInfo:
     was: a running job's attempt started then (``None`` before its first claim and once dead; ADR
     064). ``errors`` are its failed attempts,
     oldest first, when its queue keeps results (ADR 064): ``get_job`` reads them, a dead job keeps
-    them (the last one's too); a claimed job's are not read (empty).
+    them (the last one's too); a claimed job's are not read (empty). ``parents``, ``waits_for`` and
+    ``children`` are its dependencies (ADR 068).
     """
 
     id: int
@@ -95,6 +96,11 @@ class JobInfo:
     trace: str | None = None
     claimed_at: datetime | None = None
     errors: tuple[AttemptFailure, ...] = ()
+    #: Its parents (``after``), those of them that have not finished yet, and the jobs waiting on it
+    #: (ADR 068): read by ``get_job`` (a claimed job's ``parents`` only).
+    parents: tuple[int, ...] = ()
+    waits_for: tuple[int, ...] = ()
+    children: tuple[int, ...] = ()
 
 
 #: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload
@@ -107,7 +113,11 @@ _AFTER_PAYLOAD = attrgetter(*_NAMES[_NAMES.index("payload") + 1 : _NAMES.index("
 
 def fields_of(record: JobRecord, payload: Any) -> tuple[Any, ...]:
     """A ``JobInfo``'s fields, in its order, from ``record`` (by name) and the decoded ``payload``."""
-    return (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record), attempts_of(record.attempt_log))
+    fields = (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record), attempts_of(record.attempt_log))
+    if not record.parents and not record.children:
+        return fields
+    waits = tuple(link.id for link in record.parent_links if link.state == "waiting")
+    return (*fields, record.parents, waits, record.children)
 
 
 def info_of(record: JobRecord, payload: Any) -> JobInfo:
@@ -140,6 +150,7 @@ def new_jobs(
             stamps.unique_running,
             stamps.ordering_key,
         )
+        after, policy = stamps.after, stamps.on_parent_failure
         return [
             NewJob(
                 queue,
@@ -154,6 +165,9 @@ def new_jobs(
                 unique,
                 running,
                 ordering,
+                after,
+                (),
+                policy,
             )
             for payload in data
         ]
@@ -195,6 +209,9 @@ def _new_job(
         unique_key or stamps.unique_key,
         unique_running or stamps.unique_running,
         ordering_key or stamps.ordering_key,
+        stamps.after,
+        (),
+        stamps.on_parent_failure,
     )
 
 

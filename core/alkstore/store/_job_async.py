@@ -35,6 +35,8 @@ class AsyncFinisher(Protocol):
 
     async def heartbeat(self, job: AsyncJob) -> datetime: ...
 
+    async def parent_results(self, job_id: int) -> dict[int, Any]: ...
+
 
 class Claim:
     """What changes while a claim is held, kept apart from the job (which never changes): the lease end
@@ -94,6 +96,14 @@ class AsyncJob(JobInfo):
         ``result`` included (encoded by the store's codec: ``InvalidPayload`` before any I/O, the job still
         held, when it cannot be); otherwise ``result`` is ignored."""
         await self._kernel.ack(self, result)
+
+    async def parent_results(self) -> dict[int, Any]:
+        """What each parent of this job handed it when it succeeded (its return value), by parent id (ADR 068).
+
+        A parent hands its result over whatever its queue's ``keep_results``; one that returned
+        ``None`` (or finished before this job waited on it, unkept) is left out.
+        """
+        return await self._kernel.parent_results(self.id)
 
     async def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
         """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).
