@@ -10,8 +10,8 @@ wrong kind), so generic handlers keep working::
     ├── InvalidSpec          (ValueError)  a schedule spec outside ``@every <n><s|m|h|d>``
     ├── InvalidPayload       (ValueError)  a payload the codec cannot encode or decode
     ├── InvalidOptions       (ValueError)  options or arguments out of range or contradictory
-    │   ├── UnknownParent    (ValueError)  an ``after=`` id of no job stored live, dead or kept
-    │   └── DependencyCycle  (ValueError)  a graph whose jobs wait on each other in a circle
+    │   ├── UnknownParent                  an ``after=`` id of no job stored live, dead or kept
+    │   └── DependencyCycle                a graph whose jobs wait on each other in a circle
     ├── InvalidArgument      (TypeError)   an argument of the wrong type (a job id that is not an int, …)
     │   └── InvalidTransaction (ValueError) not this store's transaction, already finished, or not in one
     ├── LeaseLost                          a fenced call by a holder whose lease was taken over
