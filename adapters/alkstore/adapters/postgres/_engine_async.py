@@ -31,6 +31,7 @@ from . import _migrate_async, _rows
 from ._clock_async import AsyncDatabaseClock
 from ._connections_async import AsyncConnections
 from ._cursors import ClaimCursors, full_params
+from ._dependencies_async import has_parents, insert_with_parents, with_links
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._sql import UPKEEP_TABLES, Statements
@@ -219,6 +220,11 @@ class AsyncPostgresEngine(port.AsyncEngine):
                 log.warning("could not wake the claims parked on %s at close: %s", parked, exc)
         await self._connections.close()
 
+    @property
+    def offers_dependencies(self) -> bool:
+        """Jobs wait on their parents here (ADR 068)."""
+        return True
+
     def default_clock(self) -> Clock:
         """The database server's clock (ADR 015), shared by every host on this database."""
         return self._clock
@@ -258,6 +264,14 @@ class AsyncPostgresEngine(port.AsyncEngine):
     async def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
+        if has_parents(jobs):
+            if tx is not None:
+                try:
+                    return await insert_with_parents(self._sql, await caller_connection(tx), jobs, now, self._channel)
+                except psycopg.Error as exc:
+                    raise_translated(exc)
+            async with self._connections.transaction() as own:
+                return await insert_with_parents(self._sql, own, jobs, now, self._channel)
         if any(job.unique_key is not None or job.ordering_key is not None for job in jobs):
             if tx is not None:
                 try:
@@ -460,7 +474,10 @@ class AsyncPostgresEngine(port.AsyncEngine):
         return _stale(beats, moved), [port.Held(beat.job_id, beat.fence) for beat in beats if beat.job_id in asked]
 
     async def get_job(self, job_id: int) -> port.JobRecord | None:
-        return await self._connections.one(self._sql.get_job, {"id": int(job_id)}, _rows.JOB, binary=True)
+        async with self._connections.connection() as conn:
+            async with conn.cursor(row_factory=_rows.JOB, binary=True) as cursor:
+                record = await (await cursor.execute(self._sql.get_job, {"id": int(job_id)})).fetchone()
+            return await with_links(conn, self._sql, record)
 
     async def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         params = {"ids": _rows.ids(job_ids), "now": now, "schema": self._schema}
@@ -695,8 +712,9 @@ class AsyncPostgresEngine(port.AsyncEngine):
 
 
 def _keeping(items: Sequence[port.Held]) -> bool:
-    """Whether some of the acks ``items`` keep their job's outcome (then ``ack_keeping`` writes them all)."""
-    return any(isinstance(item, port.Done) for item in items)
+    """Whether some of the acks ``items`` keep their job's outcome or hand it to its dependents (then
+    ``ack_keeping`` writes them all)."""
+    return any(isinstance(item, (port.Done, port.Handed)) for item in items)
 
 
 def _stale(items: Sequence[port.Held], done: Sequence[Any]) -> list[port.Held]:

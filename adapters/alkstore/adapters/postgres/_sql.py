@@ -46,6 +46,7 @@ _DEAD_IN_PLACE = {
     "unique_running": "false AS unique_running",
     "cancel_requested": "false AS cancel_requested",
     "claimed_at": "NULL::timestamptz AS claimed_at",
+    "dependents": "0 AS dependents",
 }
 #: A schedule's columns as the engine reads them (``_rows.SCHEDULE``).
 _SCHEDULE = (
@@ -336,6 +337,12 @@ class Statements:
     release: str
     heartbeat: str
     get_job: str
+    lock_parents: str
+    finished_parents: str
+    enqueue_dependent: str
+    link_parents: str
+    follow_parent: str
+    dependency_links: str
     dead_ordering_keys: str
     requeue_dead: str
     try_lock: str
