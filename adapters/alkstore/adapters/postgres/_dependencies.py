@@ -12,7 +12,7 @@ trigger of migration 0012 (``settle_12``), whatever statement deletes the parent
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -90,7 +90,9 @@ def insert_with_parents(
     return ids
 
 
-def with_links(conn: psycopg.Connection[Any], sql: Statements, record: port.JobRecord | None) -> port.JobRecord | None:
+def with_links(
+    conn: psycopg.Connection[Any], sql: Statements, record: port.JobRecord | None
+) -> port.JobRecord | None:
     """``record`` with its parents' links and the jobs waiting on it, as ``get_job`` reads them."""
     if record is None:
         return None

@@ -34,11 +34,11 @@ from . import _migrate, _rows
 from ._clock import DatabaseClock
 from ._connections import Connections
 from ._cursors import ClaimCursors, full_params
+from ._dependencies import has_parents, insert_with_parents, with_links
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._sql import UPKEEP_TABLES, Statements
 from ._sql import vacuum as vacuum_statement
-from ._dependencies import has_parents, insert_with_parents, with_links
 from ._transactions import caller_connection
 from ._waiting import Listening
 
