@@ -282,6 +282,19 @@ def test_a_password_in_the_url_never_appears_in_the_error_of_an_unmigrated_schem
     assert f"{user}:***@" in str(raised.value)
 
 
+#: What a migration made, undone, by its name (the last one's is used): each statement with its schema as ``{s}``.
+UNDO = {
+    "sweeps_keep_attempts": ["DROP FUNCTION {s}.sweep_11"],
+    "dependencies": [
+        "DROP TRIGGER jobs_settle ON {s}.jobs",
+        "DROP TRIGGER dead_jobs_unlink ON {s}.dead_jobs",
+        "DROP FUNCTION {s}.settle_12, {s}.unlink_dead_12, {s}.follow_parent_12, {s}.promote_12",
+        "DROP TABLE {s}.job_dependencies",
+        "ALTER TABLE {s}.jobs DROP COLUMN dependents, DROP COLUMN parents_left, DROP COLUMN on_parent_failure",
+    ],
+}
+
+
 def test_a_migration_rolled_back_to_break_a_deadlock_is_tried_again_and_applied_once(
     pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -292,8 +305,8 @@ def test_a_migration_rolled_back_to_break_a_deadlock_is_tried_again_and_applied_
         _migrate.apply(conn, statements, pg_schema)
     last = _migrate.migrations()[-1]
     db.execute(sql.SQL("DELETE FROM {} WHERE version = %s").format(table(pg_schema, "schema_version")), [last.version])
-    # What the last version made: a function.
-    db.execute(sql.SQL("DROP FUNCTION {}").format(sql.Identifier(pg_schema, "sweep_11")))
+    for undo in UNDO[last.name]:  # what the last version made
+        db.execute(sql.SQL(undo).format(s=sql.Identifier(pg_schema)))
     applied: list[list[int]] = []
     errors: list[BaseException] = []
 

@@ -680,6 +680,7 @@ _COLUMNS: dict[str, Any] = {
     "enqueued_at": _AT - timedelta(hours=2), "worker_id": "w", "lease_until": _AT + timedelta(minutes=1),
     "lease": 4, "visibility_us": 1_500_000, "task": "t", "trace": "tr", "unique_key": "u",
     "unique_running": True, "ordering_key": "o", "cancel_requested": True, "claimed_at": _AT - timedelta(seconds=5),
+    "dependents": 6,
 }  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -41,6 +41,7 @@ MIGRATIONS = [
     (9, "throughput"),
     (10, "dead_jobs_keep_their_attempts"),
     (11, "sweeps_keep_attempts"),
+    (12, "dependencies"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -106,6 +107,16 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("cancel_requested", "boolean NOT NULL"),
         ("attempt_log", "bytea[]"),
         ("claimed_at", _TS),
+        ("dependents", "integer NOT NULL"),
+        ("parents_left", "integer NOT NULL"),
+        ("on_parent_failure", "text"),
+    ],
+    "job_dependencies": [
+        ("child", "bigint NOT NULL"),
+        ("parent", "bigint NOT NULL"),
+        ("position", "integer NOT NULL"),
+        ("state", "text NOT NULL"),
+        ("result", "bytea"),
     ],
     "locks": [
         ("name", "text NOT NULL" + _C),
@@ -182,6 +193,13 @@ SEQUENCES = ["job_ids", "lock_tokens"]
 INDEXES = {
     "dead_jobs_pkey": "CREATE UNIQUE INDEX dead_jobs_pkey ON {s}.dead_jobs USING btree (id)",
     "dead_jobs_queue": "CREATE INDEX dead_jobs_queue ON {s}.dead_jobs USING btree (queue, died_at)",
+    "job_dependencies_parent": (
+        "CREATE INDEX job_dependencies_parent ON {s}.job_dependencies USING btree (parent)"
+        " WHERE (state = 'waiting'::text)"
+    ),
+    "job_dependencies_pkey": (
+        "CREATE UNIQUE INDEX job_dependencies_pkey ON {s}.job_dependencies USING btree (child, parent)"
+    ),
     "jobs_claim": (
         "CREATE INDEX jobs_claim ON {s}.jobs USING btree (queue, priority DESC, run_at, id)"
         " WHERE (state = 'pending'::text)"
@@ -244,6 +262,10 @@ FUNCTIONS = {
     ),
     "promote_6()": "trigger",
     "promote_8()": "trigger",
+    "promote_12(p_children bigint[])": "void",
+    f"follow_parent_12(p_child bigint, p_parent bigint, p_died_at {_TS})": "void",
+    "settle_12()": "trigger",
+    "unlink_dead_12()": "trigger",
     "queues_4()": "SETOF text",
     f"sweep(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_3(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",

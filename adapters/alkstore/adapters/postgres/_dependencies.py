@@ -38,7 +38,11 @@ def has_parents(jobs: Sequence[port.NewJob]) -> bool:
 
 
 def insert_with_parents(
-    sql: Statements, conn: psycopg.Connection[Any], jobs: Sequence[port.NewJob], now: datetime, channel: Channel
+    statements: Statements,
+    conn: psycopg.Connection[Any],
+    jobs: Sequence[port.NewJob],
+    now: datetime,
+    channel: Channel,
 ) -> list[int]:
     """Insert ``jobs`` in order on ``conn`` under a savepoint (all or none); ``UnknownParent`` before
     anything is kept when a parent is no job the store knows."""
@@ -48,11 +52,11 @@ def insert_with_parents(
             parents = tuple(dict.fromkeys((*job.after, *(ids[position] for position in job.after_batch))))
             links: dict[int, tuple[str, bytes | None]] = {}
             if parents:
-                cursor.execute(sql.lock_parents, {"parents": list(parents)})
+                cursor.execute(statements.lock_parents, {"parents": list(parents)})
                 links = {int(row[0]): ("waiting", None) for row in cursor.fetchall()}
                 finished = [parent for parent in parents if parent not in links]
                 if finished:
-                    cursor.execute(sql.finished_parents, {"parents": finished})
+                    cursor.execute(statements.finished_parents, {"parents": finished})
                     for parent, state, result in cursor.fetchall():
                         if state is None and int(parent) in job.after:
                             raise UnknownParent(f"job {parent} (after=) is not stored: nothing was enqueued")
@@ -65,10 +69,10 @@ def insert_with_parents(
                 "parents_left": left,
                 "on_parent_failure": str(job.on_parent_failure) if parents else None,
             }
-            cursor.execute(sql.enqueue_dependent, params)
+            cursor.execute(statements.enqueue_dependent, params)
             inserted = cursor.fetchone()
             if inserted is None:  # its unique key is held: the holder stands in for it
-                cursor.execute(sql.unique_holder, {"queue": job.queue, "unique_key": job.unique_key})
+                cursor.execute(statements.unique_holder, {"queue": job.queue, "unique_key": job.unique_key})
                 held = cursor.fetchone()
                 assert held is not None
                 ids.append(port.Existing(int(held[0])))
@@ -83,21 +87,21 @@ def insert_with_parents(
                 "states": [links[parent][0] for parent in parents],
                 "results": [links[parent][1] for parent in parents],
             }
-            cursor.execute(sql.link_parents, link)
+            cursor.execute(statements.link_parents, link)
             dead = [parent for parent in parents if links[parent][0] == "failed"]
             if dead and job.on_parent_failure is not port.ParentFailure.RUN:
-                cursor.execute(sql.follow_parent, {"child": child, "parent": dead[0], "now": now})
+                cursor.execute(statements.follow_parent, {"child": child, "parent": dead[0], "now": now})
     return ids
 
 
 def with_links(
-    conn: psycopg.Connection[Any], sql: Statements, record: port.JobRecord | None
+    conn: psycopg.Connection[Any], statements: Statements, record: port.JobRecord | None
 ) -> port.JobRecord | None:
     """``record`` with its parents' links and the jobs waiting on it, as ``get_job`` reads them."""
     if record is None:
         return None
     with conn.cursor(row_factory=tuple_row, binary=True) as cursor:
-        cursor.execute(sql.dependency_links, {"id": int(record.id)})
+        cursor.execute(statements.dependency_links, {"id": int(record.id)})
         rows = cursor.fetchall()
     if not rows:
         return record

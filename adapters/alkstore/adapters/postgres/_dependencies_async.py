@@ -35,7 +35,11 @@ def has_parents(jobs: Sequence[port.NewJob]) -> bool:
 
 
 async def insert_with_parents(
-    sql: Statements, conn: psycopg.AsyncConnection[Any], jobs: Sequence[port.NewJob], now: datetime, channel: Channel
+    statements: Statements,
+    conn: psycopg.AsyncConnection[Any],
+    jobs: Sequence[port.NewJob],
+    now: datetime,
+    channel: Channel,
 ) -> list[int]:
     """Insert ``jobs`` in order on ``conn`` under a savepoint (all or none); ``UnknownParent`` before
     anything is kept when a parent is no job the store knows."""
@@ -45,11 +49,11 @@ async def insert_with_parents(
             parents = tuple(dict.fromkeys((*job.after, *(ids[position] for position in job.after_batch))))
             links: dict[int, tuple[str, bytes | None]] = {}
             if parents:
-                await cursor.execute(sql.lock_parents, {"parents": list(parents)})
+                await cursor.execute(statements.lock_parents, {"parents": list(parents)})
                 links = {int(row[0]): ("waiting", None) for row in await cursor.fetchall()}
                 finished = [parent for parent in parents if parent not in links]
                 if finished:
-                    await cursor.execute(sql.finished_parents, {"parents": finished})
+                    await cursor.execute(statements.finished_parents, {"parents": finished})
                     for parent, state, result in await cursor.fetchall():
                         if state is None and int(parent) in job.after:
                             raise UnknownParent(f"job {parent} (after=) is not stored: nothing was enqueued")
@@ -62,10 +66,10 @@ async def insert_with_parents(
                 "parents_left": left,
                 "on_parent_failure": str(job.on_parent_failure) if parents else None,
             }
-            await cursor.execute(sql.enqueue_dependent, params)
+            await cursor.execute(statements.enqueue_dependent, params)
             inserted = await cursor.fetchone()
             if inserted is None:  # its unique key is held: the holder stands in for it
-                await cursor.execute(sql.unique_holder, {"queue": job.queue, "unique_key": job.unique_key})
+                await cursor.execute(statements.unique_holder, {"queue": job.queue, "unique_key": job.unique_key})
                 held = await cursor.fetchone()
                 assert held is not None
                 ids.append(port.Existing(int(held[0])))
@@ -80,21 +84,21 @@ async def insert_with_parents(
                 "states": [links[parent][0] for parent in parents],
                 "results": [links[parent][1] for parent in parents],
             }
-            await cursor.execute(sql.link_parents, link)
+            await cursor.execute(statements.link_parents, link)
             dead = [parent for parent in parents if links[parent][0] == "failed"]
             if dead and job.on_parent_failure is not port.ParentFailure.RUN:
-                await cursor.execute(sql.follow_parent, {"child": child, "parent": dead[0], "now": now})
+                await cursor.execute(statements.follow_parent, {"child": child, "parent": dead[0], "now": now})
     return ids
 
 
 async def with_links(
-    conn: psycopg.AsyncConnection[Any], sql: Statements, record: port.JobRecord | None
+    conn: psycopg.AsyncConnection[Any], statements: Statements, record: port.JobRecord | None
 ) -> port.JobRecord | None:
     """``record`` with its parents' links and the jobs waiting on it, as ``get_job`` reads them."""
     if record is None:
         return None
     async with conn.cursor(row_factory=tuple_row, binary=True) as cursor:
-        await cursor.execute(sql.dependency_links, {"id": int(record.id)})
+        await cursor.execute(statements.dependency_links, {"id": int(record.id)})
         rows = await cursor.fetchall()
     if not rows:
         return record
