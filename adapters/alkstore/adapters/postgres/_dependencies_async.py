@@ -9,10 +9,10 @@ trigger of migration 0012 (``settle_12``), whatever statement deletes the parent
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -25,8 +25,11 @@ from ._sql import Statements
 
 __all__ = ["has_parents", "insert_with_parents", "with_links"]
 
-#: A queue's notification channel, as the engine finds it on a connection.
-Channel = Callable[[psycopg.AsyncConnection[Any], str], Awaitable[str]]
+
+class Channel(Protocol):
+    """A queue's notification channel, as the engine finds it on a connection."""
+
+    async def __call__(self, conn: psycopg.AsyncConnection[Any], queue: str, /) -> str: ...
 
 
 def has_parents(jobs: Sequence[port.NewJob]) -> bool:
