@@ -74,6 +74,11 @@ class SqliteEngine(port.Engine):
         self._tables.close()
         self._signals.close()
 
+    @property
+    def offers_dependencies(self) -> bool:
+        """Jobs wait on their parents here (ADR 068)."""
+        return True
+
     def default_clock(self) -> Clock:
         """The system clock: every process sharing a SQLite file runs on its one host."""
         return SystemClock()

@@ -36,6 +36,7 @@ from alkstore.errors import (
     StoreClosed,
 )
 
+from . import _dependencies as deps
 from . import _statements as sql
 from ._options import SqliteOptions
 
@@ -121,7 +122,8 @@ def _job(row: Sequence[Any]) -> port.JobRecord:
         waiting=bool(row[24]),
         cancel_requested=bool(row[25]),
         claimed_at=_at(row[26]),
-        attempt_log=_unpack(row[27]) if len(row) > 27 else (),
+        dependents=row[27],
+        attempt_log=_unpack(row[28]) if len(row) > 28 else (),
     )
 
 
@@ -558,7 +560,8 @@ class SqliteTables:
         ids: list[int] = []
         fresh = list(jobs)
         first, line = self._next_jobs(db, len(fresh))
-        if all(job.unique_key is None and job.ordering_key is None for job in fresh):
+        deps.check_parents(db, fresh)
+        if all(not (job.unique_key or job.ordering_key or job.after or job.after_batch) for job in fresh):
             # No key to look up first: the rows go in one executemany, in order.
             ids = list(range(first, first + len(fresh)))
             stamp = us(now)
@@ -574,12 +577,12 @@ class SqliteTables:
                     ids.append(port.Existing(found[0]))
                     continue
             job_id = first + offset
-            self._insert(db, job_id, job, now, line + offset)
+            self._insert(db, job_id, deps.resolved(job, ids), now, line + offset)
             ids.append(job_id)
         return ids
 
-    @staticmethod
     def _insert(
+        self,
         db: sqlite3.Connection,
         job_id: int,
         job: port.NewJob,
@@ -590,6 +593,8 @@ class SqliteTables:
     ) -> None:
         waiting = job.ordering_key is not None and db.execute(sql.LINE_BUSY, (job.queue, job.ordering_key)).fetchone()
         db.execute(sql.INSERT_JOB, _row(job_id, job, us(now), line, bool(waiting), schedule, boundary))
+        if job.after:  # waits on its parents too (ADR 068)
+            deps.insert_links(self, db, job_id, job, now)
 
     def begin(self) -> SqliteTransaction:
         self.check_open()
@@ -600,7 +605,8 @@ class SqliteTables:
         reserved for the transaction (a later enqueue of it, here, gets this job's id)."""
         ids: list[int] = []
         with self._write("enqueue in a transaction") as db:
-            for job in jobs:
+            deps.check_parents(db, jobs, (item.id for item in tx._pending))
+            for job in (deps.resolved(job, ids) for job in jobs):
                 if job.unique_key is not None:
                     found = db.execute(sql.UNIQUE_HOLDER, (job.queue, job.unique_key)).fetchone()
                     held = found[0] if found is not None else self._reserved.get((job.queue, job.unique_key))
@@ -704,7 +710,9 @@ class SqliteTables:
     # -- leaving the unfinished states ------------------------------------------------------
 
     def _gone(self, db: sqlite3.Connection, job: port.JobRecord) -> None:
-        """``job`` left the unfinished states: the next waiting job of its ordering key's line may run."""
+        """``job`` left the unfinished states: the next waiting job of its ordering key's line may run (and its
+        dependents still waiting on it follow their policies)."""
+        deps.died(self, db, job, None)
         if job.ordering_key is None or job.waiting:
             return
         following = db.execute(sql.NEXT_IN_LINE, (job.queue, job.ordering_key)).fetchone()
@@ -781,6 +789,7 @@ class SqliteTables:
                     log,
                 ),
             )
+        deps.succeeded(self, db, job, item)
         self._delete(db, job)
 
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
@@ -838,7 +847,7 @@ class SqliteTables:
     def get_job(self, job_id: int) -> port.JobRecord | None:
         with self._read_one("get_job") as db:
             row = db.execute(sql.GET_JOB, (job_id,)).fetchone()
-        return None if row is None else _job(row)
+            return None if row is None else deps.with_links(db, _job(row))
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         requeued = []
