@@ -7,6 +7,8 @@ An engine that does not offer dependencies (``offers_dependencies`` false) is sk
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,13 +25,23 @@ from alkstore import (
     JobState,
     ManualClock,
     Store,
+    Tasks,
     UnknownParent,
+    Worker,
+    chain,
+    chord,
+    group,
 )
 from alkstore.engine import parent_failed_error
 from tests.support import must_claim, must_get
 
 from ._engines import T0, EngineTarget
 from ._profiles import MACHINE_EXAMPLES, sized
+from ._runners import wait_until
+from ._runtimes import worker_of
+from .test_worker import POLL, Running, started
+
+__all__ = ["started"]  # the fixture, shared with test_worker
 
 
 @pytest.fixture
@@ -360,3 +372,34 @@ def test_random_graphs_run_each_job_after_its_parents_and_a_dead_parents_depende
         run_state_machine_as_test(machine, settings=sized(0.5))  # type: ignore[arg-type]
     finally:
         MACHINE_EXAMPLES[request.node.nodeid] = runs
+
+
+def test_chains_groups_and_chords_of_tasks_run_in_their_order_through_a_worker(
+    deps: Store, started: Callable[[Worker], Running]
+) -> None:
+    tasks = Tasks()
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def note(step: str) -> None:
+        with lock:
+            ran.append(step)
+
+    charge = tasks.task("charge", queue="orders")(note)
+    send = tasks.task("send", queue="mail")(note)
+    report = tasks.task("report", queue="reports")(note)
+    pipeline = chain(
+        charge.s(step="charge"), chord(group(send.s(step="email"), send.s(step="invoice")), report.s(step="report"))
+    )
+    ids = deps.enqueue_graph(pipeline)
+    assert sorted(ids) == ["0.charge", "1.0.0.send", "1.0.1.send", "1.1.report"]
+    assert must_get(deps, ids["1.1.report"]).parents == (ids["1.0.0.send"], ids["1.0.1.send"])
+    assert must_get(deps, ids["1.0.1.send"]).parents == (ids["0.charge"],)
+    running = started(worker_of(deps, tasks, concurrency=1, poll_interval=POLL))
+    wait_until(lambda: len(ran) == 4, "the four runs")
+    running.finish()
+    assert ran[0] == "charge"
+    assert sorted(ran[1:3]) == ["email", "invoice"]
+    assert ran[3] == "report"
+    with pytest.raises(InvalidOptions, match="graphs"):
+        chain(charge.s(step="x"), "not a graph")  # type: ignore[arg-type]

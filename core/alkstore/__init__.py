@@ -41,7 +41,7 @@ from .port._records import Fire, JobPhase, JobState
 from .port._time import Clock, ManualClock, StopToken, SystemClock
 from .rules._boundary import CATCH_UP_CAP
 from .rules._codec import Codec, JsonCodec
-from .rules._graphs import Graph
+from .rules._graphs import Graph, chain, chord, group
 from .rules._names import RESERVED_PREFIX
 from .rules._operations import STATS_CAP
 from .rules._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
@@ -152,8 +152,11 @@ __all__ = [
     "Worker",
     "WorkerInfo",
     "WorkerStats",
+    "chain",
     "check_arguments",
+    "chord",
     "current_job",
+    "group",
     "open",
     "open_async",
     "parse_spec",

@@ -1,6 +1,7 @@
 """Job graphs (ADR 068): the one owner of a graph's validation and of the order it is stored in.
 
-A ``Graph`` is built without I/O: nodes named by keys, each a job for a queue (or a task) that
+A ``Graph`` is built without I/O (a task's ``.s(...)`` is a graph of one job; ``chain``, ``group`` and
+``chord`` join graphs): nodes named by keys, each a job for a queue (or a task) that
 waits on other nodes of the graph (by key) and on stored jobs (by id). ``plan_graph`` checks it
 (every key it names exists, no cycle, a policy each) and lays it out parents first, so that an
 engine stores it in one ``enqueue`` call, each node naming its parents of the same call by their
@@ -19,7 +20,7 @@ from alkstore.port._dependency_records import ParentFailure
 from ._names import validate_name
 from ._options import NO_OPTS, EnqueueOpts, check_after, check_key, check_policy
 
-__all__ = ["Graph", "GraphNode", "PlannedNode", "plan_graph"]
+__all__ = ["Graph", "GraphNode", "PlannedNode", "chain", "chord", "group", "plan_graph"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +144,43 @@ def _circle(left: dict[str, GraphNode]) -> list[str]:
         path.append(key)
         key = next(parent for parent in left[key].after_keys if parent in left)
     return [*path[seen[key] :], key]
+
+
+# -- chains, groups and chords: graphs made of graphs (ADR 068) ----------------------------------
+
+
+def chain(*steps: Graph) -> Graph:
+    """``steps`` one after another: each job of a step with no parent in its step waits on every job of the
+    step before that nothing of its step waits on. Keys become ``"<position>.<key>"``."""
+    return _joined(steps, linked=True)
+
+
+def group(*steps: Graph) -> Graph:
+    """``steps`` side by side, none waiting on another. Keys become ``"<position>.<key>"``."""
+    return _joined(steps, linked=False)
+
+
+def chord(header: Graph, body: Graph) -> Graph:
+    """``body`` once every job of ``header`` (a ``group``, usually) succeeded: ``chain(header, body)``."""
+    return chain(header, body)
+
+
+def _joined(steps: tuple[Graph, ...], *, linked: bool) -> Graph:
+    joined = Graph()
+    previous: tuple[str, ...] = ()
+    for position, step in enumerate(steps):
+        if not isinstance(step, Graph):
+            raise InvalidOptions(
+                f"a chain, group or chord is made of graphs (a task's .s()), not {type(step).__name__}"
+            )
+        prefix = f"{position}."
+        sources = {node.key for node in step.nodes if not node.after_keys}
+        for node in step.nodes:
+            waits = tuple(prefix + key for key in node.after_keys)
+            if linked and node.key in sources:
+                waits = (*previous, *waits)
+            joined._nodes[prefix + node.key] = replace(node, key=prefix + node.key, after_keys=waits)
+        if linked:
+            waited_on = {key for node in step.nodes for key in node.after_keys}
+            previous = tuple(prefix + node.key for node in step.nodes if node.key not in waited_on)
+    return joined
