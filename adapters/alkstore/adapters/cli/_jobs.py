@@ -52,8 +52,16 @@ def job_json(job: JobInfo) -> dict[str, Any]:
         "task": job.task,
         "last_traceback": job.last_traceback,
         "trace": job.trace,
+        **_dependencies(job),
         **payload_json(job.payload),
     }
+
+
+def _dependencies(job: JobInfo) -> dict[str, Any]:
+    """A job's parents, what it still waits for and the jobs waiting on it (ADR 068), when it has any."""
+    if not (job.parents or job.children):
+        return {}
+    return {"parents": list(job.parents), "waits_for": list(job.waits_for), "children": list(job.children)}
 
 
 def result_json(result: JobResult) -> dict[str, Any]:
