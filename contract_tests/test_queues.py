@@ -304,6 +304,9 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "trace": None,
         "claimed_at": None,
         "errors": (),  # its queue keeps no results: no attempt is logged (ADR 064)
+        "parents": (),  # it waits on no job, and none on it (ADR 068)
+        "waits_for": (),
+        "children": (),
     }
 
     claimed_at = clock.advance(5)

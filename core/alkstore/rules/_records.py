@@ -97,7 +97,7 @@ class JobInfo:
     claimed_at: datetime | None = None
     errors: tuple[AttemptFailure, ...] = ()
     #: Its parents (``after``), those of them that have not finished yet, and the jobs waiting on it
-    #: (ADR 068): read by ``get_job`` (a claimed job's ``parents`` only).
+    #: (ADR 068): read by ``get_job`` (empty on a claimed job and in listings).
     parents: tuple[int, ...] = ()
     waits_for: tuple[int, ...] = ()
     children: tuple[int, ...] = ()
@@ -114,7 +114,7 @@ _AFTER_PAYLOAD = attrgetter(*_NAMES[_NAMES.index("payload") + 1 : _NAMES.index("
 def fields_of(record: JobRecord, payload: Any) -> tuple[Any, ...]:
     """A ``JobInfo``'s fields, in its order, from ``record`` (by name) and the decoded ``payload``."""
     fields = (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record), attempts_of(record.attempt_log))
-    if not record.parents and not record.children:
+    if not record.parent_links and not record.children:  # not read by get_job: a claim, a listing
         return fields
     waits = tuple(link.id for link in record.parent_links if link.state == "waiting")
     return (*fields, record.parents, waits, record.children)
