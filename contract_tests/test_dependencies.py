@@ -226,6 +226,21 @@ def test_a_graph_in_a_callers_transaction_is_published_at_commit_and_gone_on_rol
     assert must_claim(deps.queue("q")).id == ids["first"]
 
 
+def test_a_graphs_job_with_an_ordering_key_keeps_its_place_behind_the_keys_earlier_jobs(deps: Store) -> None:
+    q = deps.queue("q")
+    q.enqueue("first", EnqueueOpts(ordering_key="k"))
+    graph = deps.graph()
+    graph.add("keyed", "q", "keyed", EnqueueOpts(ordering_key="k"))
+    graph.add("after", "q", "after", after=["keyed"])
+    deps.enqueue_graph(graph)
+    ran = []
+    while jobs := q.claim_many("w", 10):
+        ran.append(sorted(str(job.payload) for job in jobs))
+        for job in jobs:
+            job.ack()
+    assert ran == [["first"], ["keyed"], ["after"]]
+
+
 # -- the model: random graphs, random outcomes ---------------------------------------------------
 
 QUEUES = ("a", "b")

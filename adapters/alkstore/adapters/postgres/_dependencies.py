@@ -46,9 +46,11 @@ def insert_with_parents(
     jobs: Sequence[port.NewJob],
     now: datetime,
     channel: Channel,
+    schema: str,
 ) -> list[int]:
     """Insert ``jobs`` in order on ``conn`` under a savepoint (all or none); ``UnknownParent`` before
-    anything is kept when a parent is no job the store knows."""
+    anything is kept when a parent is no job the store knows. A job of the batch with no parent and an
+    ordering key goes in as ``enqueue`` stores one (its key locked, behind the key's unfinished jobs)."""
     ids: list[int] = []
     with conn.transaction(), conn.cursor(row_factory=tuple_row) as cursor:
         for job in jobs:
@@ -65,14 +67,15 @@ def insert_with_parents(
                             raise UnknownParent(f"job {parent} (after=) is not stored: nothing was enqueued")
                         links[int(parent)] = (state or "succeeded", None if result is None else bytes(result))
             left = sum(1 for state, _ in links.values() if state == "waiting")
-            params = {
-                **_rows.job_params(job, now, channel(conn, job.queue)),
-                "unique_key": job.unique_key,
-                "unique_running": job.unique_running,
-                "parents_left": left,
-                "on_parent_failure": str(job.on_parent_failure) if parents else None,
-            }
-            cursor.execute(statements.enqueue_dependent, params)
+            keyed = _rows.keyed_params(job, now, channel(conn, job.queue))
+            if not parents and job.ordering_key is not None:
+                key = {"schema": schema, "queues": [job.queue], "keys": [job.ordering_key]}
+                cursor.execute(statements.lock_ordering_keys, key)
+                cursor.execute(statements.enqueue_keyed, keyed)
+            else:
+                policy = str(job.on_parent_failure) if parents else None
+                params = {**keyed, "parents_left": left, "on_parent_failure": policy}
+                cursor.execute(statements.enqueue_dependent, params)
             inserted = cursor.fetchone()
             if inserted is None:  # its unique key is held: the holder stands in for it
                 cursor.execute(statements.unique_holder, {"queue": job.queue, "unique_key": job.unique_key})

@@ -270,11 +270,12 @@ class PostgresEngine(port.Engine):
         if has_parents(jobs):
             if tx is not None:
                 try:
-                    return insert_with_parents(self._sql, caller_connection(tx), jobs, now, self._channel)
+                    conn = caller_connection(tx)
+                    return insert_with_parents(self._sql, conn, jobs, now, self._channel, self._schema)
                 except psycopg.Error as exc:
                     raise_translated(exc)
             with self._connections.transaction() as own:
-                return insert_with_parents(self._sql, own, jobs, now, self._channel)
+                return insert_with_parents(self._sql, own, jobs, now, self._channel, self._schema)
         if any(job.unique_key is not None or job.ordering_key is not None for job in jobs):
             if tx is not None:
                 try:

@@ -267,11 +267,12 @@ class AsyncPostgresEngine(port.AsyncEngine):
         if has_parents(jobs):
             if tx is not None:
                 try:
-                    return await insert_with_parents(self._sql, await caller_connection(tx), jobs, now, self._channel)
+                    conn = await caller_connection(tx)
+                    return await insert_with_parents(self._sql, conn, jobs, now, self._channel, self._schema)
                 except psycopg.Error as exc:
                     raise_translated(exc)
             async with self._connections.transaction() as own:
-                return await insert_with_parents(self._sql, own, jobs, now, self._channel)
+                return await insert_with_parents(self._sql, own, jobs, now, self._channel, self._schema)
         if any(job.unique_key is not None or job.ordering_key is not None for job in jobs):
             if tx is not None:
                 try:
