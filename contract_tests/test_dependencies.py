@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -239,6 +240,53 @@ def test_a_graphs_job_with_an_ordering_key_keeps_its_place_behind_the_keys_earli
         for job in jobs:
             job.ack()
     assert ran == [["first"], ["keyed"], ["after"]]
+
+
+def has_cycle(edges: dict[int, set[int]]) -> bool:
+    """Whether the graph ``edges`` (node -> the nodes it waits on) has a circle: depth first, by colour."""
+    colour: dict[int, int] = {}
+
+    def visit(node: int) -> bool:
+        colour[node] = 1
+        for parent in edges[node]:
+            if colour.get(parent) == 1 or (parent not in colour and visit(parent)):
+                return True
+        colour[node] = 2
+        return False
+
+    return any(node not in colour and visit(node) for node in edges)
+
+
+@given(data=st.data())
+@sized(0.2)
+def test_a_random_graph_is_stored_with_its_links_or_refused_whole_when_it_has_a_circle(
+    engine: EngineTarget, data: st.DataObject
+) -> None:
+    size = data.draw(st.integers(1, 7), label="jobs")
+    edges = {
+        node: set(data.draw(st.lists(st.integers(0, size - 1), max_size=3), label=f"parents of {node}"))
+        for node in range(size)
+    }
+    with engine.store(ManualClock(T0)) as store:
+        if not store.engine.offers_dependencies:
+            pytest.skip("this engine does not offer job dependencies")
+        graph = store.graph()
+        for node, parents in edges.items():
+            if node in parents:
+                with pytest.raises(DependencyCycle):
+                    graph.add(f"n{node}", "q", node, after=[f"n{p}" for p in sorted(parents)])
+                parents.discard(node)
+            graph.add(f"n{node}", "q", node, after=[f"n{p}" for p in sorted(parents)])
+        if has_cycle(edges):
+            with pytest.raises(DependencyCycle):
+                store.enqueue_graph(graph)
+            assert store.queue_stats() == []
+            return
+        ids = store.enqueue_graph(graph)
+        for node, parents in edges.items():
+            info = must_get(store, ids[f"n{node}"])
+            assert set(info.parents) == {ids[f"n{p}"] for p in parents}
+            assert info.waiting == bool(parents)
 
 
 # -- the model: random graphs, random outcomes ---------------------------------------------------
