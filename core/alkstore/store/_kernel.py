@@ -222,6 +222,7 @@ class Kernel:
     def enqueue_graph(self, graph: Graph, tx: Any = None, *, in_caller_tx: bool = False) -> dict[str, JobId]:
         """Enqueue every job of ``graph`` in one engine call (one transaction: its own, or ``tx``), parents
         first; the id of each job by its key. Cycles and bad keys are refused before any I/O (ADR 068)."""
+        engine = self.live()
         if not isinstance(graph, Graph):
             raise InvalidArgument(f"expected an alkstore.Graph, not {type(graph).__name__}")
         planned = plan_graph(graph.nodes)
@@ -231,7 +232,6 @@ class Kernel:
         encode = self.codec.encode
         data = [encode(item.node.payload) for item in planned]
         now = self.clock.now()
-        engine = self.live()
         if in_caller_tx:
             tx = engine.caller_transaction(tx)
         jobs: list[NewJob] = []

@@ -220,6 +220,7 @@ class Store(_Inspection):
 
     def graph(self) -> Graph:
         """A new, empty ``Graph`` of jobs that wait on each other, for ``enqueue_graph`` (ADR 068)."""
+        self._kernel.live()
         return Graph()
 
     def enqueue_graph(self, graph: Graph) -> dict[str, JobId]:

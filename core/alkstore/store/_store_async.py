@@ -218,6 +218,7 @@ class AsyncStore(_AsyncInspection):
 
     def graph(self) -> Graph:
         """A new, empty ``Graph`` of jobs that wait on each other, for ``enqueue_graph`` (ADR 068)."""
+        self._kernel.live()
         return Graph()
 
     async def enqueue_graph(self, graph: Graph) -> dict[str, JobId]:
