@@ -4,7 +4,7 @@
 store, the worker and the scheduler need), ``_operations_port_async`` the operations port
 (``AsyncOperationsPort``: what operators read and do), ``_engine_async`` the engine that is both
 (``AsyncEngine``), each with its generated sync twin; ``_records`` the records that cross them
-(normalised values only); ``_time`` the clock
+(normalised values only), with ``_dependency_records`` for job dependencies; ``_time`` the clock
 port every stamp is read from; ``_telemetry`` the telemetry port as the runtime calls it;
 ``_acompat`` the runtime primitives (threads, events, spawning) both runtimes and the engines
 build on. Engine authors reach all of it through ``alkstore.engine``.
