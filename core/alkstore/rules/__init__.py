@@ -5,7 +5,8 @@ Names and their validation (``_names``), ``@every`` specs and boundaries (``_spe
 payload codec (``_codec``), a URL's redaction (``_urls``), the job lifecycle's decisions
 (``_lifecycle``), kept results (``_results``), job graphs and their validation (``_graphs``),
 operators' limits and cursors (``_operations``), the public records the stores hand out
-(``_records``) and the facades' argument checks (``_args``). Every runtime asks these and carries out the answer through the port.
+(``_records``) and the facades' argument checks (``_args``). Every runtime asks these and carries
+out the answer through the port.
 
 May import: ``alkstore.port`` and ``alkstore.errors``; never the scheduler, the store or the worker.
 """
