@@ -135,6 +135,23 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         ),
         "# urls.py": Run("tests/django/test_docs_django.py::test_the_urls_route_the_admin_pages", "with its imports"),
     },
+    "docs/workflows.md": {
+        "store.enqueue_graph(pipeline)": Run(
+            "tests/test_docs_workflows.py::test_the_order_pipeline_runs_as_written_and_prints_what_the_page_shows"
+        ),
+        "report waits for 2 jobs": Run(
+            "tests/test_docs_workflows.py::test_the_order_pipeline_runs_as_written_and_prints_what_the_page_shows",
+            "compared with what the pipeline prints",
+        ),
+        'on_parent_failure="cancel"': Run(
+            "tests/test_docs_workflows.py::test_the_fragments_run_on_a_store_as_the_page_describes",
+            "run with a memory store as store",
+        ),
+        "ids = store.enqueue_graph_tx(tx, graph)": Run(
+            "tests/test_docs_workflows.py::test_the_fragments_run_on_a_store_as_the_page_describes",
+            "run with a memory store as store",
+        ),
+    },
     "docs/engines.md": {
         "runtime port (AsyncRuntimePort)": Run(
             "tests/test_docs_engines.py::test_the_listing_gives_each_port_exactly_its_abstract_methods",

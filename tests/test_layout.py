@@ -228,7 +228,7 @@ LONG_ADAPTER_MODULES = {
     "adapters/alkstore/adapters/postgres/_engine.py": 750,
     "adapters/alkstore/adapters/postgres/_engine_async.py": 750,
     "adapters/alkstore/adapters/postgres/_rows.py": 600,
-    "adapters/alkstore/adapters/sqlite/_tables.py": 1050,
+    "adapters/alkstore/adapters/sqlite/_tables.py": 1100,
     "adapters/alkstore/adapters/web/_app.py": 700,
 }
 

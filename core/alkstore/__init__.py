@@ -20,6 +20,7 @@ from .errors import (
     AlkstoreError,
     DatabaseError,
     DatabaseUnavailable,
+    DependencyCycle,
     EventTimeout,
     InvalidArgument,
     InvalidName,
@@ -34,11 +35,14 @@ from .errors import (
     ReservedName,
     SchemaOutOfDate,
     StoreClosed,
+    UnknownParent,
 )
+from .port._dependency_records import ParentFailure
 from .port._records import Fire, JobPhase, JobState, RateLimit
 from .port._time import Clock, ManualClock, StopToken, SystemClock
 from .rules._boundary import CATCH_UP_CAP
 from .rules._codec import Codec, JsonCodec
+from .rules._graphs import Graph, chain, chord, group
 from .rules._names import RESERVED_PREFIX
 from .rules._operations import STATS_CAP
 from .rules._options import EnqueueOpts, QueueDefaults, QueueSettings, ScheduleOpts
@@ -102,10 +106,12 @@ __all__ = [
     "DatabaseError",
     "DatabaseUnavailable",
     "Delivery",
+    "DependencyCycle",
     "EnqueueOpts",
     "EventTimeout",
     "Every",
     "Fire",
+    "Graph",
     "Handler",
     "InvalidArgument",
     "InvalidName",
@@ -130,6 +136,7 @@ __all__ = [
     "ManualClock",
     "NotOffered",
     "Outbox",
+    "ParentFailure",
     "Periodic",
     "PoolerMisconfigured",
     "Queue",
@@ -152,12 +159,16 @@ __all__ = [
     "Task",
     "Tasks",
     "ThroughputInfo",
+    "UnknownParent",
     "WaitInfo",
     "Worker",
     "WorkerInfo",
     "WorkerStats",
+    "chain",
     "check_arguments",
+    "chord",
     "current_job",
+    "group",
     "open",
     "open_async",
     "parse_spec",
@@ -184,6 +195,7 @@ for _public in (
     EnqueueOpts,
     Every,
     Fire,
+    Graph,
     Job,
     JobId,
     JobInfo,
@@ -196,6 +208,7 @@ for _public in (
     Lock,
     ManualClock,
     Outbox,
+    ParentFailure,
     Periodic,
     Queue,
     QueueDefaults,

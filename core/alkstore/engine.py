@@ -17,6 +17,7 @@ texts of the sweeps, and what an engine written once for both runtimes uses (``A
 from __future__ import annotations
 
 from .port._acompat import ASYNC, AHelper, Helper, aspawn, spawn
+from .port._dependency_records import PARENT_FAILED_ERROR, ParentFailure, ParentLink, parent_failed_error
 from .port._engine import Engine
 from .port._engine_async import AsyncEngine
 from .port._operations_port import OperationsPort
@@ -31,6 +32,7 @@ from .port._records import (
     DueSchedule,
     Existing,
     Fire,
+    Handed,
     Heartbeat,
     Held,
     JobKey,
@@ -76,6 +78,7 @@ __all__ = [
     "JOB_EXPIRED_ERROR",
     "LEASE_EXPIRED_ERROR",
     "ORDERS",
+    "PARENT_FAILED_ERROR",
     "QUEUE_RATE_KEY",
     "RESERVED_PREFIX",
     "SCHEDULER_LEASE",
@@ -95,6 +98,7 @@ __all__ = [
     "EventRecord",
     "Existing",
     "Fire",
+    "Handed",
     "Heartbeat",
     "Held",
     "Helper",
@@ -108,6 +112,8 @@ __all__ = [
     "NewJob",
     "NewSchedule",
     "OperationsPort",
+    "ParentFailure",
+    "ParentLink",
     "PlannedFire",
     "QueueConfig",
     "QueueCounts",
@@ -137,6 +143,7 @@ __all__ = [
     "may_start",
     "next_start",
     "order_of",
+    "parent_failed_error",
     "payload_contains",
     "phase_at",
     "plan_tick",

@@ -10,6 +10,8 @@ wrong kind), so generic handlers keep working::
     ├── InvalidSpec          (ValueError)  a schedule spec outside ``@every <n><s|m|h|d>``
     ├── InvalidPayload       (ValueError)  a payload the codec cannot encode or decode
     ├── InvalidOptions       (ValueError)  options or arguments out of range or contradictory
+    │   ├── UnknownParent                  an ``after=`` id of no job stored live, dead or kept
+    │   └── DependencyCycle                a graph whose jobs wait on each other in a circle
     ├── InvalidArgument      (TypeError)   an argument of the wrong type (a job id that is not an int, …)
     │   └── InvalidTransaction (ValueError) not this store's transaction, already finished, or not in one
     ├── LeaseLost                          a fenced call by a holder whose lease was taken over
@@ -33,6 +35,7 @@ __all__ = [
     "AlkstoreError",
     "DatabaseError",
     "DatabaseUnavailable",
+    "DependencyCycle",
     "EventTimeout",
     "InvalidArgument",
     "InvalidName",
@@ -47,6 +50,7 @@ __all__ = [
     "ReservedName",
     "SchemaOutOfDate",
     "StoreClosed",
+    "UnknownParent",
 ]
 
 
@@ -72,6 +76,14 @@ class InvalidPayload(AlkstoreError, ValueError):
 
 class InvalidOptions(AlkstoreError, ValueError):
     """Options or arguments are out of range, of the wrong type, or contradictory."""
+
+
+class UnknownParent(InvalidOptions):
+    """A job's ``after=`` names an id of no stored job (nor a kept result): nothing was enqueued."""
+
+
+class DependencyCycle(InvalidOptions):
+    """A graph's jobs wait on each other in a circle, so none could ever run: nothing was enqueued."""
 
 
 class InvalidArgument(AlkstoreError, TypeError):

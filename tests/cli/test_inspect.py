@@ -860,3 +860,20 @@ def test_the_installed_script_runs_healthcheck_with_the_url_from_the_environment
     result = run([ALKSTORE, "healthcheck"])
     assert result.returncode == EXIT_OK, result.stderr
     assert result.stdout.endswith("healthy\n")
+
+
+def test_jobs_show_prints_a_jobs_parents_what_it_waits_for_and_its_children(
+    shared: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph = shared.store.graph()
+    graph.add("charge", "orders", 1)
+    graph.add("stock", "orders", 2)
+    graph.add("ship", "shipping", 3, after=["charge", "stock"])
+    ids = shared.store.enqueue_graph(graph)
+    must_claim(shared.store.queue("orders")).ack()
+    lines = cli(capsys, "jobs", "show", str(ids["ship"]))[1].splitlines()
+    assert f"parents         {ids['charge']}, {ids['stock']}" in lines
+    assert f"waiting_on      {ids['stock']}" in lines
+    assert "children        -" in lines
+    shown = json.loads(cli(capsys, "jobs", "show", str(ids["stock"]), "--json")[1])
+    assert (shown["parents"], shown["waiting_on"], shown["children"]) == ([], [], [ids["ship"]])

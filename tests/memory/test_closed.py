@@ -24,6 +24,9 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "emit": lambda s, h: s.emit("paid", 1),
     "emit_tx": lambda s, h: s.emit_tx(h["tx"], "paid", 1),
     "ack_many": lambda s, h: s.ack_many([h["job"]]),
+    "graph": lambda s, h: s.graph(),
+    "enqueue_graph": lambda s, h: s.enqueue_graph(h["graph"]),
+    "enqueue_graph_tx": lambda s, h: s.enqueue_graph_tx(h["tx"], h["graph"]),
     "get_job": lambda s, h: s.get_job(h["pending_id"]),
     "requeue_dead": lambda s, h: s.requeue_dead(h["dead_id"]),
     "try_lock": lambda s, h: s.try_lock("free", "owner", 10),
@@ -72,6 +75,7 @@ JOB_CALLS: dict[str, Callable[[Job], object]] = {
     "sleep": lambda j: j.sleep(1),
     "sleep_until": lambda j: j.sleep_until(j.run_at),
     "wait_for": lambda j: j.wait_for("e", timeout=1),
+    "parent_results": lambda j: j.parent_results(),
 }
 LOCK_CALLS: dict[str, Callable[[Lock], object]] = {
     "renew": lambda lock: lock.renew(),
@@ -115,6 +119,8 @@ def closed(clock: ManualClock) -> Iterator[dict[str, Any]]:
     handles["dead_id"] = dead.id
     handles["job"] = store.queue("q").claim("w")
     handles["lock"] = store.try_lock("held", "owner", 30)
+    handles["graph"] = store.graph()
+    handles["graph"].add("only", "q", 1)
     store.schedule("s", "@every 1m", "q")
     transaction = store.transaction()
     handles["tx"] = transaction.__enter__()

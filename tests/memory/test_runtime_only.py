@@ -164,6 +164,22 @@ def test_steps_sleeps_waits_and_emits_are_not_offered_without_the_steps_port(sto
     assert (info.steps, info.waits_for) == ((), None)
 
 
+def test_an_engine_that_does_not_offer_dependencies_refuses_them_before_any_io(store: Store) -> None:
+    """The port's ``offers_dependencies`` is false unless an engine says otherwise (ADR 073): a job is never
+    stored by an engine that would let it run before its parents."""
+    parent = store.queue("q").enqueue("parent")
+    with pytest.raises(NotOffered, match=r"enqueue\(after=…\).*RuntimeOnlyMemoryEngine"):
+        store.queue("q").enqueue("child", alkstore.EnqueueOpts(after=[parent]))
+    graph = store.graph()
+    graph.add("a", "q", 1)
+    with pytest.raises(NotOffered, match="enqueue_graph"):
+        store.enqueue_graph(graph)
+    job = store.queue("q").claim("w")
+    assert job is not None
+    assert job.id == parent
+    assert store.queue("q").claim("w") is None
+
+
 def test_the_store_engine_is_not_offered_as_a_full_engine(store: Store) -> None:
     with pytest.raises(NotOffered, match="RuntimeOnlyMemoryEngine"):
         store.engine  # noqa: B018

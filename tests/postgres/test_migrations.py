@@ -293,12 +293,16 @@ def test_a_migration_rolled_back_to_break_a_deadlock_is_tried_again_and_applied_
         _migrate.apply(conn, statements, pg_schema)
     last = _migrate.migrations()[-1]
     db.execute(sql.SQL("DELETE FROM {} WHERE version = %s").format(table(pg_schema, "schema_version")), [last.version])
-    # What the last version made (its functions, tables and columns, whatever its number), undone.
+    # What the last version made (its triggers, functions, tables and columns, whatever its number), undone.
+    for name, on in re.findall(r"^CREATE TRIGGER (\w+) .*? ON (\w+)", last.text, re.MULTILINE | re.DOTALL):
+        db.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(name), table(pg_schema, on)))
     for kind, name in re.findall(r"^CREATE (TABLE|FUNCTION) (\w+)", last.text, re.MULTILINE)[::-1]:
         db.execute(sql.SQL("DROP {} {}").format(sql.SQL(kind), sql.Identifier(pg_schema, name)))
     for statement in last.text.split(";"):
         altered = re.search(r"^ALTER TABLE (\w+)", statement, re.MULTILINE)
-        for column in re.findall(r"ADD COLUMN (\w+)", statement) if altered else ():
+        if altered is None:
+            continue
+        for column in re.findall(r"ADD COLUMN (\w+)", statement):
             db.execute(
                 sql.SQL("ALTER TABLE {} DROP COLUMN {}").format(table(pg_schema, altered[1]), sql.Identifier(column))
             )

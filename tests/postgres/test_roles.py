@@ -367,6 +367,18 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     minute = clock.now().replace(second=0, microsecond=0)
     assert store.throughput() == [alkstore.ThroughputInfo("emails", minute, 1, 0)], "counted as this role too"
 
+    # Dependencies (ADR 073): a graph, in the role's own transaction too, and a child reading its parent's result.
+    graph = store.graph()
+    graph.add("first", "emails", "first")
+    graph.add("then", "emails", "then", after=["first"])
+    ids = store.enqueue_graph(graph)
+    with store.transaction() as tx:
+        assert store.enqueue_graph_tx(tx, store.graph()) == {}
+    must_claim(queue, "w1").ack("sent")
+    then = must_claim(queue, "w1")
+    assert then.parent_results() == {ids["first"]: "sent"}
+    then.ack()
+
     store.migrate()
 
 

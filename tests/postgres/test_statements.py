@@ -681,6 +681,7 @@ _COLUMNS: dict[str, Any] = {
     "lease": 4, "visibility_us": 1_500_000, "task": "t", "trace": "tr", "unique_key": "u",
     "unique_running": True, "ordering_key": "o", "cancel_requested": True, "claimed_at": _AT - timedelta(seconds=5),
     "rate_key": "r",
+    "dependents": 6,
 }  # fmt: skip
 
 

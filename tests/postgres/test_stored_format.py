@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -44,6 +44,7 @@ MIGRATIONS = [
     (12, "action_log"),
     (13, "steps_and_events"),
     (14, "rate_limits"),
+    (15, "dependencies"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -121,6 +122,16 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("attempt_log", "bytea[]"),
         ("claimed_at", _TS),
         ("rate_key", "text" + _C),
+        ("dependents", "integer NOT NULL"),
+        ("parents_left", "integer NOT NULL"),
+        ("on_parent_failure", "text"),
+    ],
+    "job_dependencies": [
+        ("child", "bigint NOT NULL"),
+        ("parent", "bigint NOT NULL"),
+        ("position", "integer NOT NULL"),
+        ("state", "text NOT NULL"),
+        ("result", "bytea"),
     ],
     "locks": [
         ("name", "text NOT NULL" + _C),
@@ -226,6 +237,13 @@ INDEXES = {
     "events_pkey": "CREATE UNIQUE INDEX events_pkey ON {s}.events USING btree (name)",
     "dead_jobs_pkey": "CREATE UNIQUE INDEX dead_jobs_pkey ON {s}.dead_jobs USING btree (id)",
     "dead_jobs_queue": "CREATE INDEX dead_jobs_queue ON {s}.dead_jobs USING btree (queue, died_at)",
+    "job_dependencies_parent": (
+        "CREATE INDEX job_dependencies_parent ON {s}.job_dependencies USING btree (parent)"
+        " WHERE (state = 'waiting'::text)"
+    ),
+    "job_dependencies_pkey": (
+        "CREATE UNIQUE INDEX job_dependencies_pkey ON {s}.job_dependencies USING btree (child, parent)"
+    ),
     "jobs_claim": (
         "CREATE INDEX jobs_claim ON {s}.jobs USING btree (queue, priority DESC, run_at, id)"
         " WHERE (state = 'pending'::text)"
@@ -292,6 +310,10 @@ FUNCTIONS = {
     ),
     "promote_6()": "trigger",
     "promote_8()": "trigger",
+    "promote_15(p_children bigint[])": "void",
+    f"follow_parent_15(p_child bigint, p_parent bigint, p_died_at {_TS})": "void",
+    "settle_15()": "trigger",
+    "unlink_dead_15()": "trigger",
     "queues_4()": "SETOF text",
     (f"rate_start_14(p_queue text, p_key text, p_now {_TS}, p_every_us bigint, p_key_every_us bigint)"): "boolean",
     f"sweep(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",

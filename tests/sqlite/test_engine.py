@@ -45,6 +45,15 @@ def test_a_file_left_unmigrated_or_from_newer_code_is_refused(tmp_path: Path) ->
         alkstore.open(url_of(path))
 
 
+#: What the versions after 2 made, undone (newest first), so a file looks as version 2 left it.
+UNDO = [
+    "DROP TRIGGER alkstore_jobs_unlink",
+    "DROP TABLE alkstore_job_dependencies",
+    "ALTER TABLE alkstore_jobs DROP COLUMN dependents",
+    "ALTER TABLE alkstore_jobs DROP COLUMN on_parent_failure",
+]
+
+
 def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path) -> None:
     """Version 2 (ADR 064) adds the jobs' ``claimed_at``, version 3 the action log (ADR 068), version 4
     makes the jobs' state indexes partial: a file of version 1 is refused unmigrated, then migrated on
@@ -53,6 +62,8 @@ def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path
     with alkstore.open(url_of(path)) as store:
         job_id = store.queue("jobs").enqueue("kept")
     with sqlite3.connect(path) as db:  # the file as version 1 left it
+        for later in UNDO:
+            db.execute(later)
         db.execute("ALTER TABLE alkstore_jobs DROP COLUMN claimed_at")
         db.execute("DROP TABLE alkstore_action_log")  # and what later versions made (ADR 068, ADR 069)
         for table in ("alkstore_steps", "alkstore_waits", "alkstore_events"):
@@ -65,6 +76,10 @@ def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path
         for column in ("rate_count", "rate_per", "key_rate_count", "key_rate_per"):
             db.execute(f"ALTER TABLE alkstore_queues DROP COLUMN {column}")
         db.execute("DROP TABLE alkstore_rate_starts")
+        db.execute("DROP TRIGGER alkstore_jobs_unlink")  # and what version 7 added (ADR 073)
+        db.execute("DROP TABLE alkstore_job_dependencies")
+        for column in ("dependents", "on_parent_failure"):
+            db.execute(f"ALTER TABLE alkstore_jobs DROP COLUMN {column}")
         db.execute("DELETE FROM alkstore_schema WHERE version > 1")
     with pytest.raises(SchemaOutOfDate, match="version 1"):
         alkstore.open(url_of(path), migrate=False)

@@ -12,6 +12,7 @@ from alkstore import errors
 
 ERROR_CLASSES = [obj for _, obj in inspect.getmembers(errors, inspect.isclass) if obj.__module__ == errors.__name__]
 INPUT_ERRORS = {"InvalidName", "ReservedName", "InvalidSpec", "InvalidPayload", "InvalidOptions", "InvalidTransaction"}
+INPUT_ERRORS |= {"UnknownParent", "DependencyCycle"}
 
 
 def drawn_tree() -> dict[str, tuple[str | None, bool]]:

@@ -3,7 +3,7 @@
 Records carry normalised values only: ints, strs, bytes, UTC ``datetime`` and ``timedelta``; no
 option class of the public API crosses the port. Both ports' records are here, as one set of
 classes for both runtimes: the runtime port's first (jobs, claims, the fenced finishing pairs,
-locks, schedules and ticks), then the operations port's (phases and counts, listing keys and
+locks; schedules and ticks are in ``_schedule_records``), then the operations port's (phases and counts, listing keys and
 queries, workers, throughput, table statistics, kept results). The ports themselves are
 ``_runtime_port_async`` and ``_operations_port_async`` (``AsyncEngine``, in ``_engine_async``, is
 both); engine authors find them, these records and the rules an engine calls in ``alkstore.engine``.
@@ -12,10 +12,12 @@ both); engine authors find them, these records and the rules an engine calls in 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ._dependency_records import ParentFailure, ParentLink
 from ._rates import RateLimit
+from ._schedule_records import DueSchedule, Fire, NewSchedule, PlannedFire, ScheduleRecord, TickBudget, TickResult
 
 __all__ = [
     "JOB_EXPIRED_ERROR",
@@ -27,6 +29,7 @@ __all__ = [
     "DueSchedule",
     "Existing",
     "Fire",
+    "Handed",
     "Heartbeat",
     "Held",
     "JobKey",
@@ -93,6 +96,10 @@ class NewJob:
     unique_running: bool = False
     ordering_key: str | None = None
     rate_key: str | None = None
+    #: Stored jobs it waits on, and earlier jobs of the same ``enqueue`` call (their positions) it waits on.
+    after: tuple[int, ...] = ()
+    after_batch: tuple[int, ...] = ()
+    on_parent_failure: ParentFailure = ParentFailure.CANCEL
 
 
 class Existing(int):
@@ -149,6 +156,15 @@ class JobRecord:
     attempt_log: tuple[bytes, ...] = ()
     #: The key whose rate limit its starts count against (the queue's ``key_rate``, ADR 070).
     rate_key: str | None = None
+    #: Its parents (``after``) and its policy when one dies; ``parents_left`` of them have not finished
+    #: (it is ``waiting`` while any has not). ``dependents``: how many jobs wait on it, as read.
+    parents: tuple[int, ...] = ()
+    parents_left: int = 0
+    on_parent_failure: ParentFailure = ParentFailure.CANCEL
+    dependents: int = 0
+    #: Read by ``get_job`` only (empty elsewhere): each parent as its child sees it, and the jobs waiting on it.
+    parent_links: tuple[ParentLink, ...] = ()
+    children: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +205,16 @@ class Done(Held):
     started_at: datetime | None
     finished_at: datetime
     keep_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Handed(Held):
+    """Ack a held job that has dependents and hand ``result`` (encoded) to them; nothing else is kept.
+
+    A ``Done`` hands its result to the job's dependents the same way (and keeps it as well).
+    """
+
+    result: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,99 +286,6 @@ class LockRecord:
 
 
 # -- schedules ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class NewSchedule:
-    """A schedule to register: spec and interval already parsed, payload encoded, stamps normalised."""
-
-    name: str
-    spec: str
-    interval_s: int
-    queue: str
-    payload: bytes
-    priority: int | None = None
-    max_attempts: int | None = None
-    expires: timedelta | None = None
-    task: str | None = None
-    anchor: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleRecord(NewSchedule):
-    """A stored schedule: what was registered, its next boundary, and the last boundary it fired
-    (``None`` before its first)."""
-
-    next_boundary: datetime = field(kw_only=True)
-    last_boundary: datetime | None = field(default=None, kw_only=True)
-
-
-@dataclass(frozen=True, slots=True)
-class DueSchedule:
-    """What a tick reads of a due schedule: everything but its payload, whose size it plans with."""
-
-    name: str
-    interval_s: int
-    queue: str
-    priority: int | None
-    max_attempts: int | None
-    expires: timedelta | None
-    next_boundary: datetime
-    payload_size: int
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedFire:
-    """One boundary a tick fires: a job on the schedule's queue, with the schedule's payload and task.
-
-    The engine copies the payload and task from the stored schedule (they never pass through
-    the tick's client); core has resolved the stamps.
-    """
-
-    schedule: str
-    boundary: datetime
-    queue: str
-    priority: int
-    run_at: datetime
-    expires_at: datetime | None
-    max_attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class TickBudget:
-    """The most one tick transaction may write: ``rows`` fires and ``bytes`` of their payloads."""
-
-    rows: int
-    bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class Fire:
-    """One boundary fired by a tick: the job it enqueued."""
-
-    schedule: str
-    boundary: datetime
-    queue: str
-    job_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class TickResult:
-    """One tick transaction's outcome.
-
-    ``fires`` are ordered by ``(boundary, schedule)``; ``skipped`` counts, per schedule, the
-    boundaries skipped forward past the catch-up cap; ``soonest`` is the earliest next
-    boundary after the transaction; ``more`` says the budget cut the tick short, so another
-    transaction of the same tick has more to fire.
-    """
-
-    fires: tuple[Fire, ...]
-    skipped: tuple[tuple[str, int], ...]
-    soonest: datetime | None
-    more: bool = False
-
-
-# -- the operations port's records (inspection and actions, workers, upkeep, kept results) ------
 
 
 class JobPhase(enum.StrEnum):

@@ -142,6 +142,15 @@ class AsyncRuntimePort(ABC):
         while another job of its queue and key is pending, delayed, waiting or running, and
         enqueues of one key are serialized until their transactions end, so the key's jobs are
         in the order their transactions committed (ADR 032).
+
+        Dependencies (ADR 073; only on an engine whose ``offers_dependencies`` is true): a job's
+        parents are its ``after`` ids and the ids of the jobs at its ``after_batch`` positions of the
+        same call (earlier ones). Every ``after`` id must name a job stored live, dead, or acked with
+        its outcome kept (read in ``tx`` with one), else ``UnknownParent`` and nothing is written. A
+        parent live when the job is stored (at commit, with ``tx``) holds it ``waiting`` (never
+        claimed) until it succeeds; one already dead counts as having died then; one kept, or gone
+        meanwhile, as succeeded. While it waits, a parent cannot be acked or die unseen: the
+        promotion cannot miss a dependent that was being enqueued.
         """
 
     @abstractmethod
@@ -174,7 +183,8 @@ class AsyncRuntimePort(ABC):
         request.lease)``, and return them in that order (empty when nothing is claimable).
         Concurrent claims never return the same job twice (Postgres: ``FOR UPDATE SKIP LOCKED``).
         A ``waiting`` job is never claimed. A claimed job keeps its ``unique_key`` only with
-        ``unique_running`` (without, the key is free from its claim on, for good).
+        ``unique_running`` (without, the key is free from its claim on, for good). A claimed job's
+        ``dependents`` counts the jobs waiting on it (so its worker hands its result over, ADR 073).
 
         With ``request.concurrency``, the claim takes no more than leaves the queue's stored
         ``concurrency`` (read under a lock that serializes such claims) minus its ``RUNNING`` jobs
@@ -216,6 +226,14 @@ class AsyncRuntimePort(ABC):
         pair also keeps the job's outcome (ADR 042), in the same atomic step: a ``ResultRecord`` of
         the job as it was (its attempt log included) with the pair's result and instants, unless
         the job's cancel was requested (it ends cancelled). The job itself is deleted all the same.
+
+        Dependencies (ADR 073): in the same atomic step, the acked job's dependents that wait on it
+        count it as succeeded (``parents_left`` one less), with the result of a ``Done`` or
+        ``Handed`` pair handed to them; a dependent with no parent left becomes ``PENDING`` (or
+        delayed, by its ``run_at``) and its queue's waiters are woken. A job that leaves the
+        unfinished states otherwise (dead by any call or sweep, cancelled, deleted) has died as a
+        parent: each dependent waiting on it follows its ``on_parent_failure`` (``ParentFailure``),
+        transitively, in that same step.
         """
 
     @abstractmethod
@@ -255,7 +273,17 @@ class AsyncRuntimePort(ABC):
 
     @abstractmethod
     async def get_job(self, job_id: int) -> JobRecord | None:
-        """The job (pending, running or dead), or ``None`` if acked or never stored."""
+        """The job (pending, running or dead), or ``None`` if acked or never stored.
+
+        On an engine that offers dependencies, its ``parent_links`` (each parent's state and the result
+        it handed over, in ``parents`` order) and ``children`` (the jobs waiting on it, ascending) too.
+        """
+
+    @property
+    def offers_dependencies(self) -> bool:
+        """Whether this engine stores ``after`` and the graph semantics of ``enqueue`` and ``ack`` (ADR 073);
+        core refuses a dependency with ``NotOffered``, before any I/O, on an engine that does not."""
+        return False
 
     @abstractmethod
     async def cancel_requested(self, held: Sequence[Held]) -> list[Held]:

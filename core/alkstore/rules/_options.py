@@ -10,11 +10,13 @@ any engine is touched.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, TypedDict, TypeVar
 
 from alkstore.errors import InvalidOptions
+from alkstore.port._dependency_records import ParentFailure
 from alkstore.port._records import QueueConfig, RateLimit
 from alkstore.port._time import as_utc
 
@@ -31,7 +33,9 @@ __all__ = [
     "ScheduleOpts",
     "ScheduleStamps",
     "as_duration",
+    "check_after",
     "check_key",
+    "check_policy",
     "check_queue_config",
     "queue_defaults",
     "resolve_enqueue",
@@ -170,6 +174,26 @@ def check_key(value: object, what: str) -> str | None:
     return value
 
 
+def check_after(after: object) -> tuple[int, ...]:
+    """``after`` as the tuple of distinct job ids it names, in order; ``InvalidOptions`` for anything else."""
+    if isinstance(after, (str, bytes)) or not isinstance(after, Iterable):
+        raise InvalidOptions(f"after must be a sequence of job ids, not {type(after).__name__}")
+    ids: dict[int, None] = {}
+    for job_id in after:
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+            raise InvalidOptions(f"after must hold positive job ids, not {job_id!r}")
+        ids[int(job_id)] = None
+    return tuple(ids)
+
+
+def check_policy(policy: object) -> ParentFailure:
+    """``policy`` as a ``ParentFailure``: ``"cancel"``, ``"run"`` or ``"die"``; ``InvalidOptions`` else."""
+    try:
+        return ParentFailure(policy)  # type: ignore[arg-type]
+    except ValueError:
+        raise InvalidOptions(f"on_parent_failure must be 'cancel', 'run' or 'die', not {policy!r}") from None
+
+
 class QueueSettings(TypedDict, total=False):
     """What ``Queue.configure`` and ``Outbox.configure`` take by keyword; ``None`` or left out: the default."""
 
@@ -250,6 +274,10 @@ class EnqueueOpts:
     returns that job's id instead (ADR 031). ``ordering_key``: the queue's jobs with this key run
     one at a time, in the order they were enqueued (ADR 032). ``rate_key``: the job's starts count
     against its queue's ``key_rate`` for this key (ADR 070).
+
+    ``after``: ids of jobs (any queue) this one waits on: it runs once every one of them succeeded;
+    ``on_parent_failure`` (``"cancel"``, ``"run"`` or ``"die"``) says what becomes of it if one dies
+    (ADR 073). A job waits on its parents or on its ordering key, not both.
     """
 
     delay: float | timedelta | None = None
@@ -262,6 +290,8 @@ class EnqueueOpts:
     unique_running: bool = False
     ordering_key: str | None = None
     rate_key: str | None = None
+    after: Sequence[int] = ()
+    on_parent_failure: str = "cancel"
 
     def __post_init__(self) -> None:
         if self.delay is not None and self.run_at is not None:
@@ -286,6 +316,10 @@ class EnqueueOpts:
             raise InvalidOptions(f"unique_running must be a bool, not {type(self.unique_running).__name__}")
         if self.unique_running and self.unique_key is None:
             raise InvalidOptions("unique_running says how long a unique_key holds: give one")
+        object.__setattr__(self, "after", check_after(self.after))
+        object.__setattr__(self, "on_parent_failure", check_policy(self.on_parent_failure))
+        if self.after and self.ordering_key is not None:
+            raise InvalidOptions("a job waits on its parents (after) or on its ordering_key, not both")
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +361,8 @@ class JobStamps:
     unique_running: bool = False
     ordering_key: str | None = None
     rate_key: str | None = None
+    after: tuple[int, ...] = ()
+    on_parent_failure: ParentFailure = ParentFailure.CANCEL
 
 
 #: The options of an enqueue given none (frozen, so one instance serves every call).
@@ -356,7 +392,13 @@ def stamp_enqueue(opts: EnqueueOpts, defaults: QueueDefaults, now: datetime) -> 
         expires = _shifted(now, expires, "expires")
     stamps = _stamps(defaults, opts.priority, opts.max_attempts, expires, run_at, now)
     visibility = opts.visibility_timeout if isinstance(opts.visibility_timeout, timedelta) else None
-    if visibility is None and opts.unique_key is None and opts.ordering_key is None and opts.rate_key is None:
+    if (
+        visibility is None
+        and opts.unique_key is None
+        and opts.ordering_key is None
+        and opts.rate_key is None
+        and not opts.after
+    ):
         return stamps
     return JobStamps(
         stamps.priority,
@@ -368,6 +410,8 @@ def stamp_enqueue(opts: EnqueueOpts, defaults: QueueDefaults, now: datetime) -> 
         opts.unique_running,
         opts.ordering_key,
         opts.rate_key,
+        tuple(opts.after),
+        ParentFailure(opts.on_parent_failure),
     )
 
 

@@ -70,7 +70,8 @@ class JobInfo:
     was: a running job's attempt started then (``None`` before its first claim and once dead; ADR
     064). ``errors`` are its failed attempts,
     oldest first, when its queue keeps results (ADR 064): ``get_job`` reads them, a dead job keeps
-    them (the last one's too); a claimed job's are not read (empty).
+    them (the last one's too); a claimed job's are not read (empty). ``parents``, ``waiting_on`` and
+    ``children`` are its dependencies (ADR 073).
     """
 
     id: int
@@ -103,6 +104,11 @@ class JobInfo:
     #: Its finished steps, oldest first, and what it sleeps for, as ``get_job`` reads them (ADR 069).
     steps: tuple[StepInfo, ...] = ()
     waits_for: WaitInfo | None = None
+    #: Its parents (``after``), those of them that have not finished yet, and the jobs waiting on it
+    #: (ADR 073): read by ``get_job`` (empty on a claimed job and in listings).
+    parents: tuple[int, ...] = ()
+    waiting_on: tuple[int, ...] = ()
+    children: tuple[int, ...] = ()
 
     @property
     def sleeping(self) -> bool:
@@ -120,7 +126,12 @@ _AFTER_PAYLOAD = attrgetter(*_NAMES[_NAMES.index("payload") + 1 : _NAMES.index("
 
 def fields_of(record: JobRecord, payload: Any) -> tuple[Any, ...]:
     """A ``JobInfo``'s fields, in its order, from ``record`` (by name) and the decoded ``payload``."""
-    return (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record), attempts_of(record.attempt_log))
+    fields = (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record), attempts_of(record.attempt_log))
+    if not record.parent_links and not record.children:  # not read by get_job: a claim, a listing
+        return fields
+    waits = tuple(link.id for link in record.parent_links if link.state == "waiting")
+    # the steps and what it sleeps for stay at their defaults here: get_job adds them (ADR 069)
+    return (*fields, (), None, record.parents, waits, record.children)
 
 
 def info_of(record: JobRecord, payload: Any) -> JobInfo:
@@ -154,6 +165,7 @@ def new_jobs(
             stamps.ordering_key,
             stamps.rate_key,
         )
+        after, policy = stamps.after, stamps.on_parent_failure
         return [
             NewJob(
                 queue,
@@ -169,6 +181,9 @@ def new_jobs(
                 running,
                 ordering,
                 rated,
+                after,
+                (),
+                policy,
             )
             for payload in data
         ]
@@ -213,6 +228,9 @@ def _new_job(
         unique_running or stamps.unique_running,
         ordering_key or stamps.ordering_key,
         rate_key or stamps.rate_key,
+        stamps.after,
+        (),
+        stamps.on_parent_failure,
     )
 
 

@@ -44,6 +44,7 @@ class Finisher(Protocol):
     def heartbeat(self, job: Job) -> datetime: ...
 
     def stepper(self) -> Stepper: ...
+    def parent_results(self, job_id: int) -> dict[int, Any]: ...
 
 
 class Claim:
@@ -106,6 +107,14 @@ class Job(JobInfo):
         ``result`` included (encoded by the store's codec: ``InvalidPayload`` before any I/O, the job still
         held, when it cannot be); otherwise ``result`` is ignored."""
         self._kernel.ack(self, result)
+
+    def parent_results(self) -> dict[int, Any]:
+        """What each parent of this job handed it when it succeeded (its return value), by parent id (ADR 073).
+
+        A parent hands its result over whatever its queue's ``keep_results``; one that returned
+        ``None`` (or finished before this job waited on it, unkept) is left out.
+        """
+        return self._kernel.parent_results(self.id)
 
     def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
         """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).

@@ -41,6 +41,7 @@ class AsyncFinisher(Protocol):
     async def heartbeat(self, job: AsyncJob) -> datetime: ...
 
     def stepper(self) -> AsyncStepper: ...
+    async def parent_results(self, job_id: int) -> dict[int, Any]: ...
 
 
 class Claim:
@@ -103,6 +104,14 @@ class AsyncJob(JobInfo):
         ``result`` included (encoded by the store's codec: ``InvalidPayload`` before any I/O, the job still
         held, when it cannot be); otherwise ``result`` is ignored."""
         await self._kernel.ack(self, result)
+
+    async def parent_results(self) -> dict[int, Any]:
+        """What each parent of this job handed it when it succeeded (its return value), by parent id (ADR 073).
+
+        A parent hands its result over whatever its queue's ``keep_results``; one that returned
+        ``None`` (or finished before this job waited on it, unkept) is left out.
+        """
+        return await self._kernel.parent_results(self.id)
 
     async def retry(self, error: str | BaseException, delay: float | timedelta | None = None) -> None:
         """Failed this attempt: run again after ``delay`` (``None`` = the queue's curve).

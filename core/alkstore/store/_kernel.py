@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,9 +27,11 @@ from alkstore.port._operations_port import OperationsPort
 from alkstore.port._records import (
     Burial,
     ClaimRequest,
+    Handed,
     Heartbeat,
     Held,
     JobRecord,
+    NewJob,
     NewSchedule,
     QueueConfig,
     Retry,
@@ -40,6 +43,7 @@ from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock
 from alkstore.rules._args import check_opts
 from alkstore.rules._codec import Codec
+from alkstore.rules._graphs import Graph, plan_graph
 from alkstore.rules._lifecycle import (
     Decoded,
     Undecodable,
@@ -60,6 +64,8 @@ from ._steps import Stepper, Suspension
 __all__ = ["CONFIG_TTL", "Kernel", "kernel_of"]
 
 log = logging.getLogger("alkstore")
+#: Where no telemetry records an enqueue: the trace it yields is ``None``.
+_NO_SPAN = nullcontext(None)
 
 #: How long a store trusts what it read of a queue's stored config, in seconds of its clock (ADR 016).
 CONFIG_TTL = timedelta(seconds=2)
@@ -225,12 +231,62 @@ class Kernel:
             tx = engine.caller_transaction(tx)
         stored, defaults = self.config(queue, tx, now)
         stamps = derived if derived is not None and stored is None else stamp_enqueue(opts, defaults, now)
+        if stamps.after:
+            self._dependencies_offered("enqueue(after=…)")
         keyed = None if keys is None else [keys(payload) for payload in payloads]
         telemetry = self.telemetry
         if telemetry is None:
             return job_ids(engine.enqueue(new_jobs(queue, data, stamps, task, None, keyed), now, tx))
         with telemetry.enqueue(queue, task, len(data)) as trace:
             return job_ids(engine.enqueue(new_jobs(queue, data, stamps, task, trace, keyed), now, tx))
+
+    def _dependencies_offered(self, call: str) -> None:
+        if not self.engine.offers_dependencies:
+            raise NotOffered(
+                f"{call} needs job dependencies, which the {type(self.engine).__name__} engine does not offer"
+            )
+
+    def enqueue_graph(self, graph: Graph, tx: Any = None, *, in_caller_tx: bool = False) -> dict[str, JobId]:
+        """Enqueue every job of ``graph`` in one engine call (one transaction: its own, or ``tx``), parents
+        first; the id of each job by its key. Cycles and bad keys are refused before any I/O (ADR 073)."""
+        engine = self.live()
+        if not isinstance(graph, Graph):
+            raise InvalidArgument(f"expected an alkstore.Graph, not {type(graph).__name__}")
+        planned = plan_graph(graph.nodes)
+        if not planned:
+            return {}
+        self._dependencies_offered("enqueue_graph()")
+        encode = self.codec.encode
+        data = [encode(item.node.payload) for item in planned]
+        now = self.clock.now()
+        if in_caller_tx:
+            tx = engine.caller_transaction(tx)
+        jobs: list[NewJob] = []
+        telemetry = self.telemetry
+        span = None if telemetry is None else telemetry.enqueue(planned[0].node.queue, None, len(planned))
+        with span if span is not None else _NO_SPAN as trace:
+            for item, payload in zip(planned, data, strict=True):
+                node = item.node
+                defaults = (self.config(node.queue, tx, now))[1]
+                (job,) = new_jobs(node.queue, [payload], stamp_enqueue(node.opts, defaults, now), node.task, trace)
+                jobs.append(
+                    replace(
+                        job,
+                        after=node.after_ids,
+                        after_batch=item.after_batch,
+                        on_parent_failure=node.on_parent_failure,
+                    )
+                )
+            ids = job_ids(engine.enqueue(jobs, now, tx))
+        return {item.node.key: job_id for item, job_id in zip(planned, ids, strict=True)}
+
+    def parent_results(self, job_id: int) -> dict[int, Any]:
+        """The results the parents of ``job_id`` that succeeded handed it, decoded, by parent id (a parent
+        that handed nothing, or has not finished, is left out; ADR 073)."""
+        record = self.live().get_job(job_id)
+        if record is None:
+            return {}
+        return {link.id: self.codec.decode(link.result) for link in record.parent_links if link.result is not None}
 
     def claim(
         self, queue: str, worker_id: str, limit: int, acks: Sequence[tuple[Job, Held]] = ()
@@ -323,6 +379,8 @@ class Kernel:
         held = Held(job.id, job._record.fence)
         keep = (self.config(job.queue))[1].keep_results
         if keep is None:
+            if job._record.dependents and result is not None:  # its dependents read it (ADR 073)
+                return Handed(held.job_id, held.fence, self.codec.encode(result))
             return held
         return done(held, self.codec, result, keep, self.clock.now(), started_at or job._claimed_at)
 

@@ -28,6 +28,7 @@ from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock, StopToken
 from alkstore.rules._args import batch, check_callable, check_stop, valid_id
 from alkstore.rules._codec import Codec, JsonCodec
+from alkstore.rules._graphs import Graph
 from alkstore.rules._names import outbox_queue, validate_label, validate_name
 from alkstore.rules._options import EnqueueOpts, ScheduleOpts, as_duration
 from alkstore.rules._records import (
@@ -218,6 +219,23 @@ class Store(_Inspection):
         """
         validate_name(queue, "queue")
         return self._kernel.enqueue(queue, batch(payloads), opts, tx, in_caller_tx=True)
+
+    def graph(self) -> Graph:
+        """A new, empty ``Graph`` of jobs that wait on each other, for ``enqueue_graph`` (ADR 073)."""
+        self._kernel.live()
+        return Graph()
+
+    def enqueue_graph(self, graph: Graph) -> dict[str, JobId]:
+        """Enqueue every job of ``graph`` in one transaction, parents first; each job's id by its key.
+
+        ``DependencyCycle`` for jobs that wait on each other in a circle and ``UnknownParent`` for an
+        ``after`` id of no stored job: nothing is written then.
+        """
+        return self._kernel.enqueue_graph(graph)
+
+    def enqueue_graph_tx(self, tx: Any, graph: Graph) -> dict[str, JobId]:
+        """``enqueue_graph`` inside the caller's transaction ``tx``: commit publishes, rollback erases."""
+        return self._kernel.enqueue_graph(graph, tx, in_caller_tx=True)
 
     def outbox_enqueue_tx(self, tx: Any, outbox: str, payload: Any, opts: EnqueueOpts | None = None) -> JobId:
         """Add a message to ``outbox`` inside the caller's transaction ``tx``."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from alkstore.errors import InvalidArgument, InvalidOptions
 from alkstore.rules._args import check_call, signature_of
+from alkstore.rules._graphs import Graph
 from alkstore.rules._names import outbox_queue, validate_label, validate_name
 from alkstore.rules._options import EnqueueOpts, ScheduleOpts, as_duration, check_key
 from alkstore.rules._records import JobId
@@ -175,6 +176,14 @@ class Task(Generic[P, R]):
         payloads = _payloads(self, calls)
         kernel = async_kernel_of(store)
         return await kernel.enqueue(self.queue, payloads, self.opts, tx, in_caller_tx=True, **self._as)
+
+    def s(self, /, *args: P.args, **kwargs: P.kwargs) -> Graph:
+        """A run of this task with these keyword arguments, not yet enqueued: a graph of one job (keyed by the
+        task's name) for ``chain``, ``group`` and ``chord``, or ``Store.enqueue_graph`` (ADR 073)."""
+        payload = _payload(self, args, kwargs)
+        graph = Graph()
+        graph.add(self.name, self.queue, payload, self.opts, task=self.name)
+        return graph
 
     @property
     def _as(self) -> dict[str, Any]:
@@ -438,4 +447,6 @@ def _merged(base: EnqueueOpts, override: EnqueueOpts) -> EnqueueOpts:
     if override.delay is not None:
         values["run_at"] = None
     values["unique_running"] = override.unique_running if override.unique_key is not None else base.unique_running
+    values["after"] = override.after or base.after
+    values["on_parent_failure"] = override.on_parent_failure if override.after else base.on_parent_failure
     return EnqueueOpts(**values)

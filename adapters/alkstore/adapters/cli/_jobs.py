@@ -56,8 +56,16 @@ def job_json(job: JobInfo) -> dict[str, Any]:
         if job.waits_for is None
         else {"until": iso(job.waits_for.until), "event": job.waits_for.event},
         "steps": [{"name": step.name, "at": iso(step.at)} for step in job.steps],
+        **_dependencies(job),
         **payload_json(job.payload),
     }
+
+
+def _dependencies(job: JobInfo) -> dict[str, Any]:
+    """A job's parents, what it still waits for and the jobs waiting on it (ADR 073), when it has any."""
+    if not (job.parents or job.children):
+        return {}
+    return {"parents": list(job.parents), "waiting_on": list(job.waiting_on), "children": list(job.children)}
 
 
 def result_json(result: JobResult) -> dict[str, Any]:

@@ -70,6 +70,11 @@ class MemoryEngine(port.Engine, port.StepsPort):
         """The system clock: a memory store lives in one process, so there is no other host to agree with."""
         return SystemClock()
 
+    @property
+    def offers_dependencies(self) -> bool:
+        """Jobs wait on their parents here (ADR 073)."""
+        return True
+
     # -- queue configuration --------------------------------------------------------
 
     def configure_queue(self, queue: str, config: port.QueueConfig) -> port.QueueConfig | None:

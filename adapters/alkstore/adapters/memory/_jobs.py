@@ -13,12 +13,13 @@ from typing import Any
 from alkstore import engine as port
 from alkstore.errors import InvalidTransaction
 
-from ._state import Fenced, MemoryTransaction, QueueIndex, TableState, result_row
+from ._dependencies import DependencyTables
+from ._state import Fenced, MemoryTransaction, QueueIndex, result_row
 
 __all__ = ["JobTables"]
 
 
-class JobTables(TableState):
+class JobTables(DependencyTables):
     """Queue configs' readers and the job lifecycle: each method one atomic transition under the state's lock."""
 
     def caller_transaction(self, tx: Any) -> MemoryTransaction:
@@ -38,6 +39,8 @@ class JobTables(TableState):
             self._publish(row)
 
         with self._cond:
+            self.check_parents(jobs)
+            self._seen = max(self._seen, now)
             ids = self._admit(jobs, now, publish)
             for queue in {job.queue for job in jobs}:
                 self._signal(queue)
@@ -82,11 +85,13 @@ class JobTables(TableState):
             tx._pending.append(row)
 
         with self._cond:
+            self.check_parents(jobs, (row.id for row in tx._pending))
             return self._admit(jobs, now, buffer)
 
     def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
         now = request.now
         with self._cond:
+            self._seen = max(self._seen, now)
             index = self._index(request.queue)
             self._sweep_leases(index, now)
             self._sweep_expired(index, now)
@@ -123,6 +128,7 @@ class JobTables(TableState):
                     lease_until=lease_until,
                     claimed_at=now,
                     unique_key=row.unique_key if row.unique_running else None,  # held while it runs, by option
+                    dependents=len(self._children.get(job_id, ())),
                 )
                 if row.unique_key is not None and not row.unique_running:
                     self._holders.pop((row.queue, row.unique_key), None)
@@ -211,6 +217,8 @@ class JobTables(TableState):
         def ack(job: port.JobRecord, item: port.Held) -> None:
             if isinstance(item, port.Done) and not job.cancel_requested:
                 self._results[job.id] = result_row(job, item, self._attempts.get(job.id, ()))
+            if job.id in self._children and not job.cancel_requested:  # it succeeded: its dependents go on
+                self._succeeded(job, item.result if isinstance(item, (port.Done, port.Handed)) else None)
             self._delete(job)
 
         return self._each_held(held, ack)
@@ -258,6 +266,7 @@ class JobTables(TableState):
         with self._cond:
             live = self._jobs.get(job_id)
             if live is None:
-                return self._dead.get(job_id)
+                dead = self._dead.get(job_id)
+                return None if dead is None else self._with_links(dead)
             logged = self._attempts.get(job_id)
-            return live if logged is None else replace(live, attempt_log=logged)
+            return self._with_links(live if logged is None else replace(live, attempt_log=logged))

@@ -127,6 +127,7 @@ class OperationTables(TableState):
             )[:limit]
             for _, job_id in doomed:
                 del self._dead[job_id]
+                self._unlink(job_id)
         return len(doomed)
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
@@ -177,7 +178,10 @@ class OperationTables(TableState):
 
     def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         with self._cond:
-            return [job_id for job_id in sorted(set(job_ids)) if self._dead.pop(job_id, None) is not None]
+            purged = [job_id for job_id in sorted(set(job_ids)) if self._dead.pop(job_id, None) is not None]
+            for job_id in purged:
+                self._unlink(job_id)
+            return purged
 
     def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
         with self._cond:

@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from alkstore import engine as port
@@ -160,6 +160,8 @@ class TableState:
         self._next_starts: dict[tuple[str, str], datetime] = {}
         #: Unique keys taken by jobs of open transactions (a later enqueue of one finds that job).
         self._reserved: dict[tuple[str, str], int] = {}
+        #: The latest instant a call brought: when a dependent dies in a call that brings none (a cancel).
+        self._seen = datetime.min.replace(tzinfo=UTC)
 
         #: Tasks parked in ``wait_signal_async``: each woken (on its own loop) by a signal of its queues.
         self._listeners: list[_Listener] = []
@@ -252,8 +254,29 @@ class TableState:
         if row.expires_at is not None:
             heapq.heappush(index.expiry, (row.expires_at, next(self._serials), row))
 
+    # -- dependencies: the hooks ``_dependencies.DependencyTables`` fills in (ADR 073) ------
+
+    def _link(self, row: port.JobRecord) -> tuple[port.JobRecord, int | None]:
+        return row, None
+
+    def _died(self, job: port.JobRecord, now: datetime | None) -> None:
+        """``job`` ended without success (its dependents follow their policies)."""
+
+    def _follow(self, child: port.JobRecord, parent: int, now: datetime | None) -> None:
+        """Apply ``child``'s policy for its ``parent`` that died."""
+
+    def _unlink(self, job_id: int) -> None:
+        """Forget the links of a job deleted for good."""
+
     def _publish(self, row: port.JobRecord) -> None:
-        """Store a new (or requeued) job: the head of its ordering key's line, or waiting behind it."""
+        """Store a new (or requeued) job: the head of its ordering key's line, or waiting behind it (or
+        behind its parents)."""
+        if row.parents:
+            row, died = self._link(row)
+            self._make_pending(row)
+            if died is not None and row.on_parent_failure is not port.ParentFailure.RUN:
+                self._follow(row, died, None)
+            return
         if row.ordering_key is not None:
             line = self._lines.get((row.queue, row.ordering_key))
             if line is None:
@@ -274,10 +297,11 @@ class TableState:
             return None
         return holder
 
-    def _gone(self, job: port.JobRecord) -> None:
-        """``job`` left the unfinished states (acked, dead, cancelled): free its keys, and let the next job of
-        its ordering key's line run."""
+    def _gone(self, job: port.JobRecord, now: datetime | None = None) -> None:
+        """``job`` left the unfinished states (acked, dead, cancelled): free its keys, let the next job of
+        its ordering key's line run, and its dependents still waiting (an ack took its own) follow it."""
         self._index(job.queue).running.discard(job.id)
+        self._died(job, now)
         if self._attempts:
             self._attempts.pop(job.id, None)
         if job.unique_key is not None and self._holders.get((job.queue, job.unique_key)) == job.id:
@@ -303,6 +327,7 @@ class TableState:
     def _delete(self, job: port.JobRecord) -> None:
         """Delete a job (acked, cancelled, or ending cancelled)."""
         del self._jobs[job.id]
+        self._unlink(job.id)
         self._gone(job)
 
     def _signal(self, queue: str) -> None:
@@ -334,7 +359,8 @@ class TableState:
         # A dead job keeps its attempt log, its last attempt appended when the burial logged it (ADR 064).
         logged = self._attempts.get(job.id, ()) + ((attempt,) if attempt is not None else ())
         del self._jobs[job.id]
-        self._gone(job)
+        self._seen = max(self._seen, now)
+        self._gone(job, now)
         self._dead[job.id] = replace(
             job,
             state=port.JobState.DEAD,
@@ -346,6 +372,8 @@ class TableState:
             unique_key=None,
             claimed_at=None,
             attempt_log=logged,
+            waiting=False,
+            parents_left=0,
         )
 
     # -- queue configuration --------------------------------------------------------
@@ -380,6 +408,9 @@ class TableState:
                 ids.append(port.Existing(found))
                 continue
             row = new_row(next(self._ids), job, now)
+            if job.after or job.after_batch:
+                parents = (*job.after, *(ids[position] for position in job.after_batch))
+                row = replace(row, parents=tuple(dict.fromkeys(parents)), on_parent_failure=job.on_parent_failure)
             keep(row)
             ids.append(row.id)
         return ids

@@ -35,6 +35,7 @@ from . import _migrate, _rows
 from ._clock import DatabaseClock
 from ._connections import Connections
 from ._cursors import ClaimCursors, full_params
+from ._dependencies import has_parents, insert_with_parents, with_links
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._rates import rated_claim_params
@@ -225,6 +226,11 @@ class PostgresEngine(port.Engine, PostgresSteps):
                 log.warning("could not wake the claims parked on %s at close: %s", parked, exc)
         self._connections.close()
 
+    @property
+    def offers_dependencies(self) -> bool:
+        """Jobs wait on their parents here (ADR 073)."""
+        return True
+
     def default_clock(self) -> Clock:
         """The database server's clock (ADR 015), shared by every host on this database."""
         return self._clock
@@ -264,6 +270,15 @@ class PostgresEngine(port.Engine, PostgresSteps):
     def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
+        if has_parents(jobs):
+            if tx is not None:
+                try:
+                    conn = caller_connection(tx)
+                    return insert_with_parents(self._sql, conn, jobs, now, self._channel, self._schema)
+                except psycopg.Error as exc:
+                    raise_translated(exc)
+            with self._connections.transaction() as own:
+                return insert_with_parents(self._sql, own, jobs, now, self._channel, self._schema)
         if any(job.unique_key or job.ordering_key or job.rate_key for job in jobs):
             if tx is not None:
                 try:
@@ -479,7 +494,10 @@ class PostgresEngine(port.Engine, PostgresSteps):
         return _stale(beats, moved), [port.Held(beat.job_id, beat.fence) for beat in beats if beat.job_id in asked]
 
     def get_job(self, job_id: int) -> port.JobRecord | None:
-        return self._connections.one(self._sql.get_job, {"id": int(job_id)}, _rows.JOB, binary=True)
+        with self._connections.connection() as conn:
+            with conn.cursor(row_factory=_rows.JOB, binary=True) as cursor:
+                record = (cursor.execute(self._sql.get_job, {"id": int(job_id)})).fetchone()
+            return with_links(conn, self._sql, record)
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         params = {"ids": _rows.ids(job_ids), "now": now, "schema": self._schema}
@@ -721,8 +739,9 @@ class PostgresEngine(port.Engine, PostgresSteps):
 
 
 def _keeping(items: Sequence[port.Held]) -> bool:
-    """Whether some of the acks ``items`` keep their job's outcome (then ``ack_keeping`` writes them all)."""
-    return any(isinstance(item, port.Done) for item in items)
+    """Whether some of the acks ``items`` keep their job's outcome or hand it to its dependents (then
+    ``ack_keeping`` writes them all)."""
+    return any(isinstance(item, (port.Done, port.Handed)) for item in items)
 
 
 def _stale(items: Sequence[port.Held], done: Sequence[Any]) -> list[port.Held]:

@@ -32,6 +32,7 @@ from . import _migrate_async, _rows
 from ._clock_async import AsyncDatabaseClock
 from ._connections_async import AsyncConnections
 from ._cursors import ClaimCursors, full_params
+from ._dependencies_async import has_parents, insert_with_parents, with_links
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._rates import rated_claim_params
@@ -222,6 +223,11 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
                 log.warning("could not wake the claims parked on %s at close: %s", parked, exc)
         await self._connections.close()
 
+    @property
+    def offers_dependencies(self) -> bool:
+        """Jobs wait on their parents here (ADR 073)."""
+        return True
+
     def default_clock(self) -> Clock:
         """The database server's clock (ADR 015), shared by every host on this database."""
         return self._clock
@@ -261,6 +267,15 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
     async def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
+        if has_parents(jobs):
+            if tx is not None:
+                try:
+                    conn = await caller_connection(tx)
+                    return await insert_with_parents(self._sql, conn, jobs, now, self._channel, self._schema)
+                except psycopg.Error as exc:
+                    raise_translated(exc)
+            async with self._connections.transaction() as own:
+                return await insert_with_parents(self._sql, own, jobs, now, self._channel, self._schema)
         if any(job.unique_key or job.ordering_key or job.rate_key for job in jobs):
             if tx is not None:
                 try:
@@ -476,7 +491,10 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
         return _stale(beats, moved), [port.Held(beat.job_id, beat.fence) for beat in beats if beat.job_id in asked]
 
     async def get_job(self, job_id: int) -> port.JobRecord | None:
-        return await self._connections.one(self._sql.get_job, {"id": int(job_id)}, _rows.JOB, binary=True)
+        async with self._connections.connection() as conn:
+            async with conn.cursor(row_factory=_rows.JOB, binary=True) as cursor:
+                record = await (await cursor.execute(self._sql.get_job, {"id": int(job_id)})).fetchone()
+            return await with_links(conn, self._sql, record)
 
     async def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         params = {"ids": _rows.ids(job_ids), "now": now, "schema": self._schema}
@@ -718,8 +736,9 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
 
 
 def _keeping(items: Sequence[port.Held]) -> bool:
-    """Whether some of the acks ``items`` keep their job's outcome (then ``ack_keeping`` writes them all)."""
-    return any(isinstance(item, port.Done) for item in items)
+    """Whether some of the acks ``items`` keep their job's outcome or hand it to its dependents (then
+    ``ack_keeping`` writes them all)."""
+    return any(isinstance(item, (port.Done, port.Handed)) for item in items)
 
 
 def _stale(items: Sequence[port.Held], done: Sequence[Any]) -> list[port.Held]:

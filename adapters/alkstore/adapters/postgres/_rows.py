@@ -115,6 +115,7 @@ JOB_READ = (
     "last_error", "last_traceback", "schedule", "boundary", "enqueued_at", "worker_id", "lease_until",
     "lease", "visibility_us", "task", "trace", "unique_key", "unique_running", "ordering_key",
     "cancel_requested", "claimed_at", "rate_key",
+    "dependents",
 )  # fmt: skip
 
 
@@ -128,6 +129,7 @@ def _job(
         last_error, last_traceback, schedule, boundary, enqueued_at, worker_id, lease_until,
         lease, visibility_us, task, trace, unique_key, unique_running, ordering_key,
         cancel_requested, claimed_at, rate_key,
+        dependents,
     ) = c  # fmt: skip
     return port.JobRecord(
         id=int(id_),
@@ -159,6 +161,7 @@ def _job(
         claimed_at=_utc_or_none(claimed_at),
         attempt_log=tuple(bytes(entry) for entry in attempt_log) if attempt_log else (),
         rate_key=rate_key,
+        dependents=dependents,
     )
 
 
@@ -410,7 +413,7 @@ def keeping_params(items: Sequence[port.Held]) -> dict[str, Any]:
     return {
         **fenced_params(items),
         "keeps": [item is not None for item in done],
-        "results": [None if item is None else item.result for item in done],
+        "results": [item.result if isinstance(item, (port.Done, port.Handed)) else None for item in items],
         "started_ats": [None if item is None else item.started_at for item in done],
         "finished_ats": [None if item is None else item.finished_at for item in done],
         "keep_untils": [None if item is None else item.keep_until for item in done],

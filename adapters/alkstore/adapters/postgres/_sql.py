@@ -54,6 +54,7 @@ _DEAD_IN_PLACE = {
     "cancel_requested": "false AS cancel_requested",
     "claimed_at": "NULL::timestamptz AS claimed_at",
     "rate_key": "NULL::text AS rate_key",
+    "dependents": "0 AS dependents",
 }
 #: A schedule's columns as the engine reads them (``_rows.SCHEDULE``).
 _SCHEDULE = (
@@ -345,6 +346,12 @@ class Statements:
     release: str
     heartbeat: str
     get_job: str
+    lock_parents: str
+    finished_parents: str
+    enqueue_dependent: str
+    link_parents: str
+    follow_parent: str
+    dependency_links: str
     dead_ordering_keys: str
     requeue_dead: str
     try_lock: str

@@ -97,6 +97,11 @@ class AsyncSqliteEngine(port.AsyncEngine, port.AsyncStepsPort):
         self._signals.close()
         self._thread.shutdown(wait=False)
 
+    @property
+    def offers_dependencies(self) -> bool:
+        """Jobs wait on their parents here (ADR 073)."""
+        return True
+
     def default_clock(self) -> Clock:
         """The system clock: every process sharing a SQLite file runs on its one host."""
         return SystemClock()

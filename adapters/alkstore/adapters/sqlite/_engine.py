@@ -76,6 +76,11 @@ class SqliteEngine(port.Engine, port.StepsPort):
         self._tables.close()
         self._signals.close()
 
+    @property
+    def offers_dependencies(self) -> bool:
+        """Jobs wait on their parents here (ADR 073)."""
+        return True
+
     def default_clock(self) -> Clock:
         """The system clock: every process sharing a SQLite file runs on its one host."""
         return SystemClock()

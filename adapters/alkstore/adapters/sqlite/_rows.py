@@ -115,7 +115,8 @@ def job_of(row: Sequence[Any]) -> port.JobRecord:
         cancel_requested=bool(row[25]),
         claimed_at=maybe_at(row[26]),
         rate_key=row[27],
-        attempt_log=unpack_log(row[28]) if len(row) > 28 else (),
+        dependents=row[28],
+        attempt_log=unpack_log(row[29]) if len(row) > 29 else (),
     )
 
 

@@ -187,6 +187,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (queue, key)
         )""",
     ),
+    # Version 7, dependencies (ADR 073): a parent counts the dependents ever enqueued after it (its end then looks
+    # at their rows); a dependent's parents are rows of alkstore_job_dependencies, which go with it when
+    # its row is deleted (acked, cancelled, purged dead): a trigger, run only for a job with parents.
+    (
+        "ALTER TABLE alkstore_jobs ADD COLUMN dependents INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE alkstore_jobs ADD COLUMN on_parent_failure TEXT",
+        """CREATE TABLE alkstore_job_dependencies (
+            child INTEGER NOT NULL,
+            parent INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            result BLOB,
+            PRIMARY KEY (child, parent)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX alkstore_job_dependencies_parent ON alkstore_job_dependencies (parent) WHERE state = 'waiting'",
+        """CREATE TRIGGER alkstore_jobs_unlink AFTER DELETE ON alkstore_jobs
+            WHEN OLD.on_parent_failure IS NOT NULL
+            BEGIN DELETE FROM alkstore_job_dependencies WHERE child = OLD.id; END""",
+    ),
 )
 
 # -- schema version ------------------------------------------------------------------------------
@@ -236,7 +255,26 @@ PAUSED_QUEUES = "SELECT queue FROM alkstore_queues WHERE paused = 1"
 JOB_COLUMNS = (
     "id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule,"
     " boundary, enqueued_at, worker_id, lease_until, died_at, fence, visibility, task, last_traceback, trace,"
-    " unique_key, unique_running, ordering_key, waiting, cancel_requested, claimed_at, rate_key"
+    " unique_key, unique_running, ordering_key, waiting, cancel_requested, claimed_at, rate_key, dependents"
+)
+
+#: Dependencies (ADR 073; ``_dependencies``).
+PARENT_STATE = "SELECT state FROM alkstore_jobs WHERE id = ?"
+COUNT_DEPENDENT = "UPDATE alkstore_jobs SET dependents = dependents + 1 WHERE id = ?"
+KEPT_RESULT = "SELECT result FROM alkstore_results WHERE id = ?"
+SET_PARENTS = "UPDATE alkstore_jobs SET on_parent_failure = ? WHERE id = ?"
+LINK_PARENT = "INSERT INTO alkstore_job_dependencies (child, parent, position, state, result) VALUES (?, ?, ?, ?, ?)"
+WAITING_LINKS = "SELECT count(*) FROM alkstore_job_dependencies WHERE child = ? AND state = 'waiting'"
+SET_WAITING = "UPDATE alkstore_jobs SET waiting = ? WHERE id = ? AND state = 'pending'"
+SETTLE_LINKS = (
+    "UPDATE alkstore_job_dependencies SET state = ?, result = ? WHERE parent = ? AND state = 'waiting' RETURNING child"
+)
+LIVE_DEPENDENT = "SELECT on_parent_failure FROM alkstore_jobs WHERE id = ? AND state = 'pending'"
+DEPENDENT_ROW = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ?"
+PARENT_LINKS = "SELECT parent, state, result FROM alkstore_job_dependencies WHERE child = ? ORDER BY position"
+WAITING_CHILDREN = (
+    "SELECT d.child FROM alkstore_job_dependencies AS d JOIN alkstore_jobs AS j ON j.id = d.child"
+    " WHERE d.parent = ? AND d.state = 'waiting' AND j.state = 'pending' ORDER BY d.child"
 )
 INSERT_JOB = (
     "INSERT INTO alkstore_jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,"
@@ -323,7 +361,7 @@ DELETE_JOB = "DELETE FROM alkstore_jobs WHERE id = ?"
 #: An ack: the held job (id and fence) deleted, with what its kept result and its key's line need of it.
 ACK_JOB = (
     "DELETE FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ? RETURNING queue, payload, task,"
-    " attempts, max_attempts, enqueued_at, worker_id, cancel_requested, ordering_key, waiting, attempt_log"
+    " attempts, max_attempts, enqueued_at, worker_id, cancel_requested, ordering_key, waiting, attempt_log, dependents"
 )
 HEARTBEAT = "UPDATE alkstore_jobs SET lease_until = ? WHERE id = ?"
 REQUEUE_DEAD = (

@@ -43,6 +43,7 @@ from alkstore.errors import (
     StoreClosed,
 )
 
+from . import _dependencies as deps
 from . import _statements as sql
 from ._options import SqliteOptions
 from ._rates import rate_values, rated_rows, rated_soonest
@@ -418,8 +419,16 @@ class SqliteTables:
         """Insert ``jobs`` in order on ``db`` (in its open write transaction); ``Existing`` for a taken unique key."""
         ids: list[int] = []
         fresh = list(jobs)
-        if all(job.unique_key is None and job.ordering_key is None and job.rate_key is None for job in fresh):
-            # No key to look up first, no line to take a place in: ids only, and the rows in order.
+        deps.check_parents(db, fresh)
+        if all(
+            job.unique_key is None
+            and job.ordering_key is None
+            and job.rate_key is None
+            and not job.after
+            and not job.after_batch
+            for job in fresh
+        ):
+            # No key to look up first, no line to take a place in, no parent: ids only, and the rows in order.
             count = len(fresh)
             first = self._next(db, "job", count) - count + 1
             stamp = us(now)
@@ -437,12 +446,12 @@ class SqliteTables:
                     ids.append(port.Existing(found[0]))
                     continue
             job_id = first + offset
-            self._insert(db, job_id, job, now, line + offset)
+            self._insert(db, job_id, deps.resolved(job, ids), now, line + offset)
             ids.append(job_id)
         return ids
 
-    @staticmethod
     def _insert(
+        self,
         db: sqlite3.Connection,
         job_id: int,
         job: port.NewJob,
@@ -453,6 +462,8 @@ class SqliteTables:
     ) -> None:
         waiting = job.ordering_key is not None and db.execute(sql.LINE_BUSY, (job.queue, job.ordering_key)).fetchone()
         db.execute(sql.INSERT_JOB, job_row(job_id, job, us(now), line, bool(waiting), schedule, boundary))
+        if job.after:  # waits on its parents too (ADR 073)
+            deps.insert_links(self, db, job_id, job, now)
 
     def begin(self) -> SqliteTransaction:
         self.check_open()
@@ -463,7 +474,8 @@ class SqliteTables:
         reserved for the transaction (a later enqueue of it, here, gets this job's id)."""
         ids: list[int] = []
         with self._write("enqueue in a transaction") as db:
-            for job in jobs:
+            deps.check_parents(db, jobs, (item.id for item in tx._pending))
+            for job in (deps.resolved(job, ids) for job in jobs):
                 if job.unique_key is not None:
                     found = db.execute(sql.UNIQUE_HOLDER, (job.queue, job.unique_key)).fetchone()
                     held = found[0] if found is not None else self._reserved.get((job.queue, job.unique_key))
@@ -596,7 +608,9 @@ class SqliteTables:
     # -- leaving the unfinished states ------------------------------------------------------
 
     def _gone(self, db: sqlite3.Connection, job: port.JobRecord) -> None:
-        """``job`` left the unfinished states: the next waiting job of its ordering key's line may run."""
+        """``job`` left the unfinished states: the next waiting job of its ordering key's line may run (and its
+        dependents still waiting on it follow their policies)."""
+        deps.died(self, db, job, None)
         self._line_moves(db, job.queue, job.ordering_key, job.waiting)
 
     def _line_moves(self, db: sqlite3.Connection, queue: str, ordering_key: str | None, waiting: bool) -> None:
@@ -664,7 +678,20 @@ class SqliteTables:
             if row is None:
                 stale.append(port.Held(item.job_id, item.fence))
                 continue
-            queue, payload, task, attempts, max_attempts, enqueued_at, worker_id, cancel, key, waiting, log = row
+            (
+                queue,
+                payload,
+                task,
+                attempts,
+                max_attempts,
+                enqueued_at,
+                worker_id,
+                cancel,
+                key,
+                waiting,
+                log,
+                dependents,
+            ) = row
             if isinstance(item, port.Done) and not cancel:
                 db.execute(
                     sql.INSERT_RESULT,
@@ -684,6 +711,8 @@ class SqliteTables:
                         log,
                     ),
                 )
+            if dependents:  # its dependents count it done, or follow their policies if it was cancelled (ADR 068)
+                deps.ended(self, db, item, dependents, succeeded=not cancel)
             self._line_moves(db, queue, key, bool(waiting))
         return stale
 
@@ -742,7 +771,7 @@ class SqliteTables:
     def get_job(self, job_id: int) -> port.JobRecord | None:
         with self._read_one("get_job") as db:
             row = db.execute(sql.GET_JOB, (job_id,)).fetchone()
-        return None if row is None else job_of(row)
+            return None if row is None else deps.with_links(db, job_of(row))
 
     def requeue_dead(self, job_ids: Sequence[int], now: datetime) -> list[int]:
         requeued = []

@@ -5,6 +5,14 @@
 id, queue, payload, task, attempts, max_attempts, enqueued_at, started_at, finished_at, keep_until,
 worker_id, result, attempt_log
 
+-- fragment: handed(acked)
+-- The CTE "handed": the result of each job acked (in the CTE named) given to the dependents waiting
+-- on it (ADR 073); their promotion is the trigger settle_15's, at the end of the statement.
+handed AS (
+    UPDATE {s}.job_dependencies AS d SET result = a.result
+    FROM {acked} AS a
+    WHERE d.parent = a.id AND d.state = 'waiting' AND a.result IS NOT NULL AND NOT a.cancel_requested)
+
 -- fragment: keeping_acks
 -- The CTEs "acked" and "kept": each held job (h) still running under its fence deleted, as
 -- ack_many does, and the outcome of each one whose ack keeps it (h.keep) and whose cancel was not
@@ -21,7 +29,8 @@ acked AS (
               j.attempt_log, j.cancel_requested, h.keep, h.result, h.started_at, h.finished_at, h.keep_until),
 kept AS (
     INSERT INTO {s}.results ({result_columns})
-    SELECT {result_columns} FROM acked WHERE keep AND NOT cancel_requested)
+    SELECT {result_columns} FROM acked WHERE keep AND NOT cancel_requested),
+{handed: acked}
 
 -- name: ack_keeping
 WITH {keeping_acks}
@@ -37,7 +46,10 @@ kept AS (
     INSERT INTO {s}.results ({result_columns})
     SELECT id, queue, payload, task, attempts, max_attempts, enqueued_at, %(started_at)s::timestamptz,
            %(finished_at)s::timestamptz, %(keep_until)s::timestamptz, worker_id, %(result)b::bytea, attempt_log
-    FROM acked WHERE NOT cancel_requested)
+    FROM acked WHERE NOT cancel_requested),
+handed AS (
+    UPDATE {s}.job_dependencies AS d SET result = %(result)b::bytea
+    FROM acked AS a WHERE d.parent = a.id AND d.state = 'waiting' AND NOT a.cancel_requested)
 SELECT id FROM acked
 
 -- name: ack_keeping_and_claim
