@@ -45,7 +45,7 @@ def test_a_file_left_unmigrated_or_from_newer_code_is_refused(tmp_path: Path) ->
         alkstore.open(url_of(path))
 
 
-#: What the versions after 2 made, undone (newest first), so a file looks as version 2 left it.
+#: What version 7 made (ADR 073), undone first, so that the columns it names can go.
 UNDO = [
     "DROP TRIGGER alkstore_jobs_unlink",
     "DROP TABLE alkstore_job_dependencies",
@@ -76,10 +76,6 @@ def test_a_file_of_version_1_migrates_in_place_and_keeps_its_jobs(tmp_path: Path
         for column in ("rate_count", "rate_per", "key_rate_count", "key_rate_per"):
             db.execute(f"ALTER TABLE alkstore_queues DROP COLUMN {column}")
         db.execute("DROP TABLE alkstore_rate_starts")
-        db.execute("DROP TRIGGER alkstore_jobs_unlink")  # and what version 7 added (ADR 073)
-        db.execute("DROP TABLE alkstore_job_dependencies")
-        for column in ("dependents", "on_parent_failure"):
-            db.execute(f"ALTER TABLE alkstore_jobs DROP COLUMN {column}")
         db.execute("DELETE FROM alkstore_schema WHERE version > 1")
     with pytest.raises(SchemaOutOfDate, match="version 1"):
         alkstore.open(url_of(path), migrate=False)
@@ -282,7 +278,10 @@ def test_an_enqueue_a_busy_claim_and_an_ack_each_run_one_short_transaction(tmp_p
         def counted(call: Callable[[], object]) -> list[str]:
             ran.clear()
             call()
-            return [" ".join(statement.split()[:2]) for statement in ran]
+            # SQLite traces a statement again when a trigger on its table starts (the ack's DELETE, ADR 073),
+            # though it runs once: one entry per statement run
+            once = [statement for i, statement in enumerate(ran) if i == 0 or ran[i - 1] != statement]
+            return [" ".join(statement.split()[:2]) for statement in once]
 
         assert counted(lambda: queue.enqueue("d")) == [
             "BEGIN IMMEDIATE",
