@@ -305,6 +305,8 @@ def test_get_job_reports_pending_then_running_then_dead_and_none_once_acked(stor
         "claimed_at": None,
         "rate_key": None,
         "errors": (),  # its queue keeps no results: no attempt is logged (ADR 064)
+        "steps": (),  # it ran no step and sleeps for nothing (ADR 069)
+        "waits_for": None,
         "parents": (),  # it waits on no job, and none on it (ADR 073)
         "waiting_on": (),
         "children": (),
