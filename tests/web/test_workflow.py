@@ -4,45 +4,14 @@ from __future__ import annotations
 
 import html
 import re
-from datetime import timedelta
 
-import pytest
-
-from alkstore import AsyncStore, EnqueueOpts, JobState, JobSuspended
+from alkstore import JobState
 from alkstore.adapters.web._graph import read_graph
 from alkstore.adapters.web._security import CSRF_FIELD
+from tests.web._flow import EVENT, STEP, seed_flow
 from tests.web._seed import HOSTILE
 from tests.web.conftest import Served
 from tests.web.test_actions import csrf_of
-
-#: A step's name and an event's name made of markup (both are printable, so the store takes them).
-STEP = HOSTILE[0]
-EVENT = '"><img src=x onerror=alert(2)>'
-
-
-async def seed_flow(store: AsyncStore) -> dict[str, int]:
-    """A diamond ``top`` -> ``left``, ``right`` -> ``bottom``; a dead ``lost`` with a child ``heir`` that runs
-    anyway; and ``stepped``, a job with a hostile finished step, asleep on a hostile event."""
-    flow = store.queue("flow")
-    ids: dict[str, int] = {"top": await flow.enqueue({"n": "top"})}
-    ids["left"] = await flow.enqueue({"n": "left"}, EnqueueOpts(after=[ids["top"]]))
-    ids["right"] = await flow.enqueue({"n": "right"}, EnqueueOpts(after=[ids["top"]]))
-    ids["bottom"] = await flow.enqueue({"n": "bottom"}, EnqueueOpts(after=[ids["left"], ids["right"]]))
-    lost = store.queue("lost")
-    ids["lost"] = await lost.enqueue({"n": "lost"}, EnqueueOpts(max_attempts=1))
-    ids["heir"] = await lost.enqueue({"n": "heir"}, EnqueueOpts(after=[ids["lost"]], on_parent_failure="run"))
-    dying = await lost.claim("w-1")
-    assert dying is not None
-    assert dying.id == ids["lost"]
-    await dying.fail("gone")
-    steps = store.queue("steps")
-    ids["stepped"] = await steps.enqueue({"n": "stepped"})
-    job = await steps.claim("w-2")
-    assert job is not None
-    await job.step(STEP, lambda: {"said": HOSTILE[1]})
-    with pytest.raises(JobSuspended):
-        await job.wait_for(EVENT, timedelta(hours=2))
-    return ids
 
 
 def test_a_jobs_page_links_its_parents_and_children_and_says_what_it_waits_on(served: Served) -> None:
