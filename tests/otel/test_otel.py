@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import NoOpTracerProvider
 
 import alkstore
-from alkstore import ManualClock, Store
+from alkstore import EnqueueOpts, ManualClock, Store
 from alkstore.adapters import otel
 from alkstore.adapters.otel import Telemetry, _telemetry
 from alkstore.engine import JobRecord, NewJob
@@ -219,3 +219,21 @@ def test_every_kept_measurement_reaches_each_collection_and_none_twice_however_t
     finally:
         sys.setswitchinterval(interval)
     assert _queue_waits(reader) == (3 + threads * per_thread, 2.0 * (3 + threads * per_thread))
+
+
+def test_a_job_enqueued_after_parents_links_its_enqueue_to_each_parents_trace(
+    traced: Store, exporter: InMemorySpanExporter
+) -> None:
+    first = traced.queue("a").enqueue({"n": 1})
+    second = traced.queue("b").enqueue({"n": 2})
+    exporter.clear()
+    traced.queue("d").enqueue({"n": 4}, EnqueueOpts(after=[first, second]))
+    (send,) = [span for span in exporter.get_finished_spans() if span.name == "send d"]
+    parents = [traced.get_job(first), traced.get_job(second)]
+    wanted = {job.trace.split("-")[1] for job in parents if job is not None and job.trace is not None}
+    assert len(wanted) == 2
+    assert {f"{link.context.trace_id:032x}" for link in send.links} == wanted
+    exporter.clear()
+    traced.queue("e").enqueue({"n": 5})
+    (alone,) = [span for span in exporter.get_finished_spans() if span.name == "send e"]
+    assert not alone.links

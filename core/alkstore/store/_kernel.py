@@ -237,8 +237,19 @@ class Kernel:
         telemetry = self.telemetry
         if telemetry is None:
             return job_ids(engine.enqueue(new_jobs(queue, data, stamps, task, None, keyed), now, tx))
-        with telemetry.enqueue(queue, task, len(data)) as trace:
+        parents = [] if in_caller_tx or not stamps.after else self._parent_traces(stamps.after)
+        span = (
+            telemetry.enqueue(queue, task, len(data), parents) if parents else telemetry.enqueue(queue, task, len(data))
+        )
+        with span as trace:
             return job_ids(engine.enqueue(new_jobs(queue, data, stamps, task, trace, keyed), now, tx))
+
+    def _parent_traces(self, parents: Sequence[int]) -> list[str]:
+        """The trace contexts ``parents`` carry, for the links of an enqueue's span (ADR 074): read before
+        its transaction, so only for an enqueue in one of the engine's own."""
+        engine = self.live()
+        traces = [None if (record := engine.get_job(parent)) is None else record.trace for parent in parents]
+        return [trace for trace in traces if trace is not None]
 
     def _dependencies_offered(self, call: str) -> None:
         if not self.engine.offers_dependencies:
