@@ -237,3 +237,19 @@ def test_a_job_enqueued_after_parents_links_its_enqueue_to_each_parents_trace(
     traced.queue("e").enqueue({"n": 5})
     (alone,) = [span for span in exporter.get_finished_spans() if span.name == "send e"]
     assert not alone.links
+
+
+def test_a_graph_waiting_on_stored_jobs_links_its_enqueue_to_their_traces(
+    traced: Store, exporter: InMemorySpanExporter
+) -> None:
+    stored = traced.queue("a").enqueue({"n": 1})
+    parent = traced.get_job(stored)
+    assert parent is not None
+    assert parent.trace is not None
+    exporter.clear()
+    graph = traced.graph()
+    graph.add("one", "b", {"n": 2}, after=[stored])
+    graph.add("two", "c", {"n": 3}, after=["one", stored])
+    traced.enqueue_graph(graph)
+    (send,) = [span for span in exporter.get_finished_spans() if span.name.startswith("send ")]
+    assert [f"{link.context.trace_id:032x}" for link in send.links] == [parent.trace.split("-")[1]]

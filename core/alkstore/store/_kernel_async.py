@@ -271,7 +271,12 @@ class AsyncKernel:
             tx = await engine.caller_transaction(tx)
         jobs: list[NewJob] = []
         telemetry = self.telemetry
-        span = None if telemetry is None else telemetry.enqueue(planned[0].node.queue, None, len(planned))
+        span = None
+        if telemetry is not None:  # linked to the stored jobs it waits on (ADR 074)
+            stored = [] if in_caller_tx else list(dict.fromkeys(i for item in planned for i in item.node.after_ids))
+            parents = await self._parent_traces(stored) if stored else []
+            first, count = planned[0].node.queue, len(planned)
+            span = telemetry.enqueue(first, None, count, parents) if parents else telemetry.enqueue(first, None, count)
         with span if span is not None else _NO_SPAN as trace:
             for item, payload in zip(planned, data, strict=True):
                 node = item.node
