@@ -49,8 +49,13 @@ class Telemetry(TelemetryPort):
     def closed(self, store: Store | AsyncStore) -> None:
         """``store`` was closed: read it no more."""
 
-    def enqueue(self, queue: str, task: str | None, count: int) -> AbstractContextManager[str | None]:
+    def enqueue(
+        self, queue: str, task: str | None, count: int, parents: Sequence[str] = ()
+    ) -> AbstractContextManager[str | None]:
         """Around one enqueue of ``count`` jobs onto ``queue`` (for ``task``, if they are a task's runs).
+
+        ``parents`` are the trace contexts their parents carry (``after=``, ADR 073), passed only when
+        there are some, so an enqueue's span can link to the traces it continues (ADR 074).
 
         The context yields the trace context each job carries (a W3C ``traceparent``), or
         ``None``; the jobs are written inside it, and count as enqueued when it exits without

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import NoOpTracerProvider
 
 import alkstore
-from alkstore import ManualClock, Store
+from alkstore import EnqueueOpts, ManualClock, Store
 from alkstore.adapters import otel
 from alkstore.adapters.otel import Telemetry, _telemetry
 from alkstore.engine import JobRecord, NewJob
@@ -219,3 +219,37 @@ def test_every_kept_measurement_reaches_each_collection_and_none_twice_however_t
     finally:
         sys.setswitchinterval(interval)
     assert _queue_waits(reader) == (3 + threads * per_thread, 2.0 * (3 + threads * per_thread))
+
+
+def test_a_job_enqueued_after_parents_links_its_enqueue_to_each_parents_trace(
+    traced: Store, exporter: InMemorySpanExporter
+) -> None:
+    first = traced.queue("a").enqueue({"n": 1})
+    second = traced.queue("b").enqueue({"n": 2})
+    exporter.clear()
+    traced.queue("d").enqueue({"n": 4}, EnqueueOpts(after=[first, second]))
+    (send,) = [span for span in exporter.get_finished_spans() if span.name == "send d"]
+    parents = [traced.get_job(first), traced.get_job(second)]
+    wanted = {job.trace.split("-")[1] for job in parents if job is not None and job.trace is not None}
+    assert len(wanted) == 2
+    assert {f"{link.context.trace_id:032x}" for link in send.links} == wanted
+    exporter.clear()
+    traced.queue("e").enqueue({"n": 5})
+    (alone,) = [span for span in exporter.get_finished_spans() if span.name == "send e"]
+    assert not alone.links
+
+
+def test_a_graph_waiting_on_stored_jobs_links_its_enqueue_to_their_traces(
+    traced: Store, exporter: InMemorySpanExporter
+) -> None:
+    stored = traced.queue("a").enqueue({"n": 1})
+    parent = traced.get_job(stored)
+    assert parent is not None
+    assert parent.trace is not None
+    exporter.clear()
+    graph = traced.graph()
+    graph.add("one", "b", {"n": 2}, after=[stored])
+    graph.add("two", "c", {"n": 3}, after=["one", stored])
+    traced.enqueue_graph(graph)
+    (send,) = [span for span in exporter.get_finished_spans() if span.name.startswith("send ")]
+    assert [f"{link.context.trace_id:032x}" for link in send.links] == [parent.trace.split("-")[1]]

@@ -28,6 +28,7 @@ from alkstore.adapters.web import create_app
 from alkstore.adapters.web._bulk import Run, signature
 from alkstore.adapters.web._views import group_key
 from tests.support import PATIENCE
+from tests.web._flow import seed_flow
 from tests.web._hostile import LONG_NAME, WIDE, seed_hostile
 from tests.web._seed import seed
 from tests.web.test_browser import chrome, console_errors
@@ -55,6 +56,7 @@ def site() -> Iterator[Site]:
         store = await open_async("memory://")
         ids.update((await seed(store)).ids)
         ids.update(await seed_hostile(store))
+        ids.update(await seed_flow(store))
         return store
 
     app = create_app(open_store, secret=SECRET)
@@ -95,6 +97,10 @@ def pages(site: Site) -> dict[str, str]:
         "job-huge-error": f"/jobs/{ids['huge']}",
         "job-rtl-deep": f"/jobs/{ids['rtl']}",
         "job-running": f"/jobs/{ids['running']}",
+        "job-workflow": f"/jobs/{ids['left']}",
+        "job-steps": f"/jobs/{ids['stepped']}",
+        "graph": f"/jobs/{ids['bottom']}/graph",
+        "graph-dead": f"/jobs/{ids['lost']}/graph",
         "job-raw": f"/jobs/{ids['raw']}",
         "job-missing": "/jobs/999999999",
         "not-found": "/nowhere",

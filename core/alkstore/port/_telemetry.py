@@ -39,7 +39,9 @@ class TelemetryPort:
     def closed(self, store: Any) -> None:
         raise NotImplementedError
 
-    def enqueue(self, queue: str, task: str | None, count: int) -> AbstractContextManager[str | None]:
+    def enqueue(
+        self, queue: str, task: str | None, count: int, parents: Sequence[str] = ()
+    ) -> AbstractContextManager[str | None]:
         raise NotImplementedError
 
     def claimed(self, jobs: Sequence[JobRecord], now: datetime) -> None:

@@ -147,8 +147,8 @@ class Telemetry(port.Telemetry):
         with self._lock:
             self._stores = [each for each in self._stores if each[0] is not store]
 
-    def enqueue(self, queue: str, task: str | None, count: int) -> _Enqueue:
-        return _Enqueue(self, queue, task, count)
+    def enqueue(self, queue: str, task: str | None, count: int, parents: Sequence[str] = ()) -> _Enqueue:
+        return _Enqueue(self, queue, task, count, parents)
 
     def claimed(self, jobs: Sequence[JobRecord], now: datetime) -> None:
         self._claimed.jobs(jobs)
@@ -299,13 +299,14 @@ class _Run(port.RunReport):
 class _Enqueue:
     """An enqueue's producer span: yields its ``traceparent``, counts the jobs when the enqueue succeeded."""
 
-    __slots__ = ("_count", "_queue", "_span", "_task", "_telemetry")
+    __slots__ = ("_count", "_parents", "_queue", "_span", "_task", "_telemetry")
 
-    def __init__(self, telemetry: Telemetry, queue: str, task: str | None, count: int) -> None:
+    def __init__(self, telemetry: Telemetry, queue: str, task: str | None, count: int, parents: Sequence[str]) -> None:
         self._telemetry = telemetry
         self._queue = queue
         self._task = task
         self._count = count
+        self._parents = parents
         self._span: trace.Span | None = None
 
     def __enter__(self) -> str | None:
@@ -321,7 +322,11 @@ class _Enqueue:
             attributes["alkstore.task"] = self._task
         if self._count != 1:
             attributes["messaging.batch.message_count"] = self._count
-        self._span = span = tracer.start_span(f"send {self._queue}", kind=SpanKind.PRODUCER, attributes=attributes)
+        # Linked to each parent's enqueue (ADR 074): a dependent continues the traces it waited on.
+        links = [link for parent in self._parents for link in _links(parent) or ()] or None
+        self._span = span = tracer.start_span(
+            f"send {self._queue}", kind=SpanKind.PRODUCER, attributes=attributes, links=links
+        )
         return _traceparent(span.get_span_context())
 
     def __exit__(

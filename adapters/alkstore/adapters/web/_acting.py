@@ -113,12 +113,20 @@ class Acting:
             raise HTTPException(400, "not a message of this dashboard's")
         return self.render(request, "done.html", page="done", message=message, back=back)
 
+    def _back_to_job(self, request: Request, form: dict[str, str], job_id: int) -> str:
+        """Where a job's action leads back to: the graph page it was taken from (its ``graph`` field, a
+        job id), else the job's page."""
+        root = form.get("graph", "")
+        if root.isascii() and root.isdigit() and len(root) <= 19:
+            return self.path(request, "job_graph", job_id=int(root))
+        return self.path(request, "job", job_id=job_id)
+
     async def requeue_job(self, request: Request) -> Response:
-        await self._form(request)
+        form = await self._form(request)
         job_id: int = request.path_params["job_id"]
         requeued = await self.store.requeue_dead(job_id)
         message = f"Job {job_id} is back on its queue." if requeued else f"Job {job_id} is not dead; nothing done."
-        return self._done(request, message, self.path(request, "job", job_id=job_id))
+        return self._done(request, message, self._back_to_job(request, form, job_id))
 
     async def requeue_queue(self, request: Request) -> Response:
         await self._form(request)
@@ -179,10 +187,11 @@ class Acting:
         return self._done(request, message, self.path(request, "queue", queue=name))
 
     async def cancel_job(self, request: Request) -> Response:
-        await self._form(request)
+        form = await self._form(request)
         job_id: int = request.path_params["job_id"]
         outcome = await self.store.cancel(job_id)
-        return self._done(request, _CANCELLED[outcome].format(job_id=job_id), self.path(request, "job", job_id=job_id))
+        message = _CANCELLED[outcome].format(job_id=job_id)
+        return self._done(request, message, self._back_to_job(request, form, job_id))
 
     async def add_schedule(self, request: Request) -> Response:
         form = await self._form(request)

@@ -32,6 +32,7 @@ from alkstore import STATS_CAP, AsyncStore, JobInfo, JobPage, JobPhase, QueueSta
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions, NotOffered
 
 from ._acting import BULK_LIMIT, Acting
+from ._graph import GRAPH_JOBS, read_graph
 from ._guard import SECURITY_HEADERS, Guard
 from ._log import logged, read_page, role_of_request
 from ._security import (
@@ -400,6 +401,18 @@ class _Dashboard(Acting):
             return self.render(request, "result.html", page="job", result=kept)
         return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
 
+    async def job_graph(self, request: Request) -> Response:
+        """The graph the job belongs to (ADR 073), read through parents and children up to ``GRAPH_JOBS``."""
+        job_id: int = request.path_params["job_id"]
+
+        async def was_done(other: int) -> bool:
+            return await self.store.result(other) is not None
+
+        graph = await read_graph(self.store.get_job, was_done, job_id)
+        if graph is None:
+            return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
+        return self.render(request, "graph.html", page="job", graph=graph, most=GRAPH_JOBS)
+
     async def _dead_jobs(self, queue: str, most: int = DEAD_SCAN) -> AsyncIterator[JobInfo]:
         """``queue``'s dead jobs, newest death first, up to ``most`` of them (read ``_READ`` at a time);
         none for a name no queue can have."""
@@ -578,6 +591,7 @@ class _Dashboard(Acting):
             Route("/results/{queue:path}", self.results, name="results"),
             Route("/find", self.find, name="find"),
             Route("/jobs/{job_id:int}", self.job, name="job"),
+            Route("/jobs/{job_id:int}/graph", self.job_graph, name="job_graph"),
             Route("/dead", self.dead, name="dead"),
             Route("/dead/group", self.dead_group, name="dead_group"),
             Route("/schedules", self.schedules, name="schedules"),
