@@ -63,7 +63,10 @@ _SCHEDULE = (
 )  # fmt: skip
 SCHEDULE_COLUMNS = ", ".join(_SCHEDULE)
 #: The tables whose dead rows a worker's maintenance counts and reclaims (ADR 023): every data table.
-UPKEEP_TABLES = ("action_log", "dead_jobs", "jobs", "locks", "queues", "results", "schedules", "throughput", "workers")
+UPKEEP_TABLES = (
+    "action_log", "dead_jobs", "events", "job_dependencies", "jobs", "locks", "queues", "rate_starts", "results",
+    "schedules", "steps", "throughput", "waits", "workers",
+)  # fmt: skip
 
 # -- the orders (ADR 027) --------------------------------------------------------------------
 
