@@ -21,7 +21,7 @@ def test_runs_count_per_queue_as_done_or_failed_until_taken_and_a_failed_store_p
     tally.add("mail", retried=1)
     tally.add("mail", buried=1)
     tally.add("reports", timed_out=1)
-    tally.acked(["mail", "reports", "mail"], lost=1)
+    tally.acked([(_job("mail"), 1.0), (_job("reports"), 1.0), (_job("mail"), 1.0)], lost=1)
     tally.add("mail", lost=1)  # neither done nor failed
     tally.add(cancelled=1)
 
@@ -37,6 +37,24 @@ def test_runs_count_per_queue_as_done_or_failed_until_taken_and_a_failed_store_p
     assert tally.take_counts() == {"mail": (3, 2), "reports": (3, 1)}
 
 
+def _job(queue: str, task: str | None = None, waited: float = 0.0) -> Any:
+    """A claimed job as the tally reads it: claimed ``waited`` seconds after its ``run_at``."""
+    return SimpleNamespace(queue=queue, task=task, run_at=T0, _claimed_at=T0 + timedelta(seconds=waited))
+
+
+def test_runs_sum_per_queue_and_task_with_their_run_time_and_pickup_latency() -> None:
+    tally = Tally()
+    tally.add("mail", _job("mail", "send", 2.0), 30.0, succeeded=1)
+    tally.add("mail", _job("mail", "send", 0.5), 10.0, retried=1)
+    tally.acked([(_job("mail", None, 1.0), 5.0)], lost=0)
+    tally.add("mail", _job("mail", "send", 9.0), 1.0, lost=1)  # neither done nor failed: no figure
+    taken = tally.take_figures()
+    assert taken == {("mail", "send"): [1, 1, 40.0, 2500.0], ("mail", ""): [1, 0, 5.0, 1000.0]}
+    assert tally.take_figures() == {}, "taken once"
+    tally.put_back_figures(taken)
+    assert tally.take_figures() == taken
+
+
 class _Failing:
     """An engine whose ``record_worker`` fails while ``down``, and keeps what it was given otherwise."""
 
@@ -44,7 +62,9 @@ class _Failing:
         self.down = True
         self.stored: list[tuple[str, datetime, int, int]] = []
 
-    def record_worker(self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = ()) -> None:
+    def record_worker(
+        self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = (), figures: Sequence[Any] = ()
+    ) -> None:
         if self.down:
             raise DatabaseUnavailable("the database is away")
         self.stored += [(count.queue, count.minute, count.done, count.failed) for count in throughput]

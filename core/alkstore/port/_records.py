@@ -3,8 +3,8 @@
 Records carry normalised values only: ints, strs, bytes, UTC ``datetime`` and ``timedelta``; no
 option class of the public API crosses the port. Both ports' records are here, as one set of
 classes for both runtimes: the runtime port's first (jobs, claims, the fenced finishing pairs,
-locks; schedules and ticks are in ``_schedule_records``), then the operations port's (phases and counts, listing keys and
-queries, workers, throughput, table statistics, kept results). The ports themselves are
+locks; schedules and ticks are in ``_schedule_records``), then the operations port's (phases and counts, listing
+keys and queries, workers, throughput, table statistics, kept results). The ports themselves are
 ``_runtime_port_async`` and ``_operations_port_async`` (``AsyncEngine``, in ``_engine_async``, is
 both); engine authors find them, these records and the rules an engine calls in ``alkstore.engine``.
 """
@@ -49,6 +49,7 @@ __all__ = [
     "Retry",
     "ScheduleRecord",
     "TableStats",
+    "TaskFiguresRecord",
     "ThroughputRecord",
     "TickBudget",
     "TickResult",
@@ -378,6 +379,20 @@ class ThroughputRecord:
     minute: datetime
     done: int
     failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFiguresRecord:
+    """Runs of ``task`` on ``queue`` (``""``: no task) that ended in the minute ``minute``: ``done`` and ``failed``
+    as in ``ThroughputRecord``, and their summed run time and pickup latency (claim minus ``run_at``), in ms."""
+
+    queue: str
+    task: str
+    minute: datetime
+    done: int
+    failed: int
+    run_ms: float
+    latency_ms: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,8 @@ MAX_CAP = 2**62
 #: How long the workers' per-minute counts of done and failed runs are kept (ADR 048): the pruning
 #: worker deletes older minutes, and ``Store.throughput`` reads at most this far back.
 THROUGHPUT_RETENTION = timedelta(days=1)
+#: How long the per-task figures (runs, run time, pickup latency per minute) are kept (ADR 075): a week.
+TASK_FIGURES_RETENTION = timedelta(days=7)
 _MINUTE = timedelta(minutes=1)
 #: The cursor format's version: a cursor of another version is refused, never misread.
 _CURSOR_VERSION = 1
@@ -232,3 +234,10 @@ def _contains(value: Any, probe: Any) -> bool:
     if isinstance(value, dict | list) or isinstance(value, bool) is not isinstance(probe, bool):
         return False
     return bool(value == probe)
+
+
+def pickup_latency_ms(run_at: datetime, claimed_at: datetime | None) -> float:
+    """A run's pickup latency (ADR 075): from the job's ``run_at`` to its claim, in ms, never below zero."""
+    if claimed_at is None:
+        return 0.0
+    return max((claimed_at - run_at).total_seconds() * 1000, 0.0)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from alkstore.errors import AlkstoreError, DatabaseUnavailable
 from alkstore.port._records import TableStats
 from alkstore.port._time import StopToken
-from alkstore.rules._operations import BATCH, THROUGHPUT_RETENTION
+from alkstore.rules._operations import BATCH, TASK_FIGURES_RETENTION, THROUGHPUT_RETENTION
 
 from ._upkeep import CHURN_POLL, HELD_BACK_PAUSE, PRUNE_BATCHES, PRUNE_EVERY, VACUUM_CHECK_EVERY, look_due, vacuum_due
 
@@ -144,6 +144,7 @@ class Maintenance:
                     if count < BATCH:
                         break
             engine.purge_throughput(now - THROUGHPUT_RETENTION)
+            engine.purge_task_figures(now - TASK_FIGURES_RETENTION)  # a week (ADR 075)
             stepper = self._kernel.stepper_or_none()
             for _ in range(PRUNE_BATCHES if stepper is not None else 0):  # steps of jobs gone (ADR 069)
                 assert stepper is not None

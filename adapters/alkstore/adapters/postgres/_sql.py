@@ -63,7 +63,18 @@ _SCHEDULE = (
 )  # fmt: skip
 SCHEDULE_COLUMNS = ", ".join(_SCHEDULE)
 #: The tables whose dead rows a worker's maintenance counts and reclaims (ADR 023): every data table.
-UPKEEP_TABLES = ("action_log", "dead_jobs", "jobs", "locks", "queues", "results", "schedules", "throughput", "workers")
+UPKEEP_TABLES = (
+    "action_log",
+    "dead_jobs",
+    "jobs",
+    "locks",
+    "queues",
+    "results",
+    "schedules",
+    "task_figures",
+    "throughput",
+    "workers",
+)
 
 # -- the orders (ADR 027) --------------------------------------------------------------------
 
@@ -398,6 +409,8 @@ class Statements:
     forget_workers: str
     throughput: str
     purge_throughput: str
+    task_figures: str
+    purge_task_figures: str
     record_action: str
     list_actions: str
     table_stats: str

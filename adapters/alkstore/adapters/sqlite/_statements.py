@@ -206,6 +206,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             WHEN OLD.on_parent_failure IS NOT NULL
             BEGIN DELETE FROM alkstore_job_dependencies WHERE child = OLD.id; END""",
     ),
+    # Version 8 (ADR 075): runs, run time and pickup latency per minute, queue and task; a new table.
+    (
+        """CREATE TABLE alkstore_task_figures (
+            minute INTEGER NOT NULL,
+            queue TEXT NOT NULL,
+            task TEXT NOT NULL,
+            done INTEGER NOT NULL,
+            failed INTEGER NOT NULL,
+            run_ms REAL NOT NULL,
+            latency_ms REAL NOT NULL,
+            PRIMARY KEY (minute, queue, task)
+        ) WITHOUT ROWID""",
+    ),
 )
 
 # -- schema version ------------------------------------------------------------------------------
@@ -481,6 +494,17 @@ THROUGHPUT_SINCE = (
     "SELECT queue, minute, done, failed FROM alkstore_throughput WHERE minute >= ? ORDER BY minute, queue"
 )
 PURGE_THROUGHPUT = "DELETE FROM alkstore_throughput WHERE minute < ?"
+ADD_TASK_FIGURES = (
+    "INSERT INTO alkstore_task_figures (minute, queue, task, done, failed, run_ms, latency_ms)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (minute, queue, task) DO UPDATE SET done = done + excluded.done,"
+    " failed = failed + excluded.failed, run_ms = run_ms + excluded.run_ms,"
+    " latency_ms = latency_ms + excluded.latency_ms"
+)
+TASK_FIGURES_SINCE = (
+    "SELECT queue, task, minute, done, failed, run_ms, latency_ms FROM alkstore_task_figures"
+    " WHERE minute >= ? AND (? IS NULL OR queue = ?) ORDER BY minute, queue, task"
+)
+PURGE_TASK_FIGURES = "DELETE FROM alkstore_task_figures WHERE minute < ?"
 
 # -- steps, waits and events (ADR 069) -------------------------------------------------------------
 

@@ -1,0 +1,90 @@
+"""Runs, run time and pickup latency per queue, task and minute (ADR 075): stored with the workers' reports in
+the statement that stores their throughput, read through the operations port, pruned after a week; the same on
+every engine and runtime."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from alkstore import ManualClock, StopToken, Store, Tasks, Worker
+from alkstore.engine import TaskFiguresRecord, ThroughputRecord, WorkerRecord
+from alkstore.rules._operations import minute_of
+from tests.support import PATIENCE
+
+from ._runners import wait_until
+from ._runtimes import task_call, worker_of
+
+MINUTE = timedelta(minutes=1)
+
+
+def report(store: Store, worker_id: str, *figures: TaskFiguresRecord) -> None:
+    """A report of worker ``worker_id`` at the store's now, with ``figures`` (and their queues' counts)."""
+    now = store.clock.now()
+    sums: dict[str, tuple[int, int]] = {}
+    for f in figures:  # a report's counts are one per queue, as a worker's are
+        done, failed = sums.get(f.queue, (0, 0))
+        sums[f.queue] = (done + f.done, failed + f.failed)
+    minute = minute_of(now)
+    counts = [ThroughputRecord(queue, minute, *sums[queue]) for queue in sorted(sums)]
+    store.engine.record_worker(WorkerRecord(worker_id, "web-1", 4242, ("emails",), 4, now, now), counts, figures)
+
+
+def test_reports_add_up_per_queue_task_and_minute_and_a_week_old_minute_is_purged(
+    store: Store, clock: ManualClock
+) -> None:
+    first = minute_of(clock.now())
+    report(store, "w-1", TaskFiguresRecord("emails", "send", first, 3, 1, 120.5, 40.0))
+    report(
+        store,
+        "w-2",
+        TaskFiguresRecord("emails", "send", first, 2, 0, 10.0, 5.5),
+        TaskFiguresRecord("emails", "", first, 1, 0, 1.0, 0.0),
+        TaskFiguresRecord("reports", "<b>x</b>", first, 0, 4, 8.0, 2.0),
+    )
+    clock.advance(60)
+    second = first + MINUTE
+    report(store, "w-1", TaskFiguresRecord("emails", "send", second, 7, 0, 70.0, 7.0))
+
+    assert store.engine.task_figures(first) == [
+        TaskFiguresRecord("emails", "", first, 1, 0, 1.0, 0.0),
+        TaskFiguresRecord("emails", "send", first, 5, 1, 130.5, 45.5),
+        TaskFiguresRecord("reports", "<b>x</b>", first, 0, 4, 8.0, 2.0),
+        TaskFiguresRecord("emails", "send", second, 7, 0, 70.0, 7.0),
+    ]
+    assert store.engine.task_figures(second) == [TaskFiguresRecord("emails", "send", second, 7, 0, 70.0, 7.0)]
+    assert store.engine.task_figures(first, "reports") == [
+        TaskFiguresRecord("reports", "<b>x</b>", first, 0, 4, 8.0, 2.0)
+    ]
+    assert store.throughput() != [], "the counts rode on the same reports"
+
+    assert store.engine.purge_task_figures(second) == 3
+    assert store.engine.task_figures(first) == [TaskFiguresRecord("emails", "send", second, 7, 0, 70.0, 7.0)]
+    assert store.engine.purge_task_figures(second) == 0
+
+
+def test_a_worker_stores_each_tasks_runs_with_their_pickup_latency(store: Store, clock: ManualClock) -> None:
+    tasks = Tasks()
+    quick = tasks.task("quick", queue="work")(lambda: None)
+    failing = tasks.task("failing", queue="work", max_attempts=1)(lambda: 1 / 0)
+    task_call(quick.enqueue, store)
+    task_call(failing.enqueue, store)
+    enqueued = clock.now()
+    clock.advance(30)  # each job waits 30 s before a worker picks it up
+    stop = StopToken()
+    worker: Worker = worker_of(store, tasks, poll_interval=0.02, worker_id="figuring")
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: worker.stats.processed == 2, "the two runs")
+    finally:
+        stop.cancel()
+        thread.join(PATIENCE)
+    assert not thread.is_alive()
+    figures = {f.task: f for f in store.engine.task_figures(minute_of(enqueued))}
+    assert sorted(figures) == ["failing", "quick"]
+    assert (figures["quick"].done, figures["quick"].failed) == (1, 0)
+    assert (figures["failing"].done, figures["failing"].failed) == (0, 1)
+    for figure in figures.values():
+        assert figure.latency_ms == 30_000.0, "claimed 30 s after its run_at, by the store's clock"
+        assert figure.run_ms >= 0.0
