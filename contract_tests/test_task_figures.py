@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from alkstore import ManualClock, StopToken, Store, Tasks, Worker
 from alkstore.engine import TaskFiguresRecord, ThroughputRecord, WorkerRecord
-from alkstore.rules._operations import minute_of
+from alkstore.rules._operations import hour_of, minute_of, task_figures_roll_up_before
 from tests.support import PATIENCE
 
 from ._runners import wait_until
@@ -88,3 +88,32 @@ def test_a_worker_stores_each_tasks_runs_with_their_pickup_latency(store: Store,
     for figure in figures.values():
         assert figure.latency_ms == 30_000.0, "claimed 30 s after its run_at, by the store's clock"
         assert figure.run_ms >= 0.0
+
+
+def test_minutes_older_than_a_day_roll_up_into_their_hours_first_minute(store: Store, clock: ManualClock) -> None:
+    hour = hour_of(clock.now()) + timedelta(hours=1)
+    clock.set(hour)
+    report(store, "w", TaskFiguresRecord("emails", "send", hour, 1, 0, 10.0, 1.0))
+    clock.set(hour + 5 * MINUTE)
+    report(store, "w", TaskFiguresRecord("emails", "send", hour + 5 * MINUTE, 2, 1, 20.0, 2.0))
+    clock.set(hour + 59 * MINUTE)
+    report(
+        store,
+        "w",
+        TaskFiguresRecord("emails", "send", hour + 59 * MINUTE, 0, 3, 30.0, 3.0),
+        TaskFiguresRecord("emails", "other", hour + 59 * MINUTE, 4, 0, 40.0, 4.0),
+    )
+    clock.set(hour + 61 * MINUTE)
+    later = TaskFiguresRecord("emails", "send", hour + 61 * MINUTE, 5, 0, 50.0, 5.0)
+    report(store, "w", later)
+    clock.set(hour + timedelta(days=1, hours=1, minutes=30))
+    before = task_figures_roll_up_before(clock.now())
+    assert before == hour + timedelta(hours=1), "a day's minutes stay whole, back to the start of their hour"
+
+    assert store.engine.roll_up_task_figures(before) == 3
+    assert store.engine.task_figures(hour) == [
+        TaskFiguresRecord("emails", "other", hour, 4, 0, 40.0, 4.0),
+        TaskFiguresRecord("emails", "send", hour, 3, 4, 60.0, 6.0),
+        later,
+    ]
+    assert store.engine.roll_up_task_figures(before) == 0, "an hour's row is never folded again"

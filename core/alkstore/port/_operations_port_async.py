@@ -182,6 +182,11 @@ class AsyncOperationsPort(ABC):
         ``minute >= since``, ordered by minute, queue, task; nothing is written (ADR 075)."""
 
     @abstractmethod
+    async def roll_up_task_figures(self, before: datetime) -> int:
+        """Fold the task figures of each minute before ``before`` that does not start an hour into the row of its
+        UTC hour's first minute (adding its four sums there), deleting it; return how many rows were folded."""
+
+    @abstractmethod
     async def purge_task_figures(self, before: datetime) -> int:
         """Delete the task figures of every minute with ``minute < before``; return how many rows."""
 

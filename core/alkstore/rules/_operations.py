@@ -236,6 +236,16 @@ def _contains(value: Any, probe: Any) -> bool:
     return bool(value == probe)
 
 
+def hour_of(at: datetime) -> datetime:
+    """The start of the UTC hour holding ``at``: the bucket task figures older than a day are rolled into (ADR 075)."""
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def task_figures_roll_up_before(now: datetime) -> datetime:
+    """Task figures of minutes before this are rolled up per hour: a day's minutes stay whole (ADR 075)."""
+    return hour_of(now - timedelta(days=1))
+
+
 def pickup_latency_ms(run_at: datetime, claimed_at: datetime | None) -> float:
     """A run's pickup latency (ADR 075): from the job's ``run_at`` to its claim, in ms, never below zero."""
     if claimed_at is None:

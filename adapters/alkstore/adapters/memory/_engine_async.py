@@ -266,6 +266,9 @@ class AsyncMemoryEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
         return self._tables.task_figures(since, queue)
 
+    async def roll_up_task_figures(self, before: datetime) -> int:
+        return self._tables.roll_up_task_figures(before)
+
     async def purge_task_figures(self, before: datetime) -> int:
         return self._tables.purge_task_figures(before)
 

@@ -18,6 +18,7 @@ from alkstore.engine import (
     payload_contains,
     phase_at,
 )
+from alkstore.rules._operations import hour_of
 
 from ._state import TableState
 
@@ -208,6 +209,16 @@ class OperationTables(TableState):
                 if key[0] >= since and (queue is None or key[1] == queue)
             )
         return [port.TaskFiguresRecord(q, task, minute, *sums) for (minute, q, task), sums in rows]
+
+    def roll_up_task_figures(self, before: datetime) -> int:
+        with self._cond:
+            folded = [key for key in self._task_figures if key[0] < before and key[0] != hour_of(key[0])]
+            for key in folded:
+                sums = self._task_figures.pop(key)
+                hour = (hour_of(key[0]), key[1], key[2])
+                had = self._task_figures.get(hour, (0, 0, 0.0, 0.0))
+                self._task_figures[hour] = tuple(a + b for a, b in zip(had, sums, strict=True))  # type: ignore[assignment]
+        return len(folded)
 
     def purge_task_figures(self, before: datetime) -> int:
         with self._cond:

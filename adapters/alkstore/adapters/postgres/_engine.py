@@ -710,6 +710,10 @@ class PostgresEngine(port.Engine, PostgresSteps):
         params = {"since": since, "queue": queue}
         return self._connections.all(self._sql.task_figures, params, _rows.TASK_FIGURES)
 
+    def roll_up_task_figures(self, before: datetime) -> int:
+        statement = self._sql.roll_up_task_figures
+        return int(self._connections.one(statement, {"before": before}, _SCALAR) or 0)
+
     def purge_task_figures(self, before: datetime) -> int:
         return int(self._connections.one(self._sql.purge_task_figures, {"before": before}, _SCALAR) or 0)
 

@@ -707,6 +707,10 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
         params = {"since": since, "queue": queue}
         return await self._connections.all(self._sql.task_figures, params, _rows.TASK_FIGURES)
 
+    async def roll_up_task_figures(self, before: datetime) -> int:
+        statement = self._sql.roll_up_task_figures
+        return int(await self._connections.one(statement, {"before": before}, _SCALAR) or 0)
+
     async def purge_task_figures(self, before: datetime) -> int:
         return int(await self._connections.one(self._sql.purge_task_figures, {"before": before}, _SCALAR) or 0)
 

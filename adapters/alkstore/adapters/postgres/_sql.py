@@ -410,6 +410,7 @@ class Statements:
     throughput: str
     purge_throughput: str
     task_figures: str
+    roll_up_task_figures: str
     purge_task_figures: str
     record_action: str
     list_actions: str

@@ -306,6 +306,9 @@ class AsyncSqliteEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
         return await self._call(self._tables.task_figures, since, queue)
 
+    async def roll_up_task_figures(self, before: datetime) -> int:
+        return await self._call(self._tables.roll_up_task_figures, before)
+
     async def purge_task_figures(self, before: datetime) -> int:
         return await self._call(self._tables.purge_task_figures, before)
 

@@ -279,6 +279,9 @@ class SqliteEngine(port.Engine, port.StepsPort):
     def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
         return self._tables.task_figures(since, queue)
 
+    def roll_up_task_figures(self, before: datetime) -> int:
+        return self._tables.roll_up_task_figures(before)
+
     def purge_task_figures(self, before: datetime) -> int:
         return self._tables.purge_task_figures(before)
 

@@ -1093,6 +1093,11 @@ class SqliteTables:
             rows = db.execute(sql.TASK_FIGURES_SINCE, (us(since), queue, queue)).fetchall()
         return [port.TaskFiguresRecord(row[0], row[1], instant(row[2]), *row[3:]) for row in rows]
 
+    def roll_up_task_figures(self, before: datetime) -> int:
+        with self._write("roll_up_task_figures") as db:
+            db.execute(sql.ROLL_UP_TASK_FIGURES, (us(before),))
+            return db.execute(sql.FOLDED_TASK_FIGURES, (us(before),)).rowcount
+
     def purge_task_figures(self, before: datetime) -> int:
         with self._write("purge_task_figures") as db:
             return db.execute(sql.PURGE_TASK_FIGURES, (us(before),)).rowcount
