@@ -7,7 +7,19 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from alkstore import ManualClock, StopToken, Store, Tasks, Worker
+import pytest
+
+from alkstore import (
+    InvalidArgument,
+    InvalidName,
+    InvalidOptions,
+    ManualClock,
+    StopToken,
+    Store,
+    TaskFiguresInfo,
+    Tasks,
+    Worker,
+)
 from alkstore.engine import TaskFiguresRecord, ThroughputRecord, WorkerRecord
 from alkstore.rules._operations import hour_of, minute_of, task_figures_roll_up_before
 from tests.support import PATIENCE
@@ -117,3 +129,18 @@ def test_minutes_older_than_a_day_roll_up_into_their_hours_first_minute(store: S
         later,
     ]
     assert store.engine.roll_up_task_figures(before) == 0, "an hour's row is never folded again"
+
+
+def test_the_store_reads_a_weeks_figures_of_every_queue_or_one(store: Store, clock: ManualClock) -> None:
+    now = minute_of(clock.now())
+    report(store, "w", TaskFiguresRecord("emails", "send", now, 1, 0, 10.0, 1.0))
+    report(store, "w", TaskFiguresRecord("reports", "", now, 0, 1, 5.0, 0.5))
+    clock.advance(7 * 24 * 3600 - 60)  # the minute is now the week's first
+    assert [f.queue for f in store.task_figures(minutes=10_080)] == ["emails", "reports"]
+    assert store.task_figures(minutes=10_080, queue="reports") == [TaskFiguresInfo("reports", "", now, 0, 1, 5.0, 0.5)]
+    assert store.task_figures(minutes=10_079) == [], "the last minutes alone"
+    for bad, error in ((0, InvalidOptions), (10_081, InvalidOptions), ("60", InvalidArgument)):
+        with pytest.raises(error):
+            store.task_figures(bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidName):
+        store.task_figures(queue="no such\x00queue")

@@ -87,6 +87,16 @@ def check_minutes(minutes: object) -> int:
     return minutes
 
 
+def check_task_minutes(minutes: object) -> int:
+    """How many minutes of task figures to read: an int from 1 to their retention's (10,080, ADR 075)."""
+    most = TASK_FIGURES_RETENTION // _MINUTE
+    if not isinstance(minutes, int) or isinstance(minutes, bool):
+        raise InvalidArgument(f"minutes must be an int, not {type(minutes).__name__}")
+    if not 1 <= minutes <= most:
+        raise InvalidOptions(f"minutes must be between 1 and {most}, not {minutes}")
+    return minutes
+
+
 def stats_of(counts: QueueCounts, now: datetime, cap: int | None) -> QueueStats:
     """The public snapshot of one queue's counts at ``now``, taken up to ``cap``."""
     return QueueStats(
