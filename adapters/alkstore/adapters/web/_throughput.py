@@ -206,6 +206,10 @@ class Line:
     def x(self, index: int) -> float:
         return index * self.step
 
+    def y(self, value: float) -> float:
+        """Where ``value`` is drawn: each point with a run is marked, the line alone would join across gaps."""
+        return self.height - value / self.top * self.height
+
 
 def line_of(
     values: Sequence[tuple[datetime, float | None]], end: datetime, width: int = 600, height: int = 120
