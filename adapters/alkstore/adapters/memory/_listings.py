@@ -12,13 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from alkstore import engine as port
+from alkstore.display import hour_of
 from alkstore.engine import (
     after_key,
     listing_order,
     payload_contains,
     phase_at,
 )
-from alkstore.rules._operations import hour_of
 
 from ._state import TableState
 

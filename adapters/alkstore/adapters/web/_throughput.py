@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from alkstore import TaskFiguresInfo, ThroughputInfo
-from alkstore.display import minute_of
-from alkstore.rules._operations import hour_of
+from alkstore.display import hour_of, minute_of
 
 __all__ = [
     "MINUTES",
