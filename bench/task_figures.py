@@ -8,6 +8,7 @@ Run by hand, never from the test suite (the figures depend on the machine and it
   ``--block`` jobs loaded before it starts, timed from its start to the last ack; ``on`` as shipped,
   ``off`` with the tally's per-task figure (``Tally._figure``) made a no-op, so nothing but the
   per-queue counts is counted: the only work ADR 075 adds per run.
+- tally (per ack): ``Tally.acked`` of runs in batches of 10, the in-process work per ack, CPU only.
 - report: ``record_worker`` of one worker with one queue's counts (``off``), or with those and
   ``--tasks`` task figures (``on``): the statement a busy worker sends every 5 s, one round trip either
   way; ``--block`` reports a block.
@@ -22,6 +23,7 @@ import argparse
 import statistics
 import threading
 import time
+import types
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -76,7 +78,29 @@ def report(store: Store, on: bool, count: int, tasks: int) -> tuple[float, float
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-PATHS: dict[str, Callable[[Store, bool, int, int], tuple[float, float]]] = {"worker drain": drain, "report": report}
+def tally(store: Store, on: bool, count: int, tasks: int) -> tuple[float, float]:
+    """The tally's share of an ack alone: ``count`` runs of ``tasks`` tasks counted in batches of 10, as the ack
+    buffer hands them over, with and without their figures."""
+    _figuring(on)
+    now = store.clock.now()
+    jobs = [
+        (types.SimpleNamespace(queue="drain", task=f"t{n % tasks}", run_at=now, _claimed_at=now), 1.5)
+        for n in range(10)
+    ]
+    counter = _parts.Tally()
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(count // 10):
+        counter.acked(jobs, 0)
+    spent = time.perf_counter() - wall, time.process_time() - cpu
+    _figuring(True)
+    return spent
+
+
+PATHS: dict[str, Callable[[Store, bool, int, int], tuple[float, float]]] = {
+    "tally (per ack)": tally,
+    "worker drain": drain,
+    "report": report,
+}
 
 
 def main() -> None:
