@@ -109,11 +109,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--block", type=int, default=1000)
     parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--only", choices=sorted(PATHS), help="measure this path alone")
     args = parser.parse_args()
     schema = "bench_figures_" + uuid.uuid4().hex[:8]
     print(f"load before: {load_average()}")
     with alkstore.open(args.dsn, schema=schema, migrate=True) as store:
         for path, run in PATHS.items():
+            if args.only not in (None, path):
+                continue
             run(store, True, min(args.block, 200), args.tasks)  # warm-up
             ratios, cpu = [], {True: 0.0, False: 0.0}
             for round_ in range(args.rounds):
@@ -126,7 +129,7 @@ def main() -> None:
             print(
                 f"{path}: on/off wall {statistics.median(ratios):.3f} (quartiles "
                 f"{statistics.quantiles(ratios, n=4)[0]:.3f}-{statistics.quantiles(ratios, n=4)[2]:.3f}); "
-                f"CPU per op off {cpu[False] / per * 1e6:.0f} us, on {cpu[True] / per * 1e6:.0f} us"
+                f"CPU per op off {cpu[False] / per * 1e6:.2f} us, on {cpu[True] / per * 1e6:.2f} us"
             )
         print(f"load after: {load_average()}")
     with psycopg.connect(args.dsn, autocommit=True) as db:
