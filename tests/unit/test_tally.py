@@ -61,6 +61,7 @@ class _Failing:
     def __init__(self) -> None:
         self.down = True
         self.stored: list[tuple[str, datetime, int, int]] = []
+        self.figures: list[Any] = []
 
     def record_worker(
         self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = (), figures: Sequence[Any] = ()
@@ -68,6 +69,7 @@ class _Failing:
         if self.down:
             raise DatabaseUnavailable("the database is away")
         self.stored += [(count.queue, count.minute, count.done, count.failed) for count in throughput]
+        self.figures += [(f.queue, f.task, f.minute, f.done, f.failed, f.run_ms, f.latency_ms) for f in figures]
 
     def forget_workers(self, seen_before: datetime) -> int:
         return 0
@@ -94,14 +96,16 @@ def test_a_report_that_cannot_be_stored_keeps_its_counts_for_the_next() -> None:
     )
     tally = Tally()
     reporter = Reporter(cast(Any, kernel), options, cast(Any, runs), tally)
-    tally.add("mail", succeeded=2)
+    tally.add("mail", _job("mail", "send", 1.0), 4.0, succeeded=2)
     reporter.report()  # logged, not raised
-    assert engine.stored == []
-    tally.add("mail", retried=1)
+    assert (engine.stored, engine.figures) == ([], [])
+    tally.add("mail", _job("mail", "send", 2.0), 6.0, retried=1)
     clock.advance(61)
     engine.down = False
     reporter.report()
-    assert engine.stored == [("mail", T0.replace(second=0, microsecond=0) + timedelta(minutes=1), 2, 1)]
+    minute = T0.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    assert engine.stored == [("mail", minute, 2, 1)]
+    assert engine.figures == [("mail", "send", minute, 2, 1, 10.0, 3000.0)], "the task's figures were put back too"
 
 
 def test_a_closed_ack_buffer_hands_over_what_it_held_and_holds_no_more() -> None:
