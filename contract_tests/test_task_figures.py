@@ -5,9 +5,11 @@ every engine and runtime."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
 
 from alkstore import (
     InvalidArgument,
@@ -24,6 +26,7 @@ from alkstore.engine import TaskFiguresRecord, ThroughputRecord, WorkerRecord
 from alkstore.rules._operations import hour_of, minute_of, task_figures_roll_up_before
 from tests.support import PATIENCE
 
+from ._profiles import sized
 from ._runners import wait_until
 from ._runtimes import task_call, worker_of
 
@@ -144,3 +147,45 @@ def test_the_store_reads_a_weeks_figures_of_every_queue_or_one(store: Store, clo
             store.task_figures(bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidName):
         store.task_figures(queue="no such\x00queue")
+
+
+@sized(0.3, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=6 * 60 - 1),  # minutes after the start
+            st.sampled_from(["a", "b"]),
+            st.sampled_from(["", "t", "<u>"]),
+            st.integers(min_value=0, max_value=5),
+            st.integers(min_value=0, max_value=5),
+        ),
+        max_size=12,
+        unique_by=lambda row: row[:3],
+    ),
+    cut=st.integers(min_value=0, max_value=6),
+)
+def test_a_roll_up_keeps_every_sum_of_each_hour_and_leaves_the_later_minutes_alone(
+    store: Store, clock: ManualClock, rows: list[tuple[int, str, str, int, int]], cut: int
+) -> None:
+    start = hour_of(clock.now())
+    store.engine.purge_task_figures(start + timedelta(days=400))  # what earlier examples stored
+    figures = [TaskFiguresRecord(q, t, start + m * MINUTE, d, f, float(d + f), float(m)) for m, q, t, d, f in rows]
+    now = store.clock.now()
+    store.engine.record_worker(WorkerRecord("w", "h", 1, ("a",), 1, now, now), (), figures)
+    before = start + timedelta(hours=cut)
+
+    def model(figure: TaskFiguresRecord) -> tuple[datetime, str, str]:
+        return (hour_of(figure.minute) if figure.minute < before else figure.minute, figure.queue, figure.task)
+
+    expected: dict[tuple[datetime, str, str], list[float]] = {}
+    for figure in figures:
+        sums = expected.setdefault(model(figure), [0, 0, 0.0, 0.0])
+        for index, value in enumerate((figure.done, figure.failed, figure.run_ms, figure.latency_ms)):
+            sums[index] += value
+    folded = sum(1 for figure in figures if figure.minute < before and figure.minute != hour_of(figure.minute))
+
+    assert store.engine.roll_up_task_figures(before) == folded
+    assert store.engine.task_figures(start) == [
+        TaskFiguresRecord(q, t, minute, int(sums[0]), int(sums[1]), sums[2], sums[3])
+        for (minute, q, t), sums in sorted(expected.items())
+    ]
