@@ -57,6 +57,7 @@ from .rules._records import (
     QueueStats,
     Schedule,
     ScheduleEntry,
+    TaskFiguresInfo,
     ThroughputInfo,
     WorkerInfo,
 )
@@ -157,6 +158,7 @@ __all__ = [
     "StoreClosed",
     "SystemClock",
     "Task",
+    "TaskFiguresInfo",
     "Tasks",
     "ThroughputInfo",
     "UnknownParent",

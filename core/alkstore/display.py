@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from .rules._operations import minute_of
+from .rules._operations import hour_of, minute_of
 
-__all__ = ["minute_of", "span"]
+__all__ = ["hour_of", "minute_of", "span"]
 
 
 def span(delta: timedelta) -> str:

@@ -53,6 +53,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "log_action": lambda s, h: s.log_action("pause", "q", "paused", role="full", address="127.0.0.1"),
     "actions": lambda s, h: s.actions(),
     "throughput": lambda s, h: s.throughput(),
+    "task_figures": lambda s, h: s.task_figures(),
 }
 QUEUE_CALLS: dict[str, Callable[[Queue], object]] = {
     "enqueue": lambda q: q.enqueue(1),

@@ -130,6 +130,7 @@ OPERATIONS: dict[str, Callable[[Store], object]] = {
     "leader": lambda store: store.leader(),
     "workers": lambda store: store.workers(),
     "throughput": lambda store: store.throughput(),
+    "task_figures": lambda store: store.task_figures(),
     "locks": lambda store: store.locks(),
     "log_action": lambda store: store.log_action("pause", "q", "paused", role="full", address="127.0.0.1"),
     "actions": lambda store: store.actions(),

@@ -366,6 +366,8 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert store.workers() == []
     minute = clock.now().replace(second=0, microsecond=0)
     assert store.throughput() == [alkstore.ThroughputInfo("emails", minute, 1, 0)], "counted as this role too"
+    figures = [(f.queue, f.task, f.minute, f.done, f.failed) for f in store.task_figures()]
+    assert figures == [("emails", "note", minute, 1, 0)], "the task's figures likewise (ADR 075)"
 
     # Dependencies (ADR 073): a graph, in the role's own transaction too, and a child reading its parent's result.
     graph = store.graph()

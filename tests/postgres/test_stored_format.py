@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -45,6 +45,7 @@ MIGRATIONS = [
     (13, "steps_and_events"),
     (14, "rate_limits"),
     (15, "dependencies"),
+    (16, "task_figures"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -205,6 +206,15 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("result", "bytea NOT NULL"),
         ("at", f"{_TS} NOT NULL"),
     ],
+    "task_figures": [
+        ("minute", f"{_TS} NOT NULL"),
+        ("queue", "text NOT NULL" + _C),
+        ("task", "text NOT NULL" + _C),
+        ("done", "bigint NOT NULL"),
+        ("failed", "bigint NOT NULL"),
+        ("run_ms", "double precision NOT NULL"),
+        ("latency_ms", "double precision NOT NULL"),
+    ],
     "throughput": [
         ("minute", f"{_TS} NOT NULL"),
         ("queue", "text NOT NULL" + _C),
@@ -278,6 +288,9 @@ INDEXES = {
     "schedules_pkey": "CREATE UNIQUE INDEX schedules_pkey ON {s}.schedules USING btree (name)",
     "schema_version_pkey": "CREATE UNIQUE INDEX schema_version_pkey ON {s}.schema_version USING btree (version)",
     "steps_pkey": "CREATE UNIQUE INDEX steps_pkey ON {s}.steps USING btree (job_id, name)",
+    "task_figures_pkey": (
+        "CREATE UNIQUE INDEX task_figures_pkey ON {s}.task_figures USING btree (minute, queue, task)"
+    ),
     "throughput_pkey": "CREATE UNIQUE INDEX throughput_pkey ON {s}.throughput USING btree (minute, queue)",
     "waits_event": "CREATE INDEX waits_event ON {s}.waits USING btree (event) WHERE (event IS NOT NULL)",
     "waits_pkey": "CREATE UNIQUE INDEX waits_pkey ON {s}.waits USING btree (job_id)",
@@ -388,6 +401,7 @@ def test_the_tables_storage_parameters_are_pinned(db: psycopg.Connection[Any], s
     assert _rows(db, query, schema) == [
         ("jobs", JOBS_RELOPTIONS),
         ("rate_starts", RATE_STARTS_RELOPTIONS),
+        ("task_figures", THROUGHPUT_RELOPTIONS),
         ("throughput", THROUGHPUT_RELOPTIONS),
     ]
 

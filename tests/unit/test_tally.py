@@ -21,7 +21,7 @@ def test_runs_count_per_queue_as_done_or_failed_until_taken_and_a_failed_store_p
     tally.add("mail", retried=1)
     tally.add("mail", buried=1)
     tally.add("reports", timed_out=1)
-    tally.acked(["mail", "reports", "mail"], lost=1)
+    tally.acked([(_job("mail"), 1.0), (_job("reports"), 1.0), (_job("mail"), 1.0)], lost=1)
     tally.add("mail", lost=1)  # neither done nor failed
     tally.add(cancelled=1)
 
@@ -37,17 +37,39 @@ def test_runs_count_per_queue_as_done_or_failed_until_taken_and_a_failed_store_p
     assert tally.take_counts() == {"mail": (3, 2), "reports": (3, 1)}
 
 
+def _job(queue: str, task: str | None = None, waited: float = 0.0) -> Any:
+    """A claimed job as the tally reads it: claimed ``waited`` seconds after its ``run_at``."""
+    return SimpleNamespace(queue=queue, task=task, run_at=T0, _claimed_at=T0 + timedelta(seconds=waited))
+
+
+def test_runs_sum_per_queue_and_task_with_their_run_time_and_pickup_latency() -> None:
+    tally = Tally()
+    tally.add("mail", _job("mail", "send", 2.0), 30.0, succeeded=1)
+    tally.add("mail", _job("mail", "send", 0.5), 10.0, retried=1)
+    tally.acked([(_job("mail", None, 1.0), 5.0)], lost=0)
+    tally.add("mail", _job("mail", "send", 9.0), 1.0, lost=1)  # neither done nor failed: no figure
+    taken = tally.take_figures()
+    assert taken == {("mail", "send"): [1, 1, 40.0, 2500.0], ("mail", ""): [1, 0, 5.0, 1000.0]}
+    assert tally.take_figures() == {}, "taken once"
+    tally.put_back_figures(taken)
+    assert tally.take_figures() == taken
+
+
 class _Failing:
     """An engine whose ``record_worker`` fails while ``down``, and keeps what it was given otherwise."""
 
     def __init__(self) -> None:
         self.down = True
         self.stored: list[tuple[str, datetime, int, int]] = []
+        self.figures: list[Any] = []
 
-    def record_worker(self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = ()) -> None:
+    def record_worker(
+        self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = (), figures: Sequence[Any] = ()
+    ) -> None:
         if self.down:
             raise DatabaseUnavailable("the database is away")
         self.stored += [(count.queue, count.minute, count.done, count.failed) for count in throughput]
+        self.figures += [(f.queue, f.task, f.minute, f.done, f.failed, f.run_ms, f.latency_ms) for f in figures]
 
     def forget_workers(self, seen_before: datetime) -> int:
         return 0
@@ -74,14 +96,16 @@ def test_a_report_that_cannot_be_stored_keeps_its_counts_for_the_next() -> None:
     )
     tally = Tally()
     reporter = Reporter(cast(Any, kernel), options, cast(Any, runs), tally)
-    tally.add("mail", succeeded=2)
+    tally.add("mail", _job("mail", "send", 1.0), 4.0, succeeded=2)
     reporter.report()  # logged, not raised
-    assert engine.stored == []
-    tally.add("mail", retried=1)
+    assert (engine.stored, engine.figures) == ([], [])
+    tally.add("mail", _job("mail", "send", 2.0), 6.0, retried=1)
     clock.advance(61)
     engine.down = False
     reporter.report()
-    assert engine.stored == [("mail", T0.replace(second=0, microsecond=0) + timedelta(minutes=1), 2, 1)]
+    minute = T0.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    assert engine.stored == [("mail", minute, 2, 1)]
+    assert engine.figures == [("mail", "send", minute, 2, 1, 10.0, 3000.0)], "the task's figures were put back too"
 
 
 def test_a_closed_ack_buffer_hands_over_what_it_held_and_holds_no_more() -> None:

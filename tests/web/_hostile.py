@@ -8,12 +8,14 @@ import json
 from datetime import timedelta
 
 from alkstore import AsyncStore, EnqueueOpts
-from alkstore.engine import NewJob, WorkerRecord
+from alkstore.engine import NewJob, TaskFiguresRecord, WorkerRecord
 
-__all__ = ["LONG_NAME", "WIDE", "seed_hostile"]
+__all__ = ["HOSTILE_TASK", "LONG_NAME", "WIDE", "seed_hostile"]
 
 #: A queue (and task) name as long as names go, without a place to break it.
 LONG_NAME = "q" * 128
+#: A task name with markup, U+202E and no place to break it, as long as a name goes (ADR 075's charts).
+HOSTILE_TASK = "<script>alert(1)</script>\u202eexe." + "t" * 100
 #: The queue that holds most of the hostile content.
 WIDE = "wide"
 
@@ -58,6 +60,13 @@ async def seed_hostile(store: AsyncStore) -> dict[str, int]:
     await store.outbox("o" * 100).enqueue({"deep": _deep(30)})
     await store.schedule("s" * 128, "@every 1h", LONG_NAME, {"deep": _deep(10)})
     now = store.clock.now()
+    # Task figures of tasks whose names are as long as they go, with markup and U+202E, over a week (ADR 075).
+    minute = now.replace(second=0, microsecond=0)
+    figures = [
+        TaskFiguresRecord(LONG_NAME, task, minute - timedelta(minutes=back), 3, 1, 120.0 * back, 9.0 * back)
+        for back in (1, 2, 90, 60 * 30, 60 * 24 * 5)
+        for task in (HOSTILE_TASK, LONG_NAME, "")
+    ]
     await store.engine.record_worker(
         WorkerRecord(
             "w" * 120,
@@ -68,7 +77,9 @@ async def seed_hostile(store: AsyncStore) -> dict[str, int]:
             now - timedelta(hours=1),
             now - timedelta(seconds=2),
             running=1,
-        )
+        ),
+        (),
+        figures,
     )
     # Locks whose name and owner are as long as names go, unbroken, and one that is markup.
     for name, owner in (("L" * 128, "O" * 128), ("<b>lock</b>", "שלום-owner"), (LONG_NAME, "host:1")):

@@ -29,7 +29,7 @@ from alkstore.adapters.web._bulk import Run, signature
 from alkstore.adapters.web._views import group_key
 from tests.support import PATIENCE
 from tests.web._flow import seed_flow
-from tests.web._hostile import LONG_NAME, WIDE, seed_hostile
+from tests.web._hostile import HOSTILE_TASK, LONG_NAME, WIDE, seed_hostile
 from tests.web._seed import seed
 from tests.web.test_browser import chrome, console_errors
 
@@ -90,6 +90,8 @@ def pages(site: Site) -> dict[str, str]:
         "locks": "/locks",
         "actions": "/actions",
         "charts-day": f"/charts?queue={LONG_NAME}&range=24h",
+        "charts-task-week": "/charts?" + urlencode({"queue": LONG_NAME, "task": HOSTILE_TASK, "range": "7d"}),
+        "charts-tasks-hour": f"/charts?queue={LONG_NAME}",
         "dead-wide": f"/dead?queue={WIDE}",
         "results": f"/results/{WIDE}",
         "outbox": "/outboxes/" + "o" * 100,

@@ -26,6 +26,7 @@ from ._records import (
     QueueCounts,
     ResultRecord,
     TableStats,
+    TaskFiguresRecord,
     ThroughputRecord,
     WorkerRecord,
 )
@@ -143,12 +144,18 @@ class OperationsPort(ABC):
         """Delete the ``DEAD`` jobs among ``job_ids``; return their ids, ascending (live or missing ids left out)."""
 
     @abstractmethod
-    def record_worker(self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = ()) -> None:
+    def record_worker(
+        self,
+        worker: WorkerRecord,
+        throughput: Sequence[ThroughputRecord] = (),
+        figures: Sequence[TaskFiguresRecord] = (),
+    ) -> None:
         """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat).
 
         In the same transaction, add each of ``throughput``'s ``done`` and ``failed`` to the counts
         stored for its queue and minute (a new pair starts at zero), so that many workers' counts of
-        one minute add up and a worker's counts cost no transaction of their own (ADR 048).
+        one minute add up and a worker's counts cost no transaction of their own (ADR 048); and each
+        of ``figures``' four sums to those stored for its queue, task and minute likewise (ADR 075).
         """
 
     @abstractmethod
@@ -171,6 +178,20 @@ class OperationsPort(ABC):
     @abstractmethod
     def purge_throughput(self, before: datetime) -> int:
         """Delete the counts of every minute with ``minute < before``; return how many queue-minutes."""
+
+    @abstractmethod
+    def task_figures(self, since: datetime, queue: str | None = None) -> list[TaskFiguresRecord]:
+        """The sums stored by ``record_worker`` for every queue (or ``queue`` alone), task and minute with
+        ``minute >= since``, ordered by minute, queue, task; nothing is written (ADR 075)."""
+
+    @abstractmethod
+    def roll_up_task_figures(self, before: datetime) -> int:
+        """Fold the task figures of each minute before ``before`` that does not start an hour into the row of its
+        UTC hour's first minute (adding its four sums there), deleting it; return how many rows were folded."""
+
+    @abstractmethod
+    def purge_task_figures(self, before: datetime) -> int:
+        """Delete the task figures of every minute with ``minute < before``; return how many rows."""
 
     # -- the action log (ADR 068) -----------------------------------------------------
     # What operators did through a console: appended, listed newest first, never edited.

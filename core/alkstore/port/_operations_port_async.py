@@ -23,6 +23,7 @@ from ._records import (
     QueueCounts,
     ResultRecord,
     TableStats,
+    TaskFiguresRecord,
     ThroughputRecord,
     WorkerRecord,
 )
@@ -140,12 +141,18 @@ class AsyncOperationsPort(ABC):
         """Delete the ``DEAD`` jobs among ``job_ids``; return their ids, ascending (live or missing ids left out)."""
 
     @abstractmethod
-    async def record_worker(self, worker: WorkerRecord, throughput: Sequence[ThroughputRecord] = ()) -> None:
+    async def record_worker(
+        self,
+        worker: WorkerRecord,
+        throughput: Sequence[ThroughputRecord] = (),
+        figures: Sequence[TaskFiguresRecord] = (),
+    ) -> None:
         """Store ``worker`` under its id, replacing what was stored (a worker's heartbeat).
 
         In the same transaction, add each of ``throughput``'s ``done`` and ``failed`` to the counts
         stored for its queue and minute (a new pair starts at zero), so that many workers' counts of
-        one minute add up and a worker's counts cost no transaction of their own (ADR 048).
+        one minute add up and a worker's counts cost no transaction of their own (ADR 048); and each
+        of ``figures``' four sums to those stored for its queue, task and minute likewise (ADR 075).
         """
 
     @abstractmethod
@@ -168,6 +175,20 @@ class AsyncOperationsPort(ABC):
     @abstractmethod
     async def purge_throughput(self, before: datetime) -> int:
         """Delete the counts of every minute with ``minute < before``; return how many queue-minutes."""
+
+    @abstractmethod
+    async def task_figures(self, since: datetime, queue: str | None = None) -> list[TaskFiguresRecord]:
+        """The sums stored by ``record_worker`` for every queue (or ``queue`` alone), task and minute with
+        ``minute >= since``, ordered by minute, queue, task; nothing is written (ADR 075)."""
+
+    @abstractmethod
+    async def roll_up_task_figures(self, before: datetime) -> int:
+        """Fold the task figures of each minute before ``before`` that does not start an hour into the row of its
+        UTC hour's first minute (adding its four sums there), deleting it; return how many rows were folded."""
+
+    @abstractmethod
+    async def purge_task_figures(self, before: datetime) -> int:
+        """Delete the task figures of every minute with ``minute < before``; return how many rows."""
 
     # -- the action log (ADR 068) -----------------------------------------------------
     # What operators did through a console: appended, listed newest first, never edited.

@@ -49,6 +49,7 @@ __all__ = [
     "Retry",
     "ScheduleRecord",
     "TableStats",
+    "TaskFiguresRecord",
     "ThroughputRecord",
     "TickBudget",
     "TickResult",
@@ -378,6 +379,20 @@ class ThroughputRecord:
     minute: datetime
     done: int
     failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFiguresRecord:
+    """Runs of ``task`` on ``queue`` (``""``: no task) that ended in the minute ``minute``: ``done`` and ``failed``
+    as in ``ThroughputRecord``, and their summed run time and pickup latency (claim minus ``run_at``), in ms."""
+
+    queue: str
+    task: str
+    minute: datetime
+    done: int
+    failed: int
+    run_ms: float
+    latency_ms: float
 
 
 @dataclass(frozen=True, slots=True)

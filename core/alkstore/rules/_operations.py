@@ -54,6 +54,8 @@ MAX_CAP = 2**62
 #: How long the workers' per-minute counts of done and failed runs are kept (ADR 048): the pruning
 #: worker deletes older minutes, and ``Store.throughput`` reads at most this far back.
 THROUGHPUT_RETENTION = timedelta(days=1)
+#: How long the per-task figures (runs, run time, pickup latency per minute) are kept (ADR 075): a week.
+TASK_FIGURES_RETENTION = timedelta(days=7)
 _MINUTE = timedelta(minutes=1)
 #: The cursor format's version: a cursor of another version is refused, never misread.
 _CURSOR_VERSION = 1
@@ -78,6 +80,16 @@ def minute_of(at: datetime) -> datetime:
 def check_minutes(minutes: object) -> int:
     """How many minutes of throughput to read: an int from 1 to the retention's (1,440)."""
     most = THROUGHPUT_RETENTION // _MINUTE
+    if not isinstance(minutes, int) or isinstance(minutes, bool):
+        raise InvalidArgument(f"minutes must be an int, not {type(minutes).__name__}")
+    if not 1 <= minutes <= most:
+        raise InvalidOptions(f"minutes must be between 1 and {most}, not {minutes}")
+    return minutes
+
+
+def check_task_minutes(minutes: object) -> int:
+    """How many minutes of task figures to read: an int from 1 to their retention's (10,080, ADR 075)."""
+    most = TASK_FIGURES_RETENTION // _MINUTE
     if not isinstance(minutes, int) or isinstance(minutes, bool):
         raise InvalidArgument(f"minutes must be an int, not {type(minutes).__name__}")
     if not 1 <= minutes <= most:
@@ -232,3 +244,20 @@ def _contains(value: Any, probe: Any) -> bool:
     if isinstance(value, dict | list) or isinstance(value, bool) is not isinstance(probe, bool):
         return False
     return bool(value == probe)
+
+
+def hour_of(at: datetime) -> datetime:
+    """The start of the UTC hour holding ``at``: the bucket task figures older than a day are rolled into (ADR 075)."""
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def task_figures_roll_up_before(now: datetime) -> datetime:
+    """Task figures of minutes before this are rolled up per hour: a day's minutes stay whole (ADR 075)."""
+    return hour_of(now - timedelta(days=1))
+
+
+def pickup_latency_ms(run_at: datetime, claimed_at: datetime | None) -> float:
+    """A run's pickup latency (ADR 075): from the job's ``run_at`` to its claim, in ms, never below zero."""
+    if claimed_at is None:
+        return 0.0
+    return max((claimed_at - run_at).total_seconds() * 1000, 0.0)

@@ -23,6 +23,7 @@ from alkstore.port._records import (
     NewJob,
     NewSchedule,
     ScheduleRecord,
+    TaskFiguresRecord,
     ThroughputRecord,
     WorkerRecord,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "QueueStats",
     "Schedule",
     "ScheduleEntry",
+    "TaskFiguresInfo",
     "ThroughputInfo",
     "WorkerInfo",
     "fields_of",
@@ -379,6 +381,9 @@ WorkerInfo = WorkerRecord
 #: The runs of one queue that ended in one minute, done and failed (see ``throughput``): the port's
 #: record, handed out as it is.
 ThroughputInfo = ThroughputRecord
+#: The runs of one task of one queue that ended in one minute (an hour, past a day), with their summed run
+#: time and pickup latency in ms (see ``task_figures``; ADR 075): the port's record, handed out as it is.
+TaskFiguresInfo = TaskFiguresRecord
 
 
 class CancelOutcome(enum.StrEnum):

@@ -27,6 +27,7 @@ from alkstore.rules._operations import (
     check_cap,
     check_minutes,
     check_page_size,
+    check_task_minutes,
     containment_probe,
     minute_of,
     read_cursor,
@@ -42,6 +43,7 @@ from alkstore.rules._records import (
     Leader,
     LockInfo,
     QueueStats,
+    TaskFiguresInfo,
     ThroughputInfo,
     WorkerInfo,
     info_of,
@@ -266,6 +268,20 @@ class _AsyncInspection:
         engine = self._kernel.ops("throughput")
         since = minute_of(self._kernel.clock.now()) - timedelta(minutes=wanted - 1)
         return await engine.throughput(since)
+
+    async def task_figures(self, minutes: int = 60, queue: str | None = None) -> list[TaskFiguresInfo]:
+        """Runs per queue (``queue``'s alone, when given), task and minute over the last ``minutes`` minutes (at
+        most a week), with their summed run time and pickup latency in ms; oldest first, then queue and task.
+
+        Stored with the workers' reports like ``throughput``; past a day, a task's minutes are rolled up into
+        one row per UTC hour, at the hour's start (ADR 075). A task-less job's task is ``""``.
+        """
+        wanted = check_task_minutes(minutes)
+        if queue is not None:
+            validate_listed_queue(queue)
+        engine = self._kernel.ops("task_figures")
+        since = minute_of(self._kernel.clock.now()) - timedelta(minutes=wanted - 1)
+        return await engine.task_figures(since, queue)
 
     async def log_action(self, action: str, target: str, outcome: str, *, role: str, address: str) -> int:
         """Append an operator's action to the action log (ADR 068), stamped with the store's clock; its id.

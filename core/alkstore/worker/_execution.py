@@ -84,7 +84,7 @@ class Execution:
         """Count and log the runs whose acks were just written (``stale``: those whose lease was lost); the
         kernel that wrote them told the telemetry."""
         lost = {pair.job_id for pair in stale}
-        self._tally.acked([job.queue for job, _, _ in acks if job.id not in lost], len(lost))
+        self._tally.acked([(job, elapsed_ms) for job, elapsed_ms, _ in acks if job.id not in lost], len(lost))
         logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
         for job, elapsed_ms, _ in acks:
             if job.id in lost:
@@ -153,7 +153,7 @@ class Execution:
                 return  # written with the next claim (a stopping worker's buffer is closed: written now)
             if error is None:
                 self.with_retries(partial(kernel.ack, job, held=held))
-                self._tally.add(job.queue, succeeded=1)
+                self._tally.add(job.queue, job, elapsed_ms, succeeded=1)
                 log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
                 return
             failed = error
@@ -163,7 +163,7 @@ class Execution:
 
             self.with_retries(retry)
             buried = last_attempt(job)
-            self._tally.add(job.queue, **({"buried": 1} if buried else {"retried": 1}))
+            self._tally.add(job.queue, job, elapsed_ms, **({"buried": 1} if buried else {"retried": 1}))
             log.info(
                 "job %s (%s) failed in %.1f ms: %s; %s",
                 job.id,

@@ -15,6 +15,7 @@ worker report itself every ``REPORT_EVERY`` (``IDLE_REPORT_EVERY`` while its fig
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -117,7 +118,7 @@ class Liveness:
         if not self._runs.abandon(run):
             return
         job.stop.cancel()
-        self._tally.add(job.queue, timed_out=1)
+        self._tally.add(job.queue, job, (time.monotonic() - run.started) * 1000, timed_out=1)
         outcome = "dead, no attempts left" if last_attempt(job) else "to be retried"
         log.warning("job %s (%s) %s; it is given up, %s", job.id, describe(job), reason, outcome)
         self._end(run)

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING
 from alkstore.errors import AlkstoreError, DatabaseUnavailable
 from alkstore.port._records import TableStats
 from alkstore.port._time import StopToken
-from alkstore.rules._operations import BATCH, THROUGHPUT_RETENTION
+from alkstore.rules._operations import (
+    BATCH,
+    TASK_FIGURES_RETENTION,
+    THROUGHPUT_RETENTION,
+    task_figures_roll_up_before,
+)
 
 from ._upkeep import CHURN_POLL, HELD_BACK_PAUSE, PRUNE_BATCHES, PRUNE_EVERY, VACUUM_CHECK_EVERY, look_due, vacuum_due
 
@@ -144,6 +149,8 @@ class Maintenance:
                     if count < BATCH:
                         break
             engine.purge_throughput(now - THROUGHPUT_RETENTION)
+            engine.roll_up_task_figures(task_figures_roll_up_before(now))  # per hour after a day (ADR 075)
+            engine.purge_task_figures(now - TASK_FIGURES_RETENTION)  # a week
             stepper = self._kernel.stepper_or_none()
             for _ in range(PRUNE_BATCHES if stepper is not None else 0):  # steps of jobs gone (ADR 069)
                 assert stepper is not None

@@ -21,6 +21,7 @@ from typing import Any
 from alkstore.errors import InvalidArgument, InvalidOptions
 from alkstore.port._acompat import is_async
 from alkstore.rules._names import validate_label, validate_name
+from alkstore.rules._operations import pickup_latency_ms
 from alkstore.rules._options import as_duration
 from alkstore.store._tasks import Tasks
 
@@ -124,18 +125,20 @@ _FAILED = ("retried", "buried", "timed_out")
 
 class Tally:
     """A worker's ``WorkerStats``, added to from any of its threads or tasks; and, per queue, the runs done and
-    failed since the counts were last taken (its report stores them, ADR 048)."""
+    failed since the counts were last taken (its report stores them, ADR 048), and per queue and task the same
+    with their summed run time and pickup latency (ADR 075)."""
 
-    __slots__ = ("_lock", "_queues", "stats")
+    __slots__ = ("_lock", "_queues", "_tasks", "stats")
 
     def __init__(self) -> None:
         self.stats = WorkerStats()
         self._lock = threading.Lock()
         self._queues: dict[str, list[int]] = {}  # queue -> [done, failed] since the last take
+        self._tasks: dict[tuple[str, str], list[float]] = {}  # (queue, task) -> [done, failed, run ms, latency ms]
 
-    def add(self, queue: str | None = None, **increments: int) -> None:
+    def add(self, queue: str | None = None, job: Any = None, run_ms: float = 0.0, **increments: int) -> None:
         """Add ``increments`` to the stats; with ``queue``, count the runs they say succeeded or failed as that
-        queue's too."""
+        queue's too, and with ``job`` (of ``queue``) as its task's, ``run_ms`` long."""
         with self._lock:
             for name, value in increments.items():
                 setattr(self.stats, name, getattr(self.stats, name) + value)
@@ -146,14 +149,24 @@ class Tally:
                     counts = self._queues.setdefault(queue, [0, 0])
                     counts[0] += done
                     counts[1] += failed
+                    if job is not None:
+                        self._figure(job, run_ms, done, failed)
 
-    def acked(self, queues: Sequence[str], lost: int) -> None:
-        """Acks written: a run succeeded on each of ``queues`` (a queue per ack), ``lost`` more lost their lease."""
+    def _figure(self, job: Any, run_ms: float, done: int, failed: int) -> None:
+        figures = self._tasks.setdefault((job.queue, job.task or ""), [0, 0, 0.0, 0.0])
+        figures[0] += done
+        figures[1] += failed
+        figures[2] += run_ms
+        figures[3] += pickup_latency_ms(job.run_at, job._claimed_at)
+
+    def acked(self, runs: Sequence[tuple[Any, float]], lost: int) -> None:
+        """Acks written: each of ``runs`` (a job and its run time in ms) succeeded, ``lost`` more lost their lease."""
         with self._lock:
-            self.stats.succeeded += len(queues)
+            self.stats.succeeded += len(runs)
             self.stats.lost += lost
-            for queue in queues:
-                self._queues.setdefault(queue, [0, 0])[0] += 1
+            for job, run_ms in runs:
+                self._queues.setdefault(job.queue, [0, 0])[0] += 1
+                self._figure(job, run_ms, 1, 0)
 
     def take_counts(self) -> dict[str, tuple[int, int]]:
         """The runs done and failed per queue since the last take (none counted after)."""
@@ -168,6 +181,20 @@ class Tally:
                 mine = self._queues.setdefault(queue, [0, 0])
                 mine[0] += done
                 mine[1] += failed
+
+    def take_figures(self) -> dict[tuple[str, str], list[float]]:
+        """Per (queue, task): done, failed, run ms and latency ms since the last take (none counted after)."""
+        with self._lock:
+            taken, self._tasks = self._tasks, {}
+        return taken
+
+    def put_back_figures(self, figures: Mapping[tuple[str, str], list[float]]) -> None:
+        """Figures taken that could not be stored: counted again for the next take."""
+        with self._lock:
+            for key, sums in figures.items():
+                mine = self._tasks.setdefault(key, [0, 0, 0.0, 0.0])
+                for index, value in enumerate(sums):
+                    mine[index] += value
 
 
 @dataclass(eq=False)

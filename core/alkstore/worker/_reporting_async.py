@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from alkstore.errors import AlkstoreError, DatabaseUnavailable
-from alkstore.port._records import ThroughputRecord, WorkerRecord
+from alkstore.port._records import TaskFiguresRecord, ThroughputRecord, WorkerRecord
 from alkstore.rules._operations import minute_of
 
 from ._parts import FORGET_AFTER, IDLE_REPORT_EVERY, REPORT_EVERY, Tally, WorkerOptions
@@ -78,10 +78,16 @@ class AsyncReporter:
             counts = self._tally.take_counts()
             minute = minute_of(now)  # the runs since the last report (seconds ago) count in the minute of this one
             throughput = [ThroughputRecord(queue, minute, *counts[queue]) for queue in sorted(counts)]
+            sums = self._tally.take_figures()
+            per_task = [
+                TaskFiguresRecord(queue, task, minute, int(done), int(failed), run_ms, latency_ms)
+                for (queue, task), (done, failed, run_ms, latency_ms) in sorted(sums.items())
+            ]
             try:
-                await engine.record_worker(record, throughput)
+                await engine.record_worker(record, throughput, per_task)
             except BaseException:
                 self._tally.put_back_counts(counts)  # counted again with the next report
+                self._tally.put_back_figures(sums)
                 raise
             self.reported_at = now
             self._reported = figures

@@ -243,8 +243,13 @@ class MemoryEngine(port.Engine, port.StepsPort):
     def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.purge_dead_ids(job_ids)
 
-    def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
-        self._tables.record_worker(worker, throughput)
+    def record_worker(
+        self,
+        worker: port.WorkerRecord,
+        throughput: Sequence[port.ThroughputRecord] = (),
+        figures: Sequence[port.TaskFiguresRecord] = (),
+    ) -> None:
+        self._tables.record_worker(worker, throughput, figures)
 
     def remove_worker(self, worker_id: str) -> bool:
         return self._tables.remove_worker(worker_id)
@@ -260,6 +265,15 @@ class MemoryEngine(port.Engine, port.StepsPort):
 
     def purge_throughput(self, before: datetime) -> int:
         return self._tables.purge_throughput(before)
+
+    def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
+        return self._tables.task_figures(since, queue)
+
+    def roll_up_task_figures(self, before: datetime) -> int:
+        return self._tables.roll_up_task_figures(before)
+
+    def purge_task_figures(self, before: datetime) -> int:
+        return self._tables.purge_task_figures(before)
 
     # -- storage upkeep: a dict keeps no dead rows, so there is nothing to count or reclaim ------
 

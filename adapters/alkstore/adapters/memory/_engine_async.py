@@ -240,8 +240,13 @@ class AsyncMemoryEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.purge_dead_ids(job_ids)
 
-    async def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
-        self._tables.record_worker(worker, throughput)
+    async def record_worker(
+        self,
+        worker: port.WorkerRecord,
+        throughput: Sequence[port.ThroughputRecord] = (),
+        figures: Sequence[port.TaskFiguresRecord] = (),
+    ) -> None:
+        self._tables.record_worker(worker, throughput, figures)
 
     async def remove_worker(self, worker_id: str) -> bool:
         return self._tables.remove_worker(worker_id)
@@ -257,6 +262,15 @@ class AsyncMemoryEngine(port.AsyncEngine, port.AsyncStepsPort):
 
     async def purge_throughput(self, before: datetime) -> int:
         return self._tables.purge_throughput(before)
+
+    async def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
+        return self._tables.task_figures(since, queue)
+
+    async def roll_up_task_figures(self, before: datetime) -> int:
+        return self._tables.roll_up_task_figures(before)
+
+    async def purge_task_figures(self, before: datetime) -> int:
+        return self._tables.purge_task_figures(before)
 
     # -- storage upkeep: a dict keeps no dead rows, so there is nothing to count or reclaim ------
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from alkstore import engine as port
+from alkstore.display import hour_of
 from alkstore.engine import (
     after_key,
     listing_order,
@@ -183,12 +184,48 @@ class OperationTables(TableState):
                 self._unlink(job_id)
             return purged
 
-    def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
+    def record_worker(
+        self,
+        worker: port.WorkerRecord,
+        throughput: Sequence[port.ThroughputRecord] = (),
+        figures: Sequence[port.TaskFiguresRecord] = (),
+    ) -> None:
         with self._cond:
             self._workers[worker.id] = worker
             for count in throughput:
                 done, failed = self._throughput.get((count.minute, count.queue), (0, 0))
                 self._throughput[(count.minute, count.queue)] = (done + count.done, failed + count.failed)
+            for figure in figures:
+                key = (figure.minute, figure.queue, figure.task)
+                had = self._task_figures.get(key, (0, 0, 0.0, 0.0))
+                sums = (figure.done, figure.failed, figure.run_ms, figure.latency_ms)
+                self._task_figures[key] = tuple(a + b for a, b in zip(had, sums, strict=True))  # type: ignore[assignment]
+
+    def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
+        with self._cond:
+            rows = sorted(
+                (key, sums)
+                for key, sums in self._task_figures.items()
+                if key[0] >= since and (queue is None or key[1] == queue)
+            )
+        return [port.TaskFiguresRecord(q, task, minute, *sums) for (minute, q, task), sums in rows]
+
+    def roll_up_task_figures(self, before: datetime) -> int:
+        with self._cond:
+            folded = [key for key in self._task_figures if key[0] < before and key[0] != hour_of(key[0])]
+            for key in folded:
+                sums = self._task_figures.pop(key)
+                hour = (hour_of(key[0]), key[1], key[2])
+                had = self._task_figures.get(hour, (0, 0, 0.0, 0.0))
+                self._task_figures[hour] = tuple(a + b for a, b in zip(had, sums, strict=True))  # type: ignore[assignment]
+        return len(folded)
+
+    def purge_task_figures(self, before: datetime) -> int:
+        with self._cond:
+            doomed = [key for key in self._task_figures if key[0] < before]
+            for key in doomed:
+                del self._task_figures[key]
+        return len(doomed)
 
     def remove_worker(self, worker_id: str) -> bool:
         with self._cond:

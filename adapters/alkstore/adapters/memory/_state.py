@@ -151,6 +151,8 @@ class TableState:
         self._schedules: dict[str, port.ScheduleRecord] = {}
         self._workers: dict[str, port.WorkerRecord] = {}
         self._throughput: dict[tuple[datetime, str], tuple[int, int]] = {}  # (minute, queue) -> (done, failed)
+        #: (minute, queue, task) -> (done, failed, run ms, latency ms) (ADR 075)
+        self._task_figures: dict[tuple[datetime, str, str], tuple[int, int, float, float]] = {}
         self._actions: list[port.ActionRecord] = []  # the action log, oldest first (ADR 068)
         self._closed = False
         #: The job holding each (queue, unique key), and each (queue, ordering key)'s line (ADR 031, 032).

@@ -681,9 +681,15 @@ class PostgresEngine(port.Engine, PostgresSteps):
         rows = self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
 
-    def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
-        statement = self._sql.record_worker_counting if throughput else self._sql.record_worker
-        self._connections.one(statement, _rows.worker_params(worker, throughput), _SCALAR)
+    def record_worker(
+        self,
+        worker: port.WorkerRecord,
+        throughput: Sequence[port.ThroughputRecord] = (),
+        figures: Sequence[port.TaskFiguresRecord] = (),
+    ) -> None:
+        counting = bool(throughput or figures)
+        statement = self._sql.record_worker_counting if counting else self._sql.record_worker
+        self._connections.one(statement, _rows.worker_params(worker, throughput, figures), _SCALAR)
 
     def remove_worker(self, worker_id: str) -> bool:
         return self._connections.one(self._sql.remove_worker, {"id": worker_id}, _SCALAR) is not None
@@ -699,6 +705,17 @@ class PostgresEngine(port.Engine, PostgresSteps):
 
     def purge_throughput(self, before: datetime) -> int:
         return int(self._connections.one(self._sql.purge_throughput, {"before": before}, _SCALAR) or 0)
+
+    def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
+        params = {"since": since, "queue": queue}
+        return self._connections.all(self._sql.task_figures, params, _rows.TASK_FIGURES)
+
+    def roll_up_task_figures(self, before: datetime) -> int:
+        statement = self._sql.roll_up_task_figures
+        return int(self._connections.one(statement, {"before": before}, _SCALAR) or 0)
+
+    def purge_task_figures(self, before: datetime) -> int:
+        return int(self._connections.one(self._sql.purge_task_figures, {"before": before}, _SCALAR) or 0)
 
     def record_action(self, action: port.NewAction) -> int:
         return int(self._connections.one(self._sql.record_action, asdict(action), _SCALAR) or 0)

@@ -41,6 +41,7 @@ __all__ = [
     "RESULT",
     "SCHEDULE",
     "TABLE_STATS",
+    "TASK_FIGURES",
     "THROUGHPUT",
     "WORKER",
     "alike",
@@ -555,6 +556,15 @@ def _throughput(minute: datetime, queue: str, done: int, failed: int) -> port.Th
 THROUGHPUT: BaseRowFactory[port.ThroughputRecord] = kwargs_row(_throughput)
 
 
+def _task_figures(**c: Any) -> port.TaskFiguresRecord:
+    return port.TaskFiguresRecord(
+        c["queue"], c["task"], utc(c["minute"]), int(c["done"]), int(c["failed"]), c["run_ms"], c["latency_ms"]
+    )
+
+
+TASK_FIGURES: BaseRowFactory[port.TaskFiguresRecord] = kwargs_row(_task_figures)
+
+
 def _action(**c: Any) -> port.ActionRecord:
     texts = (c["role"], c["address"], c["action"], c["target"], c["outcome"])
     return port.ActionRecord(int(c["id"]), utc(c["at"]), *texts)
@@ -585,15 +595,26 @@ def listing_params(query: port.JobQuery) -> dict[str, Any]:
     }
 
 
-def worker_params(worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> dict[str, Any]:
+def worker_params(
+    worker: port.WorkerRecord,
+    throughput: Sequence[port.ThroughputRecord] = (),
+    figures: Sequence[port.TaskFiguresRecord] = (),
+) -> dict[str, Any]:
     """A worker as the parameters of ``record_worker`` (its fields by name; the queues as an array), and its
-    counts as those of ``record_worker_counting`` (an array per column)."""
+    counts and task figures as those of ``record_worker_counting`` (an array per column)."""
     params = {**dataclasses.asdict(worker), "queues": list(worker.queues)}
-    if throughput:
+    if throughput or figures:
         params.update(
             t_minutes=[count.minute for count in throughput],
             t_queues=[count.queue for count in throughput],
             t_done=[count.done for count in throughput],
             t_failed=[count.failed for count in throughput],
+            f_minutes=[f.minute for f in figures],
+            f_queues=[f.queue for f in figures],
+            f_tasks=[f.task for f in figures],
+            f_done=[f.done for f in figures],
+            f_failed=[f.failed for f in figures],
+            f_run_ms=[f.run_ms for f in figures],
+            f_latency_ms=[f.latency_ms for f in figures],
         )
     return params

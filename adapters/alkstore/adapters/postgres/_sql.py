@@ -65,7 +65,7 @@ SCHEDULE_COLUMNS = ", ".join(_SCHEDULE)
 #: The tables whose dead rows a worker's maintenance counts and reclaims (ADR 023): every data table.
 UPKEEP_TABLES = (
     "action_log", "dead_jobs", "events", "job_dependencies", "jobs", "locks", "queues", "rate_starts", "results",
-    "schedules", "steps", "throughput", "waits", "workers",
+    "schedules", "steps", "task_figures", "throughput", "waits", "workers",
 )  # fmt: skip
 
 # -- the orders (ADR 027) --------------------------------------------------------------------
@@ -401,6 +401,9 @@ class Statements:
     forget_workers: str
     throughput: str
     purge_throughput: str
+    task_figures: str
+    roll_up_task_figures: str
+    purge_task_figures: str
     record_action: str
     list_actions: str
     table_stats: str

@@ -280,8 +280,13 @@ class AsyncSqliteEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         return await self._call(self._tables.purge_dead_jobs, job_ids)
 
-    async def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
-        await self._call(self._tables.record_worker, worker, throughput)
+    async def record_worker(
+        self,
+        worker: port.WorkerRecord,
+        throughput: Sequence[port.ThroughputRecord] = (),
+        figures: Sequence[port.TaskFiguresRecord] = (),
+    ) -> None:
+        await self._call(self._tables.record_worker, worker, throughput, figures)
 
     async def remove_worker(self, worker_id: str) -> bool:
         return await self._call(self._tables.remove_worker, worker_id)
@@ -297,6 +302,15 @@ class AsyncSqliteEngine(port.AsyncEngine, port.AsyncStepsPort):
 
     async def purge_throughput(self, before: datetime) -> int:
         return await self._call(self._tables.purge_throughput, before)
+
+    async def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
+        return await self._call(self._tables.task_figures, since, queue)
+
+    async def roll_up_task_figures(self, before: datetime) -> int:
+        return await self._call(self._tables.roll_up_task_figures, before)
+
+    async def purge_task_figures(self, before: datetime) -> int:
+        return await self._call(self._tables.purge_task_figures, before)
 
     # -- storage upkeep: SQLite reuses a deleted row's pages itself; nothing for core to schedule ------
 

@@ -253,8 +253,13 @@ class SqliteEngine(port.Engine, port.StepsPort):
     def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.purge_dead_jobs(job_ids)
 
-    def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
-        self._tables.record_worker(worker, throughput)
+    def record_worker(
+        self,
+        worker: port.WorkerRecord,
+        throughput: Sequence[port.ThroughputRecord] = (),
+        figures: Sequence[port.TaskFiguresRecord] = (),
+    ) -> None:
+        self._tables.record_worker(worker, throughput, figures)
 
     def remove_worker(self, worker_id: str) -> bool:
         return self._tables.remove_worker(worker_id)
@@ -270,6 +275,15 @@ class SqliteEngine(port.Engine, port.StepsPort):
 
     def purge_throughput(self, before: datetime) -> int:
         return self._tables.purge_throughput(before)
+
+    def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
+        return self._tables.task_figures(since, queue)
+
+    def roll_up_task_figures(self, before: datetime) -> int:
+        return self._tables.roll_up_task_figures(before)
+
+    def purge_task_figures(self, before: datetime) -> int:
+        return self._tables.purge_task_figures(before)
 
     # -- storage upkeep: SQLite reuses a deleted row's pages itself; nothing for core to schedule ------
 

@@ -201,4 +201,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             WHEN OLD.on_parent_failure IS NOT NULL
             BEGIN DELETE FROM alkstore_job_dependencies WHERE child = OLD.id; END""",
     ),
+    # Version 8 (ADR 075): runs, run time and pickup latency per minute, queue and task; a new table.
+    (
+        """CREATE TABLE alkstore_task_figures (
+            minute INTEGER NOT NULL,
+            queue TEXT NOT NULL,
+            task TEXT NOT NULL,
+            done INTEGER NOT NULL,
+            failed INTEGER NOT NULL,
+            run_ms REAL NOT NULL,
+            latency_ms REAL NOT NULL,
+            PRIMARY KEY (minute, queue, task)
+        ) WITHOUT ROWID""",
+    ),
 )

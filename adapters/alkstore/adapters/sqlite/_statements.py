@@ -284,6 +284,29 @@ THROUGHPUT_SINCE = (
     "SELECT queue, minute, done, failed FROM alkstore_throughput WHERE minute >= ? ORDER BY minute, queue"
 )
 PURGE_THROUGHPUT = "DELETE FROM alkstore_throughput WHERE minute < ?"
+ADD_TASK_FIGURES = (
+    "INSERT INTO alkstore_task_figures (minute, queue, task, done, failed, run_ms, latency_ms)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (minute, queue, task) DO UPDATE SET done = done + excluded.done,"
+    " failed = failed + excluded.failed, run_ms = run_ms + excluded.run_ms,"
+    " latency_ms = latency_ms + excluded.latency_ms"
+)
+TASK_FIGURES_SINCE = (
+    "SELECT queue, task, minute, done, failed, run_ms, latency_ms FROM alkstore_task_figures"
+    " WHERE minute >= ? AND (? IS NULL OR queue = ?) ORDER BY minute, queue, task"
+)
+#: The minutes (microseconds since the epoch) before a bound that do not start an hour, added into their hour's
+#: first minute, then deleted, in one transaction (ADR 075).
+_NOT_AN_HOUR = "minute < ? AND minute % 3600000000 <> 0"
+ROLL_UP_TASK_FIGURES = (
+    "INSERT INTO alkstore_task_figures (minute, queue, task, done, failed, run_ms, latency_ms)"
+    " SELECT minute - minute % 3600000000, queue, task, sum(done), sum(failed), sum(run_ms), sum(latency_ms)"
+    f" FROM alkstore_task_figures WHERE {_NOT_AN_HOUR} GROUP BY 1, queue, task"
+    " ON CONFLICT (minute, queue, task) DO UPDATE SET done = done + excluded.done,"
+    " failed = failed + excluded.failed, run_ms = run_ms + excluded.run_ms,"
+    " latency_ms = latency_ms + excluded.latency_ms"
+)
+FOLDED_TASK_FIGURES = f"DELETE FROM alkstore_task_figures WHERE {_NOT_AN_HOUR}"
+PURGE_TASK_FIGURES = "DELETE FROM alkstore_task_figures WHERE minute < ?"
 
 # -- steps, waits and events (ADR 069) -------------------------------------------------------------
 

@@ -1038,7 +1038,12 @@ class SqliteTables:
 
     # -- workers and throughput ------------------------------------------------------------------
 
-    def record_worker(self, worker: port.WorkerRecord, throughput: Sequence[port.ThroughputRecord] = ()) -> None:
+    def record_worker(
+        self,
+        worker: port.WorkerRecord,
+        throughput: Sequence[port.ThroughputRecord] = (),
+        figures: Sequence[port.TaskFiguresRecord] = (),
+    ) -> None:
         with self._write("record_worker") as db:
             db.execute(
                 sql.STORE_WORKER,
@@ -1057,6 +1062,10 @@ class SqliteTables:
             )
             for count in throughput:
                 db.execute(sql.ADD_THROUGHPUT, (us(count.minute), count.queue, count.done, count.failed))
+            for f in figures:
+                db.execute(
+                    sql.ADD_TASK_FIGURES, (us(f.minute), f.queue, f.task, f.done, f.failed, f.run_ms, f.latency_ms)
+                )
 
     def remove_worker(self, worker_id: str) -> bool:
         with self._write("remove_worker") as db:
@@ -1078,3 +1087,17 @@ class SqliteTables:
     def purge_throughput(self, before: datetime) -> int:
         with self._write("purge_throughput") as db:
             return db.execute(sql.PURGE_THROUGHPUT, (us(before),)).rowcount
+
+    def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
+        with self._read("task_figures") as db:
+            rows = db.execute(sql.TASK_FIGURES_SINCE, (us(since), queue, queue)).fetchall()
+        return [port.TaskFiguresRecord(row[0], row[1], instant(row[2]), *row[3:]) for row in rows]
+
+    def roll_up_task_figures(self, before: datetime) -> int:
+        with self._write("roll_up_task_figures") as db:
+            db.execute(sql.ROLL_UP_TASK_FIGURES, (us(before),))
+            return db.execute(sql.FOLDED_TASK_FIGURES, (us(before),)).rowcount
+
+    def purge_task_figures(self, before: datetime) -> int:
+        with self._write("purge_task_figures") as db:
+            return db.execute(sql.PURGE_TASK_FIGURES, (us(before),)).rowcount

@@ -49,7 +49,7 @@ from ._security import (
 from ._security import allowed_hosts as _allowed_hosts
 from ._settings import SETTINGS, entry_of
 from ._threaded import ThreadedStore
-from ._throughput import MINUTES, RANGES, chart_of, per_minute
+from ._throughput import MINUTES, RANGES, Minute, chart_of, figures_of, line_of, per_minute, tasks_in
 from ._trouble import LIVE_WITHIN, is_live, troubles, worker_views
 from ._views import DeadGroup, DeadGroups, capped, group_key, instant, key_of, payload_text, span, visible_controls
 
@@ -518,15 +518,31 @@ class _Dashboard(Acting):
         return self.render(request, "locks.html", page="locks", size=LOCKS_PAGE, **context)
 
     async def charts(self, request: Request) -> Response:
-        """Jobs done and failed per point over a chosen range, of one queue or of all (ADR 068)."""
+        """Runs done and failed, mean run time and mean pickup latency per point over a chosen range, of one queue
+        or of all, of one task or of all (ADR 068, 075)."""
         queue = request.query_params.get("queue") or None
+        task = request.query_params.get("task")  # "" is the task-less jobs' task; absent: every task
         chosen = request.query_params.get("range", "1h")
         if chosen not in RANGES:
             raise HTTPException(404, f"no such range: {chosen[:100]} (the ranges are {', '.join(RANGES)})")
         minutes, bucket = RANGES[chosen]
-        counts = per_minute(await self.store.throughput(minutes + 1), self.store.clock.now(), minutes, queue, bucket)
-        context: dict[str, Any] = {"queue": queue, "ranges": RANGES, "chosen": chosen, "minutes": minutes}
-        context.update(bucket=bucket, chart=chart_of(counts))
+        now = self.store.clock.now()
+        try:
+            stored = await self.store.task_figures(minutes + bucket, queue)
+        except InvalidName:
+            raise HTTPException(400, "that is not a queue name") from None
+        figures = figures_of(stored, now, minutes, bucket, queue, task)
+        if task is None and bucket < 60:  # the queues' own counts, as the overview's chart draws them (ADR 048)
+            counts = per_minute(await self.store.throughput(minutes + 1), now, minutes, queue, bucket)
+        else:
+            counts = [Minute(f.start, f.done, f.failed, f.length) for f in figures]
+        end = figures[-1].start + figures[-1].length
+        context: dict[str, Any] = {"queue": queue, "task": task, "ranges": RANGES, "chosen": chosen}
+        context.update(minutes=minutes, bucket=bucket, chart=chart_of(counts), tasks=tasks_in(stored, queue))
+        context.update(
+            run_time=line_of([(f.start, f.mean_run_ms) for f in figures], end),
+            latency=line_of([(f.start, f.mean_latency_ms) for f in figures], end),
+        )
         return self.render(request, "charts.html", page="charts", **context)
 
     async def actions(self, request: Request) -> Response:  # the action log, newest first (ADR 068)

@@ -34,6 +34,7 @@ from alkstore import (
     ResultPage,
     Schedule,
     Store,
+    TaskFiguresInfo,
     ThroughputInfo,
     WorkerInfo,
 )
@@ -132,6 +133,9 @@ class ThreadedStore:
 
     async def throughput(self, minutes: int = 60) -> list[ThroughputInfo]:
         return await _run(self._store.throughput, minutes)
+
+    async def task_figures(self, minutes: int = 60, queue: str | None = None) -> list[TaskFiguresInfo]:
+        return await _run(self._store.task_figures, minutes, queue)
 
     async def cancel(self, job_id: int) -> CancelOutcome:
         return await _run(self._store.cancel, job_id)

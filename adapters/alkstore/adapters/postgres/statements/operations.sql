@@ -137,7 +137,17 @@ counted AS (
       FROM unnest(%(t_minutes)s::timestamptz[], %(t_queues)s::text[], %(t_done)s::bigint[], %(t_failed)s::bigint[])
            AS c (minute, queue, done, failed)
      ORDER BY minute, queue COLLATE "C"
-    ON CONFLICT (minute, queue) DO UPDATE SET done = t.done + excluded.done, failed = t.failed + excluded.failed)
+    ON CONFLICT (minute, queue) DO UPDATE SET done = t.done + excluded.done, failed = t.failed + excluded.failed),
+figured AS (
+    -- the same runs per task, with their summed run time and pickup latency (ADR 075), in key order too
+    INSERT INTO {s}.task_figures AS f (minute, queue, task, done, failed, run_ms, latency_ms)
+    SELECT minute, queue, task, done, failed, run_ms, latency_ms
+      FROM unnest(%(f_minutes)s::timestamptz[], %(f_queues)s::text[], %(f_tasks)s::text[], %(f_done)s::bigint[],
+                  %(f_failed)s::bigint[], %(f_run_ms)s::float8[], %(f_latency_ms)s::float8[])
+           AS c (minute, queue, task, done, failed, run_ms, latency_ms)
+     ORDER BY minute, queue COLLATE "C", task COLLATE "C"
+    ON CONFLICT (minute, queue, task) DO UPDATE SET done = f.done + excluded.done, failed = f.failed + excluded.failed,
+        run_ms = f.run_ms + excluded.run_ms, latency_ms = f.latency_ms + excluded.latency_ms)
 SELECT id FROM reported
 
 -- name: remove_worker
@@ -157,6 +167,30 @@ SELECT minute, queue, done, failed FROM {s}.throughput WHERE minute >= %(since)s
 
 -- name: purge_throughput
 WITH gone AS (DELETE FROM {s}.throughput WHERE minute < %(before)s RETURNING 1) SELECT count(*) FROM gone
+
+-- name: task_figures
+-- The sums from a minute on (ADR 075): one range of the primary key, a queue's rows filtered in it.
+SELECT minute, queue, task, done, failed, run_ms, latency_ms FROM {s}.task_figures
+WHERE minute >= %(since)s AND (%(queue)s::text IS NULL OR queue = %(queue)s::text) ORDER BY minute, queue, task
+
+-- name: roll_up_task_figures
+-- The minutes before a bound that do not start a UTC hour, deleted and added into their hour's first
+-- minute, one statement (ADR 075): the hour rows are never deleted, so no row is both deleted and updated;
+-- two upkeeps at once fold each row once (the second finds it deleted).
+WITH folded AS (
+    DELETE FROM {s}.task_figures
+     WHERE minute < %(before)s AND minute <> date_trunc('hour', minute, 'UTC')
+    RETURNING minute, queue, task, done, failed, run_ms, latency_ms),
+added AS (
+    INSERT INTO {s}.task_figures AS f (minute, queue, task, done, failed, run_ms, latency_ms)
+    SELECT date_trunc('hour', minute, 'UTC'), queue, task, sum(done), sum(failed), sum(run_ms), sum(latency_ms)
+      FROM folded GROUP BY 1, queue, task ORDER BY 1, queue COLLATE "C", task COLLATE "C"
+    ON CONFLICT (minute, queue, task) DO UPDATE SET done = f.done + excluded.done, failed = f.failed + excluded.failed,
+        run_ms = f.run_ms + excluded.run_ms, latency_ms = f.latency_ms + excluded.latency_ms)
+SELECT count(*) FROM folded
+
+-- name: purge_task_figures
+WITH gone AS (DELETE FROM {s}.task_figures WHERE minute < %(before)s RETURNING 1) SELECT count(*) FROM gone
 
 -- -- the action log (ADR 068) ----------------------------------------------------------------
 
