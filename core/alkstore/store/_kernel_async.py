@@ -28,7 +28,6 @@ from alkstore.port._records import (
     Heartbeat,
     Held,
     JobRecord,
-    NewJob,
     NewSchedule,
     QueueConfig,
     Retry,
@@ -40,7 +39,6 @@ from alkstore.port._telemetry import TelemetryPort
 from alkstore.port._time import Clock
 from alkstore.rules._args import check_opts
 from alkstore.rules._codec import Codec
-from alkstore.rules._graphs import Graph, plan_graph
 from alkstore.rules._lifecycle import (
     Decoded,
     Undecodable,
@@ -229,69 +227,30 @@ class AsyncKernel:
         stored, defaults = await self.config(queue, tx, now)
         stamps = derived if derived is not None and stored is None else stamp_enqueue(opts, defaults, now)
         if stamps.after:
-            self._dependencies_offered("enqueue(after=…)")
+            self.dependencies_offered("enqueue(after=…)")
         keyed = None if keys is None else [keys(payload) for payload in payloads]
         telemetry = self.telemetry
         if telemetry is None:
             return job_ids(await engine.enqueue(new_jobs(queue, data, stamps, task, None, keyed), now, tx))
-        parents = [] if in_caller_tx or not stamps.after else await self._parent_traces(stamps.after)
+        parents = [] if in_caller_tx or not stamps.after else await self.parent_traces(stamps.after)
         span = (
             telemetry.enqueue(queue, task, len(data), parents) if parents else telemetry.enqueue(queue, task, len(data))
         )
         with span as trace:
             return job_ids(await engine.enqueue(new_jobs(queue, data, stamps, task, trace, keyed), now, tx))
 
-    async def _parent_traces(self, parents: Sequence[int]) -> list[str]:
+    async def parent_traces(self, parents: Sequence[int]) -> list[str]:
         """The trace contexts ``parents`` carry, for the links of an enqueue's span (ADR 074): read before
         its transaction, so only for an enqueue in one of the engine's own."""
         engine = self.live()
         traces = [None if (record := await engine.get_job(parent)) is None else record.trace for parent in parents]
         return [trace for trace in traces if trace is not None]
 
-    def _dependencies_offered(self, call: str) -> None:
+    def dependencies_offered(self, call: str) -> None:
         if not self.engine.offers_dependencies:
             raise NotOffered(
                 f"{call} needs job dependencies, which the {type(self.engine).__name__} engine does not offer"
             )
-
-    async def enqueue_graph(self, graph: Graph, tx: Any = None, *, in_caller_tx: bool = False) -> dict[str, JobId]:
-        """Enqueue every job of ``graph`` in one engine call (one transaction: its own, or ``tx``), parents
-        first; the id of each job by its key. Cycles and bad keys are refused before any I/O (ADR 073)."""
-        engine = self.live()
-        if not isinstance(graph, Graph):
-            raise InvalidArgument(f"expected an alkstore.Graph, not {type(graph).__name__}")
-        planned = plan_graph(graph.nodes)
-        if not planned:
-            return {}
-        self._dependencies_offered("enqueue_graph()")
-        encode = self.codec.encode
-        data = [encode(item.node.payload) for item in planned]
-        now = self.clock.now()
-        if in_caller_tx:
-            tx = await engine.caller_transaction(tx)
-        jobs: list[NewJob] = []
-        telemetry = self.telemetry
-        span = None
-        if telemetry is not None:  # linked to the stored jobs it waits on (ADR 074)
-            stored = [] if in_caller_tx else list(dict.fromkeys(i for item in planned for i in item.node.after_ids))
-            parents = await self._parent_traces(stored) if stored else []
-            first, count = planned[0].node.queue, len(planned)
-            span = telemetry.enqueue(first, None, count, parents) if parents else telemetry.enqueue(first, None, count)
-        with span if span is not None else _NO_SPAN as trace:
-            for item, payload in zip(planned, data, strict=True):
-                node = item.node
-                defaults = (await self.config(node.queue, tx, now))[1]
-                (job,) = new_jobs(node.queue, [payload], stamp_enqueue(node.opts, defaults, now), node.task, trace)
-                jobs.append(
-                    replace(
-                        job,
-                        after=node.after_ids,
-                        after_batch=item.after_batch,
-                        on_parent_failure=node.on_parent_failure,
-                    )
-                )
-            ids = job_ids(await engine.enqueue(jobs, now, tx))
-        return {item.node.key: job_id for item, job_id in zip(planned, ids, strict=True)}
 
     async def parent_results(self, job_id: int) -> dict[int, Any]:
         """The results the parents of ``job_id`` that succeeded handed it, decoded, by parent id (a parent

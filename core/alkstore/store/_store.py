@@ -45,6 +45,7 @@ from alkstore.scheduler import _runner as runner
 from alkstore.scheduler._runner import OnFire
 from alkstore.scheduler._tick import DEFAULT_BUDGET
 
+from ._graphs import enqueue_graph
 from ._inspection import _Inspection
 from ._job import Job
 from ._kernel import Kernel
@@ -231,11 +232,11 @@ class Store(_Inspection):
         ``DependencyCycle`` for jobs that wait on each other in a circle and ``UnknownParent`` for an
         ``after`` id of no stored job: nothing is written then.
         """
-        return self._kernel.enqueue_graph(graph)
+        return enqueue_graph(self._kernel, graph)
 
     def enqueue_graph_tx(self, tx: Any, graph: Graph) -> dict[str, JobId]:
         """``enqueue_graph`` inside the caller's transaction ``tx``: commit publishes, rollback erases."""
-        return self._kernel.enqueue_graph(graph, tx, in_caller_tx=True)
+        return enqueue_graph(self._kernel, graph, tx, in_caller_tx=True)
 
     def outbox_enqueue_tx(self, tx: Any, outbox: str, payload: Any, opts: EnqueueOpts | None = None) -> JobId:
         """Add a message to ``outbox`` inside the caller's transaction ``tx``."""

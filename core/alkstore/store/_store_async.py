@@ -43,6 +43,7 @@ from alkstore.scheduler import _runner_async as runner
 from alkstore.scheduler._runner_async import OnFire
 from alkstore.scheduler._tick import DEFAULT_BUDGET
 
+from ._graphs_async import enqueue_graph
 from ._inspection_async import _AsyncInspection
 from ._job_async import AsyncJob
 from ._kernel_async import AsyncKernel
@@ -229,11 +230,11 @@ class AsyncStore(_AsyncInspection):
         ``DependencyCycle`` for jobs that wait on each other in a circle and ``UnknownParent`` for an
         ``after`` id of no stored job: nothing is written then.
         """
-        return await self._kernel.enqueue_graph(graph)
+        return await enqueue_graph(self._kernel, graph)
 
     async def enqueue_graph_tx(self, tx: Any, graph: Graph) -> dict[str, JobId]:
         """``enqueue_graph`` inside the caller's transaction ``tx``: commit publishes, rollback erases."""
-        return await self._kernel.enqueue_graph(graph, tx, in_caller_tx=True)
+        return await enqueue_graph(self._kernel, graph, tx, in_caller_tx=True)
 
     async def outbox_enqueue_tx(self, tx: Any, outbox: str, payload: Any, opts: EnqueueOpts | None = None) -> JobId:
         """Add a message to ``outbox`` inside the caller's transaction ``tx``."""
