@@ -21,6 +21,7 @@ ratio is the median of the per-run ratios.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -45,6 +46,7 @@ CPU: list[float] = []
 def run_all(store: alkstore.Store, count: int) -> float:
     """Seconds to claim and ack ``count`` jobs of ``QUEUE``, one at a time (this process's CPU per job in ``CPU``)."""
     queue = store.queue(QUEUE)
+    gc.collect()  # the garbage of the block before (a graph's nodes) is not this run's to collect
     cpu = time.process_time()
     started = time.perf_counter()
     done = 0
@@ -121,11 +123,16 @@ def main() -> int:
         chain_ratios, ack_ratios = [], []
         for repeat in range(args.repeats):
             chain_enqueue, chain_run = chain_block(stores[plain], args.jobs)
-            _, plain_run = independent_block(stores[plain], args.jobs)
-            _, bare_run = independent_block(stores[bare], args.jobs)
+            if repeat % 2:  # which of the two runs first alternates, repeat by repeat
+                _, bare_run = independent_block(stores[bare], args.jobs)
+                _, plain_run = independent_block(stores[plain], args.jobs)
+            else:
+                _, plain_run = independent_block(stores[plain], args.jobs)
+                _, bare_run = independent_block(stores[bare], args.jobs)
             chain_ratios.append(plain_run / chain_run)
             ack_ratios.append(bare_run / plain_run)
-            chain_cpu, plain_cpu, bare_cpu = (f"{us * 1e6:.0f}" for us in CPU[-3:])
+            chain_cpu, *others = (f"{us * 1e6:.0f}" for us in CPU[-3:])
+            plain_cpu, bare_cpu = others[::-1] if repeat % 2 else others
             print(
                 f"run {repeat + 1}: chain {args.jobs / chain_run:,.0f} jobs/s (enqueued in {chain_enqueue:.2f} s),"
                 f" independent {args.jobs / plain_run:,.0f} jobs/s,"
