@@ -2,11 +2,14 @@
 
 Run by hand, never from the test suite (the figures depend on the machine and its load)::
 
-    .venv/bin/python bench/workflows.py [--dsn URL] [--jobs 1000] [--repeats 3]
+    .venv/bin/python bench/workflows.py [--dsn URL] [--jobs 1000] [--repeats 3] [--fan-in 10000]
 
 - chain: a chain of ``--jobs`` jobs (one graph, each waiting on the one before) run one at a time,
   claim then ack, against as many independent jobs run the same way. Only the runs are timed (the
   enqueue apart, printed). Target (issue 42): the chain at least 0.8x the independent jobs' rate.
+- fan-in: ``--fan-in`` parents (10,000) and one child waiting on all of them (another queue), the
+  parents claimed and acked in batches; then the child's queue claimed round by round. Target (issue
+  42): the child claimed within one claim round of the last parent's ack (rounds, not time).
 - ack path: independent jobs run one at a time on a schema as migrated, against a schema whose
   dependency trigger (``jobs_settle``) is dropped: what the feature costs the ack of a job nobody
   waits on. Target: at most 10 % (a ratio of at least 0.91).
@@ -18,6 +21,7 @@ ratio is the median of the per-run ratios.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -36,9 +40,14 @@ import alkstore
 QUEUE = "bench"
 
 
+CPU: list[float] = []
+
+
 def run_all(store: alkstore.Store, count: int) -> float:
-    """Seconds to claim and ack ``count`` jobs of ``QUEUE``, one at a time."""
+    """Seconds to claim and ack ``count`` jobs of ``QUEUE``, one at a time (this process's CPU per job in ``CPU``)."""
     queue = store.queue(QUEUE)
+    gc.collect()  # the garbage of the block before (a graph's nodes) is not this run's to collect
+    cpu = time.process_time()
     started = time.perf_counter()
     done = 0
     while done < count:
@@ -47,7 +56,9 @@ def run_all(store: alkstore.Store, count: int) -> float:
             raise RuntimeError(f"nothing to claim after {done} of {count} jobs")
         job.ack()
         done += 1
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    CPU.append((time.process_time() - cpu) / count)
+    return seconds
 
 
 def chain_block(store: alkstore.Store, count: int) -> tuple[float, float]:
@@ -69,11 +80,36 @@ def independent_block(store: alkstore.Store, count: int) -> tuple[float, float]:
     return enqueued, run_all(store, count)
 
 
+def fan_in_rounds(store: alkstore.Store, parents: int) -> tuple[int, float]:
+    """(claim rounds after the last parent's ack until the child was claimed, seconds its enqueue took) of
+    one child waiting on ``parents`` parents; none of its rounds before that ack may find it."""
+    queue, children = store.queue(QUEUE), store.queue("fan-in")
+    ids = queue.enqueue_many(range(parents))
+    started = time.perf_counter()
+    children.enqueue("child", alkstore.EnqueueOpts(after=[int(job_id) for job_id in ids]))
+    enqueued = time.perf_counter() - started
+    acked = 0
+    while acked < parents:
+        batch = queue.claim_many("bench", min(1000, parents - acked))
+        if acked + len(batch) == parents and children.claim("bench") is not None:
+            raise RuntimeError("the child was claimed before its last parent's ack")
+        if store.ack_many(batch):
+            raise RuntimeError("a parent's lease was lost")
+        acked += len(batch)
+    for rounds in range(1, 11):
+        child = children.claim("bench")
+        if child is not None:
+            child.ack()
+            return rounds, enqueued
+    raise RuntimeError("the child was not claimed in 10 rounds after its last parent's ack")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fan-in", type=int, default=10_000, help="parents of the fan-in's child (0: none)")
     args = parser.parse_args()
     tag = uuid.uuid4().hex[:8]
     plain, bare = f"bench_deps_{tag}", f"bench_nodeps_{tag}"
@@ -87,14 +123,27 @@ def main() -> int:
         chain_ratios, ack_ratios = [], []
         for repeat in range(args.repeats):
             chain_enqueue, chain_run = chain_block(stores[plain], args.jobs)
-            _, plain_run = independent_block(stores[plain], args.jobs)
-            _, bare_run = independent_block(stores[bare], args.jobs)
+            if repeat % 2:  # which of the two runs first alternates, repeat by repeat
+                _, bare_run = independent_block(stores[bare], args.jobs)
+                _, plain_run = independent_block(stores[plain], args.jobs)
+            else:
+                _, plain_run = independent_block(stores[plain], args.jobs)
+                _, bare_run = independent_block(stores[bare], args.jobs)
             chain_ratios.append(plain_run / chain_run)
             ack_ratios.append(bare_run / plain_run)
+            chain_cpu, *others = (f"{us * 1e6:.0f}" for us in CPU[-3:])
+            plain_cpu, bare_cpu = others[::-1] if repeat % 2 else others
             print(
                 f"run {repeat + 1}: chain {args.jobs / chain_run:,.0f} jobs/s (enqueued in {chain_enqueue:.2f} s),"
                 f" independent {args.jobs / plain_run:,.0f} jobs/s,"
-                f" without the trigger {args.jobs / bare_run:,.0f} jobs/s"
+                f" without the trigger {args.jobs / bare_run:,.0f} jobs/s;"
+                f" client CPU per job {chain_cpu} / {plain_cpu} / {bare_cpu} us"
+            )
+        if args.fan_in:
+            rounds, enqueued = fan_in_rounds(stores[plain], args.fan_in)
+            print(
+                f"fan-in of {args.fan_in:,}: child claimed in claim round {rounds} after the last parent's ack"
+                f" (target 1; enqueued in {enqueued:.2f} s)"
             )
         print(f"chain / independent          {statistics.median(chain_ratios):.2f}x (target >= 0.80x)")
         print(f"ack path with / without      {statistics.median(ack_ratios):.2f}x (target >= 0.91x)")

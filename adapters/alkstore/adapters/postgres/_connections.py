@@ -170,7 +170,7 @@ class Connections:
         self.pool.close()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(self._sql.use_utc, {})
+        conn.execute(self._sql.use_utc)  # no parameters: sent as it is, not converted
 
     @contextmanager
     def connection(self) -> Iterator[PooledConnection]:

@@ -170,7 +170,7 @@ class AsyncConnections:
         await self.pool.close()
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        await conn.execute(self._sql.use_utc, {})
+        await conn.execute(self._sql.use_utc)  # no parameters: sent as it is, not converted
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncPooledConnection]:

@@ -6,8 +6,9 @@
 A batch with a dependent in it is inserted one job at a time in one transaction (the caller's, under
 a savepoint, or the engine's own): a dependent's live parents are row-locked (and counted one
 dependent more) before it is inserted, its finished ones read after, so that a parent's ack either
-sees the dependent or has happened already. Its promotion, and what a parent's death does, are the
-trigger of migration 0012 (``settle_15``), whatever statement deletes the parent.
+sees the dependent or has happened already; the insert writes its links too (two statements per
+dependent whose parents are all live, three when some finished). Its promotion, and what a parent's death does, are the
+trigger of migration 0015 (``settle_15``), whatever statement deletes the parent.
 """
 
 from __future__ import annotations
@@ -74,7 +75,14 @@ def insert_with_parents(
                 cursor.execute(statements.enqueue_keyed, keyed)
             else:
                 policy = str(job.on_parent_failure) if parents else None
-                params = {**keyed, "parents_left": left, "on_parent_failure": policy}
+                params = {
+                    **keyed,
+                    "parents_left": left,
+                    "on_parent_failure": policy,
+                    "parents": list(parents),
+                    "states": [links[parent][0] for parent in parents],
+                    "results": [links[parent][1] for parent in parents],
+                }
                 cursor.execute(statements.enqueue_dependent, params)
             inserted = cursor.fetchone()
             if inserted is None:  # its unique key is held: the holder stands in for it
@@ -85,15 +93,6 @@ def insert_with_parents(
                 continue
             child = int(inserted[0])
             ids.append(child)
-            if not parents:
-                continue
-            link = {
-                "child": child,
-                "parents": list(parents),
-                "states": [links[parent][0] for parent in parents],
-                "results": [links[parent][1] for parent in parents],
-            }
-            cursor.execute(statements.link_parents, link)
             dead = [parent for parent in parents if links[parent][0] == "failed"]
             if dead and job.on_parent_failure is not port.ParentFailure.RUN:
                 cursor.execute(statements.follow_parent, {"child": child, "parent": dead[0], "now": now})

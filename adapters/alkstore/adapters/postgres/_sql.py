@@ -352,7 +352,6 @@ class Statements:
     lock_parents: str
     finished_parents: str
     enqueue_dependent: str
-    link_parents: str
     follow_parent: str
     dependency_links: str
     dead_ordering_keys: str

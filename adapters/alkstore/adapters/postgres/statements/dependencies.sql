@@ -1,5 +1,5 @@
 -- Job dependencies (ADR 073): a dependent's enqueue and the reads of its links. Its promotion and
--- what a parent's death does are the trigger settle_15 (migration 0012), run by the parent's
+-- what a parent's death does are the trigger settle_15 (migration 0015), run by the parent's
 -- deletion whatever statement deletes it.
 
 -- name: lock_parents
@@ -21,7 +21,9 @@ LEFT JOIN {s}.dead_jobs AS d ON d.id = p.id
 LEFT JOIN {s}.results AS r ON r.id = p.id
 
 -- name: enqueue_dependent
--- A job with parents: 'waiting' while any of them is live (parents_left), else as any new job.
+-- A job with parents: 'waiting' while any of them is live (parents_left), else as any new job; in
+-- the same statement its rows of job_dependencies, one per parent in the order named, each as the
+-- enqueue found it (none when its unique key is held: the holder stands in for it).
 WITH new AS (
     INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,
                           visibility_us, task, trace, enqueued_at, unique_key, unique_running,
@@ -31,17 +33,15 @@ WITH new AS (
             %(priority)s, %(run_at)s, %(expires_at)s, %(max_attempts)s, %(visibility_us)s, %(task)s, %(trace)s,
             %(now)s, %(unique_key)s, %(unique_running)s, %(parents_left)s, %(on_parent_failure)s)
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-    RETURNING id, state)
+    RETURNING id, state),
+linked AS (
+    INSERT INTO {s}.job_dependencies (child, parent, position, state, result)
+    SELECT new.id, p.parent, p.position, p.state, p.result
+    FROM new, unnest(%(parents)s::bigint[], %(states)s::text[], %(results)b::bytea[]) WITH ORDINALITY
+      AS p(parent, state, result, position))
 SELECT id, pg_notify(%(channel)s, '') FROM new WHERE state = 'pending'
 UNION ALL
 SELECT id, NULL FROM new WHERE state <> 'pending'
-
--- name: link_parents
--- The dependent's rows, one per parent in the order named, each as the enqueue found it.
-INSERT INTO {s}.job_dependencies (child, parent, position, state, result)
-SELECT %(child)s, p.parent, p.position, p.state, p.result
-FROM unnest(%(parents)s::bigint[], %(states)s::text[], %(results)b::bytea[]) WITH ORDINALITY
-  AS p(parent, state, result, position)
 
 -- name: follow_parent
 -- A dependent enqueued after a parent that is dead already follows its policy at once.
