@@ -255,7 +255,7 @@ def test_sleep_ends_the_run_without_spending_an_attempt_and_resumes_at_its_due_t
     assert queue.claim("w") is None
     clock.advance(1)
     again = must_claim(queue)
-    assert again.attempts == 1
+    assert (again.attempts, again.sleeping) == (1, False)  # a claimed job runs: it does not sleep
     assert not must_get(store, job_id).sleeping
     run(again)  # max_attempts=1 and it still runs: the sleep spent none
     assert charge.calls == 1
