@@ -128,8 +128,9 @@ class Run:
             out.write(json.dumps({"ev": event, "side": side, **fields}) + "\n")
 
     def events(self, event: str | None = None) -> Events:
-        lines = self.journal.read_text().splitlines() if self.journal.exists() else []
-        found = [json.loads(line) for line in lines]
+        text = self.journal.read_text() if self.journal.exists() else ""
+        # whole lines only: a client process may be halfway through writing its last one
+        found = [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
         return [found_event for found_event in found if event is None or found_event["ev"] == event]
 
     def produced(self, side: str) -> int:
