@@ -66,10 +66,18 @@ class _Band:
 
     firsts: deque[tuple[datetime, int]] = field(default_factory=lambda: deque(maxlen=LAG))
     newest: datetime | None = None
+    #: The least of ``firsts``, kept as they change: a claim reads it more often than it adds to it.
+    lowest: tuple[datetime, int] | None = None
+
+    def add_first(self, key: tuple[datetime, int]) -> None:
+        """Note the first key a claim took from this band."""
+        self.firsts.append(key)
+        self.lowest = min(self.firsts)
 
     def bound(self) -> tuple[datetime, int]:
         assert self.newest is not None
-        return max(min(self.firsts), (_before(self.newest, MARGIN), 0))
+        assert self.lowest is not None
+        return max(self.lowest, (_before(self.newest, MARGIN), 0))
 
     def wide_bound(self) -> tuple[datetime, int]:
         """Where a wide claim reads this band from: ``WIDE`` before its newest job, or its bound if that is earlier."""
@@ -124,16 +132,7 @@ class ClaimCursors:
                 bounds = {priority: band.bound() for priority, band in state.bands.items()}
                 probed_after = min(state.probed_to, now)
             segments = _segments(bounds)
-            return {
-                "full": False,
-                "wide": wide,
-                "band_his": IntArray(segment[0] for segment in segments),
-                "band_los": IntArray(segment[1] for segment in segments),
-                "band_ats": InstantArray(segment[2] for segment in segments),
-                "band_ids": IntArray(segment[3] for segment in segments),
-                "probed_after": probed_after,
-                "resets": state.resets,
-            }
+            return {"full": False, "wide": wide, **segments, "probed_after": probed_after, "resets": state.resets}
 
     def claimed(self, queue: str, now: datetime, params: dict[str, Any], jobs: Sequence[port.JobRecord]) -> None:
         """Note a claim of ``queue`` at ``now`` (``params`` as it ran, its probe included) and the ``jobs`` it took."""
@@ -158,7 +157,7 @@ class ClaimCursors:
                 self._held[job.id] = (queue, job.ordering_key is not None)
                 band = state.bands.get(job.priority)
                 key = (job.run_at, job.id)
-                if band is not None and band.firsts and key < band.bound():
+                if band is not None and band.lowest is not None and key < band.bound():
                     continue  # found behind the bound by a full claim: not where the next claims start
                 firsts.setdefault(job.priority, key)
                 if band is None:
@@ -171,7 +170,7 @@ class ClaimCursors:
             for priority, key in firsts.items():
                 band = state.bands.get(priority)
                 if band is not None:
-                    band.firsts.append(key)
+                    band.add_first(key)
             if len(self._held) > HELD:  # ended through another engine: only the backstop finds what they free
                 self._held.clear()
 
@@ -220,17 +219,27 @@ def full_params() -> dict[str, Any]:
     }
 
 
-def _segments(bounds: dict[int, tuple[datetime, int]]) -> list[tuple[int, int, datetime, int]]:
-    """The whole claim order cut into segments ``(highest, lowest priority, run_at, id)``: each band of
-    ``bounds`` from its bound, the priorities between, above and below them from their left end."""
-    segments = []
+def _segments(bounds: dict[int, tuple[datetime, int]]) -> dict[str, Any]:
+    """The whole claim order cut into segments, as the claim's four arrays (highest and lowest
+    priority, ``run_at``, id of each): each band of ``bounds`` from its bound, the priorities
+    between, above and below them from their left end."""
+    his, los, ats, ids = IntArray(), IntArray(), InstantArray(), IntArray()
     above = _PRIORITY_MAX
     for priority in sorted(bounds, reverse=True):
         if above > priority:
-            segments.append((above, priority + 1, _EVER, 0))
+            his.append(above)
+            los.append(priority + 1)
+            ats.append(_EVER)
+            ids.append(0)
         at, job_id = bounds[priority]
-        segments.append((priority, priority, at, job_id))
+        his.append(priority)
+        los.append(priority)
+        ats.append(at)
+        ids.append(job_id)
         above = priority - 1
     if above >= _PRIORITY_MIN:
-        segments.append((above, _PRIORITY_MIN, _EVER, 0))
-    return segments
+        his.append(above)
+        los.append(_PRIORITY_MIN)
+        ats.append(_EVER)
+        ids.append(0)
+    return {"band_his": his, "band_los": los, "band_ats": ats, "band_ids": ids}

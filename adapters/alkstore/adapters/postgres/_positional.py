@@ -4,9 +4,11 @@ form, made once per statement, and integer and instant arrays as literals (ADR 0
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 import psycopg
 from psycopg.abc import Buffer
@@ -48,9 +50,16 @@ class Positional:
 
     query: bytes
     names: tuple[str, ...]
+    #: Reads the values of the names, in their order, in one call.
+    _get: Callable[[Mapping[str, object]], Any] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_get", operator.itemgetter(*self.names) if self.names else None)
 
     def values(self, params: Mapping[str, object]) -> tuple[object, ...]:
         """The values of ``params`` in the statement's order."""
+        if len(self.names) > 1:
+            return self._get(params)  # type: ignore[no-any-return]
         return tuple(params[name] for name in self.names)
 
 
