@@ -92,10 +92,10 @@ class Background:
         return self.outcome[0]
 
 
-def waiting_on_advisory_locks(db: psycopg.Connection[Any]) -> int:
-    """How many sessions wait for an advisory lock right now."""
+def blocked_by(db: psycopg.Connection[Any], holder: psycopg.Connection[Any]) -> int:
+    """How many sessions wait for a lock ``holder``'s session holds, right now."""
     row = db.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
+        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (holder.info.backend_pid,)
     ).fetchone()
     assert row is not None
     return int(row[0])
@@ -130,7 +130,7 @@ def test_an_emit_and_a_wait_of_a_name_an_open_transaction_emits_wait_for_it_then
         assert store.emit_tx(other, name, "theirs")
         emitting = Background(lambda: store.emit(name, "ours"))
         waiting = Background(lambda: job.wait_for(name, timeout=timedelta(hours=1)))
-        wait_until(lambda: waiting_on_advisory_locks(db) == 2, "the emit and the wait to wait for the name")
+        wait_until(lambda: blocked_by(db, other) == 2, "the emit and the wait to wait for the name")
         assert emitting.outcome == []
         assert waiting.outcome == []
         if ending == "commit":
