@@ -151,6 +151,54 @@ def test_bad_event_names_keeps_and_payloads_are_refused_before_any_io(store: Sto
     assert must_get(store, job_id).state is JobState.RUNNING
 
 
+#: Payloads holding NUL, which PostgreSQL's text and jsonb refuse: kept as a job's payload is (as bytes).
+NUL_PAYLOADS = {"nul:json": {"note": "a\x00b", "\x00": ["\x00"]}, "nul:raw": b"\x00\xff\x00"}
+
+
+def test_an_events_payload_with_nul_comes_back_intact_to_a_waiter_as_a_jobs_payload_does(
+    store: Store, clock: ManualClock
+) -> None:
+    queue = store.queue("jobs")
+    for name, payload in NUL_PAYLOADS.items():
+        job_id = queue.enqueue(payload)
+        job = must_claim(queue)
+        assert job.payload == payload
+        with pytest.raises(JobSuspended):  # asleep first, so the emit wakes it
+            job.wait_for(name, timeout=600)
+        assert store.emit(name, payload) is True
+        job = must_claim(queue)
+        assert job.wait_for(name, timeout=600) == payload  # read from the event
+        with pytest.raises(JobSuspended):
+            job.sleep(60)
+        clock.advance(60)
+        job = must_claim(queue)
+        assert job.id == job_id
+        assert job.wait_for(name, timeout=600) == payload  # read from the wait's checkpoint
+        job.ack()
+
+
+def test_a_lone_surrogate_in_an_events_payload_is_refused_as_in_a_jobs_and_nul_or_one_in_its_name_is_invalid(
+    store: Store,
+) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue(None)
+    for payload in ("\ud800", {"note": "a\udfffb"}, {"\udc80": 1}):
+        with pytest.raises(InvalidPayload):
+            queue.enqueue(payload)
+        with pytest.raises(InvalidPayload):
+            store.emit("odd", payload)
+    job = must_claim(queue)
+    for name in ("nul\x00", "\ud800", "a\udc80b"):
+        with pytest.raises(InvalidName):
+            store.emit(name, 1)
+        with pytest.raises(InvalidName), store.transaction() as tx:
+            store.emit_tx(tx, name, 1)
+        with pytest.raises(InvalidName):
+            job.wait_for(name, timeout=60)
+    assert store.emit("odd", 1) is True  # nothing of the refused ones was stored
+    assert must_get(store, job_id).state is JobState.RUNNING
+
+
 # -- a property: however emits, waits and time interleave, each wait ends as a naive model says ------------
 
 

@@ -10,6 +10,7 @@ spending an attempt (``JobSuspended``), the job stored pending and shown ``sleep
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -37,7 +38,7 @@ from tests.support import must_claim, must_get, wait_until
 from ._engines import T0, EngineTarget
 from ._runtimes import is_async, worker_of
 from .test_completeness import adapter_classes
-from .test_worker import POLL, Running
+from .test_worker import BASE_EXCEPTIONS, POLL, Running, is_at
 
 
 @pytest.mark.parametrize("runtime", ["sync", "async"])
@@ -414,3 +415,76 @@ def test_a_worker_runs_a_job_of_steps_and_a_sleep_charging_once_and_sleeping_wit
     assert charges == [7, 8]
     assert mails == ["sent ch_7", "sent ch_8"]
     assert stats.succeeded == 2
+
+
+# -- what no task should raise, raised in a step or as a sleep or a wait unwinds: the worker serves on ----------
+
+#: Where the task raises: in a step's function, or in a ``finally`` as its sleep or wait unwinds the run.
+PLACES = ("step", "sleep", "wait_for")
+
+
+def _hostile_handler(store: Store, place: str, raise_it: Callable[[], None], done: list[str]) -> Any:
+    """A handler that runs a step, then raises ``raise_it``'s exception at ``place``; payload ``"next"`` just runs."""
+    if is_async(store):
+
+        async def handle_async(payload: Any, job: Any) -> None:
+            if payload == "next":
+                done.append(payload)
+                return
+            await job.step("first", lambda: "kept")
+            if place == "step":
+                await job.step("exits", raise_it)
+            try:
+                if place == "sleep":
+                    await job.sleep(600)
+                else:
+                    await job.wait_for("never:emitted", timeout=600)
+            finally:
+                raise_it()
+
+        return handle_async
+
+    def handle_sync(payload: Any, job: Any) -> None:
+        if payload == "next":
+            done.append(payload)
+            return
+        job.step("first", lambda: "kept")
+        if place == "step":
+            job.step("exits", raise_it)
+        try:
+            if place == "sleep":
+                job.sleep(600)
+            else:
+                job.wait_for("never:emitted", timeout=600)
+        finally:
+            raise_it()
+
+    return handle_sync
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("kind", BASE_EXCEPTIONS)
+def test_a_base_exception_in_a_step_or_as_a_sleep_unwinds_fails_the_attempt_and_the_worker_serves_on(
+    store: Store, kind: str, place: str
+) -> None:
+    raise_it, error, last_line = BASE_EXCEPTIONS[kind]
+    done: list[str] = []
+    orders = store.queue("orders")
+    job_id = orders.enqueue("exits", EnqueueOpts(max_attempts=2))
+    orders.enqueue("next")
+    runner = Running(
+        worker_of(store, handlers={"orders": _hostile_handler(store, place, raise_it, done)}, poll_interval=POLL)
+    )
+    try:
+        wait_until(is_at(store, job_id, JobState.PENDING, 1), "the attempt to fail, to be retried")
+        wait_until(lambda: done == ["next"], "the next job to run")
+        info = must_get(store, job_id)
+        assert runner.thread.is_alive(), "the worker serves on"
+    finally:
+        stats = runner.finish()
+    assert info.last_error == error
+    assert info.last_traceback is not None
+    assert info.last_traceback.rstrip().endswith(last_line)
+    assert [step.name for step in info.steps] == ["first"]  # the step before it kept; the one that raised not
+    assert info.waits_for is None  # the sleep it unwound was not stored: the attempt failed instead
+    assert (stats.retried, stats.succeeded, stats.slept) == (1, 1, 0)

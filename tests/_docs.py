@@ -4,11 +4,14 @@ Two kinds: fenced (```` ```info ```` ... ```` ``` ````) and indented (four space
 blank line, outside a list). ``block(doc, needle)`` is the one block of a page that holds
 ``needle``; tests read their block through it (or name the needle otherwise), and
 ``tests/test_docs_blocks.py`` holds every block of every page to a test or to a reason.
+``run_script`` runs a block (or a test's edit of one) as a script in a subprocess.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,3 +113,26 @@ def block(page: str, needle: str) -> str:
     holders = [b for b in blocks_of(page) if needle in b.body]
     assert len(holders) == 1, f"{len(holders)} blocks of {page} hold {needle!r}: {[b.where() for b in holders]}"
     return holders[0].body
+
+
+def run_script(
+    text: str, directory: Path, name: str = "example.py", *, warnings_as_errors: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Write ``text`` to ``directory/name`` and run it there with this interpreter; it must exit 0.
+
+    A warning is an error by default, so a deprecation in an example fails its test; the result is returned
+    for the test's own checks of its output.
+    """
+    script = directory / name
+    script.write_text(text, encoding="utf-8")
+    flags = ["-W", "error"] if warnings_as_errors else []
+    result = subprocess.run(
+        [sys.executable, *flags, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=directory,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from tests._docs import block
+from tests._docs import block, run_script
 
 
 def test_the_order_pipeline_runs_as_written_and_prints_what_the_page_shows(tmp_path: Path) -> None:
-    script = tmp_path / "pipeline.py"
-    script.write_text(block("docs/workflows.md", "store.enqueue_graph(pipeline)"), encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-W", "error", str(script)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_script(block("docs/workflows.md", "store.enqueue_graph(pipeline)"), tmp_path, "pipeline.py")
     assert result.stdout == block("docs/workflows.md", "report waits for 2 jobs")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import alkstore
-from tests._docs import block
+from tests._docs import block, run_script
 from tests._proc import ALKSTORE, LiveProcess
 from tests.support import must_claim
 
@@ -80,15 +80,8 @@ def test_ci_runs_the_readmes_two_commands_as_written_in_a_fresh_clone() -> None:
 
 
 def test_the_tour_runs_as_written(tmp_path: Path) -> None:
-    tour = block(TOUR, 'alkstore.open("memory://"')
-    script = tmp_path / "tour.py"
-    script.write_text(tour, encoding="utf-8")
+    result = run_script(block(TOUR, 'alkstore.open("memory://"'), tmp_path, "tour.py", warnings_as_errors=False)
 
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
-    )
-
-    assert result.returncode == 0, result.stderr
     assert result.stderr == ""
 
 
@@ -103,14 +96,10 @@ def test_the_postgres_example_runs_against_a_fresh_schema(pg_dsn: str, pg_schema
     documented_url, documented_schema = '"postgresql://postgres@127.0.0.1:5432/test"', 'schema="alkstore"'
     assert documented_url in example
     assert documented_schema in example
-    script = tmp_path / "postgres_example.py"
-    script.write_text(example.replace(documented_url, repr(pg_dsn)).replace(documented_schema, f"schema={pg_schema!r}"))
+    edited = example.replace(documented_url, repr(pg_dsn)).replace(documented_schema, f"schema={pg_schema!r}")
 
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
-    )
+    run_script(edited, tmp_path, "postgres_example.py", warnings_as_errors=False)
 
-    assert result.returncode == 0, result.stderr
     with alkstore.open(pg_dsn, schema=pg_schema, max_size=2) as store:
         delivered: list[object] = []
         assert store.outbox("webhooks").run_once("check", lambda payload, job: delivered.append(payload))

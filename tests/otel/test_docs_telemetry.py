@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ import pytest
 pytest.importorskip("opentelemetry.exporter.prometheus", reason="the Prometheus example needs the test extra")
 
 import alkstore
-from tests._docs import ROOT, block
+from tests._docs import ROOT, block, run_script
 
 pytestmark = pytest.mark.postgres
 
@@ -53,16 +51,11 @@ def test_the_prometheus_example_serves_the_documented_names(pg_database: str, tm
     assert f"start_http_server({documented_port})" in example
     port = str(free_port())
     alkstore.open(pg_database, migrate=True, max_size=1).close()
-    script = tmp_path / "prometheus_example.py"
-    script.write_text(
-        example.replace(documented_url, repr(pg_database)).replace(documented_port, port) + SCRAPE.replace("PORT", port)
-    )
+    edited = example.replace(documented_url, repr(pg_database)).replace(documented_port, port)
+    edited += SCRAPE.replace("PORT", port)
 
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False
-    )
+    result = run_script(edited, tmp_path, "prometheus_example.py", warnings_as_errors=False)
 
-    assert result.returncode == 0, result.stderr
     served = {line.split("{")[0].split(" ")[0] for line in result.stdout.splitlines() if not line.startswith("#")}
     names = documented_names()
     assert len(names) == 10, names

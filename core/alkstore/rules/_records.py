@@ -118,27 +118,31 @@ class JobInfo:
         return self.waits_for is not None and self.state is JobState.PENDING
 
 
-#: The fields a ``JobInfo`` copies from a ``JobRecord``, by name, before and after its payload
-#: (which is decoded instead) and before its errors (decoded from the attempt log): a getter of
-#: each run gives them in ``JobInfo``'s order.
-_NAMES = [f.name for f in fields(JobInfo)]
-_BEFORE_PAYLOAD = attrgetter(*_NAMES[: _NAMES.index("payload")])
-_AFTER_PAYLOAD = attrgetter(*_NAMES[_NAMES.index("payload") + 1 : _NAMES.index("errors")])
+#: The fields ``fields_of`` works out rather than copies: the decoded payload and errors, the steps and
+#: sleep ``get_job`` adds (ADR 069), and the dependencies read from the links (ADR 073).
+_DERIVED = frozenset({"payload", "errors", "steps", "waits_for", "parents", "waiting_on", "children"})
+#: Every other ``JobInfo`` field is copied from the ``JobRecord`` attribute of its name (a getter of them
+#: all, paired with the names by keyword, so a new field cannot land in another's slot).
+_COPIED = tuple(f.name for f in fields(JobInfo) if f.name not in _DERIVED)
+_COPY = attrgetter(*_COPIED)
 
 
-def fields_of(record: JobRecord, payload: Any) -> tuple[Any, ...]:
-    """A ``JobInfo``'s fields, in its order, from ``record`` (by name) and the decoded ``payload``."""
-    fields = (*_BEFORE_PAYLOAD(record), payload, *_AFTER_PAYLOAD(record), attempts_of(record.attempt_log))
-    if not record.parent_links and not record.children:  # not read by get_job: a claim, a listing
-        return fields
-    waits = tuple(link.id for link in record.parent_links if link.state == "waiting")
+def fields_of(record: JobRecord, payload: Any) -> dict[str, Any]:
+    """A ``JobInfo``'s fields by name, from ``record`` and the decoded ``payload``."""
+    found = dict(zip(_COPIED, _COPY(record), strict=True))
+    found["payload"] = payload
+    found["errors"] = attempts_of(record.attempt_log)
+    if record.parent_links or record.children:  # read by get_job only (not by a claim, a listing)
+        found["parents"] = record.parents
+        found["waiting_on"] = tuple(link.id for link in record.parent_links if link.state == "waiting")
+        found["children"] = record.children
     # the steps and what it sleeps for stay at their defaults here: get_job adds them (ADR 069)
-    return (*fields, (), None, record.parents, waits, record.children)
+    return found
 
 
 def info_of(record: JobRecord, payload: Any) -> JobInfo:
     """The public snapshot of ``record``, its payload decoded as ``payload``."""
-    return JobInfo(*fields_of(record, payload))
+    return JobInfo(**fields_of(record, payload))
 
 
 def new_jobs(

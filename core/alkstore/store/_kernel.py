@@ -306,7 +306,7 @@ class Kernel:
                 outcome = decode_claimed(record, self.codec)
                 if isinstance(outcome, Decoded):
                     fields = fields_of(record, outcome.payload)
-                    jobs.append(Job(*fields, _kernel=self, _record=record, _claimed_at=now))
+                    jobs.append(Job(**fields, _kernel=self, _record=record, _claimed_at=now))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, queue, outcome.error)
                     lost = engine.bury((Burial(record.id, record.fence, outcome.error),), now)

@@ -303,7 +303,7 @@ class AsyncKernel:
                 outcome = decode_claimed(record, self.codec)
                 if isinstance(outcome, Decoded):
                     fields = fields_of(record, outcome.payload)
-                    jobs.append(AsyncJob(*fields, _kernel=self, _record=record, _claimed_at=now))
+                    jobs.append(AsyncJob(**fields, _kernel=self, _record=record, _claimed_at=now))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, queue, outcome.error)
                     lost = await engine.bury((Burial(record.id, record.fence, outcome.error),), now)

@@ -35,10 +35,18 @@ sweep AS MATERIALIZED (
 -- The sweep of the queue's lapsed leases and expired or due-delayed jobs, in one function call.
 SELECT {s}.sweep_11(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)
 
+-- fragment: lease_taken
+-- How a claim leases the jobs it takes (its WHERE follows): running, one more attempt, the next
+-- fence, held by the worker until now plus the job's visibility or the queue's lease. A claimed
+-- job keeps its unique key only if it holds it while it runs. Every claim's UPDATE is this one.
+UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
+                    worker_id = %(worker)s, claimed_at = %(now)s,
+                    unique_key = CASE WHEN unique_running THEN unique_key END,
+                    lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'
+
 -- fragment: claimed
--- The CTE "claimed": the best ready jobs, leased, unless the sweep is needed first. A claimed job
--- keeps its unique key only if it holds it while it runs; a claim of a queue with a global limit
--- (limited) takes no more than allowance_6 leaves.
+-- The CTE "claimed": the best ready jobs, leased ({lease_taken}), unless the sweep is needed
+-- first; a claim of a queue with a global limit (limited) takes no more than allowance_6 leaves.
 -- The limit and the queue are subqueries so that no plan knows them: a custom plan that folded
 -- the limit looked cheaper than the generic one (which guesses a tenth of the rows) on any table
 -- of some thousands of jobs, one that knew its queue was empty looked cheaper than one for an
@@ -53,10 +61,7 @@ SELECT {s}.sweep_11(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_e
 -- cursor, every other priority at its left end, so only a job behind a band's cursor is left
 -- for a full read, which the engine runs at least every claim_backstop seconds.
 claimed AS (
-    UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
-                        worker_id = %(worker)s, claimed_at = %(now)s,
-                        unique_key = CASE WHEN unique_running THEN unique_key END,
-                        lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'
+    {lease_taken}
     WHERE id = ANY(ARRAY(
         SELECT id FROM {s}.jobs
         WHERE queue = (SELECT %(queue)s::text) AND state = 'pending' AND run_at <= %(now)s

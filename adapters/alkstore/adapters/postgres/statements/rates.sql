@@ -4,15 +4,13 @@
 
 -- fragment: claimed_rated
 -- The CTE "claimed" of a limited queue: the ready jobs in claim order, those of a key already
--- limited as of the statement's snapshot left out, each locked as it is read and taken if
--- rate_start_14 lets it start, until the claim has what allowed leaves. The reads stop there
--- (the outer LIMIT pulls no further), so no start is counted for a job the claim does not take,
--- and a key's later jobs passed over in this claim are read on to the next key's.
+-- limited as of the statement's snapshot left out, each locked as it is read and taken (leased
+-- by claim.sql's lease_taken) if rate_start_14 lets it start, until the claim has what allowed
+-- leaves. The reads stop there (the outer LIMIT pulls no further), so no start is counted for a
+-- job the claim does not take, and a key's later jobs passed over in this claim are read on to
+-- the next key's.
 claimed AS (
-    UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 1,
-                        worker_id = %(worker)s, claimed_at = %(now)s,
-                        unique_key = CASE WHEN unique_running THEN unique_key END,
-                        lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'
+    {lease_taken}
     WHERE id = ANY(ARRAY(
         SELECT c.id FROM (
             SELECT id, rate_key FROM {s}.jobs

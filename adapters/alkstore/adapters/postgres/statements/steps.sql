@@ -58,7 +58,10 @@ UNION ALL
 -- name: emit
 -- The event stored unless an unexpired one of its name is (the first emit wins: true when this one
 -- was stored), every job waiting on it due at the emit, its wait cleared and its queue notified,
--- and a few expired events of other names purged; then the queues woken.
+-- and a few expired events of other names purged; then the queues woken. The purge passes by an
+-- expired event another transaction holds (an emit of its name replacing it): it neither waits
+-- for that transaction nor, once it commits, deletes the event it stored; a locked row is read
+-- anew, so one replaced meanwhile is no longer expired and is left.
 WITH kept AS (
     INSERT INTO {s}.events (name, payload, at, expires_at)
     VALUES (%(event)s, %(payload)b, %(now)s, %(expires_at)s)
@@ -67,7 +70,8 @@ WITH kept AS (
     RETURNING name),
 purged AS (
     DELETE FROM {s}.events WHERE name IN (
-        SELECT name FROM {s}.events WHERE expires_at <= %(now)s AND name <> %(event)s LIMIT 100)),
+        SELECT name FROM {s}.events WHERE expires_at <= %(now)s AND name <> %(event)s
+        LIMIT 100 FOR UPDATE SKIP LOCKED)),
 woken AS (
     DELETE FROM {s}.waits WHERE event = %(event)s RETURNING job_id),
 job AS (
