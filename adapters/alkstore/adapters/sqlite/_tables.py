@@ -193,6 +193,61 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
     return db
 
 
+class _Write:
+    """``SqliteTables._write``'s transaction: a class rather than a generator's context manager, whose own
+    machinery cost about as much as a short statement on every write. Errors of SQLite are named here."""
+
+    __slots__ = ("_db", "_tables", "_what")
+
+    def __init__(self, tables: SqliteTables, what: str) -> None:
+        self._tables = tables
+        self._what = what
+
+    def __enter__(self) -> sqlite3.Connection:
+        tables = self._tables
+        tables._lock.acquire()
+        try:
+            if tables._closed:
+                raise StoreClosed("this store is closed")
+            db = self._db = tables._db
+            tables._signal = False
+            db.execute(sql.BEGIN_IMMEDIATE)
+        except BaseException as exc:
+            tables._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise named(exc, self._what) from exc
+            raise
+        return db
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: object) -> None:
+        tables, db = self._tables, self._db
+        try:
+            if exc is None:
+                try:
+                    db.execute(sql.COMMIT)
+                except BaseException as failed:
+                    exc = failed
+            if exc is not None:
+                tables._ids.rolled_back()
+                if db.in_transaction:
+                    db.rollback()
+            else:
+                tables._ids.committed()
+        except sqlite3.Error as failed:  # the rollback's own
+            exc = failed
+        finally:
+            signal, tables._signal = tables._signal, False
+            tables._lock.release()
+        if exc is not None:
+            if isinstance(exc, sqlite3.Error):
+                raise named(exc, self._what) from exc
+            if kind is None:
+                raise exc
+            return  # the body's own exception propagates as it was
+        if signal:
+            tables.on_signal()
+
+
 class SqliteTables:
     """One engine's connection and every transition over it; calls of many threads take turns (one lock)."""
 
@@ -272,31 +327,10 @@ class SqliteTables:
 
     # -- transactions -----------------------------------------------------------------------
 
-    @contextmanager
-    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+    def _write(self, what: str) -> _Write:
         """One write transaction on the engine's connection: ``BEGIN IMMEDIATE`` … ``COMMIT``; waiters are
         signalled after a commit that made jobs claimable."""
-        with self._lock:
-            if self._closed:
-                raise StoreClosed("this store is closed")
-            db = self._db
-            self._signal = False
-            try:  # errors named here rather than by ``translated``: one context manager less on every write
-                db.execute(sql.BEGIN_IMMEDIATE)
-                try:
-                    yield db
-                    db.execute(sql.COMMIT)
-                except BaseException:
-                    self._ids.rolled_back()
-                    if db.in_transaction:
-                        db.rollback()
-                    raise
-                self._ids.committed()
-            except sqlite3.Error as exc:
-                raise named(exc, what) from exc
-            signal, self._signal = self._signal, False
-        if signal:
-            self.on_signal()
+        return _Write(self, what)
 
     @contextmanager
     def _read(self, what: str) -> Iterator[sqlite3.Connection]:
