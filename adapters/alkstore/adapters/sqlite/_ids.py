@@ -3,8 +3,8 @@
 An enqueue then writes its rows only, not the counter's page too, in most commits (ADR 063, amended
 2026-12-07). Ids are never reused: a block is taken in a write transaction under the file's write lock,
 and kept only once that transaction commits (a rolled-back take gives the block up). Each engine's ids
-increase in the order it hands them out; two engines (processes) on one file interleave their blocks,
-as PostgreSQL's cached sequences do.
+increase in the order it hands them out; two engines (processes) on one file interleave their blocks (ids
+across engines follow no commit order, as PostgreSQL's, taken before their commits, do not).
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ BLOCK = 64
 
 
 class JobIds:
-    """The block of job ids an engine holds: ``[next, end)``; callers hold the engine's lock."""
+    """The block of job ids an engine holds, ``[next, end)``: one tuple, replaced whole, so that a caller's
+    transaction on another thread giving the block up (without the engine's lock, which its thread may be
+    waiting for while holding the file's write lock) leaves either block or none, never half of each."""
 
-    __slots__ = ("_end", "_fresh", "_next")
+    __slots__ = ("_block", "_fresh")
 
     def __init__(self) -> None:
-        self._next = 0
-        self._end = 0
+        self._block = (0, 0)
         #: The block was taken in the write transaction now open: kept only if it commits.
         self._fresh = False
 
@@ -35,14 +36,14 @@ class JobIds:
         (under the engine's lock). Otherwise ``db`` is the caller's transaction, which the caller may roll back:
         the counter is taken there directly, and the block given up, so that this engine's ids keep rising."""
         if not own:
-            self._next = self._end = 0
+            self._block = (0, 0)
             return self._counter(db, count)
-        first = self._next
-        if first + count <= self._end:
-            self._next = first + count
+        first, end = self._block
+        if first + count <= end:
+            self._block = (first + count, end)
             return first
         first = self._counter(db, count + BLOCK)
-        self._next, self._end, self._fresh = first + count, first + count + BLOCK, True
+        self._block, self._fresh = (first + count, first + count + BLOCK), True
         return first
 
     @staticmethod
@@ -57,5 +58,5 @@ class JobIds:
     def rolled_back(self) -> None:
         """The write transaction rolled back: a block it took was never taken (another engine may take it)."""
         if self._fresh:
-            self._next = self._end = 0
+            self._block = (0, 0)
             self._fresh = False
