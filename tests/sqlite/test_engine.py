@@ -1,6 +1,7 @@
 """The SQLite engine's own promises: WAL and a schema version on open, a locked file past the busy timeout as
 a named error, a missing directory, a corrupt or read-only file refused with nothing written, the caller's
-own ``sqlite3.Connection`` as a transaction, and a waiter hearing another connection's commit."""
+own ``sqlite3.Connection`` as a transaction, a waiter hearing another connection's commit, and job ids taken in
+blocks never reused."""
 
 from __future__ import annotations
 
@@ -284,12 +285,8 @@ def test_an_enqueue_a_busy_claim_and_an_ack_each_run_one_short_transaction(tmp_p
             once = [statement for i, statement in enumerate(ran) if i == 0 or ran[i - 1] != statement]
             return [" ".join(statement.split()[:2]) for statement in once]
 
-        assert counted(lambda: queue.enqueue("d")) == [
-            "BEGIN IMMEDIATE",
-            "UPDATE alkstore_counters",
-            "INSERT INTO",
-            "COMMIT",
-        ]
+        # its id from the block the first enqueue took (``_ids``): the counter's page is not in its commit
+        assert counted(lambda: queue.enqueue("d")) == ["BEGIN IMMEDIATE", "INSERT INTO", "COMMIT"]
         job = queue.claim("w1")  # reads first: the queue was not busy here
         assert job is not None
         assert counted(lambda: queue.claim("w1")) == [
@@ -299,7 +296,51 @@ def test_an_enqueue_a_busy_claim_and_an_ack_each_run_one_short_transaction(tmp_p
             "COMMIT",
         ]
         assert counted(job.ack) == ["BEGIN IMMEDIATE", "DELETE FROM", "COMMIT"]
-        assert len(queue.claim_many("w1", 10)) == 2
+        pair = queue.claim_many("w1", 10)
+        assert len(pair) == 2
+        assert counted(lambda: store.ack_many(pair)) == ["BEGIN IMMEDIATE", "DELETE FROM", "COMMIT"]  # one for both
         assert "BEGIN IMMEDIATE" in counted(lambda: queue.claim("w1"))  # the claim that finds it emptied
         assert counted(lambda: queue.claim("w1")) == ["SELECT EXISTS"]  # idle: no write lock
         assert counted(lambda: queue.claim("w1")) == ["SELECT EXISTS"]
+
+
+def test_job_ids_taken_in_blocks_are_unique_across_engines_rising_in_each_and_never_reused(tmp_path: Path) -> None:
+    """Two engines on one file take their ids in blocks (``_ids``): every id distinct, each engine's rising in
+    its order of enqueue, the caller's own transaction's too, and a reopened file's above every id before."""
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path)) as one, alkstore.open(url_of(path)) as two:
+        taken: dict[str, list[int]] = {"one": [], "two": []}
+        for round_ in range(100):
+            taken["one"].append(one.queue("jobs").enqueue(round_))
+            taken["two"].extend(two.queue("jobs").enqueue_many([round_, round_]))
+        db = sqlite3.connect(path)
+        try:
+            taken["one"].append(one.enqueue_tx(db, "jobs", "in the caller's transaction"))
+            db.commit()
+        finally:
+            db.close()
+        taken["one"].append(one.queue("jobs").enqueue("after it"))
+        for ids in taken.values():
+            assert ids == sorted(ids)
+        everything = taken["one"] + taken["two"]
+        assert len(set(everything)) == len(everything) == 302
+    with alkstore.open(url_of(path)) as again:
+        assert again.queue("jobs").enqueue("later") > max(everything)
+
+
+def test_a_block_of_ids_taken_by_a_rolled_back_enqueue_is_given_up_not_reused(tmp_path: Path) -> None:
+    """An enqueue that fails after taking a block rolls the counter back: the engine gives the block up, so
+    the ids another engine then takes are never handed out twice."""
+    path = tmp_path / "jobs.db"
+    with alkstore.open(url_of(path)) as one, alkstore.open(url_of(path)) as two:
+        with sqlite3.connect(path) as db:
+            db.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON alkstore_jobs WHEN NEW.priority = 7"
+                " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        with pytest.raises(DatabaseError, match="refused"):
+            one.queue("jobs").enqueue("refused", alkstore.EnqueueOpts(priority=7))
+        theirs = two.queue("jobs").enqueue_many(["a", "b"])
+        mine = one.queue("jobs").enqueue("c")
+        assert mine not in theirs
+        assert sorted(job.payload for job in (one.get_job(i) for i in (*theirs, mine)) if job) == ["a", "b", "c"]

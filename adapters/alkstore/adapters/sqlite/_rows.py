@@ -18,6 +18,7 @@ from alkstore import engine as port
 from ._rates import rate_limit
 
 __all__ = [
+    "claim_sorted",
     "config_of",
     "delta",
     "instant",
@@ -85,39 +86,56 @@ def unpack_log(blob: bytes | None) -> tuple[bytes, ...]:
 
 
 def job_of(row: Sequence[Any]) -> port.JobRecord:
-    """A job from the values of ``JOB_COLUMNS``, in that order (and its attempt log, where the read has it)."""
+    """A job from the values of ``JOB_COLUMNS``, in that order (and its attempt log, where the read has it).
+
+    On every claim's hot path: the record's fields up to ``claimed_at`` passed by position, the instants
+    converted inline (a function call each would cost as much as the conversion)."""
+    epoch, one = _EPOCH, _US
+    (
+        job_id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule,
+        boundary, enqueued_at, worker_id, lease_until, died_at, fence, visibility, task, last_traceback, trace,
+        unique_key, unique_running, ordering_key, waiting, cancel_requested, claimed_at, rate_key, dependents,
+    ) = row[:29]  # fmt: skip
     return port.JobRecord(
-        id=row[0],
-        queue=row[1],
-        payload=bytes(row[2]),
-        state=_STATES[row[3]],
-        priority=row[4],
-        run_at=instant(row[5]),
-        expires_at=maybe_at(row[6]),
-        attempts=row[7],
-        max_attempts=row[8],
-        last_error=row[9],
-        schedule=row[10],
-        boundary=maybe_at(row[11]),
-        enqueued_at=instant(row[12]),
-        worker_id=row[13],
-        lease_until=maybe_at(row[14]),
-        died_at=maybe_at(row[15]),
-        fence=row[16],
-        visibility=delta(row[17]),
-        task=row[18],
-        last_traceback=row[19],
-        trace=row[20],
-        unique_key=row[21],
-        unique_running=bool(row[22]),
-        ordering_key=row[23],
-        waiting=bool(row[24]),
-        cancel_requested=bool(row[25]),
-        claimed_at=maybe_at(row[26]),
-        rate_key=row[27],
-        dependents=row[28],
-        attempt_log=unpack_log(row[29]) if len(row) > 29 else (),
+        job_id,
+        queue,
+        bytes(payload),
+        _STATES[state],
+        priority,
+        epoch + one * run_at,
+        None if expires_at is None else epoch + one * expires_at,
+        attempts,
+        max_attempts,
+        last_error,
+        schedule,
+        None if boundary is None else epoch + one * boundary,
+        epoch + one * enqueued_at,
+        worker_id,
+        None if lease_until is None else epoch + one * lease_until,
+        None if died_at is None else epoch + one * died_at,
+        fence,
+        None if visibility is None else one * visibility,
+        task,
+        last_traceback,
+        trace,
+        unique_key,
+        bool(unique_running),
+        ordering_key,
+        bool(waiting),
+        bool(cancel_requested),
+        None if claimed_at is None else epoch + one * claimed_at,
+        unpack_log(row[29]) if len(row) > 29 else (),
+        rate_key,
+        dependents=dependents,
     )
+
+
+def claim_sorted(rows: list[Any]) -> list[Any]:
+    """Claimed rows of ``JOB_COLUMNS`` in the claim's order (priority descending, ``run_at``, id), sorted on
+    their stored integers (``RETURNING`` keeps no order): core's ``claim_order``, without a record's fields."""
+    if len(rows) > 1:
+        rows.sort(key=lambda row: (-row[4], row[5], row[0]))
+    return rows
 
 
 def result_of(row: Sequence[Any]) -> port.ResultRecord:

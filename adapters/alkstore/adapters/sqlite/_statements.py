@@ -36,8 +36,6 @@ DATABASE_LIST = "PRAGMA database_list"
 # -- counters --------------------------------------------------------------------------------------
 
 NEXT_COUNTER = "UPDATE alkstore_counters SET value = value + ? WHERE name = ? RETURNING value"
-#: Ids and line places for ``?`` new jobs in one statement: the last of each.
-NEXT_JOBS = "UPDATE alkstore_counters SET value = value + ? WHERE name IN ('job', 'line') RETURNING name, value"
 
 # -- queue configuration ---------------------------------------------------------------------------
 
@@ -165,6 +163,12 @@ DELETE_JOB = "DELETE FROM alkstore_jobs WHERE id = ?"
 ACK_JOB = (
     "DELETE FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ? RETURNING queue, payload, task,"
     " attempts, max_attempts, enqueued_at, worker_id, cancel_requested, ordering_key, waiting, attempt_log, dependents"
+)
+#: ``ACK_JOB`` of many held jobs at once, their ``(id, fence)`` pairs one JSON array (``_acks``); each row's id first.
+ACK_JOBS = (
+    "DELETE FROM alkstore_jobs WHERE (id, fence) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+    " FROM json_each(?)) AND state = 'running' RETURNING id, queue, payload, task, attempts, max_attempts,"
+    " enqueued_at, worker_id, cancel_requested, ordering_key, waiting, attempt_log, dependents"
 )
 HEARTBEAT = "UPDATE alkstore_jobs SET lease_until = ? WHERE id = ?"
 REQUEUE_DEAD = (

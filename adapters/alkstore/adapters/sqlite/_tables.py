@@ -27,7 +27,6 @@ from typing import Any, TypeVar
 from alkstore import engine as port
 from alkstore.engine import (
     after_key,
-    claim_order,
     listing_order,
     payload_contains,
     phase_at,
@@ -43,11 +42,14 @@ from alkstore.errors import (
     StoreClosed,
 )
 
+from . import _acks
 from . import _dependencies as deps
 from . import _statements as sql
+from ._ids import JobIds
 from ._options import SqliteOptions
 from ._rates import rate_values, rated_rows, rated_soonest
 from ._rows import (
+    claim_sorted,
     config_of,
     delta,
     instant,
@@ -191,6 +193,61 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
     return db
 
 
+class _Write:
+    """``SqliteTables._write``'s transaction: a class rather than a generator's context manager, whose own
+    machinery cost about as much as a short statement on every write. Errors of SQLite are named here."""
+
+    __slots__ = ("_db", "_tables", "_what")
+
+    def __init__(self, tables: SqliteTables, what: str) -> None:
+        self._tables = tables
+        self._what = what
+
+    def __enter__(self) -> sqlite3.Connection:
+        tables = self._tables
+        tables._lock.acquire()
+        try:
+            if tables._closed:
+                raise StoreClosed("this store is closed")
+            db = self._db = tables._db
+            tables._signal = False
+            db.execute(sql.BEGIN_IMMEDIATE)
+        except BaseException as exc:
+            tables._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise named(exc, self._what) from exc
+            raise
+        return db
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: object) -> None:
+        tables, db = self._tables, self._db
+        try:
+            if exc is None:
+                try:
+                    db.execute(sql.COMMIT)
+                except BaseException as failed:
+                    exc = failed
+            if exc is not None:
+                tables._ids.rolled_back()
+                if db.in_transaction:
+                    db.rollback()
+            else:
+                tables._ids.committed()
+        except sqlite3.Error as failed:  # the rollback's own
+            exc = failed
+        finally:
+            signal, tables._signal = tables._signal, False
+            tables._lock.release()
+        if exc is not None:
+            if isinstance(exc, sqlite3.Error):
+                raise named(exc, self._what) from exc
+            if kind is None:
+                raise exc
+            return  # the body's own exception propagates as it was
+        if signal:
+            tables.on_signal()
+
+
 class SqliteTables:
     """One engine's connection and every transition over it; calls of many threads take turns (one lock)."""
 
@@ -199,6 +256,7 @@ class SqliteTables:
         self._lock = threading.RLock()
         self._closed = False
         self._reserved: dict[tuple[str, str], int] = {}
+        self._ids = JobIds()
         #: Queues whose last claim here took jobs: their next claim goes straight to the write (it likely will).
         self._busy: set[str] = set()
         #: Called after a commit that made jobs claimable (the engine's waiters listen).
@@ -269,29 +327,10 @@ class SqliteTables:
 
     # -- transactions -----------------------------------------------------------------------
 
-    @contextmanager
-    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+    def _write(self, what: str) -> _Write:
         """One write transaction on the engine's connection: ``BEGIN IMMEDIATE`` … ``COMMIT``; waiters are
         signalled after a commit that made jobs claimable."""
-        with self._lock:
-            if self._closed:
-                raise StoreClosed("this store is closed")
-            db = self._db
-            self._signal = False
-            try:  # errors named here rather than by ``translated``: one context manager less on every write
-                db.execute(sql.BEGIN_IMMEDIATE)
-                try:
-                    yield db
-                    db.execute(sql.COMMIT)
-                except BaseException:
-                    if db.in_transaction:
-                        db.rollback()
-                    raise
-            except sqlite3.Error as exc:
-                raise named(exc, what) from exc
-            signal, self._signal = self._signal, False
-        if signal:
-            self.on_signal()
+        return _Write(self, what)
 
     @contextmanager
     def _read(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -320,13 +359,11 @@ class SqliteTables:
         value: int = db.execute(sql.NEXT_COUNTER, (count, counter)).fetchone()[0]
         return value
 
-    @staticmethod
-    def _next_jobs(db: sqlite3.Connection, count: int) -> tuple[int, int]:
-        """The first of ``count`` new job ids and the first of their places in their keys' lines."""
+    def _next_jobs(self, db: sqlite3.Connection, count: int, own: bool = True) -> tuple[int, int]:
+        """The first of ``count`` new job ids (``JobIds.take``) and the first of their places in their keys' lines."""
         if not count:
             return 0, 0
-        last = dict(db.execute(sql.NEXT_JOBS, (count,)).fetchall())
-        return last["job"] - count + 1, last["line"] - count + 1
+        return self._ids.take(db, count, own), self._next(db, "line", count) - count + 1
 
     # -- queue configuration ----------------------------------------------------------------
 
@@ -413,10 +450,11 @@ class SqliteTables:
                     f"the sqlite3 connection is to {files.get('main')!r}, not to this store's file;"
                     " nothing was enqueued"
                 )
-            return self._admit(db, jobs, now)
+            return self._admit(db, jobs, now, own=False)
 
-    def _admit(self, db: sqlite3.Connection, jobs: Sequence[port.NewJob], now: datetime) -> list[int]:
-        """Insert ``jobs`` in order on ``db`` (in its open write transaction); ``Existing`` for a taken unique key."""
+    def _admit(self, db: sqlite3.Connection, jobs: Sequence[port.NewJob], now: datetime, own: bool = True) -> list[int]:
+        """Insert ``jobs`` in order on ``db`` (in its open write transaction; ``own``: the engine's); ``Existing``
+        for a taken unique key."""
         ids: list[int] = []
         fresh = list(jobs)
         deps.check_parents(db, fresh)
@@ -430,7 +468,7 @@ class SqliteTables:
         ):
             # No key to look up first, no line to take a place in, no parent: ids only, and the rows in order.
             count = len(fresh)
-            first = self._next(db, "job", count) - count + 1
+            first = self._ids.take(db, count, own)
             stamp = us(now)
             rows = [plain_job_row(first + offset, job, stamp) for offset, job in enumerate(fresh)]
             if count == 1:
@@ -438,7 +476,7 @@ class SqliteTables:
             else:
                 db.executemany(sql.INSERT_PLAIN_JOB, rows)
             return list(range(first, first + count))
-        first, line = self._next_jobs(db, len(fresh))
+        first, line = self._next_jobs(db, len(fresh), own)
         for offset, job in enumerate(fresh):
             if job.unique_key is not None:
                 found = db.execute(sql.UNIQUE_HOLDER, (job.queue, job.unique_key)).fetchone()
@@ -482,7 +520,7 @@ class SqliteTables:
                     if held is not None:
                         ids.append(port.Existing(held))
                         continue
-                job_id = self._next(db, "job")
+                job_id = self._ids.take(db, 1)
                 if job.unique_key is not None:
                     self._reserved[(job.queue, job.unique_key)] = job_id
                 tx._pending.append(_Buffered(job_id, job, now))
@@ -556,10 +594,7 @@ class SqliteTables:
         rows = db.execute(
             sql.CLAIM_JOBS, (request.worker_id, now, span(request.lease), request.queue, limit)
         ).fetchall()
-        claimed = [job_of(row) for row in rows]
-        if len(claimed) > 1:
-            claimed.sort(key=claim_order)
-        return claimed
+        return [job_of(row) for row in claim_sorted(rows)]
 
     def _take_rated(self, db: sqlite3.Connection, request: port.ClaimRequest, limit: int) -> list[port.JobRecord]:
         """A claim of a rate-limited queue (ADR 070): the ready jobs its limits let start, one by one."""
@@ -602,7 +637,7 @@ class SqliteTables:
         if not acks:
             return [], self.claim(request)
         with self._write("ack_and_claim") as db:
-            stale = self._ack(db, acks)
+            stale = _acks.ack(self, db, acks)
             return stale, self._claim(db, request)
 
     # -- leaving the unfinished states ------------------------------------------------------
@@ -670,57 +705,11 @@ class SqliteTables:
                 change(db, job_of(row), item)
         return stale
 
-    def _ack(self, db: sqlite3.Connection, held: Sequence[port.Held]) -> list[port.Held]:
-        """Delete each held job (one statement, its read folded in), keeping its result where ``Done`` says."""
-        stale = []
-        for item in held:
-            row = db.execute(sql.ACK_JOB, (item.job_id, item.fence)).fetchone()
-            if row is None:
-                stale.append(port.Held(item.job_id, item.fence))
-                continue
-            (
-                queue,
-                payload,
-                task,
-                attempts,
-                max_attempts,
-                enqueued_at,
-                worker_id,
-                cancel,
-                key,
-                waiting,
-                log,
-                dependents,
-            ) = row
-            if isinstance(item, port.Done) and not cancel:
-                db.execute(
-                    sql.INSERT_RESULT,
-                    (
-                        item.job_id,
-                        queue,
-                        payload,
-                        task,
-                        attempts,
-                        max_attempts,
-                        enqueued_at,
-                        maybe_us(item.started_at),
-                        us(item.finished_at),
-                        us(item.keep_until),
-                        worker_id,
-                        item.result,
-                        log,
-                    ),
-                )
-            if dependents:  # its dependents count it done, or follow their policies if it was cancelled (ADR 068)
-                deps.ended(self, db, item, dependents, succeeded=not cancel)
-            self._line_moves(db, queue, key, bool(waiting))
-        return stale
-
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if not held:
             return []
         with self._write("ack") as db:
-            return self._ack(db, held)
+            return _acks.ack(self, db, held)
 
     def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         def retry(db: sqlite3.Connection, job: port.JobRecord, item: port.Retry) -> None:
