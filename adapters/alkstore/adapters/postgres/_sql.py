@@ -416,6 +416,7 @@ class Statements:
     # -- steps, durable sleep and events (ADR 069)
     step_resume: str
     step_save: str
+    step_skip: str
     event_lock: str
     step_suspend: str
     emit: str

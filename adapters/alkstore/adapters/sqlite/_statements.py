@@ -316,6 +316,9 @@ SAVE_STEP = (
     "INSERT INTO alkstore_steps (job_id, name, result, at) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (job_id, name) DO UPDATE SET result = excluded.result, at = excluded.at"
 )
+#: An operator's skipped step (ADR 077): the job's state, then its fence bumped (its next claim reads its steps).
+JOB_STATE = "SELECT state FROM alkstore_jobs WHERE id = ?"
+BUMP_FENCE = "UPDATE alkstore_jobs SET fence = fence + 1 WHERE id = ?"
 WAIT = "SELECT until, event FROM alkstore_waits WHERE job_id = ?"
 SAVE_WAIT = (
     "INSERT INTO alkstore_waits (job_id, until, event) VALUES (?, ?, ?)"
