@@ -33,7 +33,7 @@ from alkstore import (
     chord,
     group,
 )
-from alkstore.engine import parent_failed_error
+from alkstore.engine import JOB_EXPIRED_ERROR, parent_failed_error
 from tests.support import must_claim, must_get
 
 from ._engines import T0, EngineTarget
@@ -145,6 +145,27 @@ def test_a_cancelled_parent_cancels_its_waiting_dependents(deps: Store) -> None:
     assert deps.get_job(child) is None
     assert must_get(deps, grandchild).last_error == parent_failed_error(child)
     assert deps.queue("q").claim("w") is None
+
+
+def test_a_waiting_dependent_expires_while_it_waits_and_its_own_dependents_follow(
+    deps: Store, clock: ManualClock
+) -> None:
+    q = deps.queue("q")
+    parent = q.enqueue("parent", EnqueueOpts(delay=7200))
+    child = q.enqueue("child", EnqueueOpts(after=[parent], expires=60))
+    grandchild = q.enqueue("grandchild", after(child, policy="die"))
+    patient = q.enqueue("patient", after(parent))
+    clock.advance(3600)  # past the child's expiry, the parent still delayed: a claim's sweep finds it
+    assert q.claim("w") is None
+    expired = must_get(deps, child)
+    assert (expired.state, expired.last_error) == (JobState.DEAD, JOB_EXPIRED_ERROR)
+    assert must_get(deps, grandchild).last_error == parent_failed_error(child)
+    assert must_get(deps, patient).waiting  # a dependent without an expiry waits on
+    clock.advance(3600)
+    job = must_claim(q)
+    assert job.id == parent
+    job.ack()
+    assert must_claim(q).id == patient
 
 
 def test_a_child_of_a_parent_already_dead_follows_its_policy_at_enqueue(deps: Store) -> None:

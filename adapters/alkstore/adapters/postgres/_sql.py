@@ -53,7 +53,6 @@ _DEAD_IN_PLACE = {
     "unique_running": "false AS unique_running",
     "cancel_requested": "false AS cancel_requested",
     "claimed_at": "NULL::timestamptz AS claimed_at",
-    "rate_key": "NULL::text AS rate_key",
     "dependents": "0 AS dependents",
 }
 #: A schedule's columns as the engine reads them (``_rows.SCHEDULE``).
