@@ -168,6 +168,38 @@ def test_a_waiting_dependent_expires_while_it_waits_and_its_own_dependents_follo
     assert must_claim(q).id == patient
 
 
+def test_a_requeued_dead_dependent_waits_again_on_its_parents_as_they_are_then(
+    deps: Store, clock: ManualClock
+) -> None:
+    q = deps.queue("q")
+    slow = q.enqueue("slow", EnqueueOpts(delay=3600))
+    flaky = q.enqueue("flaky", EnqueueOpts(max_attempts=1))
+    done = q.enqueue("done")
+    child = q.enqueue("child", EnqueueOpts(after=[slow, flaky, done], on_parent_failure="die"))
+    first = must_claim(q)
+    assert first.id == flaky
+    first.fail("flaky")
+    assert must_get(deps, child).state is JobState.DEAD
+    must_claim(q).ack()  # done
+    assert deps.requeue_dead(child)  # its parent flaky is dead still: it dies again at once
+    again = must_get(deps, child)
+    assert (again.state, again.last_error) == (JobState.DEAD, parent_failed_error(flaky))
+    assert deps.requeue_dead(flaky)
+    assert deps.requeue_dead(child)
+    waiting = must_get(deps, child)
+    assert (waiting.state, waiting.waiting, waiting.waiting_on) == (JobState.PENDING, True, (slow, flaky))
+    job = must_claim(q)
+    assert job.id == flaky
+    job.ack()
+    assert q.claim("w") is None  # slow still holds it
+    assert must_get(deps, child).waiting_on == (slow,)
+    clock.advance(3600)
+    job = must_claim(q)
+    assert job.id == slow
+    job.ack()
+    assert must_claim(q).id == child
+
+
 def test_a_child_of_a_parent_already_dead_follows_its_policy_at_enqueue(deps: Store) -> None:
     parent = deps.queue("q").enqueue("parent")
     must_claim(deps.queue("q")).fail("no")

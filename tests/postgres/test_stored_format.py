@@ -96,6 +96,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("ordering_key", "text" + _C),
         ("attempt_log", "bytea[]"),
         ("rate_key", "text" + _C),
+        ("on_parent_failure", "text"),
     ],
     "jobs": [
         ("id", "bigint NOT NULL"),
@@ -328,7 +329,8 @@ FUNCTIONS = {
     "promote_15(p_children bigint[])": "void",
     f"follow_parent_15(p_child bigint, p_parent bigint, p_died_at {_TS})": "void",
     "settle_15()": "trigger",
-    "keep_rate_key_17()": "trigger",
+    "keep_on_death_17()": "trigger",
+    "unlink_dead_17()": "trigger",
     "unlink_dead_15()": "trigger",
     "queues_4()": "SETOF text",
     (f"rate_start_14(p_queue text, p_key text, p_now {_TS}, p_every_us bigint, p_key_every_us bigint)"): "boolean",

@@ -351,6 +351,8 @@ class Statements:
     lock_parents: str
     finished_parents: str
     enqueue_dependent: str
+    requeued_links: str
+    relink_requeued: str
     follow_parent: str
     dependency_links: str
     dead_ordering_keys: str

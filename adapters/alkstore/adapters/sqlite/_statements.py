@@ -75,6 +75,8 @@ SETTLE_LINKS = (
 LIVE_DEPENDENT = "SELECT on_parent_failure FROM alkstore_jobs WHERE id = ? AND state = 'pending'"
 DEPENDENT_ROW = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ?"
 PARENT_LINKS = "SELECT parent, state, result FROM alkstore_job_dependencies WHERE child = ? ORDER BY position"
+#: A requeued dependent linked again to its parents as they are then (ADR 077).
+RELINK_PARENT = "UPDATE alkstore_job_dependencies SET state = ?, result = ? WHERE child = ? AND parent = ?"
 WAITING_CHILDREN = (
     "SELECT d.child FROM alkstore_job_dependencies AS d JOIN alkstore_jobs AS j ON j.id = d.child"
     " WHERE d.parent = ? AND d.state = 'waiting' AND j.state = 'pending' ORDER BY d.child"

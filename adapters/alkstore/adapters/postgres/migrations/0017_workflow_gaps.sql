@@ -3,31 +3,57 @@
 -- A waiting job with an expiry expires while it waits, as on the other engines: sweep_17 is
 -- sweep_11 and, when the claim asks (a full claim's probe: every minute or so per queue), the
 -- burial of the queue's waiting jobs past their expiry, read through jobs_waiting (no index is
--- built). A dead job keeps its rate_key: a new nullable column of dead_jobs, filled by a trigger on
--- the job's delete (only for a row that has a key), so no burial path needs a new function.
+-- built). A dead job keeps its rate_key and its on_parent_failure: new nullable columns of
+-- dead_jobs, filled by a trigger on the job's delete (only for a row that has either), so no
+-- burial path needs a new function. A requeued dead dependent keeps its rows of job_dependencies
+-- (the engine links it again to its parents as they are then), where its purge still drops them.
 --
--- Online: a nullable column (catalogue only), two new functions and a trigger; no index is built,
--- no row is rewritten. Code of version 16 runs unchanged against this schema: it calls sweep_11,
--- which stays, and never reads the new column (the trigger fills it for its burials too).
+-- Online: two nullable columns (catalogue only), three new functions, a new trigger and one
+-- replaced (on dead_jobs, in the migration's transaction); no index is built, no row is
+-- rewritten. Code of version 16 runs unchanged against this schema: it calls sweep_11, which
+-- stays, never reads the new columns, and its requeue (which sets no on_parent_failure) still
+-- drops the requeued job's links.
 
-ALTER TABLE dead_jobs ADD COLUMN rate_key text COLLATE "C";
+ALTER TABLE dead_jobs
+    ADD COLUMN rate_key text COLLATE "C",
+    ADD COLUMN on_parent_failure text;
 
--- A job deleted with a rate_key hands it to its dead row, if the delete moved it to dead_jobs (an
--- after-row trigger runs once the statement is done, so it sees the row the burial inserted); an
--- ack finds no dead row and changes nothing.
-CREATE FUNCTION keep_rate_key_17() RETURNS trigger
+-- A job deleted with a rate_key or a policy hands them to its dead row, if the delete moved it to
+-- dead_jobs (an after-row trigger runs once the statement is done, so it sees the row the burial
+-- inserted); an ack finds no dead row and changes nothing.
+CREATE FUNCTION keep_on_death_17() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    UPDATE dead_jobs SET rate_key = OLD.rate_key WHERE id = OLD.id;
+    UPDATE dead_jobs SET rate_key = OLD.rate_key, on_parent_failure = OLD.on_parent_failure WHERE id = OLD.id;
     RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER jobs_keep_rate_key AFTER DELETE ON jobs
-    FOR EACH ROW WHEN (OLD.rate_key IS NOT NULL)
-    EXECUTE FUNCTION keep_rate_key_17();
+CREATE TRIGGER jobs_keep_on_death AFTER DELETE ON jobs
+    FOR EACH ROW WHEN (OLD.rate_key IS NOT NULL OR OLD.on_parent_failure IS NOT NULL)
+    EXECUTE FUNCTION keep_on_death_17();
+
+-- Deleted dead jobs take their rows of job_dependencies, but for one requeued as a dependent (live
+-- again with its policy: the requeue links it again); an after-statement trigger sees the requeue's
+-- insert.
+CREATE FUNCTION unlink_dead_17() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    DELETE FROM job_dependencies AS d USING gone
+     WHERE d.child = gone.id
+       AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = gone.id AND j.on_parent_failure IS NOT NULL);
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER dead_jobs_unlink ON dead_jobs;
+CREATE TRIGGER dead_jobs_unlink AFTER DELETE ON dead_jobs
+    REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION unlink_dead_17();
 
 -- sweep_11, and with p_waiting the waiting jobs (behind their parents or their ordering key) past
 -- their expiry buried as expired, as any pending job: their dependents follow their policies.
