@@ -168,9 +168,7 @@ def test_a_waiting_dependent_expires_while_it_waits_and_its_own_dependents_follo
     assert must_claim(q).id == patient
 
 
-def test_a_requeued_dead_dependent_waits_again_on_its_parents_as_they_are_then(
-    deps: Store, clock: ManualClock
-) -> None:
+def test_a_requeued_dead_dependent_waits_again_on_its_parents_as_they_are_then(deps: Store, clock: ManualClock) -> None:
     q = deps.queue("q")
     slow = q.enqueue("slow", EnqueueOpts(delay=3600))
     flaky = q.enqueue("flaky", EnqueueOpts(max_attempts=1))

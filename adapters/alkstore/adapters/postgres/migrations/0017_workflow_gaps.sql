@@ -50,7 +50,7 @@ BEGIN
 END
 $$;
 
-DROP TRIGGER dead_jobs_unlink ON dead_jobs;
+DROP TRIGGER IF EXISTS dead_jobs_unlink ON dead_jobs;
 CREATE TRIGGER dead_jobs_unlink AFTER DELETE ON dead_jobs
     REFERENCING OLD TABLE AS gone
     FOR EACH STATEMENT EXECUTE FUNCTION unlink_dead_17();
