@@ -198,6 +198,21 @@ def test_a_requeued_dead_dependent_waits_again_on_its_parents_as_they_are_then(d
     assert must_claim(q).id == child
 
 
+def test_a_dead_parent_and_its_dead_dependent_requeued_in_one_call_run_in_their_order(deps: Store) -> None:
+    q = deps.queue("q")
+    parent = q.enqueue("parent", EnqueueOpts(max_attempts=1))
+    child = q.enqueue("child", after(parent, policy="die"))
+    must_claim(q).fail("no")
+    assert must_get(deps, child).state is JobState.DEAD
+    assert deps.requeue_dead_many([child, parent]) == [parent, child]
+    assert must_get(deps, child).waiting_on == (parent,)
+    job = must_claim(q)
+    assert job.id == parent
+    assert q.claim("w") is None
+    job.ack()
+    assert must_claim(q).id == child
+
+
 def test_a_child_of_a_parent_already_dead_follows_its_policy_at_enqueue(deps: Store) -> None:
     parent = deps.queue("q").enqueue("parent")
     must_claim(deps.queue("q")).fail("no")
