@@ -33,7 +33,7 @@ from alkstore import (
     chord,
     group,
 )
-from alkstore.engine import parent_failed_error
+from alkstore.engine import JOB_EXPIRED_ERROR, parent_failed_error
 from tests.support import must_claim, must_get
 
 from ._engines import T0, EngineTarget
@@ -145,6 +145,72 @@ def test_a_cancelled_parent_cancels_its_waiting_dependents(deps: Store) -> None:
     assert deps.get_job(child) is None
     assert must_get(deps, grandchild).last_error == parent_failed_error(child)
     assert deps.queue("q").claim("w") is None
+
+
+def test_a_waiting_dependent_expires_while_it_waits_and_its_own_dependents_follow(
+    deps: Store, clock: ManualClock
+) -> None:
+    q = deps.queue("q")
+    parent = q.enqueue("parent", EnqueueOpts(delay=7200))
+    child = q.enqueue("child", EnqueueOpts(after=[parent], expires=60))
+    grandchild = q.enqueue("grandchild", after(child, policy="die"))
+    patient = q.enqueue("patient", after(parent))
+    clock.advance(3600)  # past the child's expiry, the parent still delayed: a claim's sweep finds it
+    assert q.claim("w") is None
+    expired = must_get(deps, child)
+    assert (expired.state, expired.last_error) == (JobState.DEAD, JOB_EXPIRED_ERROR)
+    assert must_get(deps, grandchild).last_error == parent_failed_error(child)
+    assert must_get(deps, patient).waiting  # a dependent without an expiry waits on
+    clock.advance(3600)
+    job = must_claim(q)
+    assert job.id == parent
+    job.ack()
+    assert must_claim(q).id == patient
+
+
+def test_a_requeued_dead_dependent_waits_again_on_its_parents_as_they_are_then(deps: Store, clock: ManualClock) -> None:
+    q = deps.queue("q")
+    slow = q.enqueue("slow", EnqueueOpts(delay=3600))
+    flaky = q.enqueue("flaky", EnqueueOpts(max_attempts=1))
+    done = q.enqueue("done")
+    child = q.enqueue("child", EnqueueOpts(after=[slow, flaky, done], on_parent_failure="die"))
+    first = must_claim(q)
+    assert first.id == flaky
+    first.fail("flaky")
+    assert must_get(deps, child).state is JobState.DEAD
+    must_claim(q).ack()  # done
+    assert deps.requeue_dead(child)  # its parent flaky is dead still: it dies again at once
+    again = must_get(deps, child)
+    assert (again.state, again.last_error) == (JobState.DEAD, parent_failed_error(flaky))
+    assert deps.requeue_dead(flaky)
+    assert deps.requeue_dead(child)
+    waiting = must_get(deps, child)
+    assert (waiting.state, waiting.waiting, waiting.waiting_on) == (JobState.PENDING, True, (slow, flaky))
+    job = must_claim(q)
+    assert job.id == flaky
+    job.ack()
+    assert q.claim("w") is None  # slow still holds it
+    assert must_get(deps, child).waiting_on == (slow,)
+    clock.advance(3600)
+    job = must_claim(q)
+    assert job.id == slow
+    job.ack()
+    assert must_claim(q).id == child
+
+
+def test_a_dead_parent_and_its_dead_dependent_requeued_in_one_call_run_in_their_order(deps: Store) -> None:
+    q = deps.queue("q")
+    parent = q.enqueue("parent", EnqueueOpts(max_attempts=1))
+    child = q.enqueue("child", after(parent, policy="die"))
+    must_claim(q).fail("no")
+    assert must_get(deps, child).state is JobState.DEAD
+    assert deps.requeue_dead_many([child, parent]) == [parent, child]
+    assert must_get(deps, child).waiting_on == (parent,)
+    job = must_claim(q)
+    assert job.id == parent
+    assert q.claim("w") is None
+    job.ack()
+    assert must_claim(q).id == child
 
 
 def test_a_child_of_a_parent_already_dead_follows_its_policy_at_enqueue(deps: Store) -> None:

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alkstore import EnqueueOpts, JobPhase, ManualClock, Store
+from alkstore.engine import JOB_EXPIRED_ERROR
 from tests.support import T0, must_claim, must_get
 
 from ._engines import EngineTarget
@@ -88,6 +89,20 @@ def test_a_dead_or_cancelled_job_lets_the_next_one_of_its_key_run(store: Store) 
     assert store.cancel(third).value == "cancelling"  # running: it ends cancelled, and lets the next run
     job.ack()
     assert must_claim(queue).id == fourth
+
+
+def test_a_job_waiting_behind_its_key_expires_while_it_waits(store: Store, clock: ManualClock) -> None:
+    queue = store.queue("accounts")
+    queue.enqueue("head", keyed("k", delay=3600))
+    brief = queue.enqueue("brief", keyed("k", expires=60))
+    last = queue.enqueue("last", keyed("k"))
+    clock.advance(600)  # past the waiting job's expiry, the head still delayed: a claim's sweep buries it
+    assert queue.claim("w") is None
+    expired = must_get(store, brief)
+    assert (expired.state.value, expired.last_error) == ("dead", JOB_EXPIRED_ERROR)
+    clock.advance(3600)
+    assert drain(store, "accounts") == ["head", "last"]
+    assert store.get_job(last) is None
 
 
 def test_a_delayed_head_keeps_its_key_until_it_runs(store: Store, clock: ManualClock) -> None:

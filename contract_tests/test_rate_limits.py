@@ -77,6 +77,24 @@ def test_each_key_has_its_own_limit_beside_unkeyed_jobs(store: Store, clock: Man
     assert payloads(queue.claim_many("w", 10)) == ["a1", "b1"]
 
 
+def test_a_dead_job_keeps_its_rate_key_and_a_requeued_one_is_held_to_its_keys_limit(
+    store: Store, clock: ManualClock
+) -> None:
+    queue = store.queue("api")
+    queue.configure(key_rate=RateLimit(1, per=10))
+    doomed = queue.enqueue("doomed", EnqueueOpts(rate_key="customer:a", max_attempts=1))
+    must_claim(queue).fail("the API said no")
+    assert must_get(store, doomed).rate_key == "customer:a"
+    clock.advance(10)
+    queue.enqueue("fresh", EnqueueOpts(rate_key="customer:a"))
+    assert payloads(queue.claim_many("w", 10)) == ["fresh"]
+    assert store.requeue_dead(doomed)
+    assert must_get(store, doomed).rate_key == "customer:a"
+    assert queue.claim_many("w", 10) == []  # the key started "fresh" just now: its requeued job waits
+    clock.advance(10)
+    assert payloads(queue.claim_many("w", 10)) == ["doomed"]
+
+
 def test_a_key_without_a_limit_on_its_queue_is_not_limited(store: Store) -> None:
     queue = store.queue("api")
     for n in range(3):

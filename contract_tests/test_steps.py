@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 
 from alkstore import (
     EnqueueOpts,
+    InvalidArgument,
     InvalidName,
     InvalidOptions,
     InvalidPayload,
+    JobHeld,
     JobState,
     JobSuspended,
     LeaseLost,
@@ -30,6 +32,7 @@ from alkstore import (
     ReservedName,
     StepInfo,
     Store,
+    UnknownJob,
     WaitInfo,
 )
 from alkstore.engine import AsyncStepsPort, StepsPort
@@ -157,6 +160,93 @@ def test_a_dead_job_keeps_its_steps_and_a_requeued_one_resumes_after_them(store:
     assert store.requeue_dead(job_id)
     assert must_claim(queue).step("one", first) == "once"
     assert first.calls == 1
+
+
+# -- an operator's skipped step (ADR 077) -------------------------------------------------------
+
+
+def test_a_skipped_step_is_not_run_and_its_next_run_gets_the_operators_result(store: Store) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue({"order": 7})
+    assert store.skip_step(job_id, "charge", {"charge": "by hand"}) is JobState.PENDING
+    charge, mail = Counted("charged"), Counted("mailed")
+    job = must_claim(queue)
+    assert job.step("charge", charge) == {"charge": "by hand"}
+    assert job.step("mail", mail) == "mailed"
+    assert (charge.calls, mail.calls) == (0, 1)
+    steps = must_get(store, job_id).steps
+    assert [(step.name, step.result) for step in steps] == [("charge", {"charge": "by hand"}), ("mail", "mailed")]
+    job.ack()
+
+
+def test_a_skipped_step_replaces_a_stored_one_of_a_dead_job_and_its_requeued_run_gets_it(store: Store) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue(None, EnqueueOpts(max_attempts=1))
+    fetch, charge = Counted("fetched"), Counted("charged")
+    job = must_claim(queue)
+    job.step("fetch", fetch)
+    job.step("charge", charge)
+    job.fail("the card was declined")
+    assert store.skip_step(job_id, "charge", None) is JobState.DEAD
+    assert store.requeue_dead(job_id)
+    again = must_claim(queue)
+    assert again.step("fetch", fetch) == "fetched"
+    assert again.step("charge", charge) is None
+    assert (fetch.calls, charge.calls) == (1, 1)
+
+
+def test_a_step_of_a_job_never_claimed_is_skipped_and_its_first_claim_reads_it(store: Store) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue(None)
+    assert store.skip_step(job_id, "first", [1, 2]) is JobState.PENDING
+    assert store.skip_step(job_id, "first", [3]) is JobState.PENDING  # the operator's second word wins
+    first = Counted()
+    assert must_claim(queue).step("first", first) == [3]
+    assert first.calls == 0
+
+
+def test_skipping_a_step_of_a_running_job_is_refused_and_writes_nothing(store: Store) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue(None)
+    job = must_claim(queue)
+    with pytest.raises(JobHeld):
+        store.skip_step(job_id, "charge", "by hand")
+    assert must_get(store, job_id).steps == ()
+    charge = Counted("charged")
+    assert job.step("charge", charge) == "charged"  # the holder's own run is untouched
+    assert charge.calls == 1
+    job.ack()
+
+
+def test_skipping_a_step_of_a_job_stored_nowhere_is_refused(store: Store) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue(None)
+    must_claim(queue).ack()
+    for gone in (job_id, job_id + 1000, 2**63 - 1, 0, -5):
+        with pytest.raises(UnknownJob):
+            store.skip_step(gone, "charge", "by hand")
+    engine: Any = store.engine
+    assert engine.job_steps(job_id) == ([], None)
+
+
+def test_a_bad_step_name_or_result_is_refused_before_anything_is_written(store: Store) -> None:
+    queue = store.queue("jobs")
+    job_id = queue.enqueue(None)
+    bad: tuple[tuple[Any, Any, type[Exception]], ...] = (
+        ("", 1, InvalidName),
+        (" padded", 1, InvalidName),
+        ("__alkstore_wait:1", 1, ReservedName),
+        (7, 1, InvalidName),
+        ("charge", object(), InvalidPayload),
+        ("charge", float("nan"), InvalidPayload),
+    )
+    for name, result, error in bad:
+        with pytest.raises(error):
+            store.skip_step(job_id, name, result)
+    with pytest.raises(InvalidArgument):
+        store.skip_step("7", "charge", 1)  # type: ignore[arg-type]
+    assert must_get(store, job_id).steps == ()
+    assert must_claim(queue).fence == 1  # no skip took a fence: the job's first claim
 
 
 # -- transactional steps -----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from .errors import (
     InvalidPayload,
     InvalidSpec,
     InvalidTransaction,
+    JobHeld,
     LeadershipLost,
     LeaseLost,
     NotOffered,
@@ -35,6 +36,7 @@ from .errors import (
     ReservedName,
     SchemaOutOfDate,
     StoreClosed,
+    UnknownJob,
     UnknownParent,
 )
 from .port._dependency_records import ParentFailure
@@ -121,6 +123,7 @@ __all__ = [
     "InvalidSpec",
     "InvalidTransaction",
     "Job",
+    "JobHeld",
     "JobId",
     "JobInfo",
     "JobPage",
@@ -161,6 +164,7 @@ __all__ = [
     "TaskFiguresInfo",
     "Tasks",
     "ThroughputInfo",
+    "UnknownJob",
     "UnknownParent",
     "WaitInfo",
     "Worker",

@@ -15,6 +15,8 @@ wrong kind), so generic handlers keep working::
     ├── InvalidArgument      (TypeError)   an argument of the wrong type (a job id that is not an int, …)
     │   └── InvalidTransaction (ValueError) not this store's transaction, already finished, or not in one
     ├── LeaseLost                          a fenced call by a holder whose lease was taken over
+    ├── JobHeld                            an operator's write to a job a worker holds (running)
+    ├── UnknownJob           (LookupError) an operator's write to a job stored neither live nor dead
     ├── LeadershipLost                     the scheduler runner has, or never got, the leader lock
     ├── EventTimeout                       ``job.wait_for`` timed out before its event was emitted
     ├── NotOffered                         an operators' call on an engine without the operations port
@@ -43,6 +45,7 @@ __all__ = [
     "InvalidPayload",
     "InvalidSpec",
     "InvalidTransaction",
+    "JobHeld",
     "LeadershipLost",
     "LeaseLost",
     "NotOffered",
@@ -50,6 +53,7 @@ __all__ = [
     "ReservedName",
     "SchemaOutOfDate",
     "StoreClosed",
+    "UnknownJob",
     "UnknownParent",
 ]
 
@@ -97,6 +101,16 @@ class InvalidTransaction(InvalidArgument, ValueError):
 
 class LeaseLost(AlkstoreError):
     """A job or lock lease was taken over (or is gone); the fenced call changed nothing."""
+
+
+class JobHeld(AlkstoreError):
+    """A worker holds the job (it is running under a lease): an operator's write to it, such as skipping
+    a step (ADR 077), is refused and nothing was written; it may be tried again once the run ends."""
+
+
+class UnknownJob(AlkstoreError, LookupError):
+    """No job of that id is stored live or dead (acked, cancelled, purged, or never enqueued): an operator's
+    write to it, such as skipping a step (ADR 077), is refused and nothing was written."""
 
 
 class EventTimeout(AlkstoreError):

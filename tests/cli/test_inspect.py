@@ -587,6 +587,40 @@ def test_jobs_cancel_reports_each_job_and_exits_1_unless_all_were_cancelled(
     assert running.cancel_requested
 
 
+def test_jobs_skip_step_stores_a_step_of_a_job_nobody_holds_and_refuses_the_rest(
+    busy: Prepared, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = busy.ids
+    ready, dead = str(ids["ready"]), str(ids["dead"])
+    assert cli(capsys, "jobs", "skip-step", ready, "charge", "--result", '{"charge": "by hand"}') == (
+        EXIT_OK,
+        f"job {ready}: step 'charge' stored as finished (pending: its next run gets this result)\n",
+        "",
+    )
+    job = busy.store.get_job(ids["ready"])
+    assert job is not None
+    assert [(step.name, step.result) for step in job.steps] == [("charge", {"charge": "by hand"})]
+    code, out, _ = cli(capsys, "jobs", "skip-step", dead, "send", "--json")
+    assert (code, json.loads(out)) == (EXIT_OK, {"id": ids["dead"], "step": "send", "state": "dead"})
+    code, out, err = cli(capsys, "jobs", "skip-step", str(ids["running"]), "charge")
+    assert (code, out) == (EXIT_ERROR, "")
+    assert err == f"alkstore: job {ids['running']} is running: its step 'charge' can be skipped once the run ends\n"
+    code, _, err = cli(capsys, "jobs", "skip-step", "99", "charge")
+    assert (code, err) == (
+        EXIT_ERROR,
+        "alkstore: job 99 is stored neither live nor dead: no step of it can be skipped\n",
+    )
+    code, _, err = cli(capsys, "jobs", "skip-step", ready, "mail", "--result", "{'a': 1}")
+    assert code == EXIT_ERROR
+    assert err.startswith("alkstore: --result is not JSON: ")
+    code, _, err = cli(capsys, "jobs", "skip-step", ready, "__alkstore_wait:1")
+    assert code == EXIT_ERROR
+    assert "reserved" in err
+    job = busy.store.get_job(ids["ready"])
+    assert job is not None
+    assert [step.name for step in job.steps] == ["charge"]
+
+
 def test_jobs_requeue_by_id_or_by_queue(busy: Prepared, capsys: pytest.CaptureFixture[str]) -> None:
     ids = busy.ids
     code, out, _ = cli(capsys, "jobs", "requeue", str(ids["dead"]), str(ids["ready"]))

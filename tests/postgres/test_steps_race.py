@@ -1,4 +1,5 @@
-"""A wait and an emit of one event, racing on PostgreSQL, never miss each other (ADR 069).
+"""A wait and an emit of one event, racing on PostgreSQL, never miss each other (ADR 069); nor do an
+operator's skipped step and a claim of its job (ADR 077).
 
 The engine's ``suspend`` of a job waiting for an event and an ``emit`` of that event run at once on
 two threads, many times: whichever commits first, the job ends due at once (the emit found its wait,
@@ -21,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from alkstore import JobSuspended, ManualClock, Store
+from alkstore import JobHeld, JobSuspended, ManualClock, Store
 from alkstore.engine import EventRecord, Held, Wait
 from tests.postgres.conftest import OpenStore, engine_of
 from tests.support import PATIENCE, must_claim, must_get, wait_until
@@ -145,3 +146,41 @@ def test_an_emit_and_a_wait_of_a_name_an_open_transaction_emits_wait_for_it_then
     again = must_claim(queue)
     assert again.wait_for(name, timeout=60) == ("theirs" if ending == "commit" else "ours")
     again.ack()
+
+
+def test_a_skipped_step_and_a_claim_racing_never_lose_the_step(open_store: OpenStore, clock: ManualClock) -> None:
+    """Whichever commits first: the skip stored the step and the claim's run gets it without running it, or the
+    claim came first and the skip was refused (the run then runs the step); never a skip the run misses."""
+    store = open_store(clock=clock)
+    queue = store.queue("racing")
+    outcomes: set[str] = set()
+    for round_ in range(ROUNDS):
+        job_id = queue.enqueue(round_)
+        said: list[object] = []
+
+        def skip(job_id: int = job_id, said: list[object] = said) -> None:
+            try:
+                said.append(store.skip_step(job_id, "charge", "by hand"))
+            except JobHeld:
+                said.append("held")
+
+        claimed: list[Any] = []
+
+        def claim(claimed: list[Any] = claimed) -> None:
+            claimed.append(queue.claim("w"))
+
+        at_once(skip, claim)
+        (job,) = claimed
+        if job is None:  # the claim passed the job by while the skip held its row (SKIP LOCKED): the next takes it
+            assert said != ["held"]
+            job = must_claim(queue)
+        assert job.id == job_id
+        ran: list[int] = []
+        result = job.step("charge", lambda ran=ran: ran.append(1) or "charged")
+        if said == ["held"]:
+            assert (result, ran) == ("charged", [1]), f"round {round_}"
+        else:
+            assert (result, ran) == ("by hand", []), f"round {round_}: the run missed the skipped step"
+        outcomes.add(str(said[0]))
+        job.ack()
+    assert outcomes  # which orders came up depends on the machine; each round holds either way

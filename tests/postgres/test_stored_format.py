@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -46,6 +46,7 @@ MIGRATIONS = [
     (14, "rate_limits"),
     (15, "dependencies"),
     (16, "task_figures"),
+    (17, "workflow_gaps"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -94,6 +95,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("trace", "text"),
         ("ordering_key", "text" + _C),
         ("attempt_log", "bytea[]"),
+        ("rate_key", "text" + _C),
+        ("on_parent_failure", "text"),
     ],
     "jobs": [
         ("id", "bigint NOT NULL"),
@@ -326,6 +329,8 @@ FUNCTIONS = {
     "promote_15(p_children bigint[])": "void",
     f"follow_parent_15(p_child bigint, p_parent bigint, p_died_at {_TS})": "void",
     "settle_15()": "trigger",
+    "keep_on_death_17()": "trigger",
+    "unlink_dead_17()": "trigger",
     "unlink_dead_15()": "trigger",
     "queues_4()": "SETOF text",
     (f"rate_start_14(p_queue text, p_key text, p_now {_TS}, p_every_us bigint, p_key_every_us bigint)"): "boolean",
@@ -333,6 +338,10 @@ FUNCTIONS = {
     f"sweep_3(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_6(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
     f"sweep_11(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea)": "void",
+    (
+        f"sweep_17(p_queue text, p_now {_TS}, p_lease_expired_error bytea, p_job_expired_error bytea,"
+        " p_waiting boolean)"
+    ): "void",
     f"try_lock(p_name text, p_owner text, p_now {_TS}, p_expires_at {_TS})": "SETOF {s}.locks",
 }
 #: The reserved names a database holds rows under.

@@ -62,6 +62,7 @@ def test_a_forged_post_with_the_read_token_is_refused_and_does_nothing(served: S
         ("/actions/settings/emails", {"max_attempts": "1"}),
         ("/actions/filter", {"action": "cancel", "queue": "emails", "state": "ready", "confirmed": "yes"}),
         (f"/jobs/{seeded.ids['ready']}/cancel", {}),
+        (f"/jobs/{seeded.ids['ready']}/skip-step", {"name": "charge", "result": "1"}),
         ("/actions/schedules", {"name": "evil", "spec": "@every 1h", "queue": "reports", "payload": ""}),
         ("/actions/unschedule/nightly-digest", {}),
         ("/actions/fire/nightly-digest", {}),
@@ -73,7 +74,9 @@ def test_a_forged_post_with_the_read_token_is_refused_and_does_nothing(served: S
     dead = served.call(served.store.get_job, seeded.ids["dead"])
     assert dead is not None
     assert dead.state is JobState.DEAD
-    assert served.call(served.store.get_job, seeded.ids["ready"]) is not None
+    ready = served.call(served.store.get_job, seeded.ids["ready"])
+    assert ready is not None
+    assert ready.steps == ()
     assert not served.call(served.store.queue_stats, "emails")[0].paused
     assert served.call(served.store.queue("emails").defaults).max_attempts == 3
     assert [s.name for s in served.call(served.store.schedules)] == ["nightly-digest"]

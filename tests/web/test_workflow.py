@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 
 from alkstore import JobState
@@ -95,3 +96,74 @@ def test_a_read_only_graph_page_offers_no_action(served: Served) -> None:
     assert page.status_code == 200
     assert 'method="post"' not in page.text
     assert f'data-job="{ids["bottom"]}"' in page.text
+
+
+def test_a_step_is_skipped_from_the_jobs_page_escaped_and_logged(served: Served) -> None:
+    ids = served.call(seed_flow, served.store)
+    client = served.client()
+    token = csrf_of(client, f"/jobs/{ids['top']}")
+    assert 'id="skip-step"' in client.get(f"/jobs/{ids['top']}").text
+    form = {CSRF_FIELD: token, "name": STEP, "result": json.dumps({"said": HOSTILE[1]})}
+    skipped = client.post(f"/jobs/{ids['top']}/skip-step", data=form, follow_redirects=False)
+    assert skipped.status_code == 303
+    done = client.get(skipped.headers["location"]).text
+    assert STEP not in done
+    assert html.escape(f"step {STEP} stored as finished", quote=False) in done
+    job = served.call(served.store.get_job, ids["top"])
+    assert job is not None
+    assert [(step.name, step.result) for step in job.steps] == [(STEP, {"said": HOSTILE[1]})]
+    page = client.get(f"/jobs/{ids['top']}").text
+    assert STEP not in page
+    assert HOSTILE[1] not in page
+    logged = [(entry.action, entry.target) for entry in served.call(served.store.actions)]
+    assert ("skip_step", f"job {ids['top']}, step {STEP}") in logged
+
+
+def test_a_bad_skip_brings_the_form_back_with_why_and_writes_nothing(served: Served) -> None:
+    ids = served.call(seed_flow, served.store)
+    client = served.client()
+    token = csrf_of(client, f"/jobs/{ids['top']}")
+    for name, result, why in (
+        (HOSTILE[0], "{'not': json}", "the result is not JSON"),
+        ("__alkstore_wait:1", "1", "reserved"),
+        ("", "1", "empty"),
+        ("charge", "NaN", "JSON"),
+    ):
+        refused = client.post(f"/jobs/{ids['top']}/skip-step", data={CSRF_FIELD: token, "name": name, "result": result})
+        assert refused.status_code == 400, name
+        problem = re.search(r'<p class="problem" id="skip-problem">(.*?)</p>', refused.text, re.S)
+        assert problem is not None
+        assert why in html.unescape(problem.group(1))
+        assert HOSTILE[0] not in refused.text
+    job = served.call(served.store.get_job, ids["top"])
+    assert job is not None
+    assert job.steps == ()
+    outcomes = [entry.outcome for entry in served.call(served.store.actions)]
+    assert len(outcomes) == 4
+    assert all(outcome.startswith("refused: ") for outcome in outcomes)
+
+
+def test_a_skip_of_a_running_or_missing_job_is_refused(served: Served) -> None:
+    ids = served.call(seed_flow, served.store)
+    client = served.client()
+    token = csrf_of(client, f"/jobs/{ids['top']}")
+    running = served.call(served.store.queue("flow").claim, "w-3")
+    assert running is not None
+    page = client.get(f"/jobs/{running.id}").text
+    assert 'id="skip-step"' not in page  # no form for a running job; a post anyway is refused
+    refused = client.post(f"/jobs/{running.id}/skip-step", data={CSRF_FIELD: token, "name": "charge", "result": "1"})
+    assert refused.status_code == 409
+    assert "is running" in refused.text
+    missing = client.post("/jobs/999999999/skip-step", data={CSRF_FIELD: token, "name": "charge", "result": "1"})
+    assert missing.status_code == 404
+    job = served.call(served.store.get_job, running.id)
+    assert job is not None
+    assert job.steps == ()
+
+
+def test_a_read_only_dashboard_has_no_skip_form_and_no_route(served: Served) -> None:
+    ids = served.call(seed_flow, served.store)
+    reader = served.client(read_only=True)
+    assert 'id="skip-step"' not in reader.get(f"/jobs/{ids['top']}").text
+    refused = reader.post(f"/jobs/{ids['top']}/skip-step", data={"name": "charge", "result": "1"})
+    assert refused.status_code in (403, 404, 405)

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 from typing import Any
 
-from ._records import Held
+from ._records import Held, JobState
 from ._runtime_port_async import AsyncRuntimePort
 from ._step_records import EventRecord, StepRecord, Wait
 
@@ -62,6 +62,15 @@ class AsyncStepsPort(ABC):
     async def purge_steps(self, limit: int) -> int:
         """Delete the steps and waits of at most ``limit`` jobs no longer stored (acked, cancelled, purged);
         how many jobs' rows went. A dead job keeps its steps (a requeued one resumes); an upkeep pass calls it."""
+
+    @abstractmethod
+    async def skip_step(self, job_id: int, step: StepRecord) -> JobState | None:
+        """An operator's: store ``step`` for a job nobody holds (pending, waiting or dead), replacing one of its
+        name, and add one to the job's fence (so its next claim is no first one, and its run reads its steps).
+
+        One atomic step that a claim cannot interleave: the job's state as found is returned (``None``: no
+        job stored live or dead), and nothing is written when it is ``RUNNING`` or ``None`` (ADR 077).
+        """
 
     @abstractmethod
     async def job_steps(self, job_id: int) -> tuple[list[StepRecord], Wait | None]:

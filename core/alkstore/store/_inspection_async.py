@@ -101,6 +101,15 @@ class _AsyncInspection:
             return False
         return bool(await engine.requeue_dead((job_id,), self._kernel.clock.now()))
 
+    async def skip_step(self, job_id: int, name: str, result: Any = None) -> JobState:
+        """Store the step ``name`` of a job nobody holds as finished with ``result``: its next run gets ``result``
+        from ``job.step(name, ...)`` without running the step (ADR 077). A step of that name stored already is
+        replaced. For a pending, waiting, sleeping or dead job (requeue a dead one to run it): its state is
+        returned. ``JobHeld`` while a worker runs the job, ``UnknownJob`` when it is stored neither live nor dead;
+        a bad name or a result the codec cannot encode is refused before any I/O. Nothing is written then.
+        """
+        return await self._kernel.stepper().skip(job_id, name, result)
+
     async def queue_stats(self, queue: str | None = None, *, cap: int | None = STATS_CAP) -> list[QueueStats]:
         """Each queue's ready, delayed, running and dead jobs and its lag now, ordered by name.
 

@@ -17,12 +17,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NoReturn
 
-from alkstore.errors import EventTimeout, LeaseLost
-from alkstore.port._records import Held
+from alkstore.errors import EventTimeout, JobHeld, LeaseLost, UnknownJob
+from alkstore.port._records import Held, JobState
 from alkstore.port._runtime_port import RuntimePort
 from alkstore.port._step_records import EventRecord, StepRecord, Wait
 from alkstore.port._steps_port import StepsPort
 from alkstore.port._time import Clock
+from alkstore.rules._args import valid_id
 from alkstore.rules._codec import Codec
 from alkstore.rules._names import RESERVED_PREFIX
 from alkstore.rules._records import JobInfo
@@ -213,6 +214,19 @@ class Stepper:
         if in_caller_tx:
             tx = self._engine.caller_transaction(tx)
         return self._port.emit(EventRecord(name, data, now, now + span), tx)
+
+    def skip(self, job_id: int, name: str, result: Any) -> JobState:
+        """Store the step ``name`` of a job nobody holds as finished with ``result`` (an operator's, ADR 077):
+        the job's state found; ``JobHeld`` while it runs, ``UnknownJob`` when no job is stored, nothing written."""
+        known = valid_id(job_id)
+        name = step_name(name)
+        data = self._codec.encode(result)
+        state = None if not known else self._port.skip_step(job_id, StepRecord(name, data, self._clock.now()))
+        if state is None:
+            raise UnknownJob(f"job {job_id} is stored neither live nor dead: no step of it can be skipped")
+        if state is JobState.RUNNING:
+            raise JobHeld(f"job {job_id} is running: its step {name!r} can be skipped once the run ends")
+        return state
 
     def purge(self, limit: int) -> int:
         """Delete the steps and waits of at most ``limit`` jobs no longer stored; how many jobs'."""

@@ -1,4 +1,4 @@
-"""``alkstore jobs list``, ``show``, ``requeue``, ``cancel`` and ``purge``: one queue's jobs, or some by id."""
+"""``alkstore jobs`` list, show, requeue, cancel, skip-step and purge: a queue's jobs, or some by id."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from alkstore import CancelOutcome, JobInfo, JobPhase, JobResult
+from alkstore import CancelOutcome, JobInfo, JobPhase, JobResult, JobState
 
 from . import _operate
 from ._args import add_command, duration_text, integer, job_id, parse_duration, with_json
@@ -263,6 +263,23 @@ def _cancel(args: argparse.Namespace) -> int:
     return EXIT_OK if all(outcome in done for outcome in outcomes.values()) else EXIT_ERROR
 
 
+def _skip_step(args: argparse.Namespace) -> int:
+    """``jobs skip-step``: a step of a job nobody holds stored as finished with the operator's result (ADR 077)."""
+    try:
+        result = json.loads(args.result)
+    except ValueError as exc:
+        print(f"alkstore: --result is not JSON: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    with _operate.open_store(args.url, args.schema) as store:
+        state = store.skip_step(args.id, args.name, result)
+    if args.json:
+        dump({"id": args.id, "step": args.name, "state": state.value}, sys.stdout)
+    else:
+        then = "requeue it to run it" if state is JobState.DEAD else "its next run gets this result"
+        print(f"job {args.id}: step {args.name!r} stored as finished ({state.value}: {then})")
+    return EXIT_OK
+
+
 def _purge(args: argparse.Namespace) -> int:
     with _operate.open_store(args.url, args.schema) as store:
         count = store.purge_dead(args.queue, args.older_than)
@@ -274,9 +291,11 @@ def _purge(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: Any) -> None:
-    """Register ``jobs list``, ``show``, ``requeue``, ``cancel`` and ``purge`` on ``commands``."""
+    """Register ``jobs list``, ``show``, ``requeue``, ``cancel``, ``skip-step`` and ``purge`` on ``commands``."""
     jobs = commands.add_parser(
-        "jobs", help="list, show, requeue, cancel or purge jobs", description="Inspect and act on jobs."
+        "jobs",
+        help="list, show, requeue, cancel, skip a step of, or purge jobs",
+        description="Inspect and act on jobs.",
     )
     actions = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = with_json(add_command(actions, "list", "list a queue's jobs in one state, a page at a time", _list))
@@ -309,6 +328,21 @@ def add_commands(commands: Any) -> None:
         )
     )
     cancel.add_argument("ids", nargs="+", type=job_id, metavar="ID")
+    skip = with_json(
+        add_command(
+            actions,
+            "skip-step",
+            "store a step of a job as finished with a result, so its next run does not run it",
+            _skip_step,
+            description="Store the step NAME of a pending, waiting or dead job as finished with RESULT (JSON): "
+            "the job's next run gets RESULT from job.step(NAME, ...) instead of running the step, and a step of "
+            "that name stored already is replaced. A running job (exit status 1) is left alone, as is a job "
+            "stored nowhere.",
+        )
+    )
+    skip.add_argument("id", type=job_id, metavar="ID")
+    skip.add_argument("name", metavar="NAME", help="the step's name, as the task's job.step names it")
+    skip.add_argument("--result", default="null", metavar="JSON", help="the step's result as JSON (default: null)")
     purge = with_json(add_command(actions, "purge", "delete a queue's dead jobs that died long enough ago", _purge))
     purge.add_argument("queue")
     purge.add_argument(

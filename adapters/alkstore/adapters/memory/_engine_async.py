@@ -161,6 +161,9 @@ class AsyncMemoryEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def purge_steps(self, limit: int) -> int:
         return self._tables.purge_steps(limit)
 
+    async def skip_step(self, job_id: int, step: port.StepRecord) -> port.JobState | None:
+        return self._tables.skip_step(job_id, step)
+
     async def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         return self._tables.job_steps(job_id)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -116,6 +117,21 @@ class StepTables(TableState):
                 self._steps.pop(job_id, None)
                 self._unwait(job_id)
             return len(gone)
+
+    def skip_step(self, job_id: int, step: port.StepRecord) -> port.JobState | None:
+        with self._cond:
+            job = self._jobs.get(job_id)
+            dead = self._dead.get(job_id) if job is None else None
+            if job is not None and job.state is port.JobState.RUNNING:
+                return job.state
+            if job is not None:  # a new fence: the next claim is no first one, and its run reads its steps
+                self._make_pending(job, fence=job.fence + 1)
+            elif dead is not None:
+                self._dead[job_id] = replace(dead, fence=dead.fence + 1)
+            else:
+                return None
+            self._steps.setdefault(job_id, {})[step.name] = step
+            return port.JobState.PENDING if dead is None else port.JobState.DEAD
 
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         with self._cond:

@@ -27,7 +27,7 @@ from alkstore.errors import UnknownParent
 from . import _rows
 from ._sql import Statements
 
-__all__ = ["has_parents", "insert_with_parents", "with_links"]
+__all__ = ["has_parents", "insert_with_parents", "relink_requeued", "with_links"]
 
 
 class Channel(Protocol):
@@ -97,6 +97,39 @@ def insert_with_parents(
             if dead and job.on_parent_failure is not port.ParentFailure.RUN:
                 cursor.execute(statements.follow_parent, {"child": child, "parent": dead[0], "now": now})
     return ids
+
+
+def relink_requeued(
+    statements: Statements, conn: psycopg.Connection[Any], ids: Sequence[int], now: datetime
+) -> None:
+    """Link the dependents among the just requeued ``ids`` again to their parents as they are now (ADR 077):
+    waiting on the live ones (row-locked first, as an enqueue does), a finished one succeeded, and a dead one
+    followed by the dependent's policy at once, as memory and SQLite do."""
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute(statements.requeued_links, {"ids": list(ids)})
+        rows = [(int(child), int(parent), str(policy)) for child, parent, policy in cursor.fetchall()]
+        if not rows:
+            return
+        parents = sorted({parent for _, parent, _ in rows})
+        cursor.execute(statements.lock_parents, {"parents": parents})
+        links: dict[int, tuple[str, bytes | None]] = {int(row[0]): ("waiting", None) for row in cursor.fetchall()}
+        finished = [parent for parent in parents if parent not in links]
+        if finished:
+            cursor.execute(statements.finished_parents, {"parents": finished})
+            for parent, state, result in cursor.fetchall():  # neither dead nor kept: it succeeded
+                links[int(parent)] = (state or "succeeded", None if result is None else bytes(result))
+        params = {
+            "children": [child for child, _, _ in rows],
+            "parents": [parent for _, parent, _ in rows],
+            "states": [links[parent][0] for _, parent, _ in rows],
+            "results": [links[parent][1] for _, parent, _ in rows],
+        }
+        cursor.execute(statements.relink_requeued, params)
+        followed: set[int] = set()
+        for child, parent, policy in rows:
+            if links[parent][0] == "failed" and policy != "run" and child not in followed:
+                followed.add(child)
+                cursor.execute(statements.follow_parent, {"child": child, "parent": parent, "now": now})
 
 
 def with_links(

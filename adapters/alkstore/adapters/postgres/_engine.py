@@ -35,7 +35,7 @@ from . import _migrate, _rows
 from ._clock import DatabaseClock
 from ._connections import Connections
 from ._cursors import ClaimCursors, full_params
-from ._dependencies import has_parents, insert_with_parents, with_links
+from ._dependencies import has_parents, insert_with_parents, relink_requeued, with_links
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._rates import rated_claim_params
@@ -508,6 +508,7 @@ class PostgresEngine(port.Engine, PostgresSteps):
                 conn.execute(self._sql.lock_ordering_keys, locks)
             with conn.cursor(row_factory=scalar_row) as cursor:
                 rows = (cursor.execute(self._sql.requeue_dead, params)).fetchall()
+            relink_requeued(self._sql, conn, [int(value) for value in rows if value is not None], now)
         self._cursors.reset()
         return sorted(int(value) for value in rows if value is not None)
 

@@ -32,7 +32,7 @@ from . import _migrate_async, _rows
 from ._clock_async import AsyncDatabaseClock
 from ._connections_async import AsyncConnections
 from ._cursors import ClaimCursors, full_params
-from ._dependencies_async import has_parents, insert_with_parents, with_links
+from ._dependencies_async import has_parents, insert_with_parents, relink_requeued, with_links
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._rates import rated_claim_params
@@ -505,6 +505,7 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
                 await conn.execute(self._sql.lock_ordering_keys, locks)
             async with conn.cursor(row_factory=scalar_row) as cursor:
                 rows = await (await cursor.execute(self._sql.requeue_dead, params)).fetchall()
+            await relink_requeued(self._sql, conn, [int(value) for value in rows if value is not None], now)
         self._cursors.reset()
         return sorted(int(value) for value in rows if value is not None)
 

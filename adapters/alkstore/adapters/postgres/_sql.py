@@ -53,7 +53,6 @@ _DEAD_IN_PLACE = {
     "unique_running": "false AS unique_running",
     "cancel_requested": "false AS cancel_requested",
     "claimed_at": "NULL::timestamptz AS claimed_at",
-    "rate_key": "NULL::text AS rate_key",
     "dependents": "0 AS dependents",
 }
 #: A schedule's columns as the engine reads them (``_rows.SCHEDULE``).
@@ -352,6 +351,8 @@ class Statements:
     lock_parents: str
     finished_parents: str
     enqueue_dependent: str
+    requeued_links: str
+    relink_requeued: str
     follow_parent: str
     dependency_links: str
     dead_ordering_keys: str
@@ -416,6 +417,7 @@ class Statements:
     # -- steps, durable sleep and events (ADR 069)
     step_resume: str
     step_save: str
+    step_skip: str
     event_lock: str
     step_suspend: str
     emit: str

@@ -109,6 +109,11 @@ class PostgresSteps(port.StepsPort):
         purged = self._connections.one(self._sql.purge_steps, {"limit": limit}, scalar_row)
         return int(purged or 0)
 
+    def skip_step(self, job_id: int, step: port.StepRecord) -> port.JobState | None:
+        params = {"id": int(job_id), "name": step.name, "result": step.result, "at": step.at}
+        state = self._connections.one(self._sql.step_skip, params, scalar_row)
+        return None if state is None else port.JobState(state)
+
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         rows = self._connections.all(self._sql.job_steps, {"id": int(job_id)}, tuple_row, binary=True)
         steps = [port.StepRecord(name, bytes(result), at) for wait, name, result, at in rows if not wait]

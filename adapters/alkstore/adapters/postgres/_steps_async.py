@@ -106,6 +106,11 @@ class AsyncPostgresSteps(port.AsyncStepsPort):
         purged = await self._connections.one(self._sql.purge_steps, {"limit": limit}, scalar_row)
         return int(purged or 0)
 
+    async def skip_step(self, job_id: int, step: port.StepRecord) -> port.JobState | None:
+        params = {"id": int(job_id), "name": step.name, "result": step.result, "at": step.at}
+        state = await self._connections.one(self._sql.step_skip, params, scalar_row)
+        return None if state is None else port.JobState(state)
+
     async def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         rows = await self._connections.all(self._sql.job_steps, {"id": int(job_id)}, tuple_row, binary=True)
         steps = [port.StepRecord(name, bytes(result), at) for wait, name, result, at in rows if not wait]

@@ -196,6 +196,9 @@ class AsyncSqliteEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def purge_steps(self, limit: int) -> int:
         return await self._call(self._steps.purge_steps, limit)
 
+    async def skip_step(self, job_id: int, step: port.StepRecord) -> port.JobState | None:
+        return await self._call(self._steps.skip_step, job_id, step)
+
     async def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         return await self._call(self._steps.job_steps, job_id)
 

@@ -25,7 +25,7 @@ from ._rows import job_of
 if TYPE_CHECKING:
     from ._tables import SqliteTables
 
-__all__ = ["check_parents", "died", "ended", "insert_links", "resolved", "succeeded", "with_links"]
+__all__ = ["check_parents", "died", "ended", "insert_links", "relink", "resolved", "succeeded", "with_links"]
 
 
 def resolved(job: port.NewJob, ids: Sequence[int]) -> port.NewJob:
@@ -70,6 +70,33 @@ def insert_links(tables: SqliteTables, db: sqlite3.Connection, job_id: int, job:
     db.execute(sql.SET_PARENTS, (str(job.on_parent_failure), job_id))
     _promote(tables, db, job_id)
     if dead is not None and job.on_parent_failure is not port.ParentFailure.RUN:
+        _follow(tables, db, job_id, dead, now)
+
+
+def relink(tables: SqliteTables, db: sqlite3.Connection, job_id: int, now: datetime) -> None:
+    """Link the just-requeued ``job_id``, if it is a dependent, again to its parents as they are now (ADR 077):
+    waiting on the live ones, a finished one succeeded (its result as handed over, or kept), and following
+    its policy at once for one that is dead."""
+    found = db.execute(sql.LIVE_DEPENDENT, (job_id,)).fetchone()
+    if found is None or found[0] is None:
+        return
+    policy = port.ParentFailure(found[0])
+    dead = None
+    for parent, _, handed in db.execute(sql.PARENT_LINKS, (job_id,)).fetchall():
+        state = db.execute(sql.PARENT_STATE, (parent,)).fetchone()
+        result = None
+        if state is not None and state[0] != "dead":
+            link = "waiting"
+            db.execute(sql.COUNT_DEPENDENT, (parent,))
+        elif state is not None:
+            link, dead = "failed", parent if dead is None else dead
+        else:
+            link = "succeeded"
+            kept = db.execute(sql.KEPT_RESULT, (parent,)).fetchone()
+            result = handed if kept is None else kept[0]
+        db.execute(sql.RELINK_PARENT, (link, result, job_id, parent))
+    _promote(tables, db, job_id)
+    if dead is not None and policy is not port.ParentFailure.RUN:
         _follow(tables, db, job_id, dead, now)
 
 

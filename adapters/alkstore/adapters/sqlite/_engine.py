@@ -173,6 +173,9 @@ class SqliteEngine(port.Engine, port.StepsPort):
     def purge_steps(self, limit: int) -> int:
         return self._steps.purge_steps(limit)
 
+    def skip_step(self, job_id: int, step: port.StepRecord) -> port.JobState | None:
+        return self._steps.skip_step(job_id, step)
+
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         return self._steps.job_steps(job_id)
 

@@ -73,6 +73,8 @@ SETTLE_LINKS = (
 LIVE_DEPENDENT = "SELECT on_parent_failure FROM alkstore_jobs WHERE id = ? AND state = 'pending'"
 DEPENDENT_ROW = f"SELECT {JOB_COLUMNS} FROM alkstore_jobs WHERE id = ?"
 PARENT_LINKS = "SELECT parent, state, result FROM alkstore_job_dependencies WHERE child = ? ORDER BY position"
+#: A requeued dependent linked again to its parents as they are then (ADR 077).
+RELINK_PARENT = "UPDATE alkstore_job_dependencies SET state = ?, result = ? WHERE child = ? AND parent = ?"
 WAITING_CHILDREN = (
     "SELECT d.child FROM alkstore_job_dependencies AS d JOIN alkstore_jobs AS j ON j.id = d.child"
     " WHERE d.parent = ? AND d.state = 'waiting' AND j.state = 'pending' ORDER BY d.child"
@@ -320,6 +322,9 @@ SAVE_STEP = (
     "INSERT INTO alkstore_steps (job_id, name, result, at) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (job_id, name) DO UPDATE SET result = excluded.result, at = excluded.at"
 )
+#: An operator's skipped step (ADR 077): the job's state, then its fence bumped (its next claim reads its steps).
+JOB_STATE = "SELECT state FROM alkstore_jobs WHERE id = ?"
+BUMP_FENCE = "UPDATE alkstore_jobs SET fence = fence + 1 WHERE id = ?"
 WAIT = "SELECT until, event FROM alkstore_waits WHERE job_id = ?"
 SAVE_WAIT = (
     "INSERT INTO alkstore_waits (job_id, until, event) VALUES (?, ?, ?)"

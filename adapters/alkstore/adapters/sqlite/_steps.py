@@ -112,6 +112,17 @@ class SqliteSteps:
                 db.execute(sql.DELETE_WAIT, (job_id,))
             return len(gone)
 
+    def skip_step(self, job_id: int, step: port.StepRecord) -> port.JobState | None:
+        with self._tables._write("skip_step") as db:
+            row = db.execute(sql.JOB_STATE, (job_id,)).fetchone()
+            if row is None:
+                return None
+            state = port.JobState(row[0])
+            if state is not port.JobState.RUNNING:
+                db.execute(sql.BUMP_FENCE, (job_id,))
+                db.execute(sql.SAVE_STEP, (job_id, step.name, step.result, us(step.at)))
+            return state
+
     def job_steps(self, job_id: int) -> tuple[list[port.StepRecord], port.Wait | None]:
         with self._tables._read("job_steps") as db:
             steps = _steps(db, job_id)

@@ -772,6 +772,7 @@ class SqliteTables:
                 queue, ordering_key = dead
                 waiting = ordering_key is not None and db.execute(sql.LINE_BUSY, (queue, ordering_key)).fetchone()
                 db.execute(sql.REQUEUE_DEAD, (us(now), int(bool(waiting)), self._next(db, "line"), job_id)).fetchall()
+                deps.relink(self, db, job_id, now)
                 requeued.append(job_id)
             self._signal = bool(requeued)
         return requeued

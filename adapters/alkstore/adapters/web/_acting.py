@@ -19,8 +19,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from alkstore import AsyncStore, CancelOutcome
-from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions
+from alkstore import AsyncStore, CancelOutcome, JobState
+from alkstore.errors import AlkstoreError, InvalidArgument, InvalidOptions, JobHeld, UnknownJob
 
 from ._bulk import CHUNK, COUNT_SCAN, VERBS, Run, run_of, signature
 from ._security import CSRF_COOKIE, CSRF_FIELD, AllowedHosts, valid_form_token
@@ -192,6 +192,41 @@ class Acting:
         outcome = await self.store.cancel(job_id)
         message = _CANCELLED[outcome].format(job_id=job_id)
         return self._done(request, message, self._back_to_job(request, form, job_id))
+
+    async def skip_step(self, request: Request) -> Response:
+        """Store a step of a job nobody holds as finished with the form's JSON result (ADR 077); a refusal
+        (bad name or JSON, a running job) brings the job's page back with the form as sent and why."""
+        form = await self._form(request)
+        job_id: int = request.path_params["job_id"]
+        entry = {"name": form.get("name", "").strip(), "result": form.get("result", "").strip() or "null"}
+        request.state.target = f"job {job_id}, step {entry['name']}"
+        try:
+            state = await self.store.skip_step(job_id, entry["name"], json.loads(entry["result"]))
+        except UnknownJob:
+            return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
+        except ValueError as exc:  # not JSON, a bad name, a result the codec refuses
+            said = str(exc) if isinstance(exc, AlkstoreError) else f"the result is not JSON: {exc}"
+            return await self._skip_refused(request, job_id, entry, 400, said)
+        except JobHeld as exc:
+            return await self._skip_refused(request, job_id, entry, 409, str(exc))
+        then = "once it is requeued, its run" if state is JobState.DEAD else "its next run"
+        message = f"Job {job_id}: step {entry['name']} stored as finished; {then} gets its result without running it."
+        return self._done(request, message, self.path(request, "job", job_id=job_id))
+
+    async def _skip_refused(
+        self, request: Request, job_id: int, entry: dict[str, str], status: int, problem: str
+    ) -> Response:
+        request.state.outcome = f"refused: {problem}"
+        job = await self.store.get_job(job_id)
+        if job is None:
+            return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
+        context = {
+            "job": job,
+            "at": self.store.clock.now(),
+            "skip_entry": entry,
+            "skip_problem": f"Not skipped: {problem}",
+        }
+        return self.render(request, "job.html", status, page="job", **context)
 
     async def add_schedule(self, request: Request) -> Response:
         form = await self._form(request)

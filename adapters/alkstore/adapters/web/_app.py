@@ -631,6 +631,7 @@ class _Dashboard(Acting):
                 ("/actions/resume/{queue:path}", self.resume_queue, "resume_queue"),
                 ("/actions/settings/{queue:path}", self.configure_queue, "configure_queue"),
                 ("/jobs/{job_id:int}/cancel", self.cancel_job, "cancel_job"),
+                ("/jobs/{job_id:int}/skip-step", self.skip_step, "skip_step"),
                 ("/actions/schedules", self.add_schedule, "add_schedule"),
                 ("/actions/unschedule/{schedule:path}", self.remove_schedule, "remove_schedule"),
                 ("/actions/fire/{schedule:path}", self.fire_schedule, "fire_schedule"),

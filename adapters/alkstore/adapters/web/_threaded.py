@@ -25,6 +25,7 @@ from alkstore import (
     JobPage,
     JobPhase,
     JobResult,
+    JobState,
     Leader,
     LockInfo,
     Outbox,
@@ -142,6 +143,9 @@ class ThreadedStore:
 
     async def requeue_dead(self, job_id: int) -> bool:
         return await _run(self._store.requeue_dead, job_id)
+
+    async def skip_step(self, job_id: int, name: str, result: Any = None) -> JobState:
+        return await _run(self._store.skip_step, job_id, name, result)
 
     async def requeue_dead_many(self, job_ids: Iterable[int]) -> list[int]:
         return await _run(self._store.requeue_dead_many, job_ids)

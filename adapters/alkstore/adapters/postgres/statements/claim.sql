@@ -20,7 +20,8 @@ ORDER BY lease_until LIMIT 1
 
 -- fragment: sweep_needed
 -- The CTE "sweep": whether the claim (when asked to probe) finds the queue's lapsed leases or
--- expired or due-delayed jobs to sweep first.
+-- expired or due-delayed jobs to sweep first; a full claim also looks for waiting jobs past their
+-- expiry (through jobs_waiting, every waiting job of the queue read: once per full claim, ADR 077).
 sweep AS MATERIALIZED (
     SELECT %(probe)s AND (
         ({lease_probe}) IS NOT NULL
@@ -29,11 +30,14 @@ sweep AS MATERIALIZED (
             ORDER BY expires_at LIMIT 1) IS NOT NULL
         OR (SELECT run_at FROM {s}.jobs
             WHERE queue = (SELECT %(queue)s::text) AND state = 'delayed' AND run_at <= %(now)s
-            ORDER BY run_at LIMIT 1) IS NOT NULL) AS needed)
+            ORDER BY run_at LIMIT 1) IS NOT NULL
+        OR ((SELECT %(full)s::boolean) AND EXISTS (
+            SELECT 1 FROM {s}.jobs
+            WHERE queue = (SELECT %(queue)s::text) AND state = 'waiting' AND expires_at <= %(now)s))) AS needed)
 
 -- fragment: sweep_call
 -- The sweep of the queue's lapsed leases and expired or due-delayed jobs, in one function call.
-SELECT {s}.sweep_11(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s)
+SELECT {s}.sweep_17(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s, %(full)s)
 
 -- fragment: lease_taken
 -- How a claim leases the jobs it takes (its WHERE follows): running, one more attempt, the next

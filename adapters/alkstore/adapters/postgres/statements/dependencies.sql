@@ -43,6 +43,27 @@ SELECT id, pg_notify(%(channel)s, '') FROM new WHERE state = 'pending'
 UNION ALL
 SELECT id, NULL FROM new WHERE state <> 'pending'
 
+-- name: requeued_links
+-- The links of the requeued dependents among the ids (ADR 077), each child's in the order named.
+SELECT d.child, d.parent, j.on_parent_failure
+FROM {s}.job_dependencies AS d JOIN {s}.jobs AS j ON j.id = d.child
+WHERE d.child = ANY(%(ids)s::bigint[]) AND j.on_parent_failure IS NOT NULL
+ORDER BY d.child, d.position
+
+-- name: relink_requeued
+-- Requeued dependents' links as their parents are now (a result handed over before is kept while the
+-- parent counts as succeeded), and each dependent 'waiting' while one of them is live.
+WITH l AS (
+    SELECT * FROM unnest(%(children)s::bigint[], %(parents)s::bigint[], %(states)s::text[], %(results)b::bytea[])
+      AS l(child, parent, state, result)),
+relinked AS (
+    UPDATE {s}.job_dependencies AS d
+       SET state = l.state, result = CASE WHEN l.state = 'succeeded' THEN coalesce(l.result, d.result) END
+      FROM l WHERE d.child = l.child AND d.parent = l.parent)
+UPDATE {s}.jobs AS j SET parents_left = c.n, state = CASE WHEN c.n > 0 THEN 'waiting' ELSE j.state END
+FROM (SELECT child, (count(*) FILTER (WHERE state = 'waiting'))::integer AS n FROM l GROUP BY child) AS c
+WHERE j.id = c.child
+
 -- name: follow_parent
 -- A dependent enqueued after a parent that is dead already follows its policy at once.
 SELECT {s}.follow_parent_15(%(child)s, %(parent)s, %(now)s)

@@ -174,12 +174,13 @@ SELECT {dead_as_job}, died_at, attempt_log FROM {s}.dead_jobs WHERE id = %(id)s
 
 -- name: requeue_dead
 -- A requeued job of an ordering key waits behind its key's unfinished jobs, and behind the
--- requeued ones of its key with a lower id (the engine locks the keys first).
+-- requeued ones of its key with a lower id (the engine locks the keys first); it keeps its
+-- rate_key and its policy, and a dependent's links stay for the engine to link it again (ADR 077).
 WITH dead AS (DELETE FROM {s}.dead_jobs WHERE id = ANY(%(ids)s::bigint[]) RETURNING *),
 job AS (
     INSERT INTO {s}.jobs (id, queue, payload, state, priority, run_at, expires_at, attempts, max_attempts,
                           last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us,
-                          task, trace, ordering_key)
+                          task, trace, ordering_key, rate_key, on_parent_failure)
     SELECT id, queue, payload,
            CASE WHEN ordering_key IS NOT NULL AND (
                     row_number() OVER (PARTITION BY queue, ordering_key ORDER BY id) > 1
@@ -188,7 +189,7 @@ job AS (
                 THEN 'waiting' ELSE 'pending' END,
            priority, %(now)s, NULL, 0, max_attempts,
            last_error, last_traceback, schedule, boundary, enqueued_at, lease, visibility_us, task, trace,
-           ordering_key
+           ordering_key, rate_key, on_parent_failure
     FROM dead
     RETURNING id, queue)
 {ids_and_notices: job}

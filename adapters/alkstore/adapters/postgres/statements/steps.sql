@@ -25,6 +25,26 @@ SELECT id, %(name)s, %(result)b, %(at)s FROM held
 ON CONFLICT (job_id, name) DO UPDATE SET result = EXCLUDED.result, at = EXCLUDED.at
 RETURNING job_id
 
+-- name: step_skip
+-- An operator's skipped step (ADR 077): the job's state ('running', 'dead' or 'pending' for any other
+-- live one: no row when it is stored in neither table), its step saved unless it runs, and its
+-- fence grown by one (so its next claim reads its steps). The update row-locks the job: a claim
+-- racing it either waits for its commit (and its run reads the step) or commits first (the job is
+-- then read running, and nothing is written). A running job's row is updated with its lease as it
+-- was, for the lock alone.
+WITH live AS (
+    UPDATE {s}.jobs SET lease = lease + CASE WHEN state = {running} THEN 0 ELSE 1 END
+    WHERE id = %(id)s
+    RETURNING id, CASE WHEN state = {running} THEN 'running' ELSE 'pending' END AS state),
+buried AS (
+    UPDATE {s}.dead_jobs SET lease = lease + 1 WHERE id = %(id)s RETURNING id, 'dead' AS state),
+found AS (SELECT id, state FROM live UNION ALL SELECT id, state FROM buried),
+stepped AS (
+    INSERT INTO {s}.steps (job_id, name, result, at)
+    SELECT id, %(name)s, %(result)b, %(at)s FROM found WHERE state <> 'running'
+    ON CONFLICT (job_id, name) DO UPDATE SET result = EXCLUDED.result, at = EXCLUDED.at)
+SELECT state FROM found
+
 -- name: event_lock
 -- Serializes the emits and the waits of one event name, to the end of the transaction.
 SELECT pg_advisory_xact_lock(hashtext('alkstore events'), hashtext(%(schema)s || ':' || %(event)s))
