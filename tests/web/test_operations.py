@@ -214,6 +214,30 @@ def test_a_groups_button_acts_a_chunk_a_request_with_its_progress_signed_between
     assert [job.last_error for job in left] == ["timeout"]
 
 
+def test_a_queues_requeue_all_button_asks_with_the_count_then_goes_a_chunk_a_request(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_acting, "CHUNK", 2)
+    kill_many(served, "billing", ["a", "b", "c"])
+    kill_many(served, "other", ["d"])
+    client = served.client()
+    page = client.get("/dead").text
+    section = page.split('<section class="dead-queue" data-queue="billing">', 1)[1].split("</section>", 1)[0]
+    (form,) = re.findall(
+        r'<form class="actions every-dead" method="post" action="/actions/filter">(.*?)</form>', section, re.S
+    )
+    asked = client.post("/actions/filter", data={**hidden(form), "action": "requeue"})
+    assert "Requeue 3 dead jobs of billing?" in text(asked.text)
+    assert served.call(served.store.queue_stats, "billing")[0].dead == 3, "asking changed nothing"
+    said, done = run_to_the_end(client, hidden(asked.text))
+    assert said == ["Requeued 2 of about 3 dead jobs of billing so far."]
+    assert done == "Requeued 3 dead jobs of billing."
+    assert [(s.queue, s.ready, s.dead) for s in served.call(served.store.queue_stats)] == [
+        ("billing", 3, 0),
+        ("other", 0, 1),
+    ]
+
+
 def test_purging_a_selection_deletes_the_chosen_dead_jobs_and_never_a_live_one(served: Served) -> None:
     ids = kill_many(served, "billing", ["a", "b", "c"])
     live = int(served.call(served.store.queue("billing").enqueue, "alive"))
