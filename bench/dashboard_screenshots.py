@@ -6,11 +6,13 @@ Run by hand (needs the ``web`` and ``test`` extras and Debian's ``chromium`` and
     .venv/bin/python bench/dashboard_screenshots.py [--out docs/img]
 
 It seeds a fresh ``memory://`` store on a manual clock with a small shop's queues (ready,
-delayed, running and dead jobs, two workers with an hour of stored throughput counts, a leader,
-schedules, a queue no worker serves, a worker gone mid-run and a few logged actions), serves the dashboard
-with uvicorn on a free loopback port, and saves ``overview.png``, ``queue.png``, ``job.png``,
-``dead-letters.png``, ``workers.png``, ``actions.png``, ``charts.png`` and, 390 px wide,
-``overview-phone.png`` and ``actions-phone.png``.
+delayed, running and dead jobs, two workers whose reports carry an hour of throughput counts and per-task
+figures (run time and pickup latency, as a worker's report stores them through the operations port), a
+leader, schedules, a queue no worker serves, a worker gone mid-run, a few logged actions and a small
+workflow: a chain that fans out to three jobs and back in to one, part run), serves the dashboard with
+uvicorn on a free loopback port, and saves ``overview.png``, ``queue.png``, ``job.png``,
+``dead-letters.png``, ``workers.png``, ``actions.png``, ``charts.png``, ``graph.png`` and, 390 px
+wide, ``overview-phone.png``, ``actions-phone.png`` and ``graph-phone.png``.
 """
 
 from __future__ import annotations
@@ -34,13 +36,21 @@ import alkstore
 from alkstore import AsyncStore, EnqueueOpts, ManualClock
 from alkstore.adapters.web import create_app
 from alkstore.display import minute_of
-from alkstore.engine import NewJob, ThroughputRecord, WorkerRecord
+from alkstore.engine import NewJob, TaskFiguresRecord, ThroughputRecord, WorkerRecord
 from alkstore.rules._names import SCHEDULER_LOCK
 
 START = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
-WORKERS = (("web-1:4242", ("emails", "webhooks"), 8), ("batch-1:1177", ("reports", "thumbnails"), 4))
+WORKERS = (("web-1:4242", ("emails", "webhooks"), 8), ("batch-1:1177", ("reports", "thumbnails", "media"), 4))
 #: A worker that stopped reporting four minutes ago, its claimed job still running.
 GONE = ("web-2:5151", ("emails",), 8)
+#: The task each queue's jobs run, with its usual run time and pickup latency (ms) for the charts.
+TASKS = {
+    "emails": ("send_email", 420.0, 900.0),
+    "webhooks": ("deliver_webhook", 260.0, 1_400.0),
+    "reports": ("build_report", 5_800.0, 2_500.0),
+    "thumbnails": ("resize_image", 900.0, 600.0),
+    "media": ("parse_upload", 2_200.0, 300.0),
+}
 
 
 async def seed(store: AsyncStore, clock: ManualClock) -> dict[str, int]:
@@ -87,7 +97,28 @@ async def seed(store: AsyncStore, clock: ManualClock) -> dict[str, int]:
         ("resume_queue", "queue exports", "Resumed exports: workers claim its jobs again within seconds.", "full"),
     ):
         await store.log_action(action, target, outcome, role=role, address="10.0.4.17")
+    ids["graph"] = await workflow(store)
     return ids
+
+
+async def workflow(store: AsyncStore) -> int:
+    """A chain (fetch, then parse) that fans out to three resizes and back in to a publish: the fetch done (its
+    result kept), the parse running, the rest waiting on it; the id of the publish job."""
+    pipeline = store.queue("media")
+    await pipeline.configure(keep_results=86_400)
+    graph = store.graph()
+    graph.add("fetch", "media", {"upload": 8812}, task="fetch_upload")
+    graph.add("parse", "media", {"upload": 8812}, after=["fetch"], task="parse_upload")
+    sizes = ("small", "medium", "large")
+    for size in sizes:
+        graph.add(size, "media", {"upload": 8812, "size": size}, after=["parse"], task="resize_image")
+    graph.add("publish", "media", {"upload": 8812}, after=sizes, task="publish_album")
+    ids = await store.enqueue_graph(graph)
+    fetched = await pipeline.claim("batch-1:1177")
+    assert fetched is not None
+    await fetched.ack({"bytes": 18_204_331})
+    assert await pipeline.claim("batch-1:1177") is not None  # the parse, running
+    return ids["publish"]
 
 
 async def lead(store: AsyncStore, at: datetime) -> None:
@@ -105,6 +136,29 @@ def an_hour(n: int, queues: tuple[str, ...], at: datetime) -> list[ThroughputRec
             failed = 6 if (queue == "webhooks" and 30 <= back <= 33) else int((back + n + q) % 9 == 0)
             counts.append(ThroughputRecord(queue, minute, done, failed))
     return counts
+
+
+def figures_of(counts: list[ThroughputRecord]) -> list[TaskFiguresRecord]:
+    """The per-task figures a worker reports beside ``counts`` (ADR 075): each minute's runs of its queue's task,
+    their summed run time and pickup latency, slower while the queue is busiest (the minutes with 40 more runs)."""
+    figures = []
+    for count in counts:
+        task, run_ms, latency_ms = TASKS[count.queue]
+        back = int((minute_of(START) - count.minute).total_seconds() // 60)
+        busy = 1.0 + (0.8 if 18 <= back <= 24 else 0.0) + ((back * 13) % 7) / 20
+        runs = count.done + count.failed
+        figures.append(
+            TaskFiguresRecord(
+                count.queue,
+                task,
+                count.minute,
+                count.done,
+                count.failed,
+                runs * run_ms * busy,
+                runs * latency_ms * busy**2,
+            )
+        )
+    return figures
 
 
 async def report_workers(store: AsyncStore, at: datetime) -> None:
@@ -126,7 +180,7 @@ async def report_workers(store: AsyncStore, at: datetime) -> None:
             processed=1200 + processed,
             failed=7 + failed,
         )
-        await store.engine.record_worker(record, counts)
+        await store.engine.record_worker(record, counts, figures_of(counts))
     gone_id, gone_queues, gone_concurrency = GONE
     gone_host, gone_pid = gone_id.split(":")
     seen = at - timedelta(minutes=4)
@@ -191,15 +245,18 @@ def main() -> int:
                 "workers.png": "/workers",
                 "actions.png": "/actions",
                 "charts.png": "/charts?queue=emails",
+                "graph.png": f"/jobs/{opened['ids']['graph']}/graph",
                 "overview-phone.png": "/",
                 "actions-phone.png": "/actions",
+                "graph-phone.png": f"/jobs/{opened['ids']['graph']}/graph",
             }
             for name, path in pages.items():
                 width = 390 if "phone" in name else 1280
                 driver.set_window_size(width, 900)
                 driver.get(url + path)
                 height = driver.execute_script("return document.documentElement.scrollHeight")
-                driver.set_window_size(width, min(max(int(height), 600), 1800))
+                chrome_bars = driver.execute_script("return window.outerHeight - window.innerHeight")
+                driver.set_window_size(width, min(max(int(height), 600), 1800) + int(chrome_bars))
                 driver.save_screenshot(str(args.out / name))
                 print(f"wrote {args.out / name}")
         finally:

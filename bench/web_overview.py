@@ -8,12 +8,14 @@ It fills a fresh schema (dropped afterwards) with ``--jobs`` jobs across four qu
 phase, as ``bench/operations.py`` does (the engine port's batch enqueue, claim and bury), plus
 a leader and a few workers. After ``VACUUM (ANALYZE)`` it prints the plans
 (``EXPLAIN (ANALYZE, BUFFERS)``) of the reads one overview makes (the capped queue counts, the
-scheduler's lock, the recent workers), then the server time of ``GET /`` and of the polled
+scheduler's lock, the recent workers) and of the action log's retention purge when nothing is old
+(a walk of the whole log), then the server time of ``GET /`` and of the polled
 ``GET /fragments/overview``, the app served in process over an ``AsyncStore`` (no network):
 median, p90 and best of ``--repeats`` requests. The default cap (10,000) is measured, and
 ``cap=None`` (exact counts) once, for comparison. Then the console's other pages (ADR 065, 068) the
-same way: a queue's page with its settings form, its dead tab, the workers, locks and Actions pages
-(over ``--actions`` logged entries), the throughput charts over a day (a day of stored counts for
+same way: a queue's page with its settings form, its dead tab, the dead letters grouped, the workers,
+locks and Actions pages (over ``--actions`` logged entries), the live fragments the queue, dead-letters,
+workers and locks pages poll every 2 s, the throughput charts over a day (a day of stored counts for
 every queue), and the confirmation of a bulk action, which counts what it would act on: the
 queue's exact count of a state, or, under a task filter, one by one up to 100,000.
 """
@@ -37,7 +39,7 @@ from psycopg import sql
 from starlette.testclient import TestClient
 
 import alkstore
-from alkstore import STATS_CAP
+from alkstore import DEFAULT_ACTION_RETENTION, STATS_CAP
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.adapters.web import CSRF_FIELD, WORKERS_WITHIN, create_app
 from alkstore.display import minute_of
@@ -98,8 +100,13 @@ def _serve(dsn: str, schema: str, repeats: int) -> None:
 _PAGES = (
     "/queues/emails",
     "/queues/emails?state=dead",
+    "/fragments/counts/emails",
+    "/dead",
+    "/fragments/dead",
     "/workers",
+    "/fragments/workers",
     "/locks",
+    "/fragments/locks",
     "/actions",
     "/charts?range=24h",
     "/charts?queue=emails&range=24h",
@@ -156,6 +163,8 @@ def main() -> int:
             _explain(conn, "leader()", statements.read_lock, {"name": SCHEDULER_LOCK})
             since = now - timedelta(seconds=WORKERS_WITHIN)
             _explain(conn, f"workers({WORKERS_WITHIN:g})", statements.workers, {"since": since})
+            old = {"before": now - DEFAULT_ACTION_RETENTION, "limit": 1000}  # nothing is: it deletes none
+            _explain(conn, f"purge_actions, {args.actions:,} entries, none old", statements.purge_actions, old)
         print("\nthe overview's server time (in process, no network):")
         _serve(args.dsn, schema, args.repeats)
     finally:

@@ -229,7 +229,7 @@ LONG_ADAPTER_MODULES = {
     "adapters/alkstore/adapters/postgres/_engine_async.py": 770,
     "adapters/alkstore/adapters/postgres/_rows.py": 625,
     "adapters/alkstore/adapters/sqlite/_tables.py": 1110,
-    "adapters/alkstore/adapters/web/_app.py": 700,
+    "adapters/alkstore/adapters/web/_app.py": 590,
 }
 
 

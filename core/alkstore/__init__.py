@@ -80,13 +80,14 @@ from .store._store import Store, open  # noqa: A004
 from .store._store_async import AsyncStore, open_async
 from .store._tasks import Courier, Periodic, Task, Tasks, check_arguments, current_job
 from .worker._parts import WorkerStats
-from .worker._upkeep import DEFAULT_DEAD_RETENTION
+from .worker._upkeep import DEFAULT_ACTION_RETENTION, DEFAULT_DEAD_RETENTION
 from .worker._worker import Handler, Worker
 from .worker._worker_async import AsyncHandler, AsyncWorker
 
 __all__ = [
     "CATCH_UP_CAP",
     "CONFIG_TTL",
+    "DEFAULT_ACTION_RETENTION",
     "DEFAULT_DEAD_RETENTION",
     "DEFAULT_EVENT_KEEP",
     "RESERVED_PREFIX",

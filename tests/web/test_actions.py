@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
@@ -147,8 +148,13 @@ def test_a_queue_of_any_name_has_its_dead_jobs_requeued_and_purged(served: Serve
     client = served.client()
     page = client.get("/dead")
     token = csrf_of(client)
-    actions = [html.unescape(a) for a in re.findall(r'<form method="post" action="([^"]+)"', page.text)]
-    requeue, purge = (a for a in actions if "billing" in a)
-    assert "Requeued 2 dead jobs of billing/eu?x=1#top." in client.post(requeue, data={CSRF_FIELD: token}).text
+    (form,) = re.findall(
+        r'<form class="actions every-dead" method="post" action="/actions/filter">(.*?)</form>', page.text, re.S
+    )
+    fields = {k: html.unescape(v) for k, v in re.findall(r'type="hidden" name="(\w+)" value="([^"]*)"', form)}
+    assert fields["queue"] == odd
+    requeue = {**fields, CSRF_FIELD: token, "action": "requeue", "confirmed": "yes"}
+    assert "Requeued 2 dead jobs of billing/eu?x=1#top." in client.post("/actions/filter", data=requeue).text
     assert served.call(served.store.queue_stats, odd)[0].ready == 2
+    purge = "/actions/purge-dead/" + quote(odd, safe="")  # the route, for scripts: the name quoted in the path
     assert "Purged 0 dead jobs of billing/eu?x=1#top." in client.post(purge, data={CSRF_FIELD: token}).text

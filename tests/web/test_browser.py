@@ -310,13 +310,13 @@ def test_without_chromium_the_browser_tests_fail_under_ci_and_skip_elsewhere(
         chrome()
 
 
-def test_purging_asks_first_and_a_dismissed_question_deletes_nothing(live: Live, browser: Any) -> None:
+def test_purging_a_queues_dead_asks_first_and_going_back_deletes_nothing(live: Live, browser: Any) -> None:
     browser.get(live.url + "/dead")
-    browser.find_element(By.CSS_SELECTOR, 'section[data-queue="hostile"] form[data-confirm] button').click()
-    question = WebDriverWait(browser, PATIENCE).until(expected_conditions.alert_is_present())
-    assert "Delete every dead job of hostile?" in question.text
-    question.dismiss()
-    assert browser.find_element(By.TAG_NAME, "h1").text == "Dead letters"
+    browser.find_element(By.CSS_SELECTOR, 'section[data-queue="hostile"] button[value="purge"]').click()
+    shows(browser, (By.ID, "question"), "Delete 1 dead jobs of hostile? This cannot be undone.")
+    assert live.call(live.store.queue_stats("hostile"))[0].dead == 1, "asking deletes nothing"
+    browser.find_element(By.LINK_TEXT, "Back").click()
+    shows(browser, (By.TAG_NAME, "h1"), "Queue hostile")
     assert live.call(live.store.queue_stats("hostile"))[0].dead == 1
     assert console_errors(browser) == []
 

@@ -86,8 +86,8 @@ def test_purging_an_error_group_acts_on_that_group_alone(served: Served) -> None
     client = served.client()
     key = group_key("mail", None, "boom")
     page = client.get("/dead/group", params={"queue": "work", "key": key}).text
-    form = {**hidden(page.split('class="actions bulk-filter"')[1]), "action": "purge"}
-    asked = client.post("/actions/filter", data=form)
+    (button,) = [f for f in re.findall(r'action="/actions/dead-group">(.*?)</form>', page, re.S) if "purge" in f]
+    asked = client.post("/actions/dead-group", data=hidden(button))  # the group's button: the same run
     assert "Delete 3 dead jobs of work, error group" in text(asked.text)
     _, message = run_to_the_end(client, hidden(asked.text))
     assert message == f"Purged 3 dead jobs of work, error group {key}."

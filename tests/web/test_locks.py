@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-import alkstore.adapters.web._app
+import alkstore.adapters.web._listing
 from alkstore import ManualClock
 from alkstore.testing import Scratch
 from tests.web.conftest import Served, serve
@@ -68,7 +68,7 @@ def test_names_and_owners_are_escaped(served: Served) -> None:
 
 
 def test_the_locks_page_lists_a_page_at_a_time_by_name(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(alkstore.adapters.web._app, "LOCKS_PAGE", 2)
+    monkeypatch.setattr(alkstore.adapters.web._listing, "LOCKS_PAGE", 2)
     names = ["b & c", "a/b?c", "Zed", "é"]
     for name in names:
         assert served.call(served.store.try_lock, name, "owner", 60) is not None

@@ -5,12 +5,15 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
+
 from alkstore import JobPhase
-from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD
+from alkstore.adapters.web import CSRF_COOKIE, CSRF_FIELD, _acting
 from alkstore.engine import NewSchedule
 from tests.web._seed import seed
 from tests.web.conftest import Served
 from tests.web.test_actions import csrf_of
+from tests.web.test_filter_bulk import hidden, run_to_the_end
 from tests.web.test_pages import text
 
 
@@ -156,7 +159,7 @@ def group_forms(page: str) -> dict[str, dict[str, str]]:
     return forms
 
 
-def test_a_groups_requeue_asks_to_confirm_then_requeues_every_job_of_that_group_alone(served: Served) -> None:
+def test_a_groups_requeue_asks_with_the_count_then_requeues_every_job_of_that_group_alone(served: Served) -> None:
     errors = [f"CardError: card {n} declined" for n in range(7)] + ["timeout"]
     ids = kill_many(served, "billing", errors)
     client = served.client()
@@ -165,26 +168,74 @@ def test_a_groups_requeue_asks_to_confirm_then_requeues_every_job_of_that_group_
     form = group_forms(page)[f"requeue:{key}"]
     assert form["queue"] == "billing"
     asked = client.post("/actions/dead-group", data=form)
-    assert "Requeue the 7 dead jobs of billing, that died of this?" in text(asked.text)
+    assert f"Requeue 7 dead jobs of billing, error group {key}?" in text(asked.text)
+    assert 'action="/actions/filter"' in asked.text, "confirmed, it goes on as a bulk run over the group"
     assert served.call(served.store.queue_stats, "billing")[0].dead == 8, "asking changed nothing"
     one_more = kill_many(served, "billing", ["CardError: card 99 declined"])  # dies meanwhile: read again
     confirmed = {**form, "confirmed": "yes"}
     done = client.post("/actions/dead-group", data=confirmed)
-    assert message(done.text) == "Requeued 8 dead jobs of billing (CardError: card # declined)."
+    assert message(done.text) == f"Requeued 8 dead jobs of billing, error group {key}."
     (stats,) = served.call(served.store.queue_stats, "billing")
     assert (stats.ready, stats.dead) == (8, 1)
     left = served.call(served.store.jobs, "billing", JobPhase.DEAD).jobs
     assert [job.id for job in left] == [ids[-1]]
     assert one_more[0] not in [job.id for job in left]
     again = message(client.post("/actions/dead-group", data=confirmed).text)
-    assert again == "No dead job is left in that group; nothing done."
-    purge = {**group_forms(client.get("/dead").text).popitem()[1], "action": "purge", "confirmed": "yes"}
-    assert message(client.post("/actions/dead-group", data=purge).text) == "Purged 1 dead jobs of billing (timeout)."
+    assert again == f"Requeued 0 dead jobs of billing, error group {key}."
+    purge = group_forms(client.get("/dead").text).popitem()[1]
+    purge = {**purge, "action": "purge", "confirmed": "yes"}
+    said = f"Purged 1 dead jobs of billing, error group {purge['key']}."
+    assert message(client.post("/actions/dead-group", data=purge).text) == said
     assert served.call(served.store.queue_stats, "billing")[0].dead == 0
-    bad = {**purge, "action": "drop"}
-    assert client.post("/actions/dead-group", data=bad).status_code == 400
+    for bad in ({**purge, "action": "drop"}, {**purge, "key": ""}):
+        assert client.post("/actions/dead-group", data=bad).status_code == 400
     unsigned = {key: value for key, value in purge.items() if key != CSRF_FIELD}
     assert client.post("/actions/dead-group", data=unsigned).status_code == 403
+
+
+def test_a_groups_button_acts_a_chunk_a_request_with_its_progress_signed_between(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_acting, "CHUNK", 2)
+    kill_many(served, "billing", [f"CardError: card {n} declined" for n in range(5)] + ["timeout"])
+    client = served.client()
+    page = client.get("/dead").text
+    (key,) = re.findall(r'<tr class="group" data-key="(\w+)">\s*<td class="n count">5</td>', page)
+    asked = client.post("/actions/dead-group", data=group_forms(page)[f"purge:{key}"])
+    assert f"Delete 5 dead jobs of billing, error group {key}?" in text(asked.text)
+    said, done = run_to_the_end(client, hidden(asked.text))
+    group = f"dead jobs of billing, error group {key}"
+    # The listing is read 2 a request, newest death first: the timeout (not of the group), then the cards.
+    assert said == [f"Purged 1 of about 5 {group} so far.", f"Purged 3 of about 5 {group} so far."]
+    assert done == f"Purged 5 {group}."
+    logged = [entry.action for entry in served.call(served.store.actions)]
+    assert logged == ["filter_bulk"] * 3, "each chunk logged (asking logs nothing)"
+    left = served.call(served.store.jobs, "billing", JobPhase.DEAD).jobs
+    assert [job.last_error for job in left] == ["timeout"]
+
+
+def test_a_queues_requeue_all_button_asks_with_the_count_then_goes_a_chunk_a_request(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_acting, "CHUNK", 2)
+    kill_many(served, "billing", ["a", "b", "c"])
+    kill_many(served, "other", ["d"])
+    client = served.client()
+    page = client.get("/dead").text
+    section = page.split('<section class="dead-queue" data-queue="billing">', 1)[1].split("</section>", 1)[0]
+    (form,) = re.findall(
+        r'<form class="actions every-dead" method="post" action="/actions/filter">(.*?)</form>', section, re.S
+    )
+    asked = client.post("/actions/filter", data={**hidden(form), "action": "requeue"})
+    assert "Requeue 3 dead jobs of billing?" in text(asked.text)
+    assert served.call(served.store.queue_stats, "billing")[0].dead == 3, "asking changed nothing"
+    said, done = run_to_the_end(client, hidden(asked.text))
+    assert said == ["Requeued 2 of about 3 dead jobs of billing so far."]
+    assert done == "Requeued 3 dead jobs of billing."
+    assert [(s.queue, s.ready, s.dead) for s in served.call(served.store.queue_stats)] == [
+        ("billing", 3, 0),
+        ("other", 0, 1),
+    ]
 
 
 def test_purging_a_selection_deletes_the_chosen_dead_jobs_and_never_a_live_one(served: Served) -> None:

@@ -453,7 +453,7 @@ def test_a_queue_page_toggles_between_its_order_and_the_order_turned_round(serve
 def test_every_queues_dead_letters_group_the_newest_few_and_one_queues_page_groups_more(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import alkstore.adapters.web._app as app
+    import alkstore.adapters.web._listing as app
 
     monkeypatch.setattr(app, "DEAD_SCAN_EACH", 4)
     queue = served.store.queue("many")

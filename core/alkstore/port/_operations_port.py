@@ -205,6 +205,11 @@ class OperationsPort(ABC):
         """Up to ``limit`` logged actions, newest first (id descending); with ``before``, only those whose
         id is less than it, so pages never overlap. Texts come back as stored; nothing is written."""
 
+    @abstractmethod
+    def purge_actions(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` logged actions whose ``at < before``, lowest id first (a worker's upkeep
+        prunes the log past its retention this way, a bounded batch a statement); return how many."""
+
     # -- storage upkeep (ADR 023) ------------------------------------------------------
     # What a worker's maintenance reads and does so that churn leaves the tables flat: core
     # decides from ``table_stats`` which tables are due (``_maintenance.vacuum_due``).

@@ -2,7 +2,7 @@
 # by tools/async_to_sync.py (ADR 026, ADR 059). Edit the async source and run
 # `python3 tools/async_to_sync.py`; CI fails when this file is stale.
 """A worker's storage duty (ADR 023): vacuum the tables ``_upkeep.vacuum_due`` names, prune old dead jobs,
-expired results and the throughput counts past their retention (ADR 048).
+expired results, the throughput counts (ADR 048) and the action log's entries (ADR 068) past their retention.
 
 Every call is best effort: a failure is logged, never raised, and the next pass tries again.
 """
@@ -25,7 +25,16 @@ from alkstore.rules._operations import (
     task_figures_roll_up_before,
 )
 
-from ._upkeep import CHURN_POLL, HELD_BACK_PAUSE, PRUNE_BATCHES, PRUNE_EVERY, VACUUM_CHECK_EVERY, look_due, vacuum_due
+from ._upkeep import (
+    CHURN_POLL,
+    DEFAULT_ACTION_RETENTION,
+    HELD_BACK_PAUSE,
+    PRUNE_BATCHES,
+    PRUNE_EVERY,
+    VACUUM_CHECK_EVERY,
+    look_due,
+    vacuum_due,
+)
 
 if TYPE_CHECKING:
     from alkstore.store._kernel import Kernel
@@ -38,7 +47,8 @@ log = logging.getLogger("alkstore.worker")
 class Maintenance:
     """One worker's storage duty over ``queues``: vacuum when ``vacuum_due`` says so, prune dead jobs.
 
-    ``dead_retention`` is how long a dead job of ``queues`` is kept (``None``: forever). ``label``
+    ``dead_retention`` is how long a dead job of ``queues`` is kept (``None``: forever), ``action_retention``
+    how long an entry of the action log is (``None``: forever; the log is the store's, not a queue's). ``label``
     names the worker in log lines. With ``churn`` (the runs the worker ended so far), ``run`` looks at
     the dead rows between prunes when ``look_due`` says so (an idle worker leaves none, ADR 044).
     Every call is best effort: a failure is logged, never raised.
@@ -52,11 +62,13 @@ class Maintenance:
         dead_retention: timedelta | None,
         label: str,
         churn: Callable[[], int] | None = None,
+        action_retention: timedelta | None = DEFAULT_ACTION_RETENTION,
     ) -> None:
         self._kernel = kernel
         self._churn = churn  # a count of what the worker did that leaves dead rows (its finished runs)
         self._queues = list(queues)
         self._retention = dead_retention
+        self._action_retention = action_retention
         self._label = label
         self._may_vacuum = True  # until the storage refuses this role once
         self._paused: dict[str, float] = {}  # tables held back, until (monotonic seconds)
@@ -127,9 +139,10 @@ class Maintenance:
 
     def prune(self) -> int:
         """Purge dead jobs of the queues that died more than the retention ago, and their kept results past
-        their ``keep_until`` (ADR 042), a bounded pass, and every queue's throughput counts older than a day
-        (ADR 048); how many dead jobs."""
-        pruned = expired = 0
+        their ``keep_until`` (ADR 042), a bounded pass, every queue's throughput counts older than a day
+        (ADR 048) and the action log's entries older than its retention (ADR 068), a bounded pass; how many
+        dead jobs."""
+        pruned = expired = forgotten = 0
         try:
             engine = self._kernel.offered()
             if engine is None:
@@ -151,6 +164,12 @@ class Maintenance:
             engine.purge_throughput(now - THROUGHPUT_RETENTION)
             engine.roll_up_task_figures(task_figures_roll_up_before(now))  # per hour after a day (ADR 075)
             engine.purge_task_figures(now - TASK_FIGURES_RETENTION)  # a week
+            for _ in range(PRUNE_BATCHES if self._action_retention is not None else 0):
+                assert self._action_retention is not None
+                count = engine.purge_actions(now - self._action_retention, BATCH)
+                forgotten += count
+                if count < BATCH:
+                    break
             stepper = self._kernel.stepper_or_none()
             for _ in range(PRUNE_BATCHES if stepper is not None else 0):  # steps of jobs gone (ADR 069)
                 assert stepper is not None
@@ -170,6 +189,8 @@ class Maintenance:
             )
         if expired:
             log.info("worker %s pruned %d expired result%s", self._label, expired, "" if expired == 1 else "s")
+        if forgotten:
+            log.info("worker %s pruned %d action log entr%s", self._label, forgotten, "y" if forgotten == 1 else "ies")
         return pruned
 
     def run(self, stop: StopToken) -> None:

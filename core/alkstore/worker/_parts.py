@@ -26,6 +26,7 @@ from alkstore.rules._options import as_duration
 from alkstore.store._tasks import Tasks
 
 from ._couriers import served_couriers
+from ._upkeep import DEFAULT_ACTION_RETENTION
 
 __all__ = [
     "CANCEL_CHECK_EVERY",
@@ -272,6 +273,7 @@ class WorkerOptions:
     schedules: bool
     worker_id: str
     dead_retention: timedelta | None
+    action_retention: timedelta | None
     timeouts: Mapping[str, timedelta] = field(default_factory=dict)  # a courier's, by backing queue (ADR 057)
 
     @property
@@ -301,6 +303,7 @@ class WorkerOptions:
         dead_retention: object,
         runtime: str,
         outboxes: object = None,
+        action_retention: object = DEFAULT_ACTION_RETENTION,
     ) -> WorkerOptions:
         """The options checked before the worker does anything; ``runtime`` is the worker's, ``"async"`` or
         ``"sync"`` (only the async one runs ``async def`` tasks and handlers). The couriers of ``outboxes``
@@ -355,6 +358,7 @@ class WorkerOptions:
             schedules=schedules,
             worker_id=validate_label(worker_id, "worker id") if worker_id is not None else new_worker_id(),
             dead_retention=None if dead_retention is None else as_duration(dead_retention, "dead_retention"),
+            action_retention=None if action_retention is None else as_duration(action_retention, "action_retention"),
             timeouts={courier.queue: courier.timeout for courier in couriers if courier.timeout is not None},
         )
 

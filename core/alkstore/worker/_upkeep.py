@@ -7,7 +7,8 @@ every ``VACUUM_CHECK_EVERY`` seconds while its runs end, at once after ``VACUUM_
 (``look_due``), and at each prune while it idles; it
 vacuums the tables ``vacuum_due`` names (the rule is here, once); a role that may not vacuum
 them is told once, at warning, and never asked again.
-Dead jobs are kept ``dead_retention`` and then purged a bounded batch at a time. The duty itself
+Dead jobs are kept ``dead_retention``, the action log's entries ``action_retention``, and then purged
+a bounded batch at a time. The duty itself
 (``_maintenance_async`` and its sync twin) carries these out.
 """
 
@@ -21,6 +22,7 @@ from alkstore.port._records import TableStats
 __all__ = [
     "BEHIND_DEAD_ROWS",
     "CHURN_POLL",
+    "DEFAULT_ACTION_RETENTION",
     "DEFAULT_DEAD_RETENTION",
     "HELD_BACK_PAUSE",
     "PRUNE_BATCHES",
@@ -35,6 +37,8 @@ __all__ = [
 
 #: How long a dead job is kept before a worker (or ``alkstore prune``) purges it, by default.
 DEFAULT_DEAD_RETENTION = timedelta(days=7)
+#: How long an entry of the action log (ADR 068) is kept before a worker's upkeep deletes it, by default.
+DEFAULT_ACTION_RETENTION = timedelta(days=90)
 #: How often (wall seconds) a worker looks at its storage's dead rows.
 VACUUM_CHECK_EVERY = 5.0
 #: Runs a worker ends before it looks at the dead rows at once, without waiting for ``VACUUM_CHECK_EVERY``:

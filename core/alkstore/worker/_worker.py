@@ -65,7 +65,7 @@ from ._parts import (
 )
 from ._reporting import Reporter
 from ._runs import Runs, hand_back
-from ._upkeep import DEFAULT_DEAD_RETENTION
+from ._upkeep import DEFAULT_ACTION_RETENTION, DEFAULT_DEAD_RETENTION
 
 
 __all__ = ["Handler", "Worker"]
@@ -93,7 +93,8 @@ class Worker:
     ``prefetch`` jobs may be claimed beyond the free slots, to wait for one (default 0: claim only
     for free slots); their leases are extended while they wait, and a stopping worker hands them
     back at once (ADR 022). Dead jobs of its queues are kept ``dead_retention`` (default 7 days;
-    ``None``: forever) and then pruned; a worker also vacuums the storage when its dead rows pile
+    ``None``: forever) and then pruned, and the action log's entries ``action_retention`` (default
+    90 days; ``None``: forever, ADR 068); a worker also vacuums the storage when its dead rows pile
     up (ADR 023). The async worker awaits ``async def`` tasks on its loop and runs plain ones on
     threads; the sync ``Worker`` runs plain ones only, each slot a thread (ADR 029). The couriers of
     ``tasks`` deliver their outboxes' messages as jobs of the outboxes' queues (``outboxes``: which
@@ -116,6 +117,7 @@ class Worker:
         prefetch: int = 0,
         dead_retention: float | timedelta | None = DEFAULT_DEAD_RETENTION,
         outboxes: Sequence[str] | None = None,
+        action_retention: float | timedelta | None = DEFAULT_ACTION_RETENTION,
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgument(f"store must be an alkstore.{Store.__name__}, not {type(store).__name__}")
@@ -133,6 +135,7 @@ class Worker:
             dead_retention=dead_retention,
             runtime=_RUNTIME,
             outboxes=outboxes,
+            action_retention=action_retention,
         )
         self._store = store
         self._kernel: Kernel = kernel_of(store)
@@ -145,6 +148,7 @@ class Worker:
             dead_retention=options.dead_retention,
             label=self.worker_id,
             churn=self._churn,
+            action_retention=options.action_retention,
         )
         self._runs = Runs(options.slots)
         self._acks = AckBuffer()

@@ -225,6 +225,9 @@ class MemoryEngine(port.Engine, port.StepsPort):
     def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
         return self._tables.list_actions(limit, before)
 
+    def purge_actions(self, before: datetime, limit: int) -> int:
+        return self._tables.purge_actions(before, limit)
+
     def cancel(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.cancel(job_ids)
 

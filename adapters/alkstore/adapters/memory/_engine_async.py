@@ -222,6 +222,9 @@ class AsyncMemoryEngine(port.AsyncEngine, port.AsyncStepsPort):
     async def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
         return self._tables.list_actions(limit, before)
 
+    async def purge_actions(self, before: datetime, limit: int) -> int:
+        return self._tables.purge_actions(before, limit)
+
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         return self._tables.cancel(job_ids)
 

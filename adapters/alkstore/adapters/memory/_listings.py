@@ -87,14 +87,22 @@ class OperationTables(TableState):
 
     def record_action(self, action: port.NewAction) -> int:
         with self._cond:
-            entry = port.ActionRecord(len(self._actions) + 1, *astuple(action))
+            self._action_ids += 1
+            entry = port.ActionRecord(self._action_ids, *astuple(action))
             self._actions.append(entry)
             return entry.id
 
     def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
         with self._cond:
-            end = len(self._actions) if before is None else min(before - 1, len(self._actions))
-            return self._actions[max(0, end - limit) : end][::-1]
+            older = [entry for entry in self._actions if before is None or entry.id < before]
+            return older[-limit:][::-1]
+
+    def purge_actions(self, before: datetime, limit: int) -> int:
+        with self._cond:
+            doomed = {entry.id for entry in self._actions if entry.at < before}
+            doomed = set(sorted(doomed)[:limit])
+            self._actions = [entry for entry in self._actions if entry.id not in doomed]
+        return len(doomed)
 
     def cancel(self, job_ids: Sequence[int]) -> list[int]:
         cancelled = []

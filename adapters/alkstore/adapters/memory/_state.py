@@ -154,6 +154,7 @@ class TableState:
         #: (minute, queue, task) -> (done, failed, run ms, latency ms) (ADR 075)
         self._task_figures: dict[tuple[datetime, str, str], tuple[int, int, float, float]] = {}
         self._actions: list[port.ActionRecord] = []  # the action log, oldest first (ADR 068)
+        self._action_ids = 0  # the last id the log gave (purged entries leave their ids unused)
         self._closed = False
         #: The job holding each (queue, unique key), and each (queue, ordering key)'s line (ADR 031, 032).
         self._holders: dict[tuple[str, str], int] = {}

@@ -722,8 +722,11 @@ class PostgresEngine(port.Engine, PostgresSteps):
         return int(self._connections.one(self._sql.record_action, asdict(action), _SCALAR) or 0)
 
     def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
-        params = {"limit": limit, "before": before}
-        return self._connections.all(self._sql.list_actions, params, _rows.ACTION)
+        return self._connections.all(self._sql.list_actions, {"limit": limit, "before": before}, _rows.ACTION)
+
+    def purge_actions(self, before: datetime, limit: int) -> int:
+        found = self._connections.one(self._sql.purge_actions, {"before": before, "limit": limit}, _SCALAR)
+        return int(found or 0)
 
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 

@@ -719,8 +719,11 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
         return int(await self._connections.one(self._sql.record_action, asdict(action), _SCALAR) or 0)
 
     async def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
-        params = {"limit": limit, "before": before}
-        return await self._connections.all(self._sql.list_actions, params, _rows.ACTION)
+        return await self._connections.all(self._sql.list_actions, {"limit": limit, "before": before}, _rows.ACTION)
+
+    async def purge_actions(self, before: datetime, limit: int) -> int:
+        found = await self._connections.one(self._sql.purge_actions, {"before": before, "limit": limit}, _SCALAR)
+        return int(found or 0)
 
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 

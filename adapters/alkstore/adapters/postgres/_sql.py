@@ -406,6 +406,7 @@ class Statements:
     purge_task_figures: str
     record_action: str
     list_actions: str
+    purge_actions: str
     table_stats: str
     # -- kept results (ADR 042)
     ack_keeping: str

@@ -274,6 +274,9 @@ LIST_ACTIONS = (
     "SELECT id, at, role, address, action, target, outcome FROM alkstore_action_log"
     " WHERE (? IS NULL OR id < ?) ORDER BY id DESC LIMIT ?"
 )
+PURGE_ACTIONS = (
+    "DELETE FROM alkstore_action_log WHERE id IN (SELECT id FROM alkstore_action_log WHERE at < ? ORDER BY id LIMIT ?)"
+)
 
 # -- workers and throughput --------------------------------------------------------------------------
 

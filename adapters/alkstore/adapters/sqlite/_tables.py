@@ -1026,6 +1026,10 @@ class SqliteTables:
             rows = db.execute(sql.LIST_ACTIONS, (before, before, limit)).fetchall()
         return [port.ActionRecord(row[0], instant(row[1]), *row[2:]) for row in rows]
 
+    def purge_actions(self, before: datetime, limit: int) -> int:
+        with self._write("purge_actions") as db:
+            return db.execute(sql.PURGE_ACTIONS, (us(before), limit)).rowcount
+
     # -- workers and throughput ------------------------------------------------------------------
 
     def record_worker(

@@ -26,7 +26,7 @@ from ._bulk import CHUNK, COUNT_SCAN, VERBS, Run, run_of, signature
 from ._security import CSRF_COOKIE, CSRF_FIELD, AllowedHosts, valid_form_token
 from ._settings import SETTINGS, said, settings_of
 from ._threaded import ThreadedStore
-from ._views import DeadGroup, instant
+from ._views import instant
 
 __all__ = ["BULK_LIMIT", "Acting"]
 
@@ -65,8 +65,6 @@ class Acting:
         async def _schedules_page(
             self, request: Request, entry: dict[str, str] | None = None, problem: str | None = None
         ) -> Response: ...
-
-        async def _group_ids(self, queue: str, key: str) -> tuple[DeadGroup | None, list[int]]: ...
 
     async def _fields(self, request: Request) -> dict[str, list[str]]:
         """The POSTed form, every value of each field, once it came from one of the dashboard's own origins
@@ -297,29 +295,22 @@ class Acting:
         return self._done(request, message, self.path(request, "dead"))
 
     async def dead_group_bulk(self, request: Request) -> Response:
-        """Requeue or purge every dead job of a group, read again when confirmed, after a page that asks."""
+        """Requeue or purge every dead job of a group (the dead-letters page's group buttons): the bulk run over
+        the group's filter (``filter_bulk``), so a group of 100,000 is asked about, then done ``CHUNK`` a request."""
         form = await self._form(request)
-        action, queue, key = form.get("action", ""), form.get("queue", ""), form.get("key", "")
-        request.state.target = f"{action} of the dead of queue {queue}, group {key}"
-        if action not in _BULK:
-            raise HTTPException(400, f"no such bulk action: {action}")
-        group, ids = await self._group_ids(queue, key)
-        if group is None:
-            return self._done(request, "No dead job is left in that group; nothing done.", self.path(request, "dead"))
-        if form.get("confirmed") != "yes":
-            return self.render(request, "confirm_group.html", page="dead", action=action, group=group)
-        if action == "requeue":
-            count = len(await self.store.requeue_dead_many(ids))
-        else:
-            count = len(await self.store.purge_dead_many(ids))
-        what = f"{group.kind}: {group.message}" if group.kind else group.message
-        message = f"{_BULK[action]} {count} dead jobs of {queue} ({what})."
-        return self._done(request, message, self.path(request, "dead") + "?" + urlencode({"queue": queue}))
+        if not form.get("key"):
+            raise HTTPException(400, "no error group named")
+        fields = {"action": form.get("action", ""), "queue": form.get("queue", ""), "state": "dead"}
+        fields.update(group=form.get("key", ""), confirmed=form.get("confirmed", ""))
+        return await self._bulk(request, fields)
 
     async def filter_bulk(self, request: Request) -> Response:
         """Requeue, purge or cancel every job matching a filter (ADR 068): first a page saying how many, then,
         confirmed, ``CHUNK`` jobs a request, its progress said between chunks (post/redirect/get)."""
-        form = await self._form(request)
+        return await self._bulk(request, await self._form(request))
+
+    async def _bulk(self, request: Request, form: dict[str, str]) -> Response:
+        """A bulk run's next step, from a form that passed: its confirmation, or its next chunk and where it is."""
         try:
             run = run_of(form)
         except InvalidOptions as exc:

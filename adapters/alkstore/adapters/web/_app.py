@@ -1,11 +1,12 @@
 """The dashboard's ASGI application: server-rendered pages over ``AsyncStore``'s public API (ADR 038).
 
-Reads are GETs that work without JavaScript; the overview refreshes one HTML fragment by short
-polling when JavaScript runs. Actions are POSTs behind the session's CSRF token, and a read-only
-dashboard has no action routes at all.
+Reads are GETs that work without JavaScript; when JavaScript runs, each page that shows counts
+refreshes its live region from a fragment route by short polling. Actions are POSTs behind the
+session's CSRF token, and a read-only dashboard has no action routes at all.
 
 Over 500 lines: one short handler per page, each a call of the public API and a template; the
-actions are ``_acting``'s, how values show ``_views``', the security ``_security``'s.
+actions are ``_acting``'s, the listing pages ``_listing``'s, how values show ``_views``', the
+security ``_security``'s.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
-from alkstore import STATS_CAP, AsyncStore, JobInfo, JobPage, JobPhase, QueueStats, Store
+from alkstore import STATS_CAP, AsyncStore, JobPage, JobPhase, QueueStats, Store
 from alkstore.errors import AlkstoreError, InvalidArgument, InvalidName, InvalidOptions, NotOffered
 
 from ._acting import BULK_LIMIT, Acting
 from ._graph import GRAPH_JOBS, read_graph
 from ._guard import SECURITY_HEADERS, Guard
+from ._listing import DEAD_GROUP_PAGE, DEAD_SCAN, GONE_WITHIN, WORKERS_WITHIN, Listing
 from ._log import logged, read_page, role_of_request
 from ._security import (
     CSRF_COOKIE,
@@ -50,8 +52,8 @@ from ._security import allowed_hosts as _allowed_hosts
 from ._settings import SETTINGS, entry_of
 from ._threaded import ThreadedStore
 from ._throughput import MINUTES, RANGES, Minute, chart_of, figures_of, line_of, per_minute, tasks_in
-from ._trouble import LIVE_WITHIN, is_live, troubles, worker_views
-from ._views import DeadGroup, DeadGroups, capped, group_key, instant, key_of, payload_text, span, visible_controls
+from ._trouble import is_live, troubles
+from ._views import capped, instant, payload_text, span, visible_controls
 
 __all__ = [
     "BULK_LIMIT",
@@ -65,31 +67,15 @@ __all__ = [
 ]
 
 _HERE = Path(__file__).parent
-#: Jobs a queue page lists at a time; the ids of a dead-letter group's page at a time.
+#: Jobs a queue page lists at a time; the characters of a dead-letter group's newest error shown folded
+#: (the job's page has it whole).
 PAGE_SIZE = 50
-DEAD_GROUP_PAGE = 200
-#: The held locks the locks page lists at a time (``?after=`` a name pages on).
-LOCKS_PAGE = 200
-#: The dead jobs of a queue the dead-letters page groups (all of them, up to this many, newest death
-#: first); the ids of each group it shows (its own page has them all); the characters of a group's
-#: newest error it shows folded (the job's page has it whole).
-DEAD_SCAN = 100_000
-#: The dead jobs of each queue grouped when every queue's are shown (one queue's page groups ``DEAD_SCAN``).
-DEAD_SCAN_EACH = 10_000
-GROUP_IDS_SHOWN = 10
 SAMPLE_CHARS = 5_000
-#: The most jobs one listing call returns (``AsyncStore.jobs``' limit).
-_READ = 1000
 #: The largest request body read (bytes): room for a bulk action's ``BULK_LIMIT`` ids of 19 digits.
 MAX_BODY = 256 * 1024
-#: How often the overview's fragment is asked for again (seconds), and the workers it lists (the live ones).
+#: How often a page's live fragment is asked for again (seconds); the newest dead jobs read per queue to
+#: tell dead letters rising.
 REFRESH_SECONDS = 2.0
-WORKERS_WITHIN = LIVE_WITHIN.total_seconds()
-#: How far back the workers page and the trouble list look for workers gone without a word (a reporting
-#: worker forgets them after an hour); the running jobs read per queue to tell whose worker is gone;
-#: the newest dead jobs read per queue to tell dead letters rising.
-GONE_WITHIN = 3600.0
-RUNNING_SAMPLE = 200
 DEAD_SAMPLE = 20
 #: How each phase's listing is ordered (the keyset order ``AsyncStore.jobs`` pages through).
 _ORDERS = {
@@ -126,7 +112,7 @@ def _outbox_of(queue: str) -> str | None:
     return QueueStats(queue, 0, 0, 0, 0, timedelta(0), None).outbox
 
 
-class _Dashboard(Acting):
+class _Dashboard(Listing, Acting):
     """The handlers, over one store."""
 
     def __init__(
@@ -223,14 +209,6 @@ class _Dashboard(Acting):
         quoted = {key: quote(value, safe="") if isinstance(value, str) else value for key, value in params.items()}
         return root + str(self.router.url_path_for(name, **quoted))
 
-    async def _running(self, queues: Iterable[QueueStats]) -> list[JobInfo]:
-        """The running jobs of ``queues`` (up to ``RUNNING_SAMPLE`` a queue), oldest first."""
-        running: list[JobInfo] = []
-        for stats in queues:
-            if stats.running:
-                running.extend((await self.store.jobs(stats.queue, JobPhase.RUNNING, limit=RUNNING_SAMPLE)).jobs)
-        return running
-
     async def overview_context(self, request: Request) -> dict[str, Any]:
         """The overview's figures; with ``?exact=1``, counts past the cap too (a count of every row: slower on a
         big table, so asked for, not polled by default)."""
@@ -278,13 +256,22 @@ class _Dashboard(Acting):
     async def queue(self, request: Request) -> Response:
         return await self._queue_page(request, request.path_params["queue"])
 
-    async def queue_counts(self, request: Request) -> Response:
-        """A queue's counts, the fragment its page refreshes."""
+    async def _counts(self, name: str) -> dict[str, Any]:
+        """A queue's counts (404 for a name no queue can have) and, for an outbox's backing queue, how many live
+        workers deliver it (its couriers, ADR 057)."""
         try:
-            stats = await self.store.queue_stats(request.path_params["queue"], cap=self.cap)
+            stats = await self.store.queue_stats(name, cap=self.cap)
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
-        return self.render(request, "_queue_counts.html", stats=stats[0] if stats else None)
+        live = await self.store.workers(WORKERS_WITHIN) if _outbox_of(name) else None
+        return {
+            "stats": stats[0] if stats else None,
+            "couriers": None if live is None else sum(name in w.queues for w in live),
+        }
+
+    async def queue_counts(self, request: Request) -> Response:
+        """A queue's counts (an outbox's: with its couriers), the fragment its page refreshes."""
+        return self.render(request, "_queue_counts.html", **await self._counts(request.path_params["queue"]))
 
     async def outbox(self, request: Request) -> Response:
         """An outbox's messages: its backing queue's page (ADR 057), under the outbox's name."""
@@ -350,10 +337,8 @@ class _Dashboard(Acting):
             page, problem = JobPage((), None), f"The task filter is not a task name: {exc}"
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None
-        try:
-            stats = await self.store.queue_stats(name, cap=self.cap)
-        except (AlkstoreError, ValueError) as exc:
-            raise HTTPException(404, str(exc)) from None
+        counts = await self._counts(name)
+        stats = counts["stats"]
         outbox = _outbox_of(name)
         # An outbox's backing queue is reached through its outbox alone: its settings and pause are not the page's.
         defaults = None if outbox is not None else await self.store.queue(name).defaults()
@@ -376,8 +361,8 @@ class _Dashboard(Acting):
             task=task,
             filters={"contains": contains_text or None, "task": task, "order": "reversed" if reverse else None},
             problem=problem,
-            stats=stats[0] if stats else None,
-            paused=bool(stats and stats[0].paused),
+            **counts,
+            paused=bool(stats and stats.paused),
             cancellable=not self.reading(request) and phase is not JobPhase.DEAD,
             defaults=defaults,
             settings=SETTINGS,
@@ -413,109 +398,8 @@ class _Dashboard(Acting):
             return self.render(request, "missing.html", status_code=404, page="job", job_id=job_id)
         return self.render(request, "graph.html", page="job", graph=graph, most=GRAPH_JOBS)
 
-    async def _dead_jobs(self, queue: str, most: int = DEAD_SCAN) -> AsyncIterator[JobInfo]:
-        """``queue``'s dead jobs, newest death first, up to ``most`` of them (read ``_READ`` at a time);
-        none for a name no queue can have."""
-        cursor: str | None = None
-        read = 0
-        while read < most:
-            try:
-                page = await self.store.jobs(queue, JobPhase.DEAD, limit=min(_READ, most - read), cursor=cursor)
-            except (InvalidName, InvalidArgument):
-                return
-            for job in page.jobs:
-                yield job
-            read += len(page.jobs)
-            cursor = page.cursor
-            if cursor is None:
-                return
-
-    async def _dead_groups(self, queue: str, most: int) -> tuple[list[DeadGroup], int]:
-        """``queue``'s newest ``most`` dead jobs grouped (``group_dead``), and how many were read."""
-        groups = DeadGroups(queue, GROUP_IDS_SHOWN)
-        async for job in self._dead_jobs(queue, most):
-            groups.add(job)
-        return groups.ordered(), groups.read
-
-    async def _group_ids(self, queue: str, key: str) -> tuple[DeadGroup | None, list[int]]:
-        """The group of ``queue``'s dead jobs named ``key``, and the ids of all its jobs read (newest death first)."""
-        ids: list[int] = []
-        groups = DeadGroups(queue, 0)
-        found: DeadGroup | None = None
-        async for job in self._dead_jobs(queue):
-            if group_key(*key_of(job)) == key:
-                found = groups.add(job)
-                ids.append(job.id)
-        return found, ids
-
-    async def dead(self, request: Request) -> Response:
-        only = request.query_params.get("queue") or None
-        queues = []
-        try:
-            listed = await self.store.queue_stats(only, cap=self.cap)
-        except InvalidName:
-            listed = []
-        scan = DEAD_SCAN if only else DEAD_SCAN_EACH
-        for stats in listed:
-            if stats.dead:
-                groups, read = await self._dead_groups(stats.queue, scan)
-                queues.append((stats, groups, read))
-        return self.render(request, "dead.html", page="dead", queues=queues, only=only, scan=scan)
-
-    async def dead_group(self, request: Request) -> Response:
-        """One group's dead jobs, their ids ``DEAD_GROUP_PAGE`` at a time, with its newest error in full."""
-        queue = request.query_params.get("queue", "")
-        key = request.query_params.get("key", "")
-        try:
-            number = max(1, int(request.query_params.get("page", "1")))
-        except ValueError:
-            raise HTTPException(400, "the page is not a number") from None
-        group, ids = await self._group_ids(queue, key)
-        if group is None:
-            raise HTTPException(404, f"no dead jobs of {queue} in that group (requeued, purged, or never there)")
-        pages = max(1, -(-len(ids) // DEAD_GROUP_PAGE))
-        number = min(number, pages)
-        chosen = ids[(number - 1) * DEAD_GROUP_PAGE : number * DEAD_GROUP_PAGE]
-        return self.render(
-            request, "dead_group.html", page="dead", group=group, ids=chosen, number=number, pages=pages, scan=DEAD_SCAN
-        )
-
     async def schedules(self, request: Request) -> Response:
         return await self._schedules_page(request)
-
-    async def workers(self, request: Request) -> Response:
-        """The workers seen in the last hour: live or gone, what each serves and the running jobs it holds."""
-        at = self.store.clock.now()
-        seen = await self.store.workers(GONE_WITHIN)
-        running = await self._running(await self.store.queue_stats(cap=self.cap))
-        views = worker_views(seen, running, at)
-        known = {view.worker.id for view in views}
-        unknown = [job for job in running if job.worker_id not in known]
-        return self.render(
-            request,
-            "workers.html",
-            page="workers",
-            workers=views,
-            unknown=unknown,
-            at=at,
-            live_within=WORKERS_WITHIN,
-            gone_within=GONE_WITHIN,
-            sample=RUNNING_SAMPLE,
-        )
-
-    async def locks(self, request: Request) -> Response:
-        """The locks held now, by name, ``LOCKS_PAGE`` at a time: owner, fencing token and lease end."""
-        after = request.query_params.get("after") or None
-        at = self.store.clock.now()
-        try:
-            held = await self.store.locks(limit=LOCKS_PAGE + 1, after=after)
-        except InvalidName:
-            raise HTTPException(400, "that is not a lock name to list after") from None
-        more = len(held) > LOCKS_PAGE
-        held = held[:LOCKS_PAGE]
-        next_after = held[-1].name if more else None
-        context: dict[str, Any] = {"locks": held, "at": at, "after": after, "next_after": next_after}
-        return self.render(request, "locks.html", page="locks", size=LOCKS_PAGE, **context)
 
     async def charts(self, request: Request) -> Response:
         """Runs done and failed, mean run time and mean pickup latency per point over a chosen range, of one queue
@@ -608,6 +492,9 @@ class _Dashboard(Acting):
             Route("/find", self.find, name="find"),
             Route("/jobs/{job_id:int}", self.job, name="job"),
             Route("/jobs/{job_id:int}/graph", self.job_graph, name="job_graph"),
+            Route("/fragments/dead", self.dead_fragment, name="dead_fragment"),
+            Route("/fragments/workers", self.workers_fragment, name="workers_fragment"),
+            Route("/fragments/locks", self.locks_fragment, name="locks_fragment"),
             Route("/dead", self.dead, name="dead"),
             Route("/dead/group", self.dead_group, name="dead_group"),
             Route("/schedules", self.schedules, name="schedules"),

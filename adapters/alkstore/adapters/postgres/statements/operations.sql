@@ -204,3 +204,11 @@ RETURNING id
 SELECT id, at, role, address, action, target, outcome FROM {s}.action_log
 WHERE %(before)s::bigint IS NULL OR id < %(before)s::bigint
 ORDER BY id DESC LIMIT %(limit)s
+
+-- name: purge_actions
+-- A bounded batch, lowest id first: a walk of the primary key from its start, where the oldest entries are.
+WITH gone AS (
+    DELETE FROM {s}.action_log
+     WHERE id IN (SELECT id FROM {s}.action_log WHERE at < %(before)s ORDER BY id LIMIT %(limit)s)
+    RETURNING 1)
+SELECT count(*) FROM gone

@@ -1,4 +1,4 @@
-// Refresh the pages' live fragments (the overview, a queue's counts) by short polling; without JavaScript
+// Refresh the pages' live fragments (every element with data-refresh) by short polling; without JavaScript
 // the page reads as served.
 "use strict";
 (function () {
