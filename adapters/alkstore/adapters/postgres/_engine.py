@@ -20,7 +20,6 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +31,7 @@ from alkstore.engine import Clock, StopToken, claim_order, plan_tick, redact
 from alkstore.errors import AlkstoreError, LeaseLost
 
 from . import _migrate, _rows
+from ._bookkeeping import PostgresBookkeeping
 from ._clock import DatabaseClock
 from ._connections import Connections
 from ._cursors import ClaimCursors, full_params
@@ -69,7 +69,7 @@ def open_engine(url: str, **options: Any) -> PostgresEngine:
 _ENQUEUE_CHUNK = 5000
 
 
-class PostgresEngine(port.Engine, PostgresSteps):
+class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
     """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
 
     Options: ``schema`` (default ``"alkstore"``, any name up to 63 bytes, always quoted),
@@ -681,52 +681,6 @@ class PostgresEngine(port.Engine, PostgresSteps):
     def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         rows = self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
-
-    def record_worker(
-        self,
-        worker: port.WorkerRecord,
-        throughput: Sequence[port.ThroughputRecord] = (),
-        figures: Sequence[port.TaskFiguresRecord] = (),
-    ) -> None:
-        counting = bool(throughput or figures)
-        statement = self._sql.record_worker_counting if counting else self._sql.record_worker
-        self._connections.one(statement, _rows.worker_params(worker, throughput, figures), _SCALAR)
-
-    def remove_worker(self, worker_id: str) -> bool:
-        return self._connections.one(self._sql.remove_worker, {"id": worker_id}, _SCALAR) is not None
-
-    def workers(self, since: datetime) -> list[port.WorkerRecord]:
-        return self._connections.all(self._sql.workers, {"since": since}, _rows.WORKER)
-
-    def forget_workers(self, seen_before: datetime) -> int:
-        return int(self._connections.one(self._sql.forget_workers, {"before": seen_before}, _SCALAR) or 0)
-
-    def throughput(self, since: datetime) -> list[port.ThroughputRecord]:
-        return self._connections.all(self._sql.throughput, {"since": since}, _rows.THROUGHPUT)
-
-    def purge_throughput(self, before: datetime) -> int:
-        return int(self._connections.one(self._sql.purge_throughput, {"before": before}, _SCALAR) or 0)
-
-    def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
-        params = {"since": since, "queue": queue}
-        return self._connections.all(self._sql.task_figures, params, _rows.TASK_FIGURES)
-
-    def roll_up_task_figures(self, before: datetime) -> int:
-        statement = self._sql.roll_up_task_figures
-        return int(self._connections.one(statement, {"before": before}, _SCALAR) or 0)
-
-    def purge_task_figures(self, before: datetime) -> int:
-        return int(self._connections.one(self._sql.purge_task_figures, {"before": before}, _SCALAR) or 0)
-
-    def record_action(self, action: port.NewAction) -> int:
-        return int(self._connections.one(self._sql.record_action, asdict(action), _SCALAR) or 0)
-
-    def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
-        return self._connections.all(self._sql.list_actions, {"limit": limit, "before": before}, _rows.ACTION)
-
-    def purge_actions(self, before: datetime, limit: int) -> int:
-        found = self._connections.one(self._sql.purge_actions, {"before": before, "limit": limit}, _SCALAR)
-        return int(found or 0)
 
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 

@@ -17,7 +17,6 @@ import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +28,7 @@ from alkstore.engine import Clock, StopToken, claim_order, plan_tick, redact
 from alkstore.errors import AlkstoreError, LeaseLost
 
 from . import _migrate_async, _rows
+from ._bookkeeping_async import AsyncPostgresBookkeeping
 from ._clock_async import AsyncDatabaseClock
 from ._connections_async import AsyncConnections
 from ._cursors import ClaimCursors, full_params
@@ -66,7 +66,7 @@ async def open_engine(url: str, **options: Any) -> AsyncPostgresEngine:
 _ENQUEUE_CHUNK = 5000
 
 
-class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
+class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostgresSteps):
     """Queues, leases and schedules in one PostgreSQL schema; see ``alkstore.engine.Engine``.
 
     Options: ``schema`` (default ``"alkstore"``, any name up to 63 bytes, always quoted),
@@ -678,52 +678,6 @@ class AsyncPostgresEngine(port.AsyncEngine, AsyncPostgresSteps):
     async def purge_dead_ids(self, job_ids: Sequence[int]) -> list[int]:
         rows = await self._connections.all(self._sql.purge_dead_jobs, {"ids": _rows.ids(job_ids)}, _SCALAR)
         return sorted(int(value) for value in rows)
-
-    async def record_worker(
-        self,
-        worker: port.WorkerRecord,
-        throughput: Sequence[port.ThroughputRecord] = (),
-        figures: Sequence[port.TaskFiguresRecord] = (),
-    ) -> None:
-        counting = bool(throughput or figures)
-        statement = self._sql.record_worker_counting if counting else self._sql.record_worker
-        await self._connections.one(statement, _rows.worker_params(worker, throughput, figures), _SCALAR)
-
-    async def remove_worker(self, worker_id: str) -> bool:
-        return await self._connections.one(self._sql.remove_worker, {"id": worker_id}, _SCALAR) is not None
-
-    async def workers(self, since: datetime) -> list[port.WorkerRecord]:
-        return await self._connections.all(self._sql.workers, {"since": since}, _rows.WORKER)
-
-    async def forget_workers(self, seen_before: datetime) -> int:
-        return int(await self._connections.one(self._sql.forget_workers, {"before": seen_before}, _SCALAR) or 0)
-
-    async def throughput(self, since: datetime) -> list[port.ThroughputRecord]:
-        return await self._connections.all(self._sql.throughput, {"since": since}, _rows.THROUGHPUT)
-
-    async def purge_throughput(self, before: datetime) -> int:
-        return int(await self._connections.one(self._sql.purge_throughput, {"before": before}, _SCALAR) or 0)
-
-    async def task_figures(self, since: datetime, queue: str | None = None) -> list[port.TaskFiguresRecord]:
-        params = {"since": since, "queue": queue}
-        return await self._connections.all(self._sql.task_figures, params, _rows.TASK_FIGURES)
-
-    async def roll_up_task_figures(self, before: datetime) -> int:
-        statement = self._sql.roll_up_task_figures
-        return int(await self._connections.one(statement, {"before": before}, _SCALAR) or 0)
-
-    async def purge_task_figures(self, before: datetime) -> int:
-        return int(await self._connections.one(self._sql.purge_task_figures, {"before": before}, _SCALAR) or 0)
-
-    async def record_action(self, action: port.NewAction) -> int:
-        return int(await self._connections.one(self._sql.record_action, asdict(action), _SCALAR) or 0)
-
-    async def list_actions(self, limit: int, before: int | None = None) -> list[port.ActionRecord]:
-        return await self._connections.all(self._sql.list_actions, {"limit": limit, "before": before}, _rows.ACTION)
-
-    async def purge_actions(self, before: datetime, limit: int) -> int:
-        found = await self._connections.one(self._sql.purge_actions, {"before": before, "limit": limit}, _SCALAR)
-        return int(found or 0)
 
     # -- storage upkeep (ADR 023) ---------------------------------------------------------
 
