@@ -21,6 +21,11 @@ further behind.
 The lapsed-lease probe is bounded the same way: a claim probes ``jobs_lease`` from the instant
 the last probe of the queue looked up to (a lease ending before it was seen then),
 and from the left end with every full claim.
+
+A job this engine claimed with dependents (ADR 073) may make them ready when it ends: they keep
+the ``run_at`` of their enqueue, behind any bound the claims since then moved on to, in any queue.
+So its end resets every queue, and the engine asks ``parents`` whether the acks it is about to
+write are of such jobs (the claim that follows them then runs after them, ``ack_then_claim``).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from alkstore import engine as port
 
 from ._positional import InstantArray, IntArray
 
-__all__ = ["DEFAULT_BACKSTOP", "ClaimCursors"]
+__all__ = ["DEFAULT_BACKSTOP", "ClaimCursors", "claim_params", "full_params"]
 
 #: The longest a job ready behind a cursor waits for a full claim, by default (seconds).
 DEFAULT_BACKSTOP = 1.0
@@ -54,6 +59,12 @@ LAG = 16
 BANDS = 8
 #: Jobs this engine claimed and remembers the queue of, until their end (past it, the memory starts over).
 HELD = 100_000
+#: The errors a claim's sweep writes on the jobs it buries.
+_LEASE_EXPIRED_ERROR = port.LEASE_EXPIRED_ERROR.encode()
+_JOB_EXPIRED_ERROR = port.JOB_EXPIRED_ERROR.encode()
+_MICROSECOND = timedelta(microseconds=1)
+#: What ``_held`` says of a job this engine does not hold (no queue is empty-named).
+_UNKNOWN = ("", False, False)
 #: The lower bound of a full probe of the leases: before any lease.
 _EVER = datetime.min.replace(tzinfo=UTC)
 #: The priorities a job can have (a 32-bit integer).
@@ -103,7 +114,8 @@ class ClaimCursors:
         self._full_every = self._backstop * FULL_EVERY
         self._lock = threading.Lock()
         self._queues: dict[str, _Queue] = {}
-        self._held: dict[int, tuple[str, bool]] = {}
+        #: Per job this engine claimed: its queue, whether it has an ordering key, whether it has dependents.
+        self._held: dict[int, tuple[str, bool, bool]] = {}
 
     def params(self, queue: str, now: datetime) -> dict[str, Any]:
         """The parameters of a claim of ``queue`` at ``now``: a full one when due, a wide one every backstop,
@@ -155,7 +167,7 @@ class ClaimCursors:
                 state.probed_to = now if params["full"] else max(state.probed_to, now)
             firsts: dict[int, tuple[datetime, int]] = {}
             for job in jobs:
-                self._held[job.id] = (queue, job.ordering_key is not None)
+                self._held[job.id] = (queue, job.ordering_key is not None, job.dependents > 0)
                 band = state.bands.get(job.priority)
                 key = (job.run_at, job.id)
                 if band is not None and band.firsts and key < band.bound():
@@ -179,16 +191,26 @@ class ClaimCursors:
         """The claim of ``queue`` swept: what it reclaimed or promoted may stand behind any bound."""
         self.reset([queue])
 
+    def parents(self, job_ids: Iterable[int]) -> bool:
+        """Whether some of ``job_ids`` (held by this engine, not yet ended) had dependents when claimed."""
+        with self._lock:
+            return any(self._held.get(job_id, _UNKNOWN)[2] for job_id in job_ids)
+
     def ended(self, job_ids: Iterable[int], put_back: bool = False) -> None:
         """Jobs this engine claimed ended (``put_back``: are pending again); a queue that holds the next job
-        of an ordering key they held, or a job put back, reads in full at its next claim."""
+        of an ordering key they held, or a job put back, reads in full at its next claim; every queue does
+        after the end of a job with dependents."""
         queues = []
+        parents = False
         with self._lock:
             for job_id in job_ids:
-                held = self._held.pop(job_id, None)
-                if held is not None and (put_back or held[1]):
+                held = self._held.pop(job_id, _UNKNOWN)
+                if held[0] and (put_back or held[1]):
                     queues.append(held[0])
-        if queues or put_back:
+                parents = parents or held[2]
+        if parents:
+            self.reset()
+        elif queues or put_back:
             self.reset(queues if queues else None)
 
     def reset(self, queues: Iterable[str] | None = None) -> None:
@@ -206,6 +228,22 @@ class ClaimCursors:
 def _before(at: datetime, span: timedelta) -> datetime:
     """``span`` before ``at``, or before any instant if ``at`` is nearer the beginning of time than that."""
     return at - span if at - _EVER > span else _EVER
+
+
+def claim_params(request: port.ClaimRequest) -> dict[str, Any]:
+    """The parameters of a claim of ``request`` but where it reads from (``ClaimCursors.params``,
+    ``full_params``): what claim.sql's and rates.sql's claims share, the look for what to sweep asked."""
+    return {
+        "probe": True,
+        "queue": request.queue,
+        "worker": request.worker_id,
+        "now": request.now,
+        "lease_us": request.lease // _MICROSECOND,
+        "limit": request.limit,
+        "limited": request.concurrency is not None,
+        "lease_expired_error": _LEASE_EXPIRED_ERROR,
+        "job_expired_error": _JOB_EXPIRED_ERROR,
+    }
 
 
 def full_params() -> dict[str, Any]:
