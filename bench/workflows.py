@@ -18,6 +18,10 @@ Run by hand, never from the test suite (the figures depend on the machine and it
   dependency trigger (``jobs_settle``) is dropped: what the feature costs the ack of a job nobody
   waits on. Target: at most 10 % (a ratio of at least 0.91).
 
+Another checkout's code runs the same script with ``PYTHONPATH=<checkout>/core:<checkout>/adapters``
+(e.g. ``git archive main core adapters | tar -x -C /tmp/main``): before and after a change, each
+ratio taken within its own run.
+
 Blocks alternate between the subjects of a pair, so load that comes and goes hits both alike; each
 ratio is the median of the per-run ratios.
 """
@@ -107,7 +111,8 @@ class WorkerRuns:
         self.noop = noop
         connections = store.engine._connections  # type: ignore[attr-defined]
         for name in ("one", "all", "two", "transaction", "connection"):
-            setattr(connections, name, self._counted(name, getattr(connections, name)))
+            if hasattr(connections, name):  # "two" is not in every version (another checkout on PYTHONPATH)
+                setattr(connections, name, self._counted(name, getattr(connections, name)))
 
     def _counted(self, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*args: Any, **kwargs: Any) -> Any:

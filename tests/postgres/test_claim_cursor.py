@@ -157,6 +157,20 @@ def test_a_dependent_enqueued_before_the_jobs_claimed_since_is_claimed_when_its_
     assert claim_ids(store) == [child]
 
 
+def test_the_ack_of_a_parent_whose_dependents_the_cursor_still_reaches_keeps_the_claims_on_the_cursor(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    # A chain's next job stands after its parent in claim order: no full read per step (ADR 066, 067).
+    queue = cursor_store.queue("q")
+    parent = queue.enqueue("parent")
+    child = queue.enqueue("child", EnqueueOpts(after=[parent]))
+    held = queue.claim_many("w", 1)[0]
+    assert held.id == parent
+    held.ack()
+    assert engine_of(cursor_store)._cursors.params("q", clock.now())["full"] is False
+    assert claim_ids(cursor_store) == [child]
+
+
 def test_the_claim_that_carries_a_parents_ack_takes_the_dependent_it_made_ready_in_one_round_trip(
     open_store: OpenStore,
 ) -> None:
