@@ -18,6 +18,9 @@ Run by hand, never from the test suite (the figures depend on the machine and it
   dependency trigger (``jobs_settle``) is dropped: what the feature costs the ack of a job nobody
   waits on. Target: at most 10 % (a ratio of at least 0.91).
 
+``--sqlite PATH`` runs the chain and the worker's blocks on a SQLite file instead (no trigger to
+drop there, no fan-in, and no calls counted: its engine makes no round trips).
+
 Another checkout's code runs the same script with ``PYTHONPATH=<checkout>/core:<checkout>/adapters``
 (e.g. ``git archive main core adapters | tar -x -C /tmp/main``): before and after a change, each
 ratio taken within its own run.
@@ -95,11 +98,12 @@ def independent_block(store: alkstore.Store, count: int) -> tuple[float, float]:
 class WorkerRuns:
     """A no-op task on ``QUEUE`` and a one-slot ``Worker`` draining a block of its jobs; the engine's calls counted."""
 
-    def __init__(self, store: alkstore.Store, dsn: str, schema: str) -> None:
+    def __init__(self, store: alkstore.Store, dsn: str | None, schema: str = "") -> None:
+        """``dsn`` ``None``: a store on another engine, timed until its worker stopped (which writes the acks)."""
         self.store, self.calls = store, Counter[str]()
         self.tasks = alkstore.Tasks()
         self.left, self.done = 0, threading.Event()
-        self.watch = psycopg.connect(dsn, autocommit=True)
+        self.watch = None if dsn is None else psycopg.connect(dsn, autocommit=True)
         self.count_jobs = sql.SQL("SELECT count(*) FROM {}.jobs").format(sql.Identifier(schema))
 
         @self.tasks.task("noop", queue=QUEUE)
@@ -109,8 +113,8 @@ class WorkerRuns:
                 self.done.set()
 
         self.noop = noop
-        connections = store.engine._connections  # type: ignore[attr-defined]
-        for name in ("one", "all", "two", "transaction", "connection"):
+        connections = getattr(store.engine, "_connections", None)  # PostgreSQL's; SQLite's calls are not counted
+        for name in ("one", "all", "two", "transaction", "connection") if connections else ():
             if hasattr(connections, name):  # "two" is not in every version (another checkout on PYTHONPATH)
                 setattr(connections, name, self._counted(name, getattr(connections, name)))
 
@@ -139,12 +143,14 @@ class WorkerRuns:
         started = time.perf_counter()
         thread.start()
         self.done.wait()
-        while (row := self.watch.execute(self.count_jobs).fetchone()) and row[0]:
+        while self.watch and (row := self.watch.execute(self.count_jobs).fetchone()) and row[0]:
             time.sleep(0.0005)  # durable: the last ack is in
         seconds = time.perf_counter() - started
         calls = sum(self.calls.values()) / count
         stop.cancel()
         thread.join()
+        if self.watch is None:
+            seconds = time.perf_counter() - started
         return seconds, calls
 
 
@@ -172,6 +178,29 @@ def fan_in_rounds(store: alkstore.Store, parents: int) -> tuple[int, float]:
     raise RuntimeError("the child was not claimed in 10 rounds after its last parent's ack")
 
 
+def sqlite_runs(args: argparse.Namespace) -> int:
+    """The chain against independent jobs, by the store's calls and through a worker, on a SQLite file."""
+    print(f"load before      {load_average()}")
+    with alkstore.open(f"sqlite:///{args.sqlite}") as store:
+        runs, ratios, worker_ratios = WorkerRuns(store, None), [], []
+        for repeat in range(args.repeats):
+            _, chain_run = chain_block(store, args.jobs)
+            _, alone_run = independent_block(store, args.jobs)
+            order = [True, False] if repeat % 2 else [False, True]
+            worker_runs = {chain: runs.block(args.worker_jobs, chain)[0] for chain in order}
+            ratios.append(alone_run / chain_run)
+            worker_ratios.append(worker_runs[False] / worker_runs[True])
+            print(
+                f"run {repeat + 1}: chain {args.jobs / chain_run:,.0f} jobs/s, independent {args.jobs / alone_run:,.0f}"
+                f" jobs/s; through a worker {args.worker_jobs / worker_runs[True]:,.0f} / "
+                f"{args.worker_jobs / worker_runs[False]:,.0f} jobs/s"
+            )
+    print(f"chain / independent          {statistics.median(ratios):.2f}x (target >= 0.80x)")
+    print(f"worker: chain / independent  {statistics.median(worker_ratios):.2f}x (target >= 0.80x)")
+    print(f"load after       {load_average()}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default=DEFAULT_DSN)
@@ -179,7 +208,10 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fan-in", type=int, default=10_000, help="parents of the fan-in's child (0: none)")
     parser.add_argument("--worker-jobs", type=int, default=1000, help="jobs per worker block (0: no worker run)")
+    parser.add_argument("--sqlite", metavar="PATH", help="the chain and the worker's runs on a SQLite file instead")
     args = parser.parse_args()
+    if args.sqlite:
+        return sqlite_runs(args)
     tag = uuid.uuid4().hex[:8]
     plain, bare, tasked = f"bench_deps_{tag}", f"bench_nodeps_{tag}", f"bench_tasks_{tag}"
     print(f"load before      {load_average()}")
@@ -231,7 +263,8 @@ def main() -> int:
         if worker_ratios:
             print(f"worker: chain / independent  {statistics.median(worker_ratios):.2f}x (target >= 0.80x)")
     finally:
-        runs.watch.close()
+        if runs.watch:
+            runs.watch.close()
         for store in stores.values():
             store.close()
         with psycopg.connect(args.dsn, autocommit=True) as admin:
