@@ -266,8 +266,10 @@ class Connections:
         transaction (what the server runs between two Syncs of an autocommit connection is one implicit
         transaction: both commit at the Sync, or a failure rolls both back). The second sees what the
         first wrote, its triggers' writes included, which a statement of its own would not. The rows of
-        each (the second's in binary); the row shapes differ, so each statement has a kept cursor of its own.
+        each (the second's in binary); the row shapes must differ, so each statement has a kept cursor of its own.
         """
+        if first_row is second_row:
+            raise ValueError("two statements sent together need row shapes of their own")
         conn = self._getconn()
         try:
             with conn.pipeline():
