@@ -3,7 +3,7 @@
 Run by hand, never from the test suite (the figures depend on the machine and its load)::
 
     .venv/bin/python bench/rate_limits.py claim-cost --before-src /tmp/alkstore-main [--jobs 4000] [--repeats 3]
-    .venv/bin/python bench/rate_limits.py holds [--keys 10000] [--per-key 5] [--workers 4] [--seconds 20]
+    .venv/bin/python bench/rate_limits.py holds [--keys 10000] [--per-key 5] [--per 1] [--workers 4] [--seconds 20]
 
 ``claim-cost``: claim+ack of an unlimited queue by the code of another checkout (``--before-src``,
 e.g. ``git archive main core adapters | tar -x -C /tmp/alkstore-main``) against this one, each in a
@@ -11,11 +11,15 @@ process of its own on a schema of its own, measured interleaved in blocks of 250
 and goes hits both alike): the median ratio after/before over the repeats. A limited queue of this
 checkout (a key limit that never binds: every job its own key) is measured beside them.
 
-``holds``: ``--keys`` keys, each limited to ``--per-key`` starts a second, each with more jobs than
-its limit lets start in ``--seconds``, claimed and acked by ``--workers`` threads on the database's
-clock. Every start's instant (the job's ``claimed_at``) is kept; the script prints the most starts
-of one key in any one-second window (the limit holds when that is at most ``--per-key``) and the
-starts made against what the limits allowed. Results go to ``docs/benchmarks.md`` with the load.
+``holds``: ``--keys`` keys, each limited to ``--per-key`` starts per ``--per`` seconds, each with more
+jobs than its limit lets start in ``--seconds``, claimed and acked by ``--workers`` threads on the
+database's clock. Every start's instant (the job's ``claimed_at``) is kept; the script prints the
+most starts of one key in any window of ``--per`` seconds (each window starting at a start: the
+limit holds when that is at most ``--per-key``, for every key, no tolerance), the keys and windows
+over the limit, the shortest gap between two starts of one key against the limit's spacing
+(``--per`` / ``--per-key``), and the starts made against what the limits allowed. A ``--per``
+above 1 scales the window when the machine cannot claim ``--keys`` x ``--per-key`` jobs a second:
+the limit must bind for the run to test it. Results go to ``docs/benchmarks.md`` with the load.
 """
 
 from __future__ import annotations
@@ -131,17 +135,19 @@ def holds(args: argparse.Namespace) -> None:
 
     schema = f"bench_rate_{uuid.uuid4().hex[:8]}"
     per_key = args.per_key
-    jobs_per_key = int(per_key * args.seconds * 1.5) + 1
+    jobs_per_key = int(per_key * args.seconds / args.per * 1.5) + 1
     starts: dict[str, list[datetime]] = defaultdict(list)
     lock = threading.Lock()
     print(f"load before: {load_average()}")
     with alkstore.open(args.dsn, schema=schema, migrate=True, max_size=args.workers + 1) as store:
         queue = store.queue("calls")
-        queue.configure(key_rate=alkstore.RateLimit(per_key, per=1))
-        for round_ in range(jobs_per_key):
-            batch = [({"key": k, "n": round_}, f"k{k}") for k in range(args.keys)]
-            for payload, key in batch:
-                queue.enqueue(payload, alkstore.EnqueueOpts(rate_key=key))
+        queue.configure(key_rate=alkstore.RateLimit(per_key, per=args.per))
+        filled = time.perf_counter()
+        for round_ in range(jobs_per_key):  # one transaction per round: every key's next job
+            with store.transaction() as tx:
+                for k in range(args.keys):
+                    store.enqueue_tx(tx, "calls", {"key": k, "n": round_}, alkstore.EnqueueOpts(rate_key=f"k{k}"))
+        print(f"enqueued {jobs_per_key * args.keys:,} jobs in {time.perf_counter() - filled:.0f} s")
         stop = time.monotonic() + args.seconds
 
         def work(worker: str) -> None:
@@ -165,16 +171,30 @@ def holds(args: argparse.Namespace) -> None:
         with store.transaction() as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     print(f"load after: {load_average()}")
-    worst = 0
+    worst, over_keys, over_windows, windows = 0, 0, 0, 0
+    gap = timedelta.max
+    period = timedelta(seconds=args.per)
     for times in starts.values():
         times.sort()
+        over = 0
         for i, start in enumerate(times):
-            worst = max(worst, bisect.bisect_left(times, start + timedelta(seconds=1)) - i)
+            inside = bisect.bisect_left(times, start + period) - i
+            worst = max(worst, inside)
+            over += inside > per_key
+            windows += 1
+            if i:
+                gap = min(gap, start - times[i - 1])
+        over_windows += over
+        over_keys += over > 0
     made = sum(len(times) for times in starts.values())
-    allowed = args.keys * per_key * (ended - began).total_seconds()
-    print(f"{args.keys:,} keys at {per_key}/s, {args.workers} workers, {(ended - began).total_seconds():.1f} s")
-    print(f"most starts of one key in any 1 s window: {worst} (limit {per_key})")
-    print(f"starts: {made:,} of {allowed:,.0f} the limits allowed ({made / allowed:.1%})")
+    seconds = (ended - began).total_seconds()
+    allowed = args.keys * per_key * seconds / args.per
+    print(f"{args.keys:,} keys at {per_key} per {args.per:g} s, {args.workers} workers, {seconds:.1f} s")
+    print(f"most starts of one key in any {args.per:g} s window: {worst} (limit {per_key})")
+    print(f"keys over the limit: {over_keys}; windows over it: {over_windows} of {windows:,}")
+    print(f"shortest gap between two starts of one key: {gap.total_seconds():.6f} s (spacing {args.per / per_key:g} s)")
+    print(f"keys that started: {len(starts):,}; most starts of one key: {max(map(len, starts.values()), default=0)}")
+    print(f"starts: {made:,} of {allowed:,.0f} the limits allowed ({made / allowed:.1%}), {made / seconds:,.0f}/s")
 
 
 def main() -> None:
@@ -188,6 +208,7 @@ def main() -> None:
     held.add_argument("--keys", type=int, default=10_000)
     held.add_argument("--per-key", type=int, default=5)
     held.add_argument("--workers", type=int, default=4)
+    held.add_argument("--per", type=float, default=1, help="the limit's period, seconds")
     held.add_argument("--seconds", type=float, default=20)
     one = commands.add_parser("child")
     one.add_argument("--jobs", type=int, required=True)

@@ -91,6 +91,23 @@ def test_a_retried_parent_still_holds_its_child_until_it_succeeds(deps: Store, c
     assert must_claim(deps.queue("q")).id == child
 
 
+def test_a_child_enqueued_long_before_is_claimed_at_the_first_claim_after_its_parents_ack(
+    deps: Store, clock: ManualClock
+) -> None:
+    # The claims since the child's enqueue took newer jobs: the child, ready now, stands behind them in
+    # claim order, where a claim reading on from the jobs it took last would not look (ADR 061).
+    queue = deps.queue("q")
+    parent = queue.enqueue("parent")
+    child = queue.enqueue("child", after(parent))
+    clock.advance(120)
+    newer = queue.enqueue("newer")
+    held = must_claim(queue)
+    assert held.id == parent
+    assert must_claim(queue).id == newer
+    held.ack()
+    assert must_claim(queue).id == child
+
+
 def test_enqueue_refuses_an_unknown_parent_and_writes_nothing(deps: Store) -> None:
     known = deps.queue("q").enqueue("known")
     with pytest.raises(UnknownParent, match="999999"):

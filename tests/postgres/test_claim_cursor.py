@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from datetime import timedelta
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -19,7 +19,7 @@ import pytest
 import alkstore
 from alkstore import EnqueueOpts, ManualClock, StopToken, Store
 from alkstore.adapters.postgres._cursors import FULL_EVERY
-from alkstore.engine import ClaimRequest
+from alkstore.engine import ClaimRequest, Held
 
 from .conftest import OpenStore, engine_of
 
@@ -123,6 +123,73 @@ def test_the_next_job_of_an_ordering_key_is_claimed_when_the_one_before_is_acked
     move_the_cursor(cursor_store, clock)
     held.ack()
     assert claim_ids(cursor_store) == [second]
+
+
+def record_calls(call: Callable[..., Any], calls: list[object]) -> Callable[..., Any]:
+    """``call``, noting each call in ``calls``."""
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return call(*args, **kwargs)
+
+    return recorded
+
+
+def behind_the_server(open_store: OpenStore) -> tuple[Store, ManualClock]:
+    """A store whose clock stands a day behind the server's: a dependent its parent's ack makes ready is
+    promoted to pending (one whose run_at were ahead of the server's clock would be delayed, and the
+    claim's probe for due delayed jobs would find it whatever the cursor)."""
+    clock = ManualClock(datetime.now(UTC) - timedelta(days=1))
+    return open_store(clock=clock, claim_backstop=HOUR), clock
+
+
+def test_a_dependent_enqueued_before_the_jobs_claimed_since_is_claimed_when_its_parent_is_acked(
+    open_store: OpenStore,
+) -> None:
+    store, clock = behind_the_server(open_store)
+    queue = store.queue("q")
+    parent = queue.enqueue("parent")
+    child = queue.enqueue("child", EnqueueOpts(after=[parent]))
+    held = queue.claim_many("w", 1)[0]
+    assert held.id == parent
+    move_the_cursor(store, clock)
+    held.ack()
+    assert claim_ids(store) == [child]
+
+
+def test_the_ack_of_a_parent_whose_dependents_the_cursor_still_reaches_keeps_the_claims_on_the_cursor(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    # A chain's next job stands after its parent in claim order: no full read per step (ADR 066, 067).
+    queue = cursor_store.queue("q")
+    parent = queue.enqueue("parent")
+    child = queue.enqueue("child", EnqueueOpts(after=[parent]))
+    held = queue.claim_many("w", 1)[0]
+    assert held.id == parent
+    held.ack()
+    assert engine_of(cursor_store)._cursors.params("q", clock.now())["full"] is False
+    assert claim_ids(cursor_store) == [child]
+
+
+def test_the_claim_that_carries_a_parents_ack_takes_the_dependent_it_made_ready_in_one_round_trip(
+    open_store: OpenStore,
+) -> None:
+    # A statement does not see its triggers' writes: the claim after the ack is a second statement, sent
+    # with it in one pipeline (ADR 073).
+    store, clock = behind_the_server(open_store)
+    queue = store.queue("q")
+    parent = queue.enqueue("parent")
+    child = queue.enqueue("child", EnqueueOpts(after=[parent]))
+    held = queue.claim_many("w", 1)[0]
+    move_the_cursor(store, clock)
+    engine = engine_of(store)
+    pipelines: list[object] = []
+    engine._connections.two = record_calls(engine._connections.two, pipelines)  # type: ignore[method-assign]
+    request = ClaimRequest(queue="q", worker_id="w", now=clock.now(), lease=timedelta(seconds=300), limit=1)
+    stale, claimed = engine.ack_and_claim([Held(held.id, held.fence)], request)
+    assert (stale, [job.id for job in claimed], len(pipelines)) == ([], [child], 1)
+    assert store.get_job(parent) is None
+    assert engine.ack([Held(child, claimed[0].fence)]) == []  # the module's schema is left with no job
 
 
 def test_a_lapsed_lease_is_reclaimed_by_a_claim_from_the_cursor(cursor_store: Store, clock: ManualClock) -> None:

@@ -11,7 +11,9 @@ import uuid
 
 import psycopg
 import pytest
+from psycopg.rows import scalar_row, tuple_row
 
+import alkstore
 from alkstore import ManualClock
 from tests._claimer import Claimer
 from tests.support import must_claim
@@ -97,3 +99,23 @@ def test_a_store_holds_at_most_max_size_plus_listen_max_size_connections(
 def test_the_connection_bound_is_the_sum_of_the_two_pools(open_store: OpenStore, clock: ManualClock) -> None:
     assert engine_of(open_store(clock=clock, max_size=3)).max_connections == 6  # listen_max_size: max_size
     assert engine_of(open_store(clock=clock, max_size=3, listen_max_size=1)).max_connections == 4
+
+
+def test_two_statements_sent_together_commit_together_or_not_at_all(
+    open_store: OpenStore, clock: ManualClock, pg_dsn: str
+) -> None:
+    # The pipelined ack and claim (ADR 073) are one transaction: a failing second statement takes the first back.
+    store = open_store(clock=clock)
+    connections = engine_of(store)._connections
+    table = f"two_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE TABLE "{table}" (n integer)')
+        try:
+            insert, count = f'INSERT INTO "{table}" VALUES (%(n)s) RETURNING n', f'SELECT count(*) FROM "{table}"'
+            assert connections.two(insert, {"n": 1}, scalar_row, count, {}, tuple_row) == ([1], [(1,)])
+            with pytest.raises(alkstore.DatabaseError):
+                connections.two(insert, {"n": 2}, scalar_row, "SELECT 1 / %(zero)s", {"zero": 0}, tuple_row)
+            assert admin.execute(f'SELECT array_agg(n) FROM "{table}"').fetchone() == ([1],)
+            assert store.queue("q").claim("w") is None
+        finally:
+            admin.execute(f'DROP TABLE "{table}"')

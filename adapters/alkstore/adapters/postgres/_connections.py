@@ -53,6 +53,7 @@ __all__ = [
 log = logging.getLogger("alkstore.postgres")
 
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 #: ``select.poll`` where the platform has it (the pools' check falls back to a round trip).
 _POLL = getattr(select, "poll", None)
 #: Wall seconds a parked claim gives a new listening connection to connect and serve a first round
@@ -251,6 +252,34 @@ class Connections:
     ) -> list[_R]:
         """Run one statement on a pooled connection; all its rows."""
         return self._run(statement, params, row, binary, psycopg.Cursor.fetchall)  # type: ignore[no-any-return]
+
+    def two(
+        self,
+        first: str,
+        first_params: Mapping[str, Any],
+        first_row: BaseRowFactory[_R],
+        second: str,
+        second_params: Mapping[str, Any],
+        second_row: BaseRowFactory[_T],
+    ) -> tuple[list[_R], list[_T]]:
+        """Run two statements on a pooled connection in one pipeline: sent together, one round trip, and one
+        transaction (what the server runs between two Syncs of an autocommit connection is one implicit
+        transaction: both commit at the Sync, or a failure rolls both back). The second sees what the
+        first wrote, its triggers' writes included, which a statement of its own would not. The rows of
+        each (the second's in binary); the row shapes must differ, so each statement has a kept cursor of its own.
+        """
+        if first_row is second_row:
+            raise ValueError("two statements sent together need row shapes of their own")
+        conn = self._getconn()
+        try:
+            with conn.pipeline():
+                one = conn.run(first, first_params, first_row)
+                two = conn.run(second, second_params, second_row, binary=True)
+            return one.fetchall(), two.fetchall()
+        except psycopg.Error as exc:
+            raise_translated(exc)
+        finally:
+            self.pool.putconn(conn)
 
     def _run(
         self,

@@ -53,6 +53,7 @@ __all__ = [
 log = logging.getLogger("alkstore.postgres")
 
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 #: ``select.poll`` where the platform has it (the pools' check falls back to a round trip).
 _POLL = getattr(select, "poll", None)
 #: Wall seconds a parked claim gives a new listening connection to connect and serve a first round
@@ -251,6 +252,34 @@ class AsyncConnections:
     ) -> list[_R]:
         """Run one statement on a pooled connection; all its rows."""
         return await self._run(statement, params, row, binary, psycopg.AsyncCursor.fetchall)  # type: ignore[no-any-return]
+
+    async def two(
+        self,
+        first: str,
+        first_params: Mapping[str, Any],
+        first_row: BaseRowFactory[_R],
+        second: str,
+        second_params: Mapping[str, Any],
+        second_row: BaseRowFactory[_T],
+    ) -> tuple[list[_R], list[_T]]:
+        """Run two statements on a pooled connection in one pipeline: sent together, one round trip, and one
+        transaction (what the server runs between two Syncs of an autocommit connection is one implicit
+        transaction: both commit at the Sync, or a failure rolls both back). The second sees what the
+        first wrote, its triggers' writes included, which a statement of its own would not. The rows of
+        each (the second's in binary); the row shapes must differ, so each statement has a kept cursor of its own.
+        """
+        if first_row is second_row:
+            raise ValueError("two statements sent together need row shapes of their own")
+        conn = await self._getconn()
+        try:
+            async with conn.pipeline():
+                one = await conn.run(first, first_params, first_row)
+                two = await conn.run(second, second_params, second_row, binary=True)
+            return await one.fetchall(), await two.fetchall()
+        except psycopg.Error as exc:
+            raise_translated(exc)
+        finally:
+            await self.pool.putconn(conn)
 
     async def _run(
         self,

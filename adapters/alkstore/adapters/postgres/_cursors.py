@@ -21,6 +21,15 @@ further behind.
 The lapsed-lease probe is bounded the same way: a claim probes ``jobs_lease`` from the instant
 the last probe of the queue looked up to (a lease ending before it was seen then),
 and from the left end with every full claim.
+
+A job this engine claimed with dependents (ADR 073) may make them ready when it ends, in any
+queue. A dependent was enqueued after its parent, so its key (``run_at``, id) is at or after the
+parent's (``enqueued_at``, id): a band whose bound is not past that finds it. So the end of such
+a job resets each queue with a band whose bound is past it (its next claim reads in full), and
+no other: a chain's next job is found from the cursor. (A dependent given a ``run_at`` before its
+parent's enqueue is left to the backstop, as any job enqueued with a past ``run_at`` is.) The
+engine asks ``parents`` whether the acks it is about to write are of such jobs (the claim it
+sends with them then runs after them).
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from alkstore import engine as port
 
 from ._positional import InstantArray, IntArray
 
-__all__ = ["DEFAULT_BACKSTOP", "ClaimCursors"]
+__all__ = ["DEFAULT_BACKSTOP", "ClaimCursors", "claim_params", "full_params"]
 
 #: The longest a job ready behind a cursor waits for a full claim, by default (seconds).
 DEFAULT_BACKSTOP = 1.0
@@ -54,6 +63,12 @@ LAG = 16
 BANDS = 8
 #: Jobs this engine claimed and remembers the queue of, until their end (past it, the memory starts over).
 HELD = 100_000
+#: The errors a claim's sweep writes on the jobs it buries.
+_LEASE_EXPIRED_ERROR = port.LEASE_EXPIRED_ERROR.encode()
+_JOB_EXPIRED_ERROR = port.JOB_EXPIRED_ERROR.encode()
+_MICROSECOND = timedelta(microseconds=1)
+#: What ``_held`` says of a job this engine does not hold (no queue is empty-named).
+_UNKNOWN: tuple[str, bool, tuple[datetime, int] | None] = ("", False, None)
 #: The lower bound of a full probe of the leases: before any lease.
 _EVER = datetime.min.replace(tzinfo=UTC)
 #: The priorities a job can have (a 32-bit integer).
@@ -98,6 +113,10 @@ class _Queue:
     #: Counts the resets: a full claim that began before the last one does not make the cursor current again.
     resets: int = 0
 
+    def past(self, key: tuple[datetime, int]) -> bool:
+        """Whether a claim from this queue's cursor may not read as far back as ``key``, in some band."""
+        return any(band.newest is not None and band.bound() > key for band in self.bands.values())
+
     def ahead_of(self, now: datetime) -> bool:
         """Whether a band's newest job is later than ``now``: the claims' clock went back, the bounds are void."""
         return any(band.newest is not None and band.newest > now for band in self.bands.values())
@@ -111,7 +130,9 @@ class ClaimCursors:
         self._full_every = self._backstop * FULL_EVERY
         self._lock = threading.Lock()
         self._queues: dict[str, _Queue] = {}
-        self._held: dict[int, tuple[str, bool]] = {}
+        #: Per job this engine claimed: its queue, whether it has an ordering key, and if it has dependents, the
+        #: key no dependent of it stands before: its (enqueued_at, id).
+        self._held: dict[int, tuple[str, bool, tuple[datetime, int] | None]] = {}
 
     def params(self, queue: str, now: datetime) -> dict[str, Any]:
         """The parameters of a claim of ``queue`` at ``now``: a full one when due, a wide one every backstop,
@@ -154,7 +175,8 @@ class ClaimCursors:
                 state.probed_to = now if params["full"] else max(state.probed_to, now)
             firsts: dict[int, tuple[datetime, int]] = {}
             for job in jobs:
-                self._held[job.id] = (queue, job.ordering_key is not None)
+                parent = (job.enqueued_at, job.id) if job.dependents else None
+                self._held[job.id] = (queue, job.ordering_key is not None, parent)
                 band = state.bands.get(job.priority)
                 key = (job.run_at, job.id)
                 if band is not None and band.lowest is not None and key < band.bound():
@@ -178,15 +200,23 @@ class ClaimCursors:
         """The claim of ``queue`` swept: what it reclaimed or promoted may stand behind any bound."""
         self.reset([queue])
 
+    def parents(self, job_ids: Iterable[int]) -> bool:
+        """Whether some of ``job_ids`` (held by this engine, not yet ended) had dependents when claimed."""
+        with self._lock:
+            return any(self._held.get(job_id, _UNKNOWN)[2] is not None for job_id in job_ids)
+
     def ended(self, job_ids: Iterable[int], put_back: bool = False) -> None:
         """Jobs this engine claimed ended (``put_back``: are pending again); a queue that holds the next job
-        of an ordering key they held, or a job put back, reads in full at its next claim."""
+        of an ordering key they held, or a job put back, reads in full at its next claim, and so does one
+        whose cursor stands past where a dependent of theirs may be."""
         queues = []
         with self._lock:
             for job_id in job_ids:
-                held = self._held.pop(job_id, None)
-                if held is not None and (put_back or held[1]):
+                held = self._held.pop(job_id, _UNKNOWN)
+                if held[0] and (put_back or held[1]):
                     queues.append(held[0])
+                if held[2] is not None:
+                    queues += [name for name, state in self._queues.items() if state.past(held[2])]
         if queues or put_back:
             self.reset(queues if queues else None)
 
@@ -205,6 +235,22 @@ class ClaimCursors:
 def _before(at: datetime, span: timedelta) -> datetime:
     """``span`` before ``at``, or before any instant if ``at`` is nearer the beginning of time than that."""
     return at - span if at - _EVER > span else _EVER
+
+
+def claim_params(request: port.ClaimRequest) -> dict[str, Any]:
+    """The parameters of a claim of ``request`` but where it reads from (``ClaimCursors.params``,
+    ``full_params``): what claim.sql's and rates.sql's claims share, the look for what to sweep asked."""
+    return {
+        "probe": True,
+        "queue": request.queue,
+        "worker": request.worker_id,
+        "now": request.now,
+        "lease_us": request.lease // _MICROSECOND,
+        "limit": request.limit,
+        "limited": request.concurrency is not None,
+        "lease_expired_error": _LEASE_EXPIRED_ERROR,
+        "job_expired_error": _JOB_EXPIRED_ERROR,
+    }
 
 
 def full_params() -> dict[str, Any]:

@@ -34,7 +34,7 @@ from . import _migrate, _rows
 from ._bookkeeping import PostgresBookkeeping
 from ._clock import DatabaseClock
 from ._connections import Connections
-from ._cursors import ClaimCursors, full_params
+from ._cursors import ClaimCursors, claim_params, full_params
 from ._dependencies import has_parents, insert_with_parents, relink_requeued, with_links
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
@@ -51,9 +51,6 @@ log = logging.getLogger("alkstore.postgres")
 
 #: Queue channel names remembered per engine before the memo starts over.
 _CHANNEL_CACHE_SIZE = 4096
-#: The sweeps' error texts as stored (UTF-8), encoded once.
-_LEASE_EXPIRED_ERROR = port.LEASE_EXPIRED_ERROR.encode()
-_JOB_EXPIRED_ERROR = port.JOB_EXPIRED_ERROR.encode()
 _SCALAR: BaseRowFactory[Any] = scalar_row
 
 
@@ -386,29 +383,31 @@ class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
     ) -> tuple[list[port.Held], list[port.JobRecord]]:
         if request.rate is not None or request.key_rate is not None:
             return (self.ack(acks) if acks else []), self._claim_rated(request)
-        params: dict[str, Any] = {
-            **self._cursors.params(request.queue, request.now),
-            "probe": True,
-            "queue": request.queue,
-            "worker": request.worker_id,
-            "now": request.now,
-            "lease_us": _rows.micros(request.lease),
-            "limit": request.limit,
-            "limited": request.concurrency is not None,
-            "lease_expired_error": _LEASE_EXPIRED_ERROR,
-            "job_expired_error": _JOB_EXPIRED_ERROR,
-        }
-        stale: list[port.Held] = []
-        if acks:
-            self._cursors.ended(pair.job_id for pair in acks)
-            keeping = _keeping(acks)
-            params.update(_rows.keeping_params(acks) if keeping else _rows.fenced_params(acks))
-            statement = self._sql.ack_keeping_and_claim if keeping else self._sql.ack_and_claim
-            rows: list[Any] = self._connections.all(statement, params, _rows.CLAIM_ROW, binary=True)
-            stale = _stale(acks, [row for row in rows if isinstance(row, int)])
-            rows = [row for row in rows if not isinstance(row, int)]
-        else:
+        params = {**self._cursors.params(request.queue, request.now), **claim_params(request)}
+        if not acks:
             rows = self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
+            return [], self._claimed(request, params, rows)
+        parents = self._cursors.parents(pair.job_id for pair in acks)
+        self._cursors.ended(pair.job_id for pair in acks)
+        keeping = _keeping(acks)
+        ack_params = _rows.keeping_params(acks) if keeping else _rows.fenced_params(acks)
+        if parents:  # ADR 073: the claim a statement after the ack (one transaction, one round trip), so it sees
+            # the dependents the ack's trigger made ready; its cursor read after the reset, so in full
+            params = {**self._cursors.params(request.queue, request.now), **claim_params(request)}
+            ack = self._sql.ack_keeping if keeping else self._sql.ack_many
+            acked, rows = self._connections.two(
+                ack, ack_params, _SCALAR, self._sql.claim, params, _rows.JOB_OR_SWEPT
+            )
+            return _stale(acks, acked), self._claimed(request, params, rows)
+        statement = self._sql.ack_keeping_and_claim if keeping else self._sql.ack_and_claim
+        found = self._connections.all(statement, {**params, **ack_params}, _rows.CLAIM_ROW, binary=True)
+        stale = _stale(acks, [row for row in found if isinstance(row, int)])
+        return stale, self._claimed(request, params, [row for row in found if not isinstance(row, int)])
+
+    def _claimed(
+        self, request: port.ClaimRequest, params: dict[str, Any], rows: list[Any]
+    ) -> list[port.JobRecord]:
+        """The jobs a claim with ``params`` took (``rows``; ``None``: it swept, and runs again), in claim order."""
         if None in rows:  # the statement swept instead of claiming: claim again, in full, without the probe
             self._cursors.claimed(request.queue, request.now, params, ())
             self._cursors.swept(request.queue)
@@ -417,12 +416,11 @@ class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
         claimed = [row for row in rows if row is not None]
         claimed.sort(key=claim_order)
         self._cursors.claimed(request.queue, request.now, params, claimed)
-        return stale, claimed
+        return claimed
 
     def _claim_rated(self, request: port.ClaimRequest) -> list[port.JobRecord]:
         """The claim of a queue with a rate limit (ADR 070): read in full, each start counted as it is taken."""
-        params = {**rated_claim_params(request), **full_params(), "probe": True}
-        params.update(lease_expired_error=_LEASE_EXPIRED_ERROR, job_expired_error=_JOB_EXPIRED_ERROR)
+        params = rated_claim_params(request)
         rows = self._connections.all(self._sql.claim_rated, params, _rows.JOB_OR_SWEPT, binary=True)
         if None in rows:  # it swept instead: claim again, without the probe
             self._cursors.swept(request.queue)

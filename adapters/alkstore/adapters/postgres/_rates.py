@@ -8,6 +8,8 @@ from typing import Any
 
 from alkstore import engine as port
 
+from ._cursors import claim_params, full_params
+
 __all__ = ["rate_limit", "rate_params", "rated_claim_params"]
 
 _MICROSECOND = timedelta(microseconds=1)
@@ -30,14 +32,10 @@ def _every_us(limit: port.RateLimit | None) -> int | None:
 
 
 def rated_claim_params(request: port.ClaimRequest) -> dict[str, Any]:
-    """A claim of a queue with a rate limit as the parameters of ``claim_rated`` (but the sweep's errors)."""
+    """A claim of a queue with a rate limit as the parameters of ``claim_rated`` (read in full, ADR 070)."""
     return {
-        "queue": request.queue,
-        "worker": request.worker_id,
-        "now": request.now,
-        "lease_us": request.lease // _MICROSECOND,
-        "limit": request.limit,
-        "limited": request.concurrency is not None,
+        **claim_params(request),
+        **full_params(),
         "every_us": _every_us(request.rate),
         "key_every_us": _every_us(request.key_rate),
     }
