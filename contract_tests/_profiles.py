@@ -1,7 +1,7 @@
 """Hypothesis profiles of the contract suite: ``ci`` (the default) and ``deep`` (``HYPOTHESIS_PROFILE=deep``).
 
 ``ci`` keeps the whole suite, on every engine in both runtimes, to a few minutes on a small machine:
-a property runs once per engine and runtime, so 75 examples each are 450 a run (docs/development.md);
+a property runs once per engine and runtime, so 40 examples each are 240 a run (docs/development.md);
 ``deep`` is for long runs by hand. Each property scales the profile's example count by a weight
 reflecting its cost (``sized``), so one knob sizes the suite. Deadlines are off: a
 property that talks to a database is slow for reasons that are not bugs.
@@ -21,7 +21,7 @@ _COMMON = settings(
     print_blob=True,
 )
 
-settings.register_profile("ci", _COMMON, max_examples=75, stateful_step_count=30)
+settings.register_profile("ci", _COMMON, max_examples=40, stateful_step_count=30)
 settings.register_profile(
     "deep",
     _COMMON,

@@ -29,6 +29,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "enqueue_graph_tx": lambda s, h: s.enqueue_graph_tx(h["tx"], h["graph"]),
     "get_job": lambda s, h: s.get_job(h["pending_id"]),
     "requeue_dead": lambda s, h: s.requeue_dead(h["dead_id"]),
+    "skip_step": lambda s, h: s.skip_step(h["pending_id"], "charge", "ch_1"),
     "try_lock": lambda s, h: s.try_lock("free", "owner", 10),
     "schedule": lambda s, h: s.schedule("s2", "@every 1m", "q"),
     "schedule_many": lambda s, h: s.schedule_many([alkstore.ScheduleEntry("s3", "@every 1m", "q")]),

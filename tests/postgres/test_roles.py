@@ -242,9 +242,10 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert sorted(job.id for job in claimed) == sorted([in_tx, own_tx])
     store.ack_many(claimed)
 
-    # Steps, a transactional step, a sleep, an event's wait and its emits (ADR 069).
+    # Steps, a transactional step, a sleep, an event's wait and its emits (ADR 069), a step skipped (ADR 077).
     flows = store.queue("flows")
     flow_id = flows.enqueue("order")
+    assert store.skip_step(flow_id, "verify", "ok") is alkstore.JobState.PENDING
     job = must_claim(flows, "w1")
     assert job.step("charge", lambda: "ch_1") == "ch_1"
     with job.step_tx("invoice") as step:

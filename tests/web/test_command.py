@@ -51,6 +51,7 @@ def test_it_listens_on_loopback_port_8080_by_default(served: list[dict[str, Any]
         "/actions/resume/{queue:path}",
         "/actions/settings/{queue:path}",
         "/jobs/{job_id:int}/cancel",
+        "/jobs/{job_id:int}/skip-step",
         "/actions/schedules",
         "/actions/unschedule/{schedule:path}",
         "/actions/fire/{schedule:path}",
