@@ -294,7 +294,9 @@ def test_a_migration_rolled_back_to_break_a_deadlock_is_tried_again_and_applied_
     last = _migrate.migrations()[-1]
     db.execute(sql.SQL("DELETE FROM {} WHERE version = %s").format(table(pg_schema, "schema_version")), [last.version])
     # What the last version made (its triggers, functions, tables and columns, whatever its number), undone.
-    for name, on in re.findall(r"^CREATE TRIGGER (\w+) .*? ON (\w+)", last.text, re.MULTILINE | re.DOTALL):
+    for name, on in re.findall(
+        r"^CREATE (?:CONSTRAINT )?TRIGGER (\w+) .*? ON (\w+)", last.text, re.MULTILINE | re.DOTALL
+    ):
         db.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(name), table(pg_schema, on)))
     for kind, name in re.findall(r"^CREATE (TABLE|FUNCTION) (\w+)", last.text, re.MULTILINE)[::-1]:
         db.execute(sql.SQL("DROP {} {}").format(sql.SQL(kind), sql.Identifier(pg_schema, name)))

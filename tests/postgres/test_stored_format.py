@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -47,6 +47,7 @@ MIGRATIONS = [
     (15, "dependencies"),
     (16, "task_figures"),
     (17, "workflow_gaps"),
+    (18, "lighter_acks"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -329,6 +330,8 @@ FUNCTIONS = {
     "promote_15(p_children bigint[])": "void",
     f"follow_parent_15(p_child bigint, p_parent bigint, p_died_at {_TS})": "void",
     "settle_15()": "trigger",
+    "settle_18()": "trigger",
+    "wake_18()": "trigger",
     "keep_on_death_17()": "trigger",
     "unlink_dead_17()": "trigger",
     "unlink_dead_15()": "trigger",
