@@ -154,6 +154,16 @@ def test_a_dead_parents_dependents_follow_their_own_policies_transitively(deps: 
     assert [job.id for job in q.claim_many("w", 10)] == [runs, under_cancelled, bystander]
 
 
+def test_a_dependent_keeps_its_rate_key_waiting_running_and_dead(deps: Store) -> None:
+    q = deps.queue("q")
+    parent = q.enqueue("parent")
+    child = q.enqueue("child", EnqueueOpts(after=[parent], on_parent_failure="die", rate_key="customer:a"))
+    assert must_get(deps, child).rate_key == "customer:a"
+    must_claim(q).fail("no")
+    dead = must_get(deps, child)
+    assert (dead.state, dead.rate_key) == (JobState.DEAD, "customer:a")
+
+
 def test_a_cancelled_parent_cancels_its_waiting_dependents(deps: Store) -> None:
     parent = deps.queue("q").enqueue("parent")
     child = deps.queue("q").enqueue("child", after(parent))

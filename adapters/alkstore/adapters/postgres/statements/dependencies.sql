@@ -21,17 +21,18 @@ LEFT JOIN {s}.dead_jobs AS d ON d.id = p.id
 LEFT JOIN {s}.results AS r ON r.id = p.id
 
 -- name: enqueue_dependent
--- A job with parents: 'waiting' while any of them is live (parents_left), else as any new job; in
--- the same statement its rows of job_dependencies, one per parent in the order named, each as the
--- enqueue found it (none when its unique key is held: the holder stands in for it).
+-- A job with parents: 'waiting' while any of them is live (parents_left), else as any new job (its
+-- rate_key kept, as enqueue_keyed keeps it); in the same statement its rows of job_dependencies, one
+-- per parent in the order named, each as the enqueue found it (none when its unique key is held:
+-- the holder stands in for it).
 WITH new AS (
     INSERT INTO {s}.jobs (queue, payload, state, priority, run_at, expires_at, max_attempts,
                           visibility_us, task, trace, enqueued_at, unique_key, unique_running,
-                          parents_left, on_parent_failure)
+                          parents_left, on_parent_failure, rate_key)
     VALUES (%(queue)s, %(payload)s,
             CASE WHEN %(parents_left)s::integer > 0 THEN 'waiting' ELSE {state_at: %(run_at)s::timestamptz} END,
             %(priority)s, %(run_at)s, %(expires_at)s, %(max_attempts)s, %(visibility_us)s, %(task)s, %(trace)s,
-            %(now)s, %(unique_key)s, %(unique_running)s, %(parents_left)s, %(on_parent_failure)s)
+            %(now)s, %(unique_key)s, %(unique_running)s, %(parents_left)s, %(on_parent_failure)s, %(rate_key)s)
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id, state),
 linked AS (

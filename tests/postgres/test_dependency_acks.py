@@ -1,0 +1,168 @@
+"""A parent's ack on PostgreSQL: who is woken for the dependents it made ready, and what a burial keeps.
+
+The promotion runs in the ack's transaction (ADR 073); its ``NOTIFY`` is sent at commit, only for a
+child still pending then (migration 18): the claim a worker's ack carries may have taken it. These
+tests listen on the queues' channels, or park a claim that only a notice can wake.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from alkstore import EnqueueOpts, ManualClock, ParentFailure, Store
+from alkstore.engine import ClaimRequest, Held
+from tests._claimer import Claimer
+
+from .conftest import PATIENCE, OpenStore, engine_of, table
+
+pytestmark = pytest.mark.postgres
+
+HOUR = 3600.0
+MARKER = "marker"
+
+
+def unique(prefix: str) -> str:
+    """A queue name no other test of the module uses (the module shares one schema)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A frozen clock a day behind the server's: a promoted child is pending at once (its run_at has
+    come by the database's clock), and a parked claim ends only when something wakes it."""
+    return ManualClock(datetime.now(UTC) - timedelta(days=1))
+
+
+@pytest.fixture
+def store(open_store: OpenStore, clock: ManualClock) -> Store:
+    return open_store(clock=clock, claim_backstop=HOUR)
+
+
+def channel(db: psycopg.Connection[Any], schema: str, queue: str) -> str:
+    row = db.execute(sql.SQL("SELECT {}.channel(%s, %s)").format(sql.Identifier(schema)), [schema, queue]).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def heard_before_the_marker(db: psycopg.Connection[Any], listener: psycopg.Connection[Any], name: str) -> int:
+    """How many notices ``name``'s channel got before a marker sent now: notices of committed transactions
+    arrive in commit order, so the marker closes the count without waiting for an absence."""
+    db.execute("SELECT pg_notify(%s, %s)", [name, MARKER])
+    heard = 0
+    for note in listener.notifies(timeout=PATIENCE):
+        if note.channel == name and note.payload == MARKER:
+            return heard
+        heard += note.channel == name
+    raise AssertionError("the marker never arrived")
+
+
+def ack_carrying_a_claim(store: Store, clock: ManualClock, parent: Held, queue: str, limit: int = 1) -> list[int]:
+    """A worker's ack of ``parent`` carrying its next claim on ``queue`` (the pipelined ack, then claim)."""
+    request = ClaimRequest(queue=queue, worker_id="w", now=clock.now(), lease=timedelta(seconds=300), limit=limit)
+    stale, claimed = engine_of(store).ack_and_claim([parent], request)
+    assert stale == []
+    return [int(job.id) for job in claimed]
+
+
+def test_a_child_the_acking_workers_claim_takes_is_announced_to_nobody(
+    store: Store, clock: ManualClock, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str
+) -> None:
+    name = unique("chain")
+    queue = store.queue(name)
+    parent = queue.enqueue("parent")
+    child = queue.enqueue("child", EnqueueOpts(after=[parent]))
+    held = queue.claim_many("w", 1)[0]
+    heard = channel(db, pg_module_schema, name)
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(heard)))
+        assert ack_carrying_a_claim(store, clock, Held(held.id, held.fence), name) == [child]
+        assert heard_before_the_marker(db, listener, heard) == 0
+
+
+def test_a_child_in_another_queue_wakes_a_worker_parked_there(
+    store: Store, clock: ManualClock, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str
+) -> None:
+    here, there = unique("parent"), unique("child")
+    parent = store.queue(here).enqueue("parent")
+    child = store.queue(there).enqueue("child", EnqueueOpts(after=[parent]))
+    held = store.queue(here).claim_many("w", 1)[0]
+    parked = Claimer(store, there)
+    assert ack_carrying_a_claim(store, clock, Held(held.id, held.fence), here) == []
+    assert parked.acked().id == child
+
+
+def test_a_child_the_acking_workers_full_claim_leaves_wakes_a_worker_parked_on_its_queue(
+    store: Store, clock: ManualClock, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str
+) -> None:
+    name = unique("fan")
+    queue = store.queue(name)
+    parent = queue.enqueue("parent")
+    children = [queue.enqueue(n, EnqueueOpts(after=[parent])) for n in range(2)]
+    held = queue.claim_many("w", 1)[0]
+    parked = Claimer(store, name)
+    taken = ack_carrying_a_claim(store, clock, Held(held.id, held.fence), name, limit=1)
+    assert len(taken) == 1
+    assert sorted([*taken, int(parked.acked().id)]) == children
+
+
+def test_a_parent_acked_through_the_store_wakes_a_worker_parked_on_its_childs_queue(store: Store) -> None:
+    name = unique("store-ack")
+    queue = store.queue(name)
+    parent = queue.enqueue("parent")
+    child = queue.enqueue("child", EnqueueOpts(after=[parent]))
+    held = queue.claim_many("w", 1)[0]
+    parked = Claimer(store, name)
+    held.ack()
+    assert parked.acked().id == child
+
+
+def test_a_fan_in_child_is_announced_once_its_last_parent_is_acked(
+    store: Store, clock: ManualClock, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str
+) -> None:
+    name, other = unique("fan-in"), unique("parents")
+    parents = [store.queue(other).enqueue(n) for n in range(2)]
+    store.queue(name).enqueue("child", EnqueueOpts(after=parents))
+    first, last = store.queue(other).claim_many("w", 2)
+    heard = channel(db, pg_module_schema, name)
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(heard)))
+        first.ack()
+        assert heard_before_the_marker(db, listener, heard) == 0
+        last.ack()
+        assert heard_before_the_marker(db, listener, heard) == 1
+
+
+def test_a_burial_writes_the_rate_key_and_the_policy_into_the_dead_row(
+    store: Store, db: psycopg.Connection[Any], pg_module_schema: str
+) -> None:
+    name = unique("buried")
+    queue = store.queue(name)
+    parent = queue.enqueue("parent", EnqueueOpts(rate_key="customer:a", max_attempts=1))
+    dying = queue.enqueue("dying", EnqueueOpts(after=[parent], on_parent_failure=ParentFailure.DIE, rate_key="k"))
+    queue.claim_many("w", 1)[0].fail("no")
+    dead = db.execute(
+        sql.SQL("SELECT id, rate_key, on_parent_failure FROM {} WHERE id = ANY(%s) ORDER BY id").format(
+            table(pg_module_schema, "dead_jobs")
+        ),
+        [[parent, dying]],
+    ).fetchall()
+    assert dead == [(parent, "customer:a", None), (dying, "k", "die")]
+
+
+def test_no_row_trigger_on_jobs_writes_dead_jobs_after_an_ack(
+    db: psycopg.Connection[Any], store: Store, pg_module_schema: str
+) -> None:
+    # An ack of a job with a rate_key or parents runs jobs_settle's WHEN and nothing that updates dead_jobs.
+    triggers = db.execute(
+        "SELECT t.tgname, p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
+        " WHERE t.tgrelid = %s::regclass AND NOT t.tgisinternal ORDER BY 1",
+        [f'"{pg_module_schema}".jobs'],
+    ).fetchall()
+    assert ("jobs_keep_on_death", "keep_on_death_17") not in triggers
+    assert ("jobs_settle", "settle_18") in triggers
