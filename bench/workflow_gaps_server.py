@@ -4,9 +4,10 @@ Run by hand, never from the test suite::
 
     .venv/bin/python bench/workflow_gaps_server.py [--dsn URL] [--jobs 200] [--waiting 10000]
 
-Two figures, each a median: the ack of a job with a ``rate_key`` on a schema as migrated (its
-``jobs_keep_on_death`` trigger runs: a primary-key probe of ``dead_jobs`` that finds nothing) beside one
-whose trigger is dropped, subjects alternating job by job; and a full claim's look for waiting jobs
+Two figures, each a median: the ack of a job with a ``rate_key`` on a schema as migrated (no trigger
+runs for it since version 18: a burial writes the key into the dead row itself) beside one with version
+17's ``jobs_keep_on_death`` trigger put back (it runs a primary-key probe of ``dead_jobs`` that finds
+nothing), subjects alternating job by job; and a full claim's look for waiting jobs
 past their expiry (``sweep_needed``'s last probe) over a queue of ``--waiting`` waiting jobs, none
 expired (the worst case: every one read).
 """
@@ -26,6 +27,7 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _bench import DEFAULT_DSN, load_average
+from chain_acks_server import AS_17
 from workflows_server import QUEUE, explained_ack
 
 import alkstore
@@ -45,18 +47,18 @@ def main() -> int:
     parser.add_argument("--waiting", type=int, default=10_000)
     args = parser.parse_args()
     tag = uuid.uuid4().hex[:8]
-    kept, bare = f"bench_gaps_{tag}", f"bench_nogaps_{tag}"
+    kept, old = f"bench_gaps_{tag}", f"bench_gaps17_{tag}"
     print(f"load before      {load_average()}")
     clock = alkstore.SystemClock()
-    stores = {name: alkstore.open(args.dsn, schema=name, migrate=True, clock=clock) for name in (kept, bare)}
-    acks: dict[str, list[tuple[float, float, int]]] = {"keyed ack": [], "no trigger": []}
+    stores = {name: alkstore.open(args.dsn, schema=name, migrate=True, clock=clock) for name in (kept, old)}
+    acks: dict[str, list[tuple[float, float, int]]] = {"keyed ack": [], "17's trigger": []}
     try:
         with psycopg.connect(args.dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP TRIGGER jobs_keep_on_death ON {}.jobs").format(sql.Identifier(bare)))
-            for name in (kept, bare):
+            admin.execute(sql.SQL(AS_17[-1]).format(s=sql.Identifier(old)))
+            for name in (kept, old):
                 stores[name].queue(QUEUE).enqueue_many(range(args.jobs), EnqueueOpts(rate_key="customer:1"))
             for _ in range(args.jobs):
-                for subject, name in (("keyed ack", kept), ("no trigger", bare)):
+                for subject, name in (("keyed ack", kept), ("17's trigger", old)):
                     job = stores[name].queue(QUEUE).claim("bench")
                     assert job is not None, subject
                     acks[subject].append(explained_ack(admin, name, int(job.id)))
