@@ -7,6 +7,7 @@ tests listen on the queues' channels, or park a claim that only a notice can wak
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,10 +17,10 @@ import pytest
 from psycopg import sql
 
 from alkstore import EnqueueOpts, ManualClock, ParentFailure, Store
-from alkstore.engine import ClaimRequest, Held
+from alkstore.engine import ClaimRequest, Done, Handed, Held
 from tests._claimer import Claimer
 
-from .conftest import PATIENCE, OpenStore, engine_of, table
+from .conftest import PATIENCE, OpenStore, engine_of, table, wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -166,3 +167,47 @@ def test_no_row_trigger_on_jobs_writes_dead_jobs_after_an_ack(
     ).fetchall()
     assert ("jobs_keep_on_death", "keep_on_death_17") not in triggers
     assert ("jobs_settle", "settle_18") in triggers
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["handed to a sibling", "kept, no sibling"])
+def test_a_dependent_whose_link_commits_while_its_parents_ack_waits_still_gets_the_parents_result(
+    store: Store, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str, kept: bool
+) -> None:
+    # The ack's statement hands the result over with its own snapshot, taken before the late link
+    # committed; the promotion's statement (a snapshot of its own) hands it over too (ADR 073).
+    name = unique("late-link")
+    queue = store.queue(name)
+    parent = queue.enqueue("parent")
+    early = [] if kept else [queue.enqueue("early", EnqueueOpts(after=[parent]))]
+    held = queue.claim_many("w", 1)[0]
+    now = datetime.now(UTC)
+    ack = Done(held.id, held.fence, b'"paid"', None, now, now + timedelta(hours=1)) if kept else None
+    with psycopg.connect(pg_dsn) as enqueuing:
+        enqueuing.execute("SELECT 1")  # the caller's transaction, begun with other work
+        late = store.enqueue_tx(enqueuing, name, "late", EnqueueOpts(after=[parent]))  # holds the parent's row
+        acks: list[Any] = []
+        acking = threading.Thread(
+            target=lambda: acks.append(engine_of(store).ack([ack or Handed(held.id, held.fence, b'"paid"')]))
+        )
+        acking.start()
+        wait_until(
+            lambda: bool(
+                db.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                    ["WITH acked%"],
+                ).fetchone()[0]  # type: ignore[index]
+            ),
+            "the ack to wait for the enqueue's row lock",
+        )
+        enqueuing.commit()
+        acking.join(PATIENCE)
+    assert acks == [[]]
+    links = db.execute(
+        sql.SQL("SELECT child, state, result FROM {} WHERE parent = %s ORDER BY child").format(
+            table(pg_module_schema, "job_dependencies")
+        ),
+        [parent],
+    ).fetchall()
+    assert [(child, state, None if result is None else bytes(result)) for child, state, result in links] == [
+        (child, "succeeded", b'"paid"') for child in [*early, late]
+    ]

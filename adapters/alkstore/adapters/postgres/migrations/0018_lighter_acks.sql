@@ -8,7 +8,9 @@
 -- (the claim a statement after the ack, in the same transaction) has taken the child by then, so
 -- nobody is woken for it; a child nobody in the transaction took (another queue, a full claim, the
 -- store's own ack) wakes its queue's parked claims as before. A child promoted by a parent's death
--- (policy 'run') still goes through follow_parent_15 and promote_15, which notify at once.
+-- (policy 'run') still goes through follow_parent_15 and promote_15, which notify at once. A link
+-- that committed while the ack waited for its enqueue's row lock gets the parent's result here
+-- (the ack's statement, with its older snapshot, missed it).
 --
 -- bury_10 is replaced (same name, arguments and result): the dead row takes the job's rate_key and
 -- on_parent_failure from the deleted row. The trigger jobs_keep_on_death, which did the same with
@@ -66,6 +68,11 @@ DROP TRIGGER IF EXISTS jobs_keep_on_death ON jobs;
 -- on the database's clock). Each child is a primary-key probe (its state compared with a column of
 -- the children's list, so the partial index jobs_waiting is no path to the rows; see promote_15).
 -- No NOTIFY here: wake_18 sends it at commit, if the child is still pending then.
+-- A link settled without the parent's result takes it from a sibling link the ack's statement
+-- wrote, or from the parent's kept outcome: a link committed while the ack waited for the
+-- enqueue's row lock is seen here (this statement's snapshot is newer) but was not by the ack's
+-- statement, which handed the result over (ADR 073's result race). A link that has its result, or a
+-- parent acked without one, reads nothing more (the two reads run only when needed).
 CREATE FUNCTION settle_18() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
@@ -79,10 +86,16 @@ BEGIN
         DELETE FROM job_dependencies
          WHERE child = OLD.id AND OLD.on_parent_failure IS NOT NULL AND NOT EXISTS (SELECT FROM dead)),
     settled AS (
-        UPDATE job_dependencies SET state = 'succeeded'
-         WHERE parent = OLD.id AND state = 'waiting' AND OLD.dependents > 0
+        UPDATE job_dependencies AS d
+           SET state = 'succeeded',
+               result = coalesce(d.result,
+                                 (SELECT h.result FROM job_dependencies AS h
+                                   WHERE h.parent = OLD.id AND h.state = 'waiting' AND h.result IS NOT NULL
+                                   LIMIT 1),
+                                 (SELECT r.result FROM results AS r WHERE r.id = OLD.id))
+         WHERE d.parent = OLD.id AND d.state = 'waiting' AND OLD.dependents > 0
            AND OLD.state = 'running' AND NOT OLD.cancel_requested AND NOT EXISTS (SELECT FROM dead)
-        RETURNING child),
+        RETURNING d.child),
     promoted AS (
         UPDATE jobs AS j
            SET parents_left = j.parents_left - c.n,
