@@ -1,4 +1,5 @@
-"""A parent's ack on PostgreSQL: who is woken for the dependents it made ready, and what a burial keeps.
+"""Job dependencies on PostgreSQL: who is woken for the dependents a parent's ack made ready, what a
+burial keeps, the result a late link gets, and a dependent's enqueue in the caller's transaction.
 
 The promotion runs in the ack's transaction (ADR 073); its ``NOTIFY`` is sent at commit, only for a
 child still pending then (migration 18): the claim a worker's ack carries may have taken it. These
@@ -16,9 +17,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from alkstore import EnqueueOpts, ManualClock, ParentFailure, Store
+from alkstore import EnqueueOpts, ManualClock, ParentFailure, Store, UnknownParent
 from alkstore.engine import ClaimRequest, Done, Handed, Held
 from tests._claimer import Claimer
+from tests.support import must_get
 
 from .conftest import PATIENCE, OpenStore, engine_of, table, wait_until
 
@@ -211,3 +213,22 @@ def test_a_dependent_whose_link_commits_while_its_parents_ack_waits_still_gets_t
     assert [(child, state, None if result is None else bytes(result)) for child, state, result in links] == [
         (child, "succeeded", b'"paid"') for child in [*early, late]
     ]
+
+
+def test_a_dependent_enqueued_first_in_the_callers_transaction_goes_with_its_rollback(
+    store: Store, pg_dsn: str
+) -> None:
+    name = unique("caller-tx")
+    parent = store.queue(name).enqueue("parent")
+    with psycopg.connect(pg_dsn) as conn:
+        rolled_back = store.enqueue_tx(conn, name, "rolled back", EnqueueOpts(after=[parent]))
+        conn.rollback()
+        with pytest.raises(UnknownParent):  # first in its transaction: what it began is rolled back
+            store.enqueue_tx(conn, name, "refused", EnqueueOpts(after=[parent, rolled_back]))
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        kept = store.enqueue_tx(conn, name, "kept", EnqueueOpts(after=[parent]))
+        with pytest.raises(UnknownParent):  # in a transaction: its savepoint only
+            store.enqueue_tx(conn, name, "refused", EnqueueOpts(after=[rolled_back]))
+        conn.commit()
+    assert store.get_job(rolled_back) is None
+    assert must_get(store, kept).parents == (parent,)

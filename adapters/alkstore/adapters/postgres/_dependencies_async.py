@@ -4,13 +4,14 @@ A batch with a dependent in it is inserted one job at a time in one transaction 
 a savepoint, or the engine's own): a dependent's live parents are row-locked (and counted one
 dependent more) before it is inserted, its finished ones read after, so that a parent's ack either
 sees the dependent or has happened already; the insert writes its links too (two statements per
-dependent whose parents are all live, three when some finished). Its promotion, and what a parent's death does, are the
-trigger of migration 0015 (``settle_15``), whatever statement deletes the parent.
+dependent whose parents are all live, three when some finished). Its promotion, and what a parent's death
+does, are the trigger of migration 0018 (``settle_18``), whatever statement deletes the parent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -33,6 +34,23 @@ class Channel(Protocol):
     async def __call__(self, conn: psycopg.AsyncConnection[Any], queue: str, /) -> str: ...
 
 
+@asynccontextmanager
+async def _all_or_none(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """What runs inside is kept whole or not at all, and nothing is committed that its owner did not commit:
+    a savepoint in an open transaction, a transaction of its own in autocommit; on a connection whose
+    transaction has not begun, the writes begin it (left open for its owner) and an error rolls it back
+    (psycopg's ``transaction()`` would commit it on exit: a rolled-back caller would keep the jobs)."""
+    if conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        async with conn.transaction():
+            yield
+        return
+    try:
+        yield
+    except BaseException:
+        await conn.rollback()
+        raise
+
+
 def has_parents(jobs: Sequence[port.NewJob]) -> bool:
     """Whether some of ``jobs`` wait on parents (they then take ``insert_with_parents``)."""
     return any(job.after or job.after_batch for job in jobs)
@@ -50,7 +68,7 @@ async def insert_with_parents(
     anything is kept when a parent is no job the store knows. A job of the batch with no parent and an
     ordering key goes in as ``enqueue`` stores one (its key locked, behind the key's unfinished jobs)."""
     ids: list[int] = []
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cursor:
+    async with _all_or_none(conn), conn.cursor(row_factory=tuple_row) as cursor:
         for job in jobs:
             parents = tuple(dict.fromkeys((*job.after, *(ids[position] for position in job.after_batch))))
             links: dict[int, tuple[str, bytes | None]] = {}
