@@ -507,6 +507,63 @@ def test_a_worker_runs_a_job_of_steps_and_a_sleep_charging_once_and_sleeping_wit
     assert stats.succeeded == 2
 
 
+def _swallowing_handler(store: Store, place: str, returned: list[int]) -> Any:
+    """A handler whose sleep or wait is caught (``except BaseException``) and which then returns normally."""
+    if is_async(store):
+
+        async def handle_async(payload: Any, job: Any) -> str:
+            try:
+                if place == "sleep":
+                    await job.sleep(600)
+                else:
+                    await job.wait_for("never:emitted", timeout=600)
+            except BaseException:  # the mistake under test: a catch-all that swallows the sleep
+                pass
+            returned.append(job.attempts)
+            return "returned"
+
+        return handle_async
+
+    def handle_sync(payload: Any, job: Any) -> str:
+        try:
+            if place == "sleep":
+                job.sleep(600)
+            else:
+                job.wait_for("never:emitted", timeout=600)
+        except BaseException:  # the mistake under test: a catch-all that swallows the sleep
+            pass
+        returned.append(job.attempts)
+        return "returned"
+
+    return handle_sync
+
+
+@pytest.mark.parametrize("place", ["sleep", "wait_for"])
+def test_a_run_that_swallows_its_sleep_and_returns_still_sleeps_and_is_not_acked(
+    store: Store, clock: ManualClock, place: str
+) -> None:
+    returned: list[int] = []
+    orders = store.queue("orders")
+    orders.configure(keep_results=timedelta(hours=1))
+    job_id = orders.enqueue(7, EnqueueOpts(max_attempts=1))
+    runner = Running(
+        worker_of(store, handlers={"orders": _swallowing_handler(store, place, returned)}, poll_interval=POLL)
+    )
+    try:
+        wait_until(lambda: must_get(store, job_id).sleeping, "the job to sleep though its run returned")
+        info = must_get(store, job_id)
+        assert info.waits_for is not None
+        assert info.waits_for.until == T0 + timedelta(seconds=600)
+        assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 0, None)  # no attempt spent
+        assert store.result(job_id) is None  # what the early return returned is not kept
+        clock.advance(600)
+        wait_until(lambda: store.get_job(job_id) is None, "the woken job to run to its end")
+    finally:
+        stats = runner.finish()
+    assert len(returned) == 2
+    assert (stats.slept, stats.succeeded) == (1, 1)
+
+
 # -- what no task should raise, raised in a step or as a sleep or a wait unwinds: the worker serves on ----------
 
 #: Where the task raises: in a step's function, or in a ``finally`` as its sleep or wait unwinds the run.
