@@ -9,6 +9,7 @@ spending an attempt (``JobSuspended``), the job stored pending and shown ``sleep
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 from datetime import timedelta
@@ -562,6 +563,49 @@ def test_a_run_that_swallows_its_sleep_and_returns_still_sleeps_and_is_not_acked
         stats = runner.finish()
     assert len(returned) == 2
     assert (stats.slept, stats.succeeded) == (1, 1)
+
+
+def test_a_run_that_swallows_one_sleep_and_asks_for_another_sleeps_as_first_asked(
+    store: Store, clock: ManualClock
+) -> None:
+    if is_async(store):
+
+        async def handle_async(payload: Any, job: Any) -> None:
+            with contextlib.suppress(BaseException):  # the mistake under test: the sleep swallowed
+                await job.sleep(600)
+            await job.sleep(1200)
+
+        handle: Any = handle_async
+    else:
+
+        def handle_sync(payload: Any, job: Any) -> None:
+            with contextlib.suppress(BaseException):  # the mistake under test: the sleep swallowed
+                job.sleep(600)
+            job.sleep(1200)
+
+        handle = handle_sync
+
+    job_id = store.queue("orders").enqueue(7, EnqueueOpts(max_attempts=1))
+    runner = Running(worker_of(store, handlers={"orders": handle}, poll_interval=POLL))
+    try:
+        wait_until(lambda: must_get(store, job_id).sleeping, "the job to sleep")
+        first = must_get(store, job_id).waits_for
+        assert first is not None
+        assert first.until == T0 + timedelta(seconds=600)  # the first sleep asked, not the second
+        clock.advance(600)
+        again = T0 + timedelta(seconds=1800)  # the woken run passes the first sleep and asks for the second
+
+        def sleeps_again() -> bool:
+            info = must_get(store, job_id)  # one read: the job's state and its wait as of one instant
+            return info.sleeping and info.waits_for is not None and info.waits_for.until == again
+
+        wait_until(sleeps_again, "the second sleep, asked by the woken run")
+        assert must_get(store, job_id).attempts == 0
+        clock.advance(1200)
+        wait_until(lambda: store.get_job(job_id) is None, "the job to run to its end")
+    finally:
+        stats = runner.finish()
+    assert (stats.slept, stats.succeeded) == (2, 1)
 
 
 # -- what no task should raise, raised in a step or as a sleep or a wait unwinds: the worker serves on ----------
