@@ -1,15 +1,25 @@
-"""What every benchmark script shares: the server it measures by default, the load it ran under, and
-subjects measured interleaved."""
+"""What every benchmark script shares: the server it measures by default, the load it ran under,
+subjects measured interleaved, and the scratch schemas and server-side plans of the PostgreSQL ones."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+import alkstore
 
 #: The local test server (trust auth), as the test suite and CI find it.
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+#: The queue a benchmark's jobs go to, unless it needs several.
+QUEUE = "bench"
 
 
 def load_average() -> str:
@@ -56,3 +66,59 @@ def print_rates(repeats: int, runs: Sequence[dict[str, float]], baselines: dict[
         best = max(run[name] for run in runs)
         ratio = "-" if baseline is None else f"{statistics.median(run[name] / run[baseline] for run in runs):.2f}x"
         print(f"| {name} | {best:,.0f} | {ratio} |")
+
+
+@contextmanager
+def scratch_stores(dsn: str, names: Iterable[str]) -> Iterator[dict[str, alkstore.Store]]:
+    """A store on each of the schemas ``names``, migrated afresh (on the system clock); on the way out the
+    stores closed and the schemas dropped, whatever happened."""
+    stores: dict[str, alkstore.Store] = {}
+    try:
+        for name in names:
+            stores[name] = alkstore.open(dsn, schema=name, migrate=True, clock=alkstore.SystemClock())
+        yield stores
+    finally:
+        for store in stores.values():
+            store.close()
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            for name in stores:
+                admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def drop_trigger(dsn: str, schema: str, trigger: str) -> None:
+    """Drop ``trigger`` of ``schema``'s jobs table: the subject without what the trigger costs."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP TRIGGER {} ON {}.jobs").format(sql.Identifier(trigger), sql.Identifier(schema)))
+
+
+def explained(admin: psycopg.Connection[Any], query: sql.Composed, params: Sequence[Any]) -> dict[str, Any]:
+    """The plan of ``query`` (an ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)``) as the server returned it."""
+    row = admin.execute(query, params).fetchone()
+    assert row is not None
+    plan: dict[str, Any] = (row[0] if isinstance(row[0], list) else json.loads(row[0]))[0]
+    return plan
+
+
+def buffers(plan: dict[str, Any]) -> int:
+    """The shared buffers a plan's top node hit or read."""
+    top = plan["Plan"]
+    return int(top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0))
+
+
+def explained_ack(admin: psycopg.Connection[Any], schema: str, job_id: int) -> tuple[float, float, int]:
+    """(execution ms, trigger ms, shared buffers hit or read) of the ack of the running job ``job_id``."""
+    query = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) DELETE FROM {}.jobs WHERE id = %s AND state = 'running'")
+    plan = explained(admin, query.format(sql.Identifier(schema)), [job_id])
+    trigger_ms = sum(trigger["Time"] for trigger in plan.get("Triggers", []))
+    return plan["Execution Time"], trigger_ms, buffers(plan)
+
+
+def print_acks(figures: dict[str, list[tuple[float, float, int]]]) -> None:
+    """Each subject's median ack: its execution, its triggers' share, its buffers (``explained_ack``'s)."""
+    for subject, rows in figures.items():
+        total, trigger, touched = zip(*rows, strict=True)
+        print(
+            f"{subject:<12} execution {statistics.median(total):.3f} ms"
+            f" (trigger {statistics.median(trigger):.3f} ms),"
+            f" buffers {statistics.median(touched):.0f}, over {len(rows)} acks"
+        )

@@ -33,8 +33,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import DEFAULT_DSN, load_average
-from workflows_server import explained_ack
+from _bench import DEFAULT_DSN, explained_ack, load_average
 
 import alkstore
 from alkstore import EnqueueOpts, Store

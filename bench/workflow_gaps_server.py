@@ -15,7 +15,6 @@ expired (the worst case: every one read).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import uuid
@@ -26,11 +25,18 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import DEFAULT_DSN, load_average
+from _bench import (
+    DEFAULT_DSN,
+    QUEUE,
+    buffers,
+    explained,
+    explained_ack,
+    load_average,
+    print_acks,
+    scratch_stores,
+)
 from chain_acks_server import AS_17
-from workflows_server import QUEUE, explained_ack
 
-import alkstore
 from alkstore import EnqueueOpts
 
 #: The probe as the claim's sweep_needed runs it on a full claim (statements/claim.sql).
@@ -49,51 +55,29 @@ def main() -> int:
     tag = uuid.uuid4().hex[:8]
     kept, old = f"bench_gaps_{tag}", f"bench_gaps17_{tag}"
     print(f"load before      {load_average()}")
-    clock = alkstore.SystemClock()
-    stores = {name: alkstore.open(args.dsn, schema=name, migrate=True, clock=clock) for name in (kept, old)}
     acks: dict[str, list[tuple[float, float, int]]] = {"keyed ack": [], "17's trigger": []}
-    try:
-        with psycopg.connect(args.dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL(AS_17[-1]).format(s=sql.Identifier(old)))
-            for name in (kept, old):
-                stores[name].queue(QUEUE).enqueue_many(range(args.jobs), EnqueueOpts(rate_key="customer:1"))
-            for _ in range(args.jobs):
-                for subject, name in (("keyed ack", kept), ("17's trigger", old)):
-                    job = stores[name].queue(QUEUE).claim("bench")
-                    assert job is not None, subject
-                    acks[subject].append(explained_ack(admin, name, int(job.id)))
-            parent = stores[kept].queue("parents").enqueue("parent", EnqueueOpts(delay=3600))
-            waiting = EnqueueOpts(after=[parent], expires=3600)
-            for start in range(0, args.waiting, 1000):
-                stores[kept].queue("fan").enqueue_many(range(start, min(start + 1000, args.waiting)), waiting)
-            admin.execute(sql.SQL("ANALYZE {}.jobs").format(sql.Identifier(kept)))
-            probes = []
-            for _ in range(20):
-                row = admin.execute(sql.SQL(PROBE).format(sql.Identifier(kept)), ["fan"]).fetchone()
-                assert row is not None
-                plan = (row[0] if isinstance(row[0], list) else json.loads(row[0]))[0]
-                top = plan["Plan"]
-                probes.append(
-                    (plan["Execution Time"], top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0))
-                )
-        for subject, rows in acks.items():
-            total, trigger, buffers = zip(*rows, strict=True)
-            print(
-                f"{subject:<12} execution {statistics.median(total):.3f} ms"
-                f" (trigger {statistics.median(trigger):.3f} ms),"
-                f" buffers {statistics.median(buffers):.0f}, over {len(rows)} acks"
-            )
-        times, buffers = zip(*probes, strict=True)
-        print(
-            f"probe        execution {statistics.median(times):.3f} ms, buffers {statistics.median(buffers):.0f},"
-            f" over {args.waiting} waiting jobs (median of {len(probes)})"
-        )
-    finally:
-        for store in stores.values():
-            store.close()
-        with psycopg.connect(args.dsn, autocommit=True) as admin:
-            for name in stores:
-                admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with scratch_stores(args.dsn, (kept, old)) as stores, psycopg.connect(args.dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL(AS_17[-1]).format(s=sql.Identifier(old)))
+        for name in (kept, old):
+            stores[name].queue(QUEUE).enqueue_many(range(args.jobs), EnqueueOpts(rate_key="customer:1"))
+        for _ in range(args.jobs):
+            for subject, name in (("keyed ack", kept), ("17's trigger", old)):
+                job = stores[name].queue(QUEUE).claim("bench")
+                assert job is not None, subject
+                acks[subject].append(explained_ack(admin, name, int(job.id)))
+        parent = stores[kept].queue("parents").enqueue("parent", EnqueueOpts(delay=3600))
+        waiting = EnqueueOpts(after=[parent], expires=3600)
+        for start in range(0, args.waiting, 1000):
+            stores[kept].queue("fan").enqueue_many(range(start, min(start + 1000, args.waiting)), waiting)
+        admin.execute(sql.SQL("ANALYZE {}.jobs").format(sql.Identifier(kept)))
+        probe = sql.SQL(PROBE).format(sql.Identifier(kept))
+        plans = [explained(admin, probe, ["fan"]) for _ in range(20)]
+    print_acks(acks)
+    times, touched = [plan["Execution Time"] for plan in plans], [buffers(plan) for plan in plans]
+    print(
+        f"probe        execution {statistics.median(times):.3f} ms, buffers {statistics.median(touched):.0f},"
+        f" over {args.waiting} waiting jobs (median of {len(plans)})"
+    )
     print(f"load after       {load_average()}")
     return 0
 

@@ -48,12 +48,9 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import DEFAULT_DSN, load_average
+from _bench import DEFAULT_DSN, QUEUE, drop_trigger, load_average, scratch_stores
 
 import alkstore
-
-QUEUE = "bench"
-
 
 CPU: list[float] = []
 
@@ -201,6 +198,51 @@ def sqlite_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def pg_runs(
+    args: argparse.Namespace, stores: dict[str, alkstore.Store], runs: WorkerRuns, plain: str, bare: str
+) -> None:
+    """The chain, the ack path and the worker's blocks, repeat by repeat, and the fan-in, on PostgreSQL."""
+    chain_ratios, ack_ratios, worker_ratios = [], [], []
+    for repeat in range(args.repeats):
+        chain_enqueue, chain_run = chain_block(stores[plain], args.jobs)
+        if repeat % 2:  # which of the two runs first alternates, repeat by repeat
+            _, bare_run = independent_block(stores[bare], args.jobs)
+            _, plain_run = independent_block(stores[plain], args.jobs)
+        else:
+            _, plain_run = independent_block(stores[plain], args.jobs)
+            _, bare_run = independent_block(stores[bare], args.jobs)
+        chain_ratios.append(plain_run / chain_run)
+        ack_ratios.append(bare_run / plain_run)
+        chain_cpu, *others = (f"{us * 1e6:.0f}" for us in CPU[-3:])
+        plain_cpu, bare_cpu = others[::-1] if repeat % 2 else others
+        print(
+            f"run {repeat + 1}: chain {args.jobs / chain_run:,.0f} jobs/s (enqueued in {chain_enqueue:.2f} s),"
+            f" independent {args.jobs / plain_run:,.0f} jobs/s,"
+            f" without the trigger {args.jobs / bare_run:,.0f} jobs/s;"
+            f" client CPU per job {chain_cpu} / {plain_cpu} / {bare_cpu} us"
+        )
+        if args.worker_jobs:
+            order = [True, False] if repeat % 2 else [False, True]
+            worker_runs = {chain: runs.block(args.worker_jobs, chain) for chain in order}
+            (chained, chained_calls), (alone, alone_calls) = worker_runs[True], worker_runs[False]
+            worker_ratios.append(alone / chained)
+            print(
+                f"run {repeat + 1}, through a worker: chain {args.worker_jobs / chained:,.0f} jobs/s"
+                f" ({chained_calls:.2f} round trips per job), independent {args.worker_jobs / alone:,.0f} jobs/s"
+                f" ({alone_calls:.2f})"
+            )
+    if args.fan_in:
+        rounds, enqueued = fan_in_rounds(stores[plain], args.fan_in)
+        print(
+            f"fan-in of {args.fan_in:,}: child claimed in claim round {rounds} after the last parent's ack"
+            f" (target 1; enqueued in {enqueued:.2f} s)"
+        )
+    print(f"chain / independent          {statistics.median(chain_ratios):.2f}x (target >= 0.80x)")
+    print(f"ack path with / without      {statistics.median(ack_ratios):.2f}x (target >= 0.91x)")
+    if worker_ratios:
+        print(f"worker: chain / independent  {statistics.median(worker_ratios):.2f}x (target >= 0.80x)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default=DEFAULT_DSN)
@@ -215,61 +257,14 @@ def main() -> int:
     tag = uuid.uuid4().hex[:8]
     plain, bare, tasked = f"bench_deps_{tag}", f"bench_nodeps_{tag}", f"bench_tasks_{tag}"
     print(f"load before      {load_average()}")
-    stores = {
-        name: alkstore.open(args.dsn, schema=name, migrate=True, clock=alkstore.SystemClock())
-        for name in (plain, bare, tasked)
-    }
-    runs = WorkerRuns(stores[tasked], args.dsn, tasked)
-    try:
-        with psycopg.connect(args.dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP TRIGGER jobs_settle ON {}.jobs").format(sql.Identifier(bare)))
-        chain_ratios, ack_ratios, worker_ratios = [], [], []
-        for repeat in range(args.repeats):
-            chain_enqueue, chain_run = chain_block(stores[plain], args.jobs)
-            if repeat % 2:  # which of the two runs first alternates, repeat by repeat
-                _, bare_run = independent_block(stores[bare], args.jobs)
-                _, plain_run = independent_block(stores[plain], args.jobs)
-            else:
-                _, plain_run = independent_block(stores[plain], args.jobs)
-                _, bare_run = independent_block(stores[bare], args.jobs)
-            chain_ratios.append(plain_run / chain_run)
-            ack_ratios.append(bare_run / plain_run)
-            chain_cpu, *others = (f"{us * 1e6:.0f}" for us in CPU[-3:])
-            plain_cpu, bare_cpu = others[::-1] if repeat % 2 else others
-            print(
-                f"run {repeat + 1}: chain {args.jobs / chain_run:,.0f} jobs/s (enqueued in {chain_enqueue:.2f} s),"
-                f" independent {args.jobs / plain_run:,.0f} jobs/s,"
-                f" without the trigger {args.jobs / bare_run:,.0f} jobs/s;"
-                f" client CPU per job {chain_cpu} / {plain_cpu} / {bare_cpu} us"
-            )
-            if args.worker_jobs:
-                order = [True, False] if repeat % 2 else [False, True]
-                worker_runs = {chain: runs.block(args.worker_jobs, chain) for chain in order}
-                (chained, chained_calls), (alone, alone_calls) = worker_runs[True], worker_runs[False]
-                worker_ratios.append(alone / chained)
-                print(
-                    f"run {repeat + 1}, through a worker: chain {args.worker_jobs / chained:,.0f} jobs/s"
-                    f" ({chained_calls:.2f} round trips per job), independent {args.worker_jobs / alone:,.0f} jobs/s"
-                    f" ({alone_calls:.2f})"
-                )
-        if args.fan_in:
-            rounds, enqueued = fan_in_rounds(stores[plain], args.fan_in)
-            print(
-                f"fan-in of {args.fan_in:,}: child claimed in claim round {rounds} after the last parent's ack"
-                f" (target 1; enqueued in {enqueued:.2f} s)"
-            )
-        print(f"chain / independent          {statistics.median(chain_ratios):.2f}x (target >= 0.80x)")
-        print(f"ack path with / without      {statistics.median(ack_ratios):.2f}x (target >= 0.91x)")
-        if worker_ratios:
-            print(f"worker: chain / independent  {statistics.median(worker_ratios):.2f}x (target >= 0.80x)")
-    finally:
-        if runs.watch:
-            runs.watch.close()
-        for store in stores.values():
-            store.close()
-        with psycopg.connect(args.dsn, autocommit=True) as admin:
-            for name in stores:
-                admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with scratch_stores(args.dsn, (plain, bare, tasked)) as stores:
+        drop_trigger(args.dsn, bare, "jobs_settle")
+        runs = WorkerRuns(stores[tasked], args.dsn, tasked)
+        try:
+            pg_runs(args, stores, runs, plain, bare)
+        finally:
+            if runs.watch:
+                runs.watch.close()
     print(f"load after       {load_average()}")
     return 0
 

@@ -1,6 +1,7 @@
 """The action log (``Store.log_action``, ``Store.actions``): entries appended with the store's clock and
 listed newest first a page at a time, texts kept as given, bad input refused before anything is written;
-entries older than a worker's ``action_retention`` deleted by its upkeep, a bounded batch at a time."""
+entries older than a worker's ``action_retention`` deleted by its upkeep, a bounded batch at a time, or by
+``Store.purge_actions`` (``alkstore prune``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from alkstore import (
     StopToken,
     Store,
 )
+from alkstore.store import _inspection, _inspection_async
 from alkstore.worker import _maintenance, _maintenance_async
 from tests.support import PATIENCE, wait_until
 
@@ -199,6 +201,31 @@ def test_a_worker_prunes_the_action_log_past_its_retention(store: Store, clock: 
         thread.join(PATIENCE)
     assert not thread.is_alive(), "the worker did not stop"
     assert old not in [entry.id for entry in store.actions()]
+
+
+def test_purge_actions_deletes_every_entry_older_than_it_is_told_in_batches(
+    store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for runtime in (_inspection, _inspection_async):
+        monkeypatch.setattr(runtime, "BATCH", 2)  # five old entries: three batches, the last one short
+    ids = [logged(store, f"entry {n}") for n in range(5)]
+    clock.advance(timedelta(days=1))
+    edge = logged(store, "a day old, not older")
+    clock.advance(timedelta(days=1))
+    fresh = logged(store, "fresh")
+    assert store.purge_actions(timedelta(days=2)) == 0, "two days old, not older: kept"
+    assert store.purge_actions(86400) == 5
+    assert [entry.id for entry in store.actions()] == [fresh, edge]
+    assert store.purge_actions(timedelta(days=1)) == 0
+    assert ids[0] < ids[4] < edge < fresh
+
+
+@pytest.mark.parametrize("bad", [-1, "1d", float("inf"), True, None])
+def test_a_bad_purge_actions_age_is_refused_and_nothing_is_deleted(store: Store, bad: object) -> None:
+    entry = logged(store, "kept")
+    with pytest.raises(InvalidOptions, match="older_than"):
+        store.purge_actions(bad)  # type: ignore[arg-type]
+    assert [kept.id for kept in store.actions()] == [entry]
 
 
 @pytest.mark.parametrize("bad", [-1, "90d", float("inf"), True])

@@ -9,6 +9,7 @@ spending an attempt (``JobSuspended``), the job stored pending and shown ``sleep
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 from datetime import timedelta
@@ -505,6 +506,106 @@ def test_a_worker_runs_a_job_of_steps_and_a_sleep_charging_once_and_sleeping_wit
     assert charges == [7, 8]
     assert mails == ["sent ch_7", "sent ch_8"]
     assert stats.succeeded == 2
+
+
+def _swallowing_handler(store: Store, place: str, returned: list[int]) -> Any:
+    """A handler whose sleep or wait is caught (``except BaseException``) and which then returns normally."""
+    if is_async(store):
+
+        async def handle_async(payload: Any, job: Any) -> str:
+            try:
+                if place == "sleep":
+                    await job.sleep(600)
+                else:
+                    await job.wait_for("never:emitted", timeout=600)
+            except BaseException:  # the mistake under test: a catch-all that swallows the sleep
+                pass
+            returned.append(job.attempts)
+            return "returned"
+
+        return handle_async
+
+    def handle_sync(payload: Any, job: Any) -> str:
+        try:
+            if place == "sleep":
+                job.sleep(600)
+            else:
+                job.wait_for("never:emitted", timeout=600)
+        except BaseException:  # the mistake under test: a catch-all that swallows the sleep
+            pass
+        returned.append(job.attempts)
+        return "returned"
+
+    return handle_sync
+
+
+@pytest.mark.parametrize("place", ["sleep", "wait_for"])
+def test_a_run_that_swallows_its_sleep_and_returns_still_sleeps_and_is_not_acked(
+    store: Store, clock: ManualClock, place: str
+) -> None:
+    returned: list[int] = []
+    orders = store.queue("orders")
+    orders.configure(keep_results=timedelta(hours=1))
+    job_id = orders.enqueue(7, EnqueueOpts(max_attempts=1))
+    runner = Running(
+        worker_of(store, handlers={"orders": _swallowing_handler(store, place, returned)}, poll_interval=POLL)
+    )
+    try:
+        wait_until(lambda: must_get(store, job_id).sleeping, "the job to sleep though its run returned")
+        info = must_get(store, job_id)
+        assert info.waits_for is not None
+        assert info.waits_for.until == T0 + timedelta(seconds=600)
+        assert (info.state, info.attempts, info.last_error) == (JobState.PENDING, 0, None)  # no attempt spent
+        assert store.result(job_id) is None  # what the early return returned is not kept
+        clock.advance(600)
+        wait_until(lambda: store.get_job(job_id) is None, "the woken job to run to its end")
+    finally:
+        stats = runner.finish()
+    assert len(returned) == 2
+    assert (stats.slept, stats.succeeded) == (1, 1)
+
+
+def test_a_run_that_swallows_one_sleep_and_asks_for_another_sleeps_as_first_asked(
+    store: Store, clock: ManualClock
+) -> None:
+    if is_async(store):
+
+        async def handle_async(payload: Any, job: Any) -> None:
+            with contextlib.suppress(BaseException):  # the mistake under test: the sleep swallowed
+                await job.sleep(600)
+            await job.sleep(1200)
+
+        handle: Any = handle_async
+    else:
+
+        def handle_sync(payload: Any, job: Any) -> None:
+            with contextlib.suppress(BaseException):  # the mistake under test: the sleep swallowed
+                job.sleep(600)
+            job.sleep(1200)
+
+        handle = handle_sync
+
+    job_id = store.queue("orders").enqueue(7, EnqueueOpts(max_attempts=1))
+    runner = Running(worker_of(store, handlers={"orders": handle}, poll_interval=POLL))
+    try:
+        wait_until(lambda: must_get(store, job_id).sleeping, "the job to sleep")
+        first = must_get(store, job_id).waits_for
+        assert first is not None
+        assert first.until == T0 + timedelta(seconds=600)  # the first sleep asked, not the second
+        clock.advance(600)
+        again = T0 + timedelta(seconds=1800)  # the woken run passes the first sleep and asks for the second
+
+        def sleeps_again() -> bool:
+            info = must_get(store, job_id)  # one read: the job's state and its wait as of one instant
+            return info.sleeping and info.waits_for is not None and info.waits_for.until == again
+
+        wait_until(sleeps_again, "the second sleep, asked by the woken run")
+        assert must_get(store, job_id).attempts == 0
+        clock.advance(1200)
+        wait_until(lambda: store.get_job(job_id) is None, "the job to run to its end")
+    finally:
+        stats = runner.finish()
+    assert (stats.slept, stats.succeeded) == (2, 1)
 
 
 # -- what no task should raise, raised in a step or as a sleep or a wait unwinds: the worker serves on ----------

@@ -53,6 +53,7 @@ STORE_CALLS: dict[str, Callable[[Store, dict[str, Any]], object]] = {
     "locks": lambda s, h: s.locks(),
     "log_action": lambda s, h: s.log_action("pause", "q", "paused", role="full", address="127.0.0.1"),
     "actions": lambda s, h: s.actions(),
+    "purge_actions": lambda s, h: s.purge_actions(0),
     "throughput": lambda s, h: s.throughput(),
     "task_figures": lambda s, h: s.task_figures(),
 }

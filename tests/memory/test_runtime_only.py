@@ -134,6 +134,7 @@ OPERATIONS: dict[str, Callable[[Store], object]] = {
     "locks": lambda store: store.locks(),
     "log_action": lambda store: store.log_action("pause", "q", "paused", role="full", address="127.0.0.1"),
     "actions": lambda store: store.actions(),
+    "purge_actions": lambda store: store.purge_actions(0),
 }
 
 

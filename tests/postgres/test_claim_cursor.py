@@ -10,6 +10,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ import psycopg
 import pytest
 
 import alkstore
-from alkstore import EnqueueOpts, ManualClock, StopToken, Store
+from alkstore import EnqueueOpts, Job, ManualClock, StopToken, Store
 from alkstore.adapters.postgres._cursors import FULL_EVERY
 from alkstore.engine import ClaimRequest, Held
 
@@ -135,26 +136,38 @@ def record_calls(call: Callable[..., Any], calls: list[object]) -> Callable[...,
     return recorded
 
 
-def behind_the_server(open_store: OpenStore) -> tuple[Store, ManualClock]:
-    """A store whose clock stands a day behind the server's: a dependent its parent's ack makes ready is
-    promoted to pending (one whose run_at were ahead of the server's clock would be delayed, and the
-    claim's probe for due delayed jobs would find it whatever the cursor)."""
+@dataclass(frozen=True)
+class HeldParent:
+    """A parent claimed and held, its dependent, and the store and clock they are on."""
+
+    store: Store
+    clock: ManualClock
+    held: Job
+    child: int
+
+
+@pytest.fixture
+def parent_behind_the_cursor(open_store: OpenStore) -> HeldParent:
+    """A parent and its dependent, the parent claimed, then the cursor moved past both, on a store whose clock
+    stands a day behind the server's: a dependent its parent's ack makes ready is promoted to pending (one
+    whose run_at were ahead of the server's clock would be delayed, and the claim's probe for due delayed
+    jobs would find it whatever the cursor)."""
     clock = ManualClock(datetime.now(UTC) - timedelta(days=1))
-    return open_store(clock=clock, claim_backstop=HOUR), clock
-
-
-def test_a_dependent_enqueued_before_the_jobs_claimed_since_is_claimed_when_its_parent_is_acked(
-    open_store: OpenStore,
-) -> None:
-    store, clock = behind_the_server(open_store)
+    store = open_store(clock=clock, claim_backstop=HOUR)
     queue = store.queue("q")
     parent = queue.enqueue("parent")
     child = queue.enqueue("child", EnqueueOpts(after=[parent]))
     held = queue.claim_many("w", 1)[0]
     assert held.id == parent
     move_the_cursor(store, clock)
-    held.ack()
-    assert claim_ids(store) == [child]
+    return HeldParent(store, clock, held, child)
+
+
+def test_a_dependent_enqueued_before_the_jobs_claimed_since_is_claimed_when_its_parent_is_acked(
+    parent_behind_the_cursor: HeldParent,
+) -> None:
+    parent_behind_the_cursor.held.ack()
+    assert claim_ids(parent_behind_the_cursor.store) == [parent_behind_the_cursor.child]
 
 
 def test_the_ack_of_a_parent_whose_dependents_the_cursor_still_reaches_keeps_the_claims_on_the_cursor(
@@ -172,23 +185,23 @@ def test_the_ack_of_a_parent_whose_dependents_the_cursor_still_reaches_keeps_the
 
 
 def test_the_claim_that_carries_a_parents_ack_takes_the_dependent_it_made_ready_in_one_round_trip(
-    open_store: OpenStore,
+    parent_behind_the_cursor: HeldParent,
 ) -> None:
     # A statement does not see its triggers' writes: the claim after the ack is a second statement, sent
     # with it in one pipeline (ADR 073).
-    store, clock = behind_the_server(open_store)
-    queue = store.queue("q")
-    parent = queue.enqueue("parent")
-    child = queue.enqueue("child", EnqueueOpts(after=[parent]))
-    held = queue.claim_many("w", 1)[0]
-    move_the_cursor(store, clock)
+    store, clock, held, child = (
+        parent_behind_the_cursor.store,
+        parent_behind_the_cursor.clock,
+        parent_behind_the_cursor.held,
+        parent_behind_the_cursor.child,
+    )
     engine = engine_of(store)
     pipelines: list[object] = []
     engine._connections.two = record_calls(engine._connections.two, pipelines)  # type: ignore[method-assign]
     request = ClaimRequest(queue="q", worker_id="w", now=clock.now(), lease=timedelta(seconds=300), limit=1)
     stale, claimed = engine.ack_and_claim([Held(held.id, held.fence)], request)
     assert (stale, [job.id for job in claimed], len(pipelines)) == ([], [child], 1)
-    assert store.get_job(parent) is None
+    assert store.get_job(held.id) is None
     assert engine.ack([Held(child, claimed[0].fence)]) == []  # the module's schema is left with no job
 
 

@@ -18,7 +18,7 @@ from psycopg import sql
 import alkstore
 from alkstore import DatabaseError, EnqueueOpts, InvalidOptions, JobState, SchemaOutOfDate
 from alkstore.adapters.postgres import PostgresEngine, _migrate
-from alkstore.adapters.postgres._migrations import lock_key
+from alkstore.adapters.postgres._migrations import Migration, exclusive_first, lock_key
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.engine import Held
 from tests.support import must_claim, wait_until
@@ -340,3 +340,77 @@ def test_a_migration_rolled_back_to_break_a_deadlock_is_tried_again_and_applied_
     assert applied == [[last.version]]
     assert versions(db, pg_schema) == expected_versions()
     assert any("met a deadlock" in record.getMessage() for record in caplog.records)
+
+
+def test_a_migration_that_raises_its_lock_on_a_busy_table_locks_it_first_and_meets_no_deadlock(
+    pg_dsn: str, db: psycopg.Connection[Any], pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """From version 7, migration 8 builds indexes on ``jobs`` (SHARE: writes wait) and then drops a trigger
+    of it (ACCESS EXCLUSIVE). A running worker's claim reads ``jobs`` (ACCESS SHARE) before it writes them:
+    had the migration raised its lock midway, each would wait for the other (the rolling upgrade from
+    version 7 met it). The migration locks ``jobs`` exclusively first, so the worker's write goes on."""
+    statements = Statements.for_schema(pg_schema)
+    every = _migrate.migrations()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_migrate, "migrations", lambda: every[:7])
+        _migrate.apply(db, statements, pg_schema)
+    applied: list[list[int]] = []
+    errors: list[BaseException] = []
+    migrating: list[int] = []
+
+    def migrate() -> None:
+        try:
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                migrating.append(conn.info.backend_pid)
+                applied.append(_migrate.apply(conn, statements, pg_schema))
+        except BaseException as exc:
+            errors.append(exc)
+
+    def migration_waits() -> bool:
+        row = db.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid = %s", migrating[:1] or [0]
+        ).fetchone()
+        return row is not None and row[0] > 0
+
+    jobs = table(pg_schema, "jobs")
+    with psycopg.connect(pg_dsn) as worker:
+        worker.execute(sql.SQL("SELECT count(*) FROM {}").format(jobs))  # the claim's read: ACCESS SHARE, held
+        migrator = threading.Thread(target=migrate)
+        migrator.start()
+        wait_until(migration_waits, "the migration to wait for the worker's lock on jobs")
+        worker.execute(sql.SQL("UPDATE {} SET priority = priority").format(jobs))  # the claim's write goes on
+        worker.commit()
+    migrator.join(PATIENCE)
+    assert errors == []
+    assert applied == [[migration.version for migration in every[7:]]]
+    assert versions(db, pg_schema) == expected_versions()
+    assert not any("met a deadlock" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("CREATE INDEX i ON t (a); -- then\nDROP TRIGGER g ON t;", ["t"]),
+        ("CREATE TRIGGER g AFTER DELETE ON t FOR EACH ROW EXECUTE FUNCTION f(); ALTER TABLE t ADD c int;", ["t"]),
+        ("CREATE UNIQUE INDEX IF NOT EXISTS i ON ONLY t (a); ALTER TABLE IF EXISTS t ADD c int;", ["t"]),
+        ("ALTER TABLE t ADD b int; CREATE INDEX i ON t (b); DROP TRIGGER g ON t;", []),  # exclusive from the start
+        ("CREATE TABLE t (a int); CREATE INDEX ON t (a); ALTER TABLE t ADD b int;", []),  # made by the run
+        ("CREATE INDEX i ON t (a); ALTER TABLE u ADD b int;", []),  # another table
+        (
+            "CREATE FUNCTION f() RETURNS void AS $f$ BEGIN CREATE INDEX i ON t (a); END $f$ LANGUAGE plpgsql;"
+            " ALTER TABLE t ADD b int;",
+            [],
+        ),  # a body's statements run when it is called, not made
+    ],
+)
+def test_the_tables_locked_exclusively_first_are_those_whose_lock_a_run_would_raise(
+    text: str, first: list[str]
+) -> None:
+    assert exclusive_first([Migration(1, "m", text)]) == first
+
+
+def test_of_the_packaged_migrations_only_runs_from_7_and_from_10_to_14_raise_a_lock() -> None:
+    packaged = _migrate.migrations()[:17]  # the versions known when this was written; later ones add their own
+    plans = {version: exclusive_first(packaged[version:]) for version in range(17)}
+    raised = {version: plan for version, plan in plans.items() if plan}
+    assert raised == {7: ["jobs"], **{version: ["dead_jobs"] for version in range(10, 15)}}

@@ -347,6 +347,9 @@ def every_public_call(store: Store, clock: ManualClock) -> None:
     assert store.locks() == []  # released, so not listed; read as this role
     logged = store.log_action("pause", "emails", "paused", role="full", address="127.0.0.1")
     assert [entry.id for entry in store.actions()] == [logged]  # the action log, written and read as this role
+    clock.advance(1)
+    assert store.purge_actions(0) == 1  # and pruned as this role (alkstore prune)
+    assert store.actions() == []
     assert store.workers() == []
 
     # The worker runtime: it claims, acks, heartbeats and reports itself as this role.

@@ -109,6 +109,21 @@ def test_cancelling_every_ready_job_whose_payload_contains_a_value(served: Serve
     assert left == {int(i) for n, i in enumerate(ids) if n % 3 != 1}
 
 
+def test_a_confirmed_post_that_skipped_the_asking_page_counts_what_it_acts_on(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_acting, "CHUNK", 3)
+    kill(served, "work", ["mail"] * 5)
+    client = served.client()
+    direct = {CSRF_FIELD: csrf_of(client, "/schedules"), "queue": "work", "state": "dead", "action": "purge"}
+    said, message = run_to_the_end(client, {**direct, "task": "mail", "confirmed": "yes"})
+    assert said == ["Purged 3 of about 5 dead jobs of work, task mail so far."]  # not "of about 0"
+    assert message == "Purged 5 dead jobs of work, task mail."
+    kill(served, "work", ["mail"] * 4)
+    said, _ = run_to_the_end(client, {**direct, "confirmed": "yes"})  # no filter but the state: the exact count
+    assert said == ["Purged 3 of about 4 dead jobs of work so far."]
+
+
 @pytest.mark.parametrize(
     "form",
     [

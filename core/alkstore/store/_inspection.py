@@ -312,6 +312,13 @@ class _Inspection:
         older = check_before(before)
         return self._kernel.ops("actions").list_actions(size, older)
 
+    def purge_actions(self, older_than: float | timedelta) -> int:
+        """Delete the action log's entries written more than ``older_than`` ago, a batch at a time; return how
+        many. What a worker's upkeep does past its ``action_retention``, for a cron job or by hand (ADR 068)."""
+        span = as_duration(older_than, "older_than")
+        engine = self._kernel.ops("purge_actions")
+        return _in_batches(partial(engine.purge_actions, self._kernel.clock.now() - span))
+
 
 def _in_batches(purge: Callable[[int], int]) -> int:
     """Call ``purge`` with a limit of ``BATCH`` until it deletes fewer; how many it deleted in all."""

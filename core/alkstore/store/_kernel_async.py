@@ -144,6 +144,12 @@ class AsyncKernel:
             await self.stepper().suspend(suspension)
 
     @staticmethod
+    def sleep_asked(job: AsyncJob) -> BaseException | None:
+        """The first ``JobSuspended`` of ``job``'s run by a worker, caught or not: a run that asked to sleep
+        ends asleep, even one that swallowed it and returned (ADR 069); ``None`` if it asked none."""
+        return job._claim.steps.asked
+
+    @staticmethod
     def run_by_worker(job: AsyncJob) -> None:
         """Mark ``job`` as run by a worker: a sleep of its run is stored by the worker as it ends the run."""
         job._claim.steps.by_worker = True

@@ -68,7 +68,7 @@ class StepsHeld:
     """What one claim of a job knows of its steps: those stored (read at its first step), and how many
     sleeps and waits its run has passed."""
 
-    __slots__ = ("by_worker", "ordinal", "stored", "unsure")
+    __slots__ = ("asked", "by_worker", "ordinal", "stored", "unsure")
 
     def __init__(self) -> None:
         self.stored: dict[str, bytes] | None = None
@@ -78,6 +78,9 @@ class StepsHeld:
         #: Whether a worker runs it: its worker then stores the sleep as it ends the run (while its claim is
         #: held and heartbeated), rather than the job at once.
         self.by_worker = False
+        #: The first sleep or wait the run asked for (a worker's run): it ends the run asleep even if the
+        #: run caught its ``JobSuspended`` and returned (ADR 069, amended 2026-12-07).
+        self.asked: JobSuspended | None = None
 
 
 class Stepper:
@@ -195,6 +198,8 @@ class Stepper:
         signal = JobSuspended(f"job {held.job_id} sleeps: it waits for {waits} {wait.until.isoformat()}")
         if steps.by_worker:
             signal.suspension = Suspension(held, wait, now, record)
+            if steps.asked is None:
+                steps.asked = signal
         else:
             self.suspend(Suspension(held, wait, now, record))
         raise signal

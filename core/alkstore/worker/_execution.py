@@ -138,6 +138,15 @@ class Execution:
             )
             return
         kernel = self._kernel
+        asked = kernel.sleep_asked(job)  # a caught sleep is kept: an ack would end the job before its end (ADR 069)
+        if asked is not None and (error is None or isinstance(error, JobSuspended)):
+            if error is None:
+                log.warning(
+                    "job %s (%s) returned after its sleep or wait was caught; what it returned is discarded, it sleeps",
+                    job.id,
+                    describe(job),
+                )
+            error = asked  # the first sleep or wait asked: what ran after it ran too early
         try:
             if isinstance(error, JobSuspended):  # the run asked to sleep (ADR 069): its ack is "sleeping"
                 self.with_retries(partial(kernel.suspend, job, error))

@@ -25,6 +25,7 @@ __all__ = [
     "integer",
     "job_id",
     "json_value",
+    "kept_for",
     "parse_duration",
     "positive_duration",
     "seconds",
@@ -87,6 +88,11 @@ def watch_seconds(text: str) -> float:
 def positive_duration(text: str) -> float:
     """A duration more than 0."""
     return parse_duration(text, allow_zero=False)
+
+
+def kept_for(text: str) -> float | None:
+    """How long something is kept: a duration more than 0, or ``never`` (``None``: kept forever)."""
+    return None if text.strip() == "never" else parse_duration(text, allow_zero=False)
 
 
 def job_id(text: str) -> int:

@@ -26,9 +26,9 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
-from alkstore import AsyncWorker, StopToken, Tasks, Worker
+from alkstore import DEFAULT_ACTION_RETENTION, AsyncWorker, StopToken, Tasks, Worker
 
-from ._args import add_database_arguments, count, seconds
+from ._args import add_database_arguments, count, duration_text, kept_for, seconds
 from ._exits import EXIT_OK
 from ._operate import configure_logging, open_async_store, open_store, where
 from ._signals import Interrupts
@@ -109,6 +109,7 @@ def run_worker(
     schedules: bool,
     runtime: str = "auto",
     outboxes: list[str] | None = None,
+    action_retention: float | None = DEFAULT_ACTION_RETENTION.total_seconds(),
 ) -> int:
     """Run a worker of ``runtime`` on the database until a signal stops it; return the exit status."""
     handler = configure_logging()
@@ -122,6 +123,7 @@ def run_worker(
             "concurrency": concurrency,
             "grace": grace,
             "schedules": schedules,
+            "action_retention": action_retention,
         }
         if choose_runtime(tasks, runtime) == "async":
             return asyncio.run(_run_async(url, schema, tasks, options, worker_options))
@@ -253,6 +255,14 @@ def add_commands(commands: Any) -> None:
     )
     worker.add_argument("--schedules", action="store_true", help="also run the scheduler (leading, or standing by)")
     worker.add_argument(
+        "--action-retention",
+        type=kept_for,
+        default=DEFAULT_ACTION_RETENTION.total_seconds(),
+        metavar="DURATION",
+        help="its upkeep deletes the action log's entries older than DURATION (default: "
+        f"{duration_text(DEFAULT_ACTION_RETENTION.total_seconds())}; never: keep them forever)",
+    )
+    worker.add_argument(
         "--runtime",
         choices=RUNTIMES,
         default="auto",
@@ -274,4 +284,5 @@ def _run(args: argparse.Namespace) -> int:
         grace=args.grace,
         schedules=args.schedules,
         runtime=args.runtime,
+        action_retention=args.action_retention,
     )

@@ -2,9 +2,10 @@
 
 ``apply`` runs every missing version in one transaction that holds a per-schema advisory lock, so
 concurrent migrators serialise and the late ones find nothing left to do; ``check`` compares the
-stored version with this code's (``_migrations``). A migration that is not online takes table locks
-that running workers of the old code may hold in another order: when the server breaks such a
-deadlock by rolling the migration back, the whole transaction is tried again (nothing of it stayed).
+stored version with this code's (``_migrations``). A table the pending migrations lock against writes
+and later exclusively is locked exclusively first (``exclusive_first``), so running workers' statements
+never wait behind a lock the migration then raises; should the server still break a deadlock by
+rolling the migration back, the whole transaction is tried again (nothing of it stayed).
 """
 
 from __future__ import annotations
@@ -18,8 +19,16 @@ from psycopg import errors, sql
 
 from alkstore.engine import wall_sleep_async
 
-from ._migrations import Migration, current_version, lock_key, migrations, out_of_date, refuse_newer
-from ._sql import Statements, grants
+from ._migrations import (
+    Migration,
+    current_version,
+    exclusive_first,
+    lock_key,
+    migrations,
+    out_of_date,
+    refuse_newer,
+)
+from ._sql import Statements, grants, lock_exclusive
 
 __all__ = ["DEADLOCK_TRIES", "Migration", "apply", "check", "current_version", "migrations", "stored_version"]
 
@@ -84,9 +93,10 @@ async def _apply_once(
             have = await stored_version(conn, statements, schema)  # another migrator may have finished meanwhile
             refuse_newer(have, schema)
             await conn.execute(statements.use_schema, {})
-            for migration in migrations():
-                if migration.version <= have:
-                    continue
+            pending = [migration for migration in migrations() if migration.version > have]
+            for table in exclusive_first(pending):  # taken first, never raised midway: no deadlock with workers
+                await conn.execute(lock_exclusive(schema, table), {})
+            for migration in pending:
                 await conn.execute(sql.SQL(migration.text))
                 await conn.execute(statements.record_version, {"version": migration.version, "name": migration.name})
                 applied.append(migration.version)

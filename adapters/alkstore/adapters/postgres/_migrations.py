@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -16,9 +17,25 @@ from importlib import resources
 from alkstore.engine import redact
 from alkstore.errors import DatabaseError, SchemaOutOfDate
 
-__all__ = ["Migration", "current_version", "lock_key", "migrations", "out_of_date", "refuse_newer"]
+__all__ = ["Migration", "current_version", "exclusive_first", "lock_key", "migrations", "out_of_date", "refuse_newer"]
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+#: What a migration's own statements lock, by how a statement begins: a lock that stops writes but not
+#: reads (``CREATE INDEX``: SHARE; ``CREATE TRIGGER``: SHARE ROW EXCLUSIVE), one that stops both (ACCESS
+#: EXCLUSIVE), and a table the run creates (nobody else can hold it).
+_STOPS_WRITES = re.compile(
+    r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?(?:\w+\s+)?ON\s+(?:ONLY\s+)?(\w+)"
+    r"|CREATE\s+(?:OR\s+REPLACE\s+)?(?:CONSTRAINT\s+)?TRIGGER\s+\w+\s+[^;]*?\bON\s+(\w+)",
+    re.IGNORECASE,
+)
+_STOPS_ALL = re.compile(
+    r"(?:ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?|DROP\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?\w+\s+ON\s+"
+    r"|TRUNCATE\s+(?:TABLE\s+)?|DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?)(\w+)",
+    re.IGNORECASE,
+)
+_CREATES = re.compile(r"CREATE\s+(?:UNLOGGED\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
+_COMMENT = re.compile(r"--[^\n]*")
+_BODY = re.compile(r"(\$\w*\$).*?\1", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +65,34 @@ def migrations() -> tuple[Migration, ...]:
 def current_version() -> int:
     """The schema version this code needs."""
     return migrations()[-1].version
+
+
+def exclusive_first(pending: Sequence[Migration]) -> list[str]:
+    """The tables ``pending`` (run in one transaction) locks against writes and later in ACCESS EXCLUSIVE
+    mode: ``apply`` locks them in that mode before the first migration, in this order.
+
+    Between the two, a running worker's statement that reads such a table before it writes it (a claim
+    sweeps, then updates) holds ACCESS SHARE and waits for ROW EXCLUSIVE behind the migration, which then
+    waits for that worker's ACCESS SHARE: a deadlock, on a busy table almost at once, and the server rolls
+    one of them back (the migration's index builds with it). Taken first, the exclusive lock waits for
+    the running statements to finish instead, and none of theirs waits behind a lock the migration holds.
+    """
+    exclusive: set[str] = set()  # created by the run, or locked ACCESS EXCLUSIVE by it already
+    stopped: set[str] = set()
+    upgraded: list[str] = []
+    for migration in pending:
+        text = _BODY.sub("", _COMMENT.sub("", migration.text))  # function bodies lock nothing as they are made
+        for statement in (part.strip() for part in text.split(";")):
+            made, writes, every = _CREATES.match(statement), _STOPS_WRITES.match(statement), _STOPS_ALL.match(statement)
+            if made is not None:
+                exclusive.add(made[1].lower())
+            elif writes is not None:
+                stopped.add((writes[1] or writes[2]).lower())
+            elif every is not None and (table := every[1].lower()) not in exclusive:
+                exclusive.add(table)
+                if table in stopped:
+                    upgraded.append(table)
+    return upgraded
 
 
 def lock_key(schema: str) -> int:

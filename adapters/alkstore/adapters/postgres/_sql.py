@@ -441,6 +441,7 @@ _PER_CALL: dict[str, set[str]] = {
     "grant_sequences": {"s", "role"},
     "grant_functions": {"s", "role"},
     "vacuum": {"s", "table"},
+    "lock_exclusive": {"s", "table"},
 }
 #: What an application role is granted, in this order (the grants' own comment is in schema.sql).
 _GRANTS = ("grant_schema", "grant_tables", "grant_version_table", "grant_sequences", "grant_functions")
@@ -463,6 +464,12 @@ def vacuum(schema: str, table: str) -> str:
     """``VACUUM`` of one table of ``schema`` (ADR 023): never waiting for a lock another vacuum
     holds, and always cleaning the indexes (the claim reads their dead entries)."""
     template = _PER_CALL_TEMPLATES["vacuum"]
+    return sql.SQL(template).format(s=_identifier(schema), table=_identifier(table)).as_string()
+
+
+def lock_exclusive(schema: str, table: str) -> str:
+    """``LOCK TABLE`` of one table of ``schema`` in ACCESS EXCLUSIVE mode, ahead of the migrations (ADR 010)."""
+    template = _PER_CALL_TEMPLATES["lock_exclusive"]
     return sql.SQL(template).format(s=_identifier(schema), table=_identifier(table)).as_string()
 
 

@@ -330,6 +330,8 @@ class Acting:
                     "chunk": CHUNK,
                 }
                 return self.render(request, "confirm_filter.html", page="queue", **context)
+            if not form.get("total"):  # confirmed without the asking page's count (a direct POST): count now
+                run = replace(run, total=run.done + (await self._matching(run))[0])
             run = await self._chunk(run)
         except (AlkstoreError, ValueError) as exc:
             raise HTTPException(404, str(exc)) from None

@@ -28,6 +28,12 @@ SET LOCAL search_path TO {s}
 -- name: record_version
 INSERT INTO {s}.schema_version (version, name) VALUES (%(version)s, %(name)s)
 
+-- name: lock_exclusive
+-- A table the pending migrations lock against writes and later exclusively ({table}, composed per
+-- call), locked exclusively before the first of them: no lock of theirs is raised midway
+-- (_migrations.exclusive_first says why).
+LOCK TABLE {s}.{table} IN ACCESS EXCLUSIVE MODE
+
 -- -- sessions ---------------------------------------------------------------------------------
 
 -- name: use_utc
