@@ -19,7 +19,8 @@ claimed is acked after each, as a worker would, so no live running job stands in
   due-delayed jobs included): the claim before ADR 061, and the one the engine still runs at
   least every ``claim_backstop``; the engine's claim from its cursor (ADR 061), with the bounds
   the builder's claims left it; ``ack_and_claim``: the 4 just claimed acked and 4 more claimed in one statement,
-  ``ack_many`` alone, ``soonest_due`` (an idle worker's read), and ``lease_probe`` at a time past
+  ``ack_many`` alone, ``soonest_due`` (an idle worker's read) read in full as before ADR 078 and
+  from the engine's cursor, and ``lease_probe`` at a time past
   the default lease (300 s), when every finished job's ``running`` entry has lapsed, in full and
   from where a probe a second before looked up to (ADR 061);
 - the floor's claim (one row, ``FOR UPDATE SKIP LOCKED``) and its ``DELETE`` by id;
@@ -60,7 +61,7 @@ from _bench import DEFAULT_DSN, load_average
 
 import alkstore
 from alkstore.adapters.postgres import _rows
-from alkstore.adapters.postgres._cursors import ClaimCursors, full_params
+from alkstore.adapters.postgres._cursors import LEASE_AHEAD, ClaimCursors, full_params
 from alkstore.adapters.postgres._sql import Statements
 
 QUEUE = "pressure"
@@ -181,7 +182,19 @@ class Store(Subject):
             return self.sql.ack_many, {"ids": [h[0] for h in held], "fences": [h[1] for h in held]}
 
         def soonest_due(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
-            return self.sql.soonest_due, {"queues": [QUEUE]}
+            # As before ADR 078: a cursor that never claimed reads the queue in full (both left ends).
+            return self.sql.soonest_due, ClaimCursors(backstop=1).idle_params([QUEUE])
+
+        def engine_soonest_due(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            return self.sql.soonest_due, self.cursors.idle_params([QUEUE])
+
+        def lapsed_soonest_due(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            # The same once the pin is older than the leases (300 s): its window then holds the leases of the
+            # last LEASE_AHEAD of claims (here the build's, which claims faster than a worker: a worst case).
+            params = self.cursors.idle_params([QUEUE])
+            probed = datetime.now(UTC) + timedelta(seconds=300) - LEASE_AHEAD
+            params.update(probed_afters=[probed], leases_to=[probed + LEASE_AHEAD])
+            return self.sql.soonest_due, params
 
         def lapsed_probe(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
             params = {"queue": QUEUE, "now": datetime.now(UTC) + timedelta(seconds=301)}
@@ -204,10 +217,12 @@ class Store(Subject):
             return self.claim_from_cursor, params
 
         return [
-            ("claim (4)", claim),
+            ("claim (4) read in full (the backstop's full tier)", claim),
             ("ack_and_claim (4+4)", ack_and_claim),
             ("ack_many (4)", ack_many),
-            ("soonest_due", soonest_due),
+            ("soonest_due, read in full (before ADR 078)", soonest_due),
+            ("soonest_due, the engine's, from its cursor (ADR 078)", engine_soonest_due),
+            ("soonest_due, the engine's, leases lapsed (the window on the build's last 10 s)", lapsed_soonest_due),
             ("lease_probe, leases lapsed (full)", lapsed_probe),
             ("lease_probe, leases lapsed, from the last probe 1 s before", lapsed_probe_from_last),
             (f"claim (4) from a cursor {MARGIN} finished jobs back", claim_from_cursor),
