@@ -204,16 +204,16 @@ class ClaimCursors:
     def idle_params(self, queues: Sequence[str]) -> dict[str, Any]:
         """The parameters of ``soonest_due`` over ``queues`` (ADR 078): each queue's ready jobs read from the bounds
         its next claim from the cursor reads from, its leases from where its last probe looked up to ``LEASE_AHEAD``
-        past it; a queue whose next claim reads in full (never claimed here, reset) from the left end of both, the
-        leases without end. A ready job this misses is one those claims miss, which the backstop finds; a lease
-        end, one the worker's next round comes before."""
+        past it; a queue whose next claim reads in full (never claimed here, reset, a backstop of 0) from the left
+        end of both, the leases without end. A ready job this misses is one those claims miss, which the backstop
+        finds; a lease end, one the worker's next round comes before."""
         queues = list(dict.fromkeys(queues))
         names, probed, ahead = [], InstantArray(), InstantArray()
         his, los, ats, ids = IntArray(), IntArray(), InstantArray(), IntArray()
         with self._lock:
             for queue in queues:
                 state = self._queues.get(queue)
-                whole = state is None or state.stale or not state.bands
+                whole = state is None or state.stale or not state.bands or not self._backstop
                 bounds = {} if state is None or whole else {p: band.bound() for p, band in state.bands.items()}
                 segments = _segments(bounds)
                 names += [queue] * len(segments["band_his"])
