@@ -22,6 +22,10 @@ The lapsed-lease probe is bounded the same way: a claim probes ``jobs_lease`` fr
 the last probe of the queue looked up to (a lease ending before it was seen then),
 and from the left end with every full claim.
 
+An idle worker's read of the soonest due instant (``soonest_due``) reads from the same places
+(ADR 078): the ready jobs from the bounds the queue's next claim reads from, the leases from the
+last probe's instant to ``LEASE_AHEAD`` past it; what it leaves out, those claims find.
+
 A job this engine claimed with dependents (ADR 073) may make them ready when it ends, in any
 queue. A dependent was enqueued after its parent, so its key (``run_at``, id) is at or after the
 parent's (``enqueued_at``, id): a band whose bound is not past that finds it. So the end of such
