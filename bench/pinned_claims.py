@@ -47,6 +47,7 @@ import json
 import statistics
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -61,7 +62,7 @@ from _bench import DEFAULT_DSN, load_average
 
 import alkstore
 from alkstore.adapters.postgres import _rows
-from alkstore.adapters.postgres._cursors import LEASE_AHEAD, ClaimCursors, full_params
+from alkstore.adapters.postgres._cursors import ClaimCursors, full_params
 from alkstore.adapters.postgres._sql import Statements
 
 QUEUE = "pressure"
@@ -73,6 +74,9 @@ PAYLOAD = b"x" * 256
 SAMPLES = 5
 #: How far behind the ready head a claim's cursor is set: finished jobs (a second of the issue's 800 jobs/s).
 MARGIN = 800
+#: What a worker at 800 jobs/s claims in 10 s (``WIDE`` and ``LEASE_AHEAD``): the reads that look that far back are
+#: measured over the build's last this many claims, not over 10 s of its (faster, load-dependent) pace.
+TEN_SECONDS = 8000
 #: The claim's ready-index condition, which the cursor variant extends.
 READY = "AND state = 'pending' AND run_at <= %(now)s"
 #: The lower bound a claim from a cursor adds (one priority: the stand-in for a bound per priority).
@@ -141,6 +145,8 @@ class Store(Subject):
         self.cursors = ClaimCursors(backstop=24 * 3600)
         #: The claim order's key (priority, run_at, id) of the last jobs the build claimed, oldest first.
         self.finished_keys: list[tuple[int, datetime, int]] = []
+        #: The instant of each of the build's last TEN_SECONDS claimed jobs' claims, oldest first.
+        self.claimed_at: deque[datetime] = deque(maxlen=TEN_SECONDS)
         assert self.sql.claim.count(READY) == 1
         self.claim_from_cursor = self.sql.claim.replace(READY, READY + FROM_CURSOR)
 
@@ -156,7 +162,8 @@ class Store(Subject):
             records = [row for row in cur.execute(self.sql.claim, params).fetchall() if row is not None]
         self.cursors.claimed(QUEUE, now, params, records)
         keys = sorted((-job.priority, job.run_at, job.id) for job in records)
-        self.finished_keys = (self.finished_keys + [(-p, t, i) for p, t, i in keys])[-MARGIN:]
+        self.finished_keys = (self.finished_keys + [(-p, t, i) for p, t, i in keys])[-TEN_SECONDS:]
+        self.claimed_at.extend([now] * len(records))
         return [(job.id, job.fence) for job in records]
 
     def _ack(self, held: list[tuple[int, int]]) -> None:
@@ -189,11 +196,12 @@ class Store(Subject):
             return self.sql.soonest_due, self.cursors.idle_params([QUEUE])
 
         def lapsed_soonest_due(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
-            # The same once the pin is older than the leases (300 s): its window then holds the leases of the
-            # last LEASE_AHEAD of claims (here the build's, which claims faster than a worker: a worst case).
+            # The same once the pin is older than the leases (300 s): its window of LEASE_AHEAD then holds the leases
+            # of 10 s of claims, at 800 jobs/s the build's last TEN_SECONDS (their leases end 300 s after).
             params = self.cursors.idle_params([QUEUE])
-            probed = datetime.now(UTC) + timedelta(seconds=300) - LEASE_AHEAD
-            params.update(probed_afters=[probed], leases_to=[probed + LEASE_AHEAD])
+            if self.claimed_at:
+                lease = timedelta(seconds=300)
+                params.update(probed_afters=[self.claimed_at[0] + lease], leases_to=[self.claimed_at[-1] + lease])
             return self.sql.soonest_due, params
 
         def lapsed_probe(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
@@ -208,11 +216,19 @@ class Store(Subject):
             now = datetime.now(UTC)
             return self.sql.claim, {**claim_params("w", CLAIM, now), **self.cursors.params(QUEUE, now)}
 
-        cursor = self.finished_keys[0] if len(self.finished_keys) == MARGIN else None
+        cursor = self.finished_keys[-MARGIN] if len(self.finished_keys) >= MARGIN else None
+        wide = self.finished_keys[0] if len(self.finished_keys) == TEN_SECONDS else None
 
         def claim_from_cursor(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
             params = claim_params("w", CLAIM, datetime.now(UTC))
             priority, at, job = cursor or (0, datetime(2000, 1, 1, tzinfo=UTC), 0)
+            params.update({"cursor_priority": priority, "cursor_at": at, "cursor_id": job})
+            return self.claim_from_cursor, params
+
+        def wide_claim(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            # The backstop's wide tier (ADR 067) at 800 jobs/s: from WIDE (10 s) of claims back, TEN_SECONDS jobs.
+            params = claim_params("w", CLAIM, datetime.now(UTC))
+            priority, at, job = wide or (0, datetime(2000, 1, 1, tzinfo=UTC), 0)
             params.update({"cursor_priority": priority, "cursor_at": at, "cursor_id": job})
             return self.claim_from_cursor, params
 
@@ -222,11 +238,12 @@ class Store(Subject):
             ("ack_many (4)", ack_many),
             ("soonest_due, read in full (before ADR 078)", soonest_due),
             ("soonest_due, the engine's, from its cursor (ADR 078)", engine_soonest_due),
-            ("soonest_due, the engine's, leases lapsed (the window on the build's last 10 s)", lapsed_soonest_due),
+            (f"soonest_due, the engine's, leases lapsed (its window on {TEN_SECONDS} leases)", lapsed_soonest_due),
             ("lease_probe, leases lapsed (full)", lapsed_probe),
             ("lease_probe, leases lapsed, from the last probe 1 s before", lapsed_probe_from_last),
             (f"claim (4) from a cursor {MARGIN} finished jobs back", claim_from_cursor),
             ("claim (4), the engine's, from its cursor (ADR 061)", engine_claim),
+            (f"claim (4) from a cursor {TEN_SECONDS} finished jobs back (the wide tier at 800 jobs/s)", wide_claim),
         ]
 
     def settle(self) -> None:
