@@ -250,6 +250,21 @@ def test_a_job_this_engine_retried_is_claimed_by_the_next_claim(cursor_store: St
     assert claim_ids(cursor_store) == [held.id]
 
 
+def test_a_dead_job_this_engine_requeued_is_claimed_by_the_next_claim_and_announced_by_the_idle_read(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    # A requeue gives the job its own instant for run_at, ahead of every bound; the engine resets every queue's
+    # cursor as well, so the next claim and the idle read would find it in full if it kept an older one.
+    queue = cursor_store.queue("q")
+    queue.enqueue("doomed", EnqueueOpts(max_attempts=1))
+    held = queue.claim_many("w", 1)[0]
+    held.fail("no")
+    move_the_cursor(cursor_store, clock)
+    assert cursor_store.requeue_dead(held.id)
+    assert cursor_store.engine.soonest_due(["q"]) is not None
+    assert claim_ids(cursor_store) == [held.id]
+
+
 def test_jobs_enqueued_after_the_clock_stepped_back_are_claimed(cursor_store: Store, clock: ManualClock) -> None:
     queue = cursor_store.queue("q")
     move_the_cursor(cursor_store, clock)
