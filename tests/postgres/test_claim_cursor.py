@@ -230,9 +230,11 @@ def test_a_job_another_engine_released_is_claimed_by_the_next_wide_claim_or_the_
     held[near].release()
     held[far].release()
     assert claim_ids(here) == []  # behind the cursor: left to the backstop
-    assert here.engine.soonest_due(["q"]) is None  # the idle read reads from where the claim does
+    # The idle read reads from where the next wide claim does: it announces near, which that claim takes.
+    assert here.engine.soonest_due(["q"]) == there.get_job(near).run_at  # type: ignore[union-attr]
     clock.advance(HOUR)  # a wide claim reads 10 s behind the newest job: near, not far
     assert claim_ids(here) == [near]
+    assert here.engine.soonest_due(["q"]) is None  # far is left to the full claim
     assert claim_ids(here) == []
     clock.advance(HOUR * (FULL_EVERY - 1))  # the full claim is due
     assert claim_ids(here) == [far]
@@ -401,16 +403,18 @@ def test_under_a_pinned_horizon_an_idle_read_reads_as_much_whatever_finished_bef
     open_store: OpenStore, clock: ManualClock, pinned: None, backstop: float
 ) -> None:
     # Finished jobs leave dead entries at the left ends of the ready index and of the lease index (their
-    # leases end in claim order); the read starts where the next claim reads and looks at the leases from
-    # the last probe to LEASE_AHEAD past it, once the pin is older than the leases too.
+    # leases end in claim order); the read starts where the next wide claim reads (10 s of claims back) and
+    # looks at the leases from the last probe to LEASE_AHEAD past it, once the pin is older than the leases too.
     store = open_store(clock=clock, claim_backstop=backstop)
     buffers = []
     for queue, finished in (("idle-small", 2000), ("idle-large", 10000)):
         q = store.queue(queue)
-        q.enqueue_many(["x"] * finished)
-        while jobs := q.claim_many("builder", 100):
+        for _ in range(finished // 100):  # 100 jobs a second, enqueued and claimed: their run_at and leases spread
+            q.enqueue_many(["x"] * 100)
+            jobs = q.claim_many("builder", 100)
+            assert len(jobs) == 100
             assert store.ack_many(jobs) == []
-            clock.advance(1)  # a claim a second: the leases end a second apart
+            clock.advance(1)
         q.enqueue_many(["live"] * 8)
         buffers.append(idle_buffers(store, queue))
         clock.advance(300)  # the finished jobs' leases have all ended by now

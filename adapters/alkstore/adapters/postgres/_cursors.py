@@ -23,8 +23,8 @@ the last probe of the queue looked up to (a lease ending before it was seen then
 and from the left end with every full claim.
 
 An idle worker's read of the soonest due instant (``soonest_due``) reads from the same places
-(ADR 078): the ready jobs from the bounds the queue's next claim reads from, the leases from the
-last probe's instant to ``LEASE_AHEAD`` past it; what it leaves out, those claims find.
+(ADR 078): the ready jobs from where the queue's next wide claim reads, the leases from the last
+probe's instant to ``LEASE_AHEAD`` past it; what it leaves out, the full claim finds.
 
 A job this engine claimed with dependents (ADR 073) may make them ready when it ends, in any
 queue. A dependent was enqueued after its parent, so its key (``run_at``, id) is at or after the
@@ -206,10 +206,10 @@ class ClaimCursors:
                 self._held.clear()
 
     def idle_params(self, queues: Sequence[str]) -> dict[str, Any]:
-        """The parameters of ``soonest_due`` over ``queues`` (ADR 078): each queue's ready jobs read from the bounds
-        its next claim from the cursor reads from, its leases from where its last probe looked up to ``LEASE_AHEAD``
-        past it; a queue whose next claim reads in full (never claimed here, reset, a backstop of 0) from the left
-        end of both, the leases without end. A ready job this misses is one those claims miss, which the backstop
+        """The parameters of ``soonest_due`` over ``queues`` (ADR 078): each queue's ready jobs read from where its
+        next wide claim reads (``WIDE`` before each band's newest job), its leases from where its last probe looked
+        up to ``LEASE_AHEAD`` past it; a queue whose next claim reads in full (never claimed here, reset, a backstop
+        of 0) from the left end of both, the leases without end. A ready job this misses is one only a full claim
         finds; a lease end, one the worker's next round comes before."""
         queues = list(dict.fromkeys(queues))
         names, probed, ahead = [], InstantArray(), InstantArray()
@@ -218,7 +218,7 @@ class ClaimCursors:
             for queue in queues:
                 state = self._queues.get(queue)
                 whole = state is None or state.stale or not state.bands or not self._backstop
-                bounds = {} if state is None or whole else {p: band.bound() for p, band in state.bands.items()}
+                bounds = {} if state is None or whole else {p: band.wide_bound() for p, band in state.bands.items()}
                 segments = _segments(bounds)
                 names += [queue] * len(segments["band_his"])
                 his += segments["band_his"]

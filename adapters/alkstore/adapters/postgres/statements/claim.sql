@@ -132,9 +132,9 @@ WITH acked AS ({ack_many}),
 -- ready job in claim order, the soonest delayed job and lease end; queues stored as paused are
 -- left out. An expiry is never sooner than its job's run_at, so it adds nothing here. A queue
 -- stored with a rate limit has its first ready job's start as its limits allow instead
--- ({rated_due}, ADR 070). The ready jobs are read as the queue's next claim from the cursor reads
--- them (ADR 078: per segment of the claim order from its bound, band_queues naming each segment's
--- queue; one segment from the left end for a queue read in full), and the leases from where the
+-- ({rated_due}, ADR 070). The ready jobs are read as the queue's next wide claim reads them (ADR
+-- 078: per segment of the claim order from its bound, band_queues naming each segment's queue; one
+-- segment from the left end for a queue read in full), and the leases from where the
 -- queue's last probe looked up to a little past it (probed_afters to leases_to, every lease when
 -- read in full): under a pinned horizon neither walks the dead heads the claims and acks since
 -- the pin left at the left ends.
