@@ -19,7 +19,8 @@ claimed is acked after each, as a worker would, so no live running job stands in
   due-delayed jobs included): the claim before ADR 061, and the one the engine still runs at
   least every ``claim_backstop``; the engine's claim from its cursor (ADR 061), with the bounds
   the builder's claims left it; ``ack_and_claim``: the 4 just claimed acked and 4 more claimed in one statement,
-  ``ack_many`` alone, ``soonest_due`` (an idle worker's read), and ``lease_probe`` at a time past
+  ``ack_many`` alone, ``soonest_due`` (an idle worker's read) read in full as before ADR 078 and
+  from the engine's cursor, and ``lease_probe`` at a time past
   the default lease (300 s), when every finished job's ``running`` entry has lapsed, in full and
   from where a probe a second before looked up to (ADR 061);
 - the floor's claim (one row, ``FOR UPDATE SKIP LOCKED``) and its ``DELETE`` by id;
@@ -46,6 +47,7 @@ import json
 import statistics
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,6 +74,9 @@ PAYLOAD = b"x" * 256
 SAMPLES = 5
 #: How far behind the ready head a claim's cursor is set: finished jobs (a second of the issue's 800 jobs/s).
 MARGIN = 800
+#: What a worker at 800 jobs/s claims in 10 s (``WIDE`` and ``LEASE_AHEAD``): the reads that look that far back are
+#: measured over the build's last this many claims, not over 10 s of its (faster, load-dependent) pace.
+TEN_SECONDS = 8000
 #: The claim's ready-index condition, which the cursor variant extends.
 READY = "AND state = 'pending' AND run_at <= %(now)s"
 #: The lower bound a claim from a cursor adds (one priority: the stand-in for a bound per priority).
@@ -140,6 +145,8 @@ class Store(Subject):
         self.cursors = ClaimCursors(backstop=24 * 3600)
         #: The claim order's key (priority, run_at, id) of the last jobs the build claimed, oldest first.
         self.finished_keys: list[tuple[int, datetime, int]] = []
+        #: The instant of each of the build's last TEN_SECONDS claimed jobs' claims, oldest first.
+        self.claimed_at: deque[datetime] = deque(maxlen=TEN_SECONDS)
         assert self.sql.claim.count(READY) == 1
         self.claim_from_cursor = self.sql.claim.replace(READY, READY + FROM_CURSOR)
 
@@ -155,7 +162,8 @@ class Store(Subject):
             records = [row for row in cur.execute(self.sql.claim, params).fetchall() if row is not None]
         self.cursors.claimed(QUEUE, now, params, records)
         keys = sorted((-job.priority, job.run_at, job.id) for job in records)
-        self.finished_keys = (self.finished_keys + [(-p, t, i) for p, t, i in keys])[-MARGIN:]
+        self.finished_keys = (self.finished_keys + [(-p, t, i) for p, t, i in keys])[-TEN_SECONDS:]
+        self.claimed_at.extend([now] * len(records))
         return [(job.id, job.fence) for job in records]
 
     def _ack(self, held: list[tuple[int, int]]) -> None:
@@ -181,7 +189,31 @@ class Store(Subject):
             return self.sql.ack_many, {"ids": [h[0] for h in held], "fences": [h[1] for h in held]}
 
         def soonest_due(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
-            return self.sql.soonest_due, {"queues": [QUEUE]}
+            # As before ADR 078: a cursor that never claimed reads the queue in full (both left ends).
+            return self.sql.soonest_due, ClaimCursors(backstop=1).idle_params([QUEUE])
+
+        def idle_params() -> dict[str, Any]:
+            # The engine's parameters, its band read from where a wide claim reads at 800 jobs/s (WIDE, 10 s, of
+            # claims back: TEN_SECONDS finished jobs), not from 10 s of the build's load-dependent pace.
+            params = self.cursors.idle_params([QUEUE])
+            if len(self.finished_keys) == TEN_SECONDS:
+                priority, at, job = self.finished_keys[0]
+                for n, (hi, lo) in enumerate(zip(params["band_his"], params["band_los"], strict=True)):
+                    if hi == lo == priority:
+                        params["band_ats"][n], params["band_ids"][n] = at, job
+            return params
+
+        def engine_soonest_due(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            return self.sql.soonest_due, idle_params()
+
+        def lapsed_soonest_due(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            # The same once the pin is older than the leases (300 s): its window of LEASE_AHEAD then holds the leases
+            # of 10 s of claims, at 800 jobs/s the build's last TEN_SECONDS (their leases end 300 s after).
+            params = idle_params()
+            if self.claimed_at:
+                lease = timedelta(seconds=300)
+                params.update(probed_afters=[self.claimed_at[0] + lease], leases_to=[self.claimed_at[-1] + lease])
+            return self.sql.soonest_due, params
 
         def lapsed_probe(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
             params = {"queue": QUEUE, "now": datetime.now(UTC) + timedelta(seconds=301)}
@@ -195,7 +227,8 @@ class Store(Subject):
             now = datetime.now(UTC)
             return self.sql.claim, {**claim_params("w", CLAIM, now), **self.cursors.params(QUEUE, now)}
 
-        cursor = self.finished_keys[0] if len(self.finished_keys) == MARGIN else None
+        cursor = self.finished_keys[-MARGIN] if len(self.finished_keys) >= MARGIN else None
+        wide = self.finished_keys[0] if len(self.finished_keys) == TEN_SECONDS else None
 
         def claim_from_cursor(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
             params = claim_params("w", CLAIM, datetime.now(UTC))
@@ -203,15 +236,25 @@ class Store(Subject):
             params.update({"cursor_priority": priority, "cursor_at": at, "cursor_id": job})
             return self.claim_from_cursor, params
 
+        def wide_claim(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
+            # The backstop's wide tier (ADR 067) at 800 jobs/s: from WIDE (10 s) of claims back, TEN_SECONDS jobs.
+            params = claim_params("w", CLAIM, datetime.now(UTC))
+            priority, at, job = wide or (0, datetime(2000, 1, 1, tzinfo=UTC), 0)
+            params.update({"cursor_priority": priority, "cursor_at": at, "cursor_id": job})
+            return self.claim_from_cursor, params
+
         return [
-            ("claim (4)", claim),
+            ("claim (4) read in full (the backstop's full tier)", claim),
             ("ack_and_claim (4+4)", ack_and_claim),
             ("ack_many (4)", ack_many),
-            ("soonest_due", soonest_due),
+            ("soonest_due, read in full (before ADR 078)", soonest_due),
+            ("soonest_due, the engine's, from its wide bound (ADR 078)", engine_soonest_due),
+            (f"soonest_due, the engine's, leases lapsed (its window on {TEN_SECONDS} leases)", lapsed_soonest_due),
             ("lease_probe, leases lapsed (full)", lapsed_probe),
             ("lease_probe, leases lapsed, from the last probe 1 s before", lapsed_probe_from_last),
             (f"claim (4) from a cursor {MARGIN} finished jobs back", claim_from_cursor),
             ("claim (4), the engine's, from its cursor (ADR 061)", engine_claim),
+            (f"claim (4) from a cursor {TEN_SECONDS} finished jobs back (the wide tier at 800 jobs/s)", wide_claim),
         ]
 
     def settle(self) -> None:

@@ -19,8 +19,9 @@ import pytest
 
 import alkstore
 from alkstore import EnqueueOpts, Job, ManualClock, StopToken, Store
-from alkstore.adapters.postgres._cursors import FULL_EVERY
+from alkstore.adapters.postgres._cursors import FULL_EVERY, LEASE_AHEAD
 from alkstore.engine import ClaimRequest, Held
+from alkstore.worker._parts import IDLE_RECHECK
 
 from .conftest import OpenStore, engine_of
 
@@ -227,6 +228,58 @@ def test_every_job_a_sweep_put_back_is_claimed_though_the_claim_after_it_takes_o
     assert [claim_ids(cursor_store) for _ in ids] == [[job_id] for job_id in ids]
 
 
+def test_a_job_another_engine_released_is_claimed_by_the_next_wide_claim_or_the_full_one(
+    open_store: OpenStore, clock: ManualClock
+) -> None:
+    # Nothing tells this engine of another's release: the job keeps its run_at, behind this engine's cursor.
+    here, there = (open_store(clock=clock, claim_backstop=HOUR) for _ in range(2))
+    queue = there.queue("q")
+    far = queue.enqueue("far")
+    clock.advance(15)
+    near = queue.enqueue("near")
+    held = {job.id: job for job in queue.claim_many("elsewhere", 2)}
+    assert set(held) == {near, far}
+    move_the_cursor(here, clock, step=5)  # this engine's newest claimed job is 5 s after near, 20 s after far
+    held[near].release()
+    held[far].release()
+    assert claim_ids(here) == []  # behind the cursor: left to the backstop
+    # The idle read reads from where the next wide claim does: it announces near, which that claim takes.
+    assert here.engine.soonest_due(["q"]) == there.get_job(near).run_at  # type: ignore[union-attr]
+    clock.advance(HOUR)  # a wide claim reads 10 s behind the newest job: near, not far
+    assert claim_ids(here) == [near]
+    assert here.engine.soonest_due(["q"]) is None  # far is left to the full claim
+    assert claim_ids(here) == []
+    clock.advance(HOUR * (FULL_EVERY - 1))  # the full claim is due
+    assert claim_ids(here) == [far]
+
+
+def test_a_job_this_engine_retried_is_claimed_by_the_next_claim(cursor_store: Store, clock: ManualClock) -> None:
+    queue = cursor_store.queue("q")
+    queue.enqueue("flaky", EnqueueOpts(max_attempts=3))
+    held = queue.claim_many("w", 1)[0]
+    move_the_cursor(cursor_store, clock)
+    # Retried at once: its run_at is the retry's instant, ahead of every bound, so the claim from the cursor (and
+    # the idle read) find it with or without the full claim this engine's put-back brings.
+    held.retry("flaky", delay=0)
+    assert cursor_store.engine.soonest_due(["q"]) is not None
+    assert claim_ids(cursor_store) == [held.id]
+
+
+def test_a_dead_job_this_engine_requeued_is_claimed_by_the_next_claim_and_announced_by_the_idle_read(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    # A requeue gives the job its own instant for run_at, ahead of every bound; the engine resets every queue's
+    # cursor as well, so the next claim and the idle read would find it in full if it kept an older one.
+    queue = cursor_store.queue("q")
+    queue.enqueue("doomed", EnqueueOpts(max_attempts=1))
+    held = queue.claim_many("w", 1)[0]
+    held.fail("no")
+    move_the_cursor(cursor_store, clock)
+    assert cursor_store.requeue_dead(held.id)
+    assert cursor_store.engine.soonest_due(["q"]) is not None
+    assert claim_ids(cursor_store) == [held.id]
+
+
 def test_jobs_enqueued_after_the_clock_stepped_back_are_claimed(cursor_store: Store, clock: ManualClock) -> None:
     queue = cursor_store.queue("q")
     move_the_cursor(cursor_store, clock)
@@ -344,3 +397,68 @@ def test_under_a_pinned_horizon_a_claim_from_the_cursor_reads_as_much_whatever_f
         assert large - small < 20, buffers
     else:  # every claim from the left end: it reads every finished job's dead entry
         assert large - small > 200, buffers
+
+
+def idle_buffers(store: Store, queue: str) -> int:
+    """The shared buffers of the engine's ``soonest_due`` of ``queue`` (an idle worker's read), under EXPLAIN."""
+    engine = engine_of(store)
+    with engine.pool.connection() as conn:
+        plan = conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS) " + engine._sql.soonest_due, engine._cursors.idle_params([queue])
+        ).fetchall()
+    found = re.search(r"shared hit=(\d+)(?: read=(\d+))?", str(plan[1][0]))
+    assert found is not None, plan[:3]
+    return int(found.group(1)) + int(found.group(2) or 0)
+
+
+@pytest.mark.parametrize("backstop", [HOUR, 0.0])
+def test_under_a_pinned_horizon_an_idle_read_reads_as_much_whatever_finished_before_it(
+    open_store: OpenStore, clock: ManualClock, pinned: None, backstop: float
+) -> None:
+    # Finished jobs leave dead entries at the left ends of the ready index and of the lease index (their
+    # leases end in claim order); the read starts where the next wide claim reads (10 s of claims back) and
+    # looks at the leases from the last probe to LEASE_AHEAD past it, once the pin is older than the leases too.
+    store = open_store(clock=clock, claim_backstop=backstop)
+    buffers = []
+    for queue, finished in (("idle-small", 2000), ("idle-large", 10000)):
+        q = store.queue(queue)
+        for _ in range(finished // 100):  # 100 jobs a second, enqueued and claimed: their run_at and leases spread
+            q.enqueue_many(["x"] * 100)
+            jobs = q.claim_many("builder", 100)
+            assert len(jobs) == 100
+            assert store.ack_many(jobs) == []
+            clock.advance(1)
+        q.enqueue_many(["live"] * 8)
+        buffers.append(idle_buffers(store, queue))
+        clock.advance(300)  # the finished jobs' leases have all ended by now
+        assert claim_ids(store, 8, queue)
+        assert claim_ids(store, 8, queue) == []
+        buffers.append(idle_buffers(store, queue))
+    small, small_lapsed, large, large_lapsed = buffers
+    if backstop:
+        assert large - small < 20, buffers
+        assert large_lapsed - small_lapsed < 20, buffers
+    else:  # every read from the left ends: it reads every finished job's dead entries
+        assert large - small > 400, buffers
+        assert large_lapsed - small_lapsed > 400, buffers
+
+
+def test_an_idle_read_looks_further_ahead_than_an_idle_worker_waits() -> None:
+    # The idle read sees a lease end only within LEASE_AHEAD of its queue's last claim; an idle worker's
+    # rounds (each a claim) come at least every IDLE_RECHECK, so each lease end is read before it comes.
+    assert timedelta(seconds=IDLE_RECHECK) < LEASE_AHEAD
+
+
+def test_a_lease_end_is_announced_once_a_claim_comes_within_lease_ahead_of_it(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    queue = cursor_store.queue("q")
+    queue.enqueue("slow", EnqueueOpts(visibility_timeout=60))
+    held = queue.claim_many("w", 1)[0]
+    assert held.lease_until is not None
+    assert cursor_store.engine.soonest_due(["q"]) is None  # 60 s past the last probe: left to a later read
+    clock.advance(timedelta(seconds=60) - LEASE_AHEAD)
+    assert claim_ids(cursor_store) == []  # an idle worker's round
+    assert cursor_store.engine.soonest_due(["q"]) == held.lease_until
+    clock.advance(LEASE_AHEAD)
+    assert claim_ids(cursor_store) == [held.id]  # the lease lapsed: swept and claimed again

@@ -215,7 +215,10 @@ class AsyncRuntimePort(ABC):
         ``lease_until`` of their ``RUNNING`` ones, or, when one of their jobs is due, an instant no
         later than now: the ``run_at`` of a due job, which one an engine's choice (an ``expires_at``
         is never sooner than its job's ``run_at``); queues stored as paused are left out. One read
-        for all the queues: what an idle worker waits for (ADR 044).
+        for all the queues: what an idle worker waits for (ADR 044). An engine whose claims read from
+        a cursor may read from there too (ADR 078): it then leaves out a ready job behind where its
+        next claim of the queue reads (its claims' backstop takes it) and a lease that ends more than
+        a few seconds after its last claim of the queue (an idle worker claims again before then).
         """
 
     @abstractmethod

@@ -22,6 +22,10 @@ The lapsed-lease probe is bounded the same way: a claim probes ``jobs_lease`` fr
 the last probe of the queue looked up to (a lease ending before it was seen then),
 and from the left end with every full claim.
 
+An idle worker's read of the soonest due instant (``soonest_due``) reads from the same places
+(ADR 078): the ready jobs from where the queue's next wide claim reads, the leases from the last
+probe's instant to ``LEASE_AHEAD`` past it; what it leaves out, the full claim finds.
+
 A job this engine claimed with dependents (ADR 073) may make them ready when it ends, in any
 queue. A dependent was enqueued after its parent, so its key (``run_at``, id) is at or after the
 parent's (``enqueued_at``, id): a band whose bound is not past that finds it. So the end of such
@@ -59,6 +63,9 @@ FULL_EVERY = 60
 #: How far behind it stays at most in claims: the bound is never older than the first job of the
 #: claim this many claims back, so a backlog of jobs of one ``run_at`` is not read again and again.
 LAG = 16
+#: How far past its queue's last probe ``soonest_due`` looks for a lease's end (ADR 078): more than the worker's
+#: ``IDLE_RECHECK``, so an idle worker, whose every round claims (and probes), reads each lease end before it comes.
+LEASE_AHEAD = timedelta(seconds=10)
 #: The bands a queue's cursor keeps, the most recently claimed from (a band left out waits for a full claim).
 BANDS = 8
 #: Jobs this engine claimed and remembers the queue of, until their end (past it, the memory starts over).
@@ -71,6 +78,8 @@ _MICROSECOND = timedelta(microseconds=1)
 _UNKNOWN: tuple[str, bool, tuple[datetime, int] | None] = ("", False, None)
 #: The lower bound of a full probe of the leases: before any lease.
 _EVER = datetime.min.replace(tzinfo=UTC)
+#: The upper bound of a full look at the leases: after any lease.
+_NEVER = datetime.max.replace(tzinfo=UTC)
 #: The priorities a job can have (a 32-bit integer).
 _PRIORITY_MAX, _PRIORITY_MIN = 2**31 - 1, -(2**31)
 
@@ -195,6 +204,39 @@ class ClaimCursors:
                     band.add_first(key)
             if len(self._held) > HELD:  # ended through another engine: only the backstop finds what they free
                 self._held.clear()
+
+    def idle_params(self, queues: Sequence[str]) -> dict[str, Any]:
+        """The parameters of ``soonest_due`` over ``queues`` (ADR 078): each queue's ready jobs read from where its
+        next wide claim reads (``WIDE`` before each band's newest job), its leases from where its last probe looked
+        up to ``LEASE_AHEAD`` past it; a queue whose next claim reads in full (never claimed here, reset, a backstop
+        of 0) from the left end of both, the leases without end. A ready job this misses is one only a full claim
+        finds; a lease end, one the worker's next round comes before."""
+        queues = list(dict.fromkeys(queues))
+        names, probed, ahead = [], InstantArray(), InstantArray()
+        his, los, ats, ids = IntArray(), IntArray(), InstantArray(), IntArray()
+        with self._lock:
+            for queue in queues:
+                state = self._queues.get(queue)
+                whole = state is None or state.stale or not state.bands or not self._backstop
+                bounds = {} if state is None or whole else {p: band.wide_bound() for p, band in state.bands.items()}
+                segments = _segments(bounds)
+                names += [queue] * len(segments["band_his"])
+                his += segments["band_his"]
+                los += segments["band_los"]
+                ats += segments["band_ats"]
+                ids += segments["band_ids"]
+                probed.append(_EVER if state is None or whole else state.probed_to)
+                ahead.append(_NEVER if state is None or whole else state.probed_to + LEASE_AHEAD)
+        return {
+            "queues": queues,
+            "probed_afters": probed,
+            "leases_to": ahead,
+            "band_queues": names,
+            "band_his": his,
+            "band_los": los,
+            "band_ats": ats,
+            "band_ids": ids,
+        }
 
     def swept(self, queue: str) -> None:
         """The claim of ``queue`` swept: what it reclaimed or promoted may stand behind any bound."""

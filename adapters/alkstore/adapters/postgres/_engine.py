@@ -429,7 +429,7 @@ class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
         return sorted((row for row in rows if row is not None), key=claim_order)
 
     def soonest_due(self, queues: Sequence[str]) -> datetime | None:
-        value = self._connections.one(self._sql.soonest_due, {"queues": list(queues)}, _SCALAR)
+        value = self._connections.one(self._sql.soonest_due, self._cursors.idle_params(queues), _SCALAR)
         return None if value is None else _rows.utc(value)
 
     @contextmanager

@@ -426,7 +426,7 @@ class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostg
         return sorted((row for row in rows if row is not None), key=claim_order)
 
     async def soonest_due(self, queues: Sequence[str]) -> datetime | None:
-        value = await self._connections.one(self._sql.soonest_due, {"queues": list(queues)}, _SCALAR)
+        value = await self._connections.one(self._sql.soonest_due, self._cursors.idle_params(queues), _SCALAR)
         return None if value is None else _rows.utc(value)
 
     @asynccontextmanager

@@ -129,21 +129,34 @@ WITH acked AS ({ack_many}),
 
 -- name: soonest_due
 -- What an idle worker waits for (ADR 044), in one read for all its queues: per queue, the first
--- ready job in claim order, the soonest delayed job and lease end (each the left end of its
--- partial index); queues stored as paused are left out. An expiry is never sooner than its
--- job's run_at, so it adds nothing here. A queue stored with a rate limit has its first ready
--- job's start as its limits allow instead ({rated_due}, ADR 070).
-SELECT min(due.at) FROM unnest(%(queues)s::text[]) AS q(name)
+-- ready job in claim order, the soonest delayed job and lease end; queues stored as paused are
+-- left out. An expiry is never sooner than its job's run_at, so it adds nothing here. A queue
+-- stored with a rate limit has its first ready job's start as its limits allow instead
+-- ({rated_due}, ADR 070). The ready jobs are read as the queue's next wide claim reads them (ADR
+-- 078: per segment of the claim order from its bound, band_queues naming each segment's queue; one
+-- segment from the left end for a queue read in full), and the leases from where the
+-- queue's last probe looked up to a little past it (probed_afters to leases_to, every lease when
+-- read in full): under a pinned horizon neither walks the dead heads the claims and acks since
+-- the pin left at the left ends.
+SELECT min(due.at)
+FROM unnest(%(queues)s::text[], %(probed_afters)s::timestamptz[], %(leases_to)s::timestamptz[])
+  AS q(name, probed_after, leases_to)
 LEFT JOIN {s}.queues AS c ON c.name = q.name
 CROSS JOIN LATERAL (
-    SELECT (SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'pending'
-            AND c.rate_per_us IS NULL AND c.key_rate_per_us IS NULL
-            ORDER BY {order_claim} LIMIT 1)
+    SELECT (SELECT min(first.run_at)
+            FROM unnest(%(band_queues)s::text[], %(band_his)s::integer[], %(band_los)s::integer[],
+                        %(band_ats)s::timestamptz[], %(band_ids)s::bigint[])
+              AS b(band_queue, band_hi, band_lo, band_at, band_id)
+            CROSS JOIN LATERAL (
+                SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'pending' AND {claim_band}
+                ORDER BY {order_claim} LIMIT 1) AS first
+            WHERE b.band_queue = q.name AND c.rate_per_us IS NULL AND c.key_rate_per_us IS NULL)
     UNION ALL
     SELECT {rated_due: q.name} WHERE c.rate_per_us IS NOT NULL OR c.key_rate_per_us IS NOT NULL
     UNION ALL
     SELECT (SELECT run_at FROM {s}.jobs WHERE queue = q.name AND state = 'delayed' ORDER BY run_at LIMIT 1)
     UNION ALL
     SELECT (SELECT lease_until FROM {s}.jobs WHERE queue = q.name AND state = 'running'
+            AND lease_until >= q.probed_after AND lease_until <= q.leases_to
             ORDER BY lease_until LIMIT 1)) AS due(at)
 WHERE c.paused IS NOT TRUE
