@@ -211,7 +211,7 @@ class _Write:
                 raise StoreClosed("this store is closed")
             db = self._db = tables._db
             tables._signal = False
-            db.execute(sql.BEGIN_IMMEDIATE)
+            tables.cursor.execute(sql.BEGIN_IMMEDIATE)
         except BaseException as exc:
             tables._lock.release()
             if isinstance(exc, sqlite3.Error):
@@ -224,7 +224,7 @@ class _Write:
         try:
             if exc is None:
                 try:
-                    db.execute(sql.COMMIT)
+                    tables.cursor.execute(sql.COMMIT)
                 except BaseException as failed:
                     exc = failed
             if exc is not None:
@@ -264,6 +264,9 @@ class SqliteTables:
         self._signal = False
         with translated("opening the file"):
             self._db = connect(options)
+        #: The engine's own cursor, for the statements of every claim and ack, under the engine's lock, each read
+        #: at once: ``Connection.execute`` makes a cursor per statement, which cost more than a short statement.
+        self.cursor = self._db.cursor()
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.sqlite.SqliteTables {self.options.path!r}>"
@@ -565,8 +568,8 @@ class SqliteTables:
     def _claimable(self, request: port.ClaimRequest) -> bool:
         """Whether a claim has anything to do (a due job, a lapsed lease, an expired job): read first, so that
         an idle claim never takes the file's write lock. Skipped while the queue's last claim here took jobs."""
-        with self._read_one("claim") as db:
-            return bool(db.execute(sql.CLAIM_WORK, (request.queue, us(request.now))).fetchone()[0])
+        with self._read_one("claim"):
+            return bool(self.cursor.execute(sql.CLAIM_WORK, (request.queue, us(request.now))).fetchone()[0])
 
     def _claim(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
         claimed = self._take(db, request)
@@ -579,7 +582,8 @@ class SqliteTables:
     def _take(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
         """Sweep the queue's lapsed leases and expired jobs (when it has any), then take its best due jobs."""
         now = us(request.now)
-        if db.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
+        cursor = self.cursor
+        if cursor.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
             self._sweep(db, request)
         limit = request.limit
         if request.concurrency is not None:
@@ -591,7 +595,7 @@ class SqliteTables:
             return []
         if request.rate is not None or request.key_rate is not None:
             return self._take_rated(db, request, limit)
-        rows = db.execute(
+        rows = cursor.execute(
             sql.CLAIM_JOBS, (request.worker_id, now, span(request.lease), request.queue, limit)
         ).fetchall()
         return [job_of(row) for row in claim_sorted(rows)]
