@@ -474,10 +474,11 @@ class SqliteTables:
             first = self._ids.take(db, count, own)
             stamp = us(now)
             rows = [plain_job_row(first + offset, job, stamp) for offset, job in enumerate(fresh)]
+            on = self.cursor if own else db  # the engine's own transaction: its cursor
             if count == 1:
-                db.execute(sql.INSERT_PLAIN_JOB, rows[0])
+                on.execute(sql.INSERT_PLAIN_JOB, rows[0])
             else:
-                db.executemany(sql.INSERT_PLAIN_JOB, rows)
+                on.executemany(sql.INSERT_PLAIN_JOB, rows)
             return list(range(first, first + count))
         first, line = self._next_jobs(db, len(fresh), own)
         for offset, job in enumerate(fresh):
@@ -583,8 +584,15 @@ class SqliteTables:
         """Sweep the queue's lapsed leases and expired jobs (when it has any), then take its best due jobs."""
         now = us(request.now)
         cursor = self.cursor
+        simple = request.limit > 0 and request.concurrency is None and request.rate is None and request.key_rate is None
+        if simple:  # most claims: one statement, which takes nothing while a sweep is due
+            taken = (request.worker_id, now, span(request.lease), request.queue, request.limit)
+            if rows := cursor.execute(sql.CLAIM_JOBS_UNSWEPT, taken).fetchall():
+                return [job_of(row) for row in claim_sorted(rows)]
         if cursor.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
             self._sweep(db, request)
+        elif simple:
+            return []
         limit = request.limit
         if request.concurrency is not None:
             config = config_of(db.execute(sql.QUEUE_CONFIG, (request.queue,)).fetchone())
