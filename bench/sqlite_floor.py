@@ -24,6 +24,11 @@ rounds printed with the load. ``--statements`` instead counts the SQL statements
 for each row whose delete starts a trigger: alkstore's ack shows one entry more per job than it runs).
 
     .venv/bin/python bench/sqlite_floor.py [--jobs 2000] [--rounds 3] [--wakes 20] [--statements]
+    .venv/bin/python bench/sqlite_floor.py --one sync alkstore "drain, 1 thread" [--jobs 2000]
+
+``--one RUNTIME SIDE MEASURE`` runs one measure by one side in this process and prints its CPU per
+job and its rate: run in fresh processes by two checkouts' virtualenvs in turn (this script with
+each one's code), it compares two versions of the engine by CPU per job, which load moves less.
 """
 
 from __future__ import annotations
@@ -428,7 +433,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--wakes", type=int, default=20)
     parser.add_argument("--statements", action="store_true")
+    parser.add_argument("--one", nargs=3, metavar=("RUNTIME", "SIDE", "MEASURE"))
     args = parser.parse_args()
+    if args.one:
+        runtime, side, measure = args.one
+        with tempfile.TemporaryDirectory() as name:
+            path = Path(name) / "one.db"
+            if runtime == "sync":
+                rate, cpu = sync_measure(side, path, measure, args.jobs)
+            else:
+                rate, cpu = asyncio.run(async_measure(side, path, measure, args.jobs))
+        print(f"{runtime}: {measure}, {side}: {cpu * 1e6:.1f} µs CPU/job, {rate:,.1f}/s (load {load_average()})")
+        return
     with tempfile.TemporaryDirectory() as name:
         directory = Path(name)
         if args.statements:

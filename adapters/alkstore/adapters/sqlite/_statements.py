@@ -131,20 +131,30 @@ CLAIM_WORK = (
     " OR EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = ?1 AND state = 'running' AND lease_until <= ?2)"
     " OR EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = ?1 AND expires_at <= ?2 AND state = 'pending')"
 )
+
+
+def _sweeps_due(queue: str) -> str:
+    """Whether the queue (parameter ``queue``) has a lapsed lease or an expired job at ``?2``."""
+    return (
+        f"EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = {queue} AND state = 'running' AND lease_until <= ?2)"
+        f" OR EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = {queue} AND expires_at <= ?2 AND state = 'pending')"
+    )
+
+
 #: Whether a claim must sweep first: a lapsed lease, an expired job (the sweeps' reads find nothing else).
-SWEEPS_DUE = (
-    "SELECT EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = ?1 AND state = 'running' AND lease_until <= ?2)"
-    " OR EXISTS (SELECT 1 FROM alkstore_jobs WHERE queue = ?1 AND expires_at <= ?2 AND state = 'pending')"
-)
+SWEEPS_DUE = f"SELECT {_sweeps_due('?1')}"
 #: Take the best ``?5`` due jobs (priority descending, run_at, id) for worker ``?1`` at ``?2``, their lease their
 #: own visibility or ``?3``; the jobs as taken (in no order: RETURNING keeps none).
-CLAIM_JOBS = (
+_CLAIM = (
     "UPDATE alkstore_jobs SET state = 'running', attempts = attempts + 1, fence = fence + 1, worker_id = ?1,"
     " lease_until = ?2 + coalesce(visibility, ?3), claimed_at = ?2,"
     " unique_key = CASE WHEN unique_running = 1 THEN unique_key END"
     " WHERE id IN (SELECT id FROM alkstore_jobs WHERE queue = ?4 AND state = 'pending' AND waiting = 0"
-    f" AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT ?5) RETURNING {JOB_COLUMNS}"
+    " AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT ?5)"
 )
+CLAIM_JOBS = f"{_CLAIM} RETURNING {JOB_COLUMNS}"
+#: ``CLAIM_JOBS``, which takes nothing while the queue has a sweep due (its check and the take one statement).
+CLAIM_JOBS_UNSWEPT = f"{_CLAIM} AND NOT ({_sweeps_due('?4')}) RETURNING {JOB_COLUMNS}"
 LIVE_LEASES = "SELECT count(*) FROM alkstore_jobs WHERE queue = ? AND state = 'running' AND lease_until > ?"
 MAKE_PENDING = "UPDATE alkstore_jobs SET state = 'pending', worker_id = NULL, lease_until = NULL WHERE id = ?"
 RETRY_JOB = (
@@ -171,6 +181,17 @@ ACK_JOBS = (
     "DELETE FROM alkstore_jobs WHERE (id, fence) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
     " FROM json_each(?)) AND state = 'running' RETURNING id, queue, payload, task, attempts, max_attempts,"
     " enqueued_at, worker_id, cancel_requested, ordering_key, waiting, attempt_log, dependents"
+)
+#: An ack that needs nothing of the row (no result to keep, no dependents, no key's line): a plain fenced
+#: delete, counted by its changes (``RETURNING`` costs about a read of the row); any other goes ``ACK_JOB``'s way.
+ACK_PLAIN_JOB = (
+    "DELETE FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ? AND dependents = 0"
+    " AND ordering_key IS NULL"
+)
+#: ``ACK_PLAIN_JOB`` of many held jobs at once, their ``(id, fence)`` pairs one JSON array: the pairs deleted.
+ACK_PLAIN_JOBS = (
+    "DELETE FROM alkstore_jobs WHERE (id, fence) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+    " FROM json_each(?)) AND state = 'running' AND dependents = 0 AND ordering_key IS NULL RETURNING id, fence"
 )
 HEARTBEAT = "UPDATE alkstore_jobs SET lease_until = ? WHERE id = ?"
 REQUEUE_DEAD = (

@@ -211,7 +211,7 @@ class _Write:
                 raise StoreClosed("this store is closed")
             db = self._db = tables._db
             tables._signal = False
-            db.execute(sql.BEGIN_IMMEDIATE)
+            tables.cursor.execute(sql.BEGIN_IMMEDIATE)
         except BaseException as exc:
             tables._lock.release()
             if isinstance(exc, sqlite3.Error):
@@ -224,7 +224,7 @@ class _Write:
         try:
             if exc is None:
                 try:
-                    db.execute(sql.COMMIT)
+                    tables.cursor.execute(sql.COMMIT)
                 except BaseException as failed:
                     exc = failed
             if exc is not None:
@@ -264,6 +264,9 @@ class SqliteTables:
         self._signal = False
         with translated("opening the file"):
             self._db = connect(options)
+        #: The engine's own cursor, for the statements of every claim and ack, under the engine's lock, each read
+        #: at once: ``Connection.execute`` makes a cursor per statement, which cost more than a short statement.
+        self.cursor = self._db.cursor()
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.sqlite.SqliteTables {self.options.path!r}>"
@@ -471,10 +474,11 @@ class SqliteTables:
             first = self._ids.take(db, count, own)
             stamp = us(now)
             rows = [plain_job_row(first + offset, job, stamp) for offset, job in enumerate(fresh)]
+            on = self.cursor if own else db  # the engine's own transaction: its cursor
             if count == 1:
-                db.execute(sql.INSERT_PLAIN_JOB, rows[0])
+                on.execute(sql.INSERT_PLAIN_JOB, rows[0])
             else:
-                db.executemany(sql.INSERT_PLAIN_JOB, rows)
+                on.executemany(sql.INSERT_PLAIN_JOB, rows)
             return list(range(first, first + count))
         first, line = self._next_jobs(db, len(fresh), own)
         for offset, job in enumerate(fresh):
@@ -565,8 +569,8 @@ class SqliteTables:
     def _claimable(self, request: port.ClaimRequest) -> bool:
         """Whether a claim has anything to do (a due job, a lapsed lease, an expired job): read first, so that
         an idle claim never takes the file's write lock. Skipped while the queue's last claim here took jobs."""
-        with self._read_one("claim") as db:
-            return bool(db.execute(sql.CLAIM_WORK, (request.queue, us(request.now))).fetchone()[0])
+        with self._read_one("claim"):
+            return bool(self.cursor.execute(sql.CLAIM_WORK, (request.queue, us(request.now))).fetchone()[0])
 
     def _claim(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
         claimed = self._take(db, request)
@@ -579,8 +583,16 @@ class SqliteTables:
     def _take(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
         """Sweep the queue's lapsed leases and expired jobs (when it has any), then take its best due jobs."""
         now = us(request.now)
-        if db.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
+        cursor = self.cursor
+        simple = request.limit > 0 and request.concurrency is None and request.rate is None and request.key_rate is None
+        if simple:  # most claims: one statement, which takes nothing while a sweep is due
+            taken = (request.worker_id, now, span(request.lease), request.queue, request.limit)
+            if rows := cursor.execute(sql.CLAIM_JOBS_UNSWEPT, taken).fetchall():
+                return [job_of(row) for row in claim_sorted(rows)]
+        if cursor.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
             self._sweep(db, request)
+        elif simple:
+            return []
         limit = request.limit
         if request.concurrency is not None:
             config = config_of(db.execute(sql.QUEUE_CONFIG, (request.queue,)).fetchone())
@@ -591,7 +603,7 @@ class SqliteTables:
             return []
         if request.rate is not None or request.key_rate is not None:
             return self._take_rated(db, request, limit)
-        rows = db.execute(
+        rows = cursor.execute(
             sql.CLAIM_JOBS, (request.worker_id, now, span(request.lease), request.queue, limit)
         ).fetchall()
         return [job_of(row) for row in claim_sorted(rows)]
