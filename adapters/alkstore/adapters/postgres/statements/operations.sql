@@ -101,7 +101,7 @@ RETURNING id
 -- name: cancel_requested
 SELECT j.id, j.lease FROM {s}.jobs AS j
 JOIN unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence) ON j.id = h.id AND j.lease = h.fence
-WHERE j.state = {running} AND j.cancel_requested
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.state = {running} AND j.cancel_requested
 
 -- name: purge_dead
 WITH gone AS (DELETE FROM {s}.dead_jobs WHERE id IN (
