@@ -176,7 +176,7 @@ def _job_rows(make: Callable[[_Pick, dict[str, int]], RowMaker[_R]]) -> BaseRowF
         result = cursor.pgresult
         if result is None or not result.nfields:
             return _no_rows
-        shape = tuple(result.fname(at) for at in range(result.nfields))
+        shape = tuple(map(result.fname, range(result.nfields)))
         maker = makers.get(shape)
         if maker is None:
             positions = {bytes(name).decode(): at for at, name in enumerate(shape) if name is not None}
