@@ -57,6 +57,7 @@ from .port._records import (
     TickBudget,
     TickResult,
     WorkerRecord,
+    job_record,
 )
 from .port._runtime_port import RuntimePort, Waiter
 from .port._runtime_port_async import AsyncRuntimePort, AsyncWaiter
@@ -140,6 +141,7 @@ __all__ = [
     "after_key",
     "aspawn",
     "claim_order",
+    "job_record",
     "key_of",
     "listing_order",
     "may_start",

@@ -12,8 +12,9 @@ both); engine authors find them, these records and the rules an engine calls in 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from datetime import datetime, timedelta
+from typing import Any
 
 from ._dependency_records import ParentFailure, ParentLink
 from ._rates import RateLimit
@@ -54,6 +55,7 @@ __all__ = [
     "TickBudget",
     "TickResult",
     "WorkerRecord",
+    "job_record",
 ]
 
 #: ``last_error`` of a job buried because its lease lapsed on its last allowed attempt.
@@ -166,6 +168,26 @@ class JobRecord:
     #: Read by ``get_job`` only (empty elsewhere): each parent as its child sees it, and the jobs waiting on it.
     parent_links: tuple[ParentLink, ...] = ()
     children: tuple[int, ...] = ()
+
+
+#: Each ``JobRecord`` slot's setter in field order, each field's default, and how many fields have none.
+_JOB_RECORD_SLOTS = tuple(JobRecord.__dict__[f.name].__set__ for f in fields(JobRecord))
+_JOB_RECORD_DEFAULTS = tuple(f.default for f in fields(JobRecord))
+_JOB_RECORD_REQUIRED = sum(f.default is MISSING for f in fields(JobRecord))
+
+
+def job_record(*values: Any) -> JobRecord:
+    """``JobRecord(*values)``: the fields in their order, those left out at their defaults; made without the
+    frozen ``__init__``'s call per field, each slot set once through its own setter (an engine makes one
+    per job row it reads; a ``JobRecord`` has no ``__post_init__``, so the two records are the same)."""
+    if not _JOB_RECORD_REQUIRED <= len(values) <= len(_JOB_RECORD_SLOTS):
+        raise TypeError(
+            f"a JobRecord takes {_JOB_RECORD_REQUIRED} to {len(_JOB_RECORD_SLOTS)} values, not {len(values)}"
+        )
+    record = object.__new__(JobRecord)
+    for put, value in zip(_JOB_RECORD_SLOTS, values + _JOB_RECORD_DEFAULTS[len(values) :], strict=True):
+        put(record, value)
+    return record
 
 
 @dataclass(frozen=True, slots=True)

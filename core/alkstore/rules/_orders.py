@@ -85,9 +85,16 @@ def listing_order(phase: JobPhase, reverse: bool = False) -> Callable[[JobRecord
     return lambda record: _sortable(order, lambda name: getattr(record, name))
 
 
+#: The order ``claim_order`` spells out: a change to ``CLAIM_ORDER`` must change it too (refused at import).
+_CLAIM_KEY = (("priority", True), ("run_at", False), ("id", False))
+if CLAIM_ORDER != _CLAIM_KEY:
+    raise TypeError(f"claim_order spells out {_CLAIM_KEY}, not the declared {CLAIM_ORDER}")
+
+
 def claim_order(record: JobRecord) -> tuple[Any, ...]:
-    """The claim's sort key of a ready job: priority descending, ``run_at``, id."""
-    return _sortable(CLAIM_ORDER, lambda name: getattr(record, name))
+    """The claim's sort key of a ready job: priority descending, ``run_at``, id. The key ``listing_order(READY)``
+    makes, written out rather than walked field by field: it is taken once per claimed job."""
+    return (-record.priority, _micros(record.run_at), record.id)
 
 
 def key_of(record: JobRecord, phase: JobPhase) -> JobKey:

@@ -50,12 +50,12 @@ __all__ = [
     "TaskFiguresInfo",
     "ThroughputInfo",
     "WorkerInfo",
-    "fields_of",
     "info_of",
     "job_ids",
     "new_jobs",
     "new_schedule",
     "schedule_of",
+    "values_of",
 ]
 
 
@@ -118,31 +118,44 @@ class JobInfo:
         return self.waits_for is not None and self.state is JobState.PENDING
 
 
-#: The fields ``fields_of`` works out rather than copies: the decoded payload and errors, the steps and
+#: The fields ``values_of`` works out rather than copies: the decoded payload and errors, the steps and
 #: sleep ``get_job`` adds (ADR 069), and the dependencies read from the links (ADR 073).
 _DERIVED = frozenset({"payload", "errors", "steps", "waits_for", "parents", "waiting_on", "children"})
-#: Every other ``JobInfo`` field is copied from the ``JobRecord`` attribute of its name (a getter of them
-#: all, paired with the names by keyword, so a new field cannot land in another's slot).
-_COPIED = tuple(f.name for f in fields(JobInfo) if f.name not in _DERIVED)
-_COPY = attrgetter(*_COPIED)
+#: ``JobInfo``'s fields in their order. Every one not derived is copied from the ``JobRecord`` attribute of its
+#: name, by two getters (the fields before the payload, and those from it to the errors), so a new field
+#: cannot land in another's slot; the derived ones are where ``_check_layout`` finds them.
+_NAMES = tuple(f.name for f in fields(JobInfo))
+_BEFORE_PAYLOAD = attrgetter(*_NAMES[: _NAMES.index("payload")])
+_TO_ERRORS = attrgetter(*_NAMES[_NAMES.index("payload") + 1 : _NAMES.index("errors")])
 
 
-def fields_of(record: JobRecord, payload: Any) -> dict[str, Any]:
-    """A ``JobInfo``'s fields by name, from ``record`` and the decoded ``payload``."""
-    found = dict(zip(_COPIED, _COPY(record), strict=True))
-    found["payload"] = payload
-    found["errors"] = attempts_of(record.attempt_log)
+def _check_layout() -> None:
+    """Refuse (at import) a ``JobInfo`` whose derived fields are not where ``values_of`` puts them."""
+    tail = ("errors", "steps", "waits_for", "parents", "waiting_on", "children")
+    between = _NAMES[_NAMES.index("payload") + 1 : _NAMES.index("errors")]
+    if _NAMES[-len(tail) :] != tail or _DERIVED.intersection(between) or len(_NAMES) != len(set(_NAMES)):
+        raise TypeError(f"JobInfo's fields moved: values_of must follow them ({_NAMES})")
+
+
+_check_layout()
+
+
+def values_of(record: JobRecord, payload: Any) -> tuple[Any, ...]:
+    """A ``JobInfo``'s field values in its field order, from ``record`` and the decoded ``payload``: the
+    arguments a claimed job is made from, per job on the claim's hot path (no keyword per field)."""
     if record.parent_links or record.children:  # read by get_job only (not by a claim, a listing)
-        found["parents"] = record.parents
-        found["waiting_on"] = tuple(link.id for link in record.parent_links if link.state == "waiting")
-        found["children"] = record.children
+        waiting_on = tuple(link.id for link in record.parent_links if link.state == "waiting")
+        dependencies: tuple[Any, ...] = (record.parents, waiting_on, record.children)
+    else:
+        dependencies = ((), (), ())
     # the steps and what it sleeps for stay at their defaults here: get_job adds them (ADR 069)
-    return found
+    errors = attempts_of(record.attempt_log)
+    return (*_BEFORE_PAYLOAD(record), payload, *_TO_ERRORS(record), errors, (), None, *dependencies)
 
 
 def info_of(record: JobRecord, payload: Any) -> JobInfo:
     """The public snapshot of ``record``, its payload decoded as ``payload``."""
-    return JobInfo(**fields_of(record, payload))
+    return JobInfo(*values_of(record, payload))
 
 
 def new_jobs(

@@ -53,7 +53,7 @@ from alkstore.rules._lifecycle import (
     on_failure,
 )
 from alkstore.rules._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_defaults, stamp_enqueue
-from alkstore.rules._records import JobId, fields_of, job_ids, new_jobs
+from alkstore.rules._records import JobId, job_ids, new_jobs, values_of
 from alkstore.rules._results import done
 
 from ._job import Job
@@ -311,8 +311,8 @@ class Kernel:
             for record in records:
                 outcome = decode_claimed(record, self.codec)
                 if isinstance(outcome, Decoded):
-                    fields = fields_of(record, outcome.payload)
-                    jobs.append(Job(**fields, _kernel=self, _record=record, _claimed_at=now))
+                    values = values_of(record, outcome.payload)
+                    jobs.append(Job(*values, _kernel=self, _record=record, _claimed_at=now))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, queue, outcome.error)
                     lost = engine.bury((Burial(record.id, record.fence, outcome.error),), now)

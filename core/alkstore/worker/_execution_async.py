@@ -85,6 +85,8 @@ class AsyncExecution:
         lost = {pair.job_id for pair in stale}
         self._tally.acked([(job, elapsed_ms) for job, elapsed_ms, _ in acks if job.id not in lost], len(lost))
         logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
+        if not lost and not logged:
+            return
         for job, elapsed_ms, _ in acks:
             if job.id in lost:
                 log.warning("job %s (%s): its lease was lost before its ack; outcome discarded", job.id, describe(job))

@@ -154,7 +154,10 @@ class Tally:
                         self._figure(job, run_ms, done, failed)
 
     def _figure(self, job: Any, run_ms: float, done: int, failed: int) -> None:
-        figures = self._tasks.setdefault((job.queue, job.task or ""), [0, 0, 0.0, 0.0])
+        key = (job.queue, job.task or "")
+        figures = self._tasks.get(key)
+        if figures is None:
+            figures = self._tasks[key] = [0, 0, 0.0, 0.0]
         figures[0] += done
         figures[1] += failed
         figures[2] += run_ms
@@ -165,8 +168,12 @@ class Tally:
         with self._lock:
             self.stats.succeeded += len(runs)
             self.stats.lost += lost
+            queues = self._queues
             for job, run_ms in runs:
-                self._queues.setdefault(job.queue, [0, 0])[0] += 1
+                counts = queues.get(job.queue)
+                if counts is None:
+                    counts = queues[job.queue] = [0, 0]
+                counts[0] += 1
                 self._figure(job, run_ms, 1, 0)
 
     def take_counts(self) -> dict[str, tuple[int, int]]:

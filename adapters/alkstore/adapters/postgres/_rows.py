@@ -119,6 +119,11 @@ JOB_READ = (
     "dependents",
 )  # fmt: skip
 
+#: The dependency fields between ``rate_key`` and ``dependents`` a job row does not read, at their defaults.
+_UNREAD_LINKS = tuple(
+    f.default for f in dataclasses.fields(port.JobRecord) if f.name in ("parents", "parents_left", "on_parent_failure")
+)
+
 
 def _job(
     c: tuple[Any, ...], died_at: datetime | None = None, attempt_log: Sequence[bytes] | None = None
@@ -132,38 +137,15 @@ def _job(
         cancel_requested, claimed_at, rate_key,
         dependents,
     ) = c  # fmt: skip
-    return port.JobRecord(
-        id=int(id_),
-        queue=queue,
-        payload=bytes(payload),
-        state=_STATES[state],
-        priority=priority,
-        run_at=utc(run_at),
-        expires_at=_utc_or_none(expires_at),
-        attempts=attempts,
-        max_attempts=max_attempts,
-        last_error=text(last_error),
-        schedule=schedule,
-        boundary=_utc_or_none(boundary),
-        enqueued_at=utc(enqueued_at),
-        worker_id=worker_id,
-        lease_until=_utc_or_none(lease_until),
-        died_at=_utc_or_none(died_at),
-        fence=int(lease),
-        visibility=duration(visibility_us),
-        task=task,
-        last_traceback=text(last_traceback),
-        trace=trace,
-        unique_key=unique_key,
-        unique_running=unique_running,
-        ordering_key=ordering_key,
-        waiting=state == "waiting",
-        cancel_requested=cancel_requested,
-        claimed_at=_utc_or_none(claimed_at),
-        attempt_log=tuple(bytes(entry) for entry in attempt_log) if attempt_log else (),
-        rate_key=rate_key,
-        dependents=dependents,
-    )
+    return port.job_record(  # in JobRecord's field order (tests/postgres/test_rows.py pins each column's field)
+        int(id_), queue, bytes(payload), _STATES[state], priority, utc(run_at), _utc_or_none(expires_at),
+        attempts, max_attempts, text(last_error), schedule, _utc_or_none(boundary), utc(enqueued_at), worker_id,
+        _utc_or_none(lease_until), _utc_or_none(died_at), int(lease), duration(visibility_us), task,
+        text(last_traceback), trace, unique_key, unique_running, ordering_key, state == "waiting",
+        cancel_requested, _utc_or_none(claimed_at),
+        tuple(bytes(entry) for entry in attempt_log) if attempt_log else (),
+        rate_key, *_UNREAD_LINKS, dependents,
+    )  # fmt: skip
 
 
 def _job_rows(make: Callable[[_Pick, dict[str, int]], RowMaker[_R]]) -> BaseRowFactory[_R]:
@@ -176,7 +158,7 @@ def _job_rows(make: Callable[[_Pick, dict[str, int]], RowMaker[_R]]) -> BaseRowF
         result = cursor.pgresult
         if result is None or not result.nfields:
             return _no_rows
-        shape = tuple(result.fname(at) for at in range(result.nfields))
+        shape = tuple(map(result.fname, range(result.nfields)))
         maker = makers.get(shape)
         if maker is None:
             positions = {bytes(name).decode(): at for at, name in enumerate(shape) if name is not None}

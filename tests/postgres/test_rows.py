@@ -1,0 +1,48 @@
+"""A job row becomes the ``JobRecord`` of its columns: each column lands in the field of its meaning, every
+value distinct here so that two swapped slots would show (the row maker fills the record in field order)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from alkstore.adapters.postgres import _rows
+from alkstore.engine import JobRecord, JobState, ParentFailure, job_record
+from tests.support import MIDNIGHT
+
+
+def at(hours: int) -> datetime:
+    return MIDNIGHT.astimezone(UTC) + timedelta(hours=hours)
+
+
+COLUMNS = {
+    "id": 7, "queue": "emails", "payload": b'{"to":"ada"}', "state": "waiting", "priority": 3, "run_at": at(1),
+    "expires_at": at(2), "attempts": 2, "max_attempts": 5, "last_error": b"boom", "last_traceback": b"Traceback",
+    "schedule": "nightly", "boundary": at(3), "enqueued_at": at(4), "worker_id": "w-1", "lease_until": at(5),
+    "lease": 11, "visibility_us": 30_000_000, "task": "send", "trace": "00-trace-01", "unique_key": "unique",
+    "unique_running": True, "ordering_key": "ordering", "cancel_requested": False, "claimed_at": at(6),
+    "rate_key": "rated", "dependents": 4,
+}  # fmt: skip
+
+
+def test_each_column_of_a_job_row_lands_in_the_field_of_its_meaning() -> None:
+    record = _rows._job(tuple(COLUMNS[name] for name in _rows.JOB_READ), at(7), [b"first", b"second"])
+    assert record == JobRecord(
+        id=7, queue="emails", payload=b'{"to":"ada"}', state=JobState.PENDING, priority=3, run_at=at(1),
+        expires_at=at(2), attempts=2, max_attempts=5, last_error="boom", schedule="nightly", boundary=at(3),
+        enqueued_at=at(4), worker_id="w-1", lease_until=at(5), died_at=at(7), fence=11,
+        visibility=timedelta(seconds=30), task="send", last_traceback="Traceback", trace="00-trace-01",
+        unique_key="unique", unique_running=True, ordering_key="ordering", waiting=True, cancel_requested=False,
+        claimed_at=at(6), attempt_log=(b"first", b"second"), rate_key="rated", dependents=4,
+    )  # fmt: skip
+
+
+def test_a_record_made_field_by_field_is_the_one_its_class_makes() -> None:
+    values: tuple[Any, ...] = tuple(f"v{at}" for at in range(17))  # the fields without a default; the rest at theirs
+    made = job_record(*values)
+    assert made == JobRecord(*values)
+    assert (made.parents, made.on_parent_failure, made.children) == ((), ParentFailure.CANCEL, ())
+    with pytest.raises(TypeError):
+        job_record(*values[:-1])
