@@ -9,7 +9,7 @@
 -- their own, which sees a parent acked or buried while this one waited.
 UPDATE {s}.jobs AS j SET dependents = j.dependents + 1
 FROM unnest(%(parents)s::bigint[]) AS p(id)
-WHERE j.id = ANY(%(parents)s::bigint[]) AND j.id = p.id
+WHERE {held_ids: %(parents)s} AND j.id = p.id
 RETURNING j.id
 
 -- name: finished_parents

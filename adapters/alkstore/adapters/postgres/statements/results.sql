@@ -24,7 +24,7 @@ acked AS (
                  %(started_ats)s::timestamptz[], %(finished_ats)s::timestamptz[],
                  %(keep_untils)s::timestamptz[])
       AS h(id, fence, keep, result, started_at, finished_at, keep_until)
-    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
+    WHERE {held_ids: %(ids)s} AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
     RETURNING j.id, j.queue, j.payload, j.task, j.attempts, j.max_attempts, j.enqueued_at, j.worker_id,
               j.attempt_log, j.cancel_requested, h.keep, h.result, h.started_at, h.finished_at, h.keep_until),
 kept AS (
