@@ -168,7 +168,7 @@ def test_no_row_trigger_on_jobs_writes_dead_jobs_after_an_ack(
         [f'"{pg_module_schema}".jobs'],
     ).fetchall()
     assert ("jobs_keep_on_death", "keep_on_death_17") not in triggers
-    assert ("jobs_settle", "settle_18") in triggers
+    assert ("jobs_settle", "settle_19") in triggers
 
 
 @pytest.mark.parametrize("kept", [False, True], ids=["handed to a sibling", "kept, no sibling"])
@@ -239,11 +239,11 @@ def test_a_dependent_enqueued_first_in_the_callers_transaction_goes_with_its_rol
 def test_a_parents_success_and_a_run_dependents_parent_death_promote_it_alike(
     store: Store, db: psycopg.Connection[Any], pg_module_schema: str, parents: int, due: bool
 ) -> None:
-    # The promotion's rule is written twice (ADR 073, amendment of 2026-12-07, the promotion rule):
-    # settle_18's statement for a parent that succeeded, promote_15 for a 'run' dependent's parent that
-    # died. Three dependents of one shape, whose parents all succeed, all die, or take turns, must stand
-    # alike after each parent's end: waiting with one parent fewer to go, then pending (its run_at has
-    # come by the server's clock) or delayed (not yet).
+    # A dependent is promoted by settle_19's statement for a parent that succeeded, by promote_19 for a
+    # 'run' dependent's parent that died; both take the rule from promoted_19 (ADR 073, amendment of
+    # 2026-12-07, the promotion rule). Three dependents of one shape, whose parents all succeed, all die,
+    # or take turns, must stand alike after each parent's end: waiting with one parent fewer to go, then
+    # pending (its run_at has come by the server's clock) or delayed (not yet).
     name = unique("rule")
     queue = store.queue(name)
     delay = None if due else timedelta(days=2)  # the store's clock is a day behind the server's
@@ -282,3 +282,19 @@ def test_a_parents_success_and_a_run_dependents_parent_death_promote_it_alike(
         left = parents - step - 1
         expected = ("waiting", left) if left else ("pending" if due else "delayed", 0)
         assert standing() == dict.fromkeys(groups, expected), f"after {step + 1} of {parents} parents ended"
+
+
+def test_the_promotion_rule_is_inlined_into_the_updates_that_use_it(
+    store: Store, db: psycopg.Connection[Any], pg_module_schema: str
+) -> None:
+    # promoted_19 is the promotion rule's one statement (migration 19); called once per promoted row it
+    # would cost what migration 18 saved by taking promote_15's update into settle_18's statement. The
+    # planner inlines a plain SQL function of one expression: a SET clause (search_path), STRICT or a
+    # second statement would stop it, and the plan would name the function.
+    store.queue(unique("inlined")).enqueue("migrated")
+    query = sql.SQL("EXPLAIN (VERBOSE, COSTS OFF) SELECT {}.promoted_19(j.parents_left, 1, j.run_at) FROM {} AS j")
+    plan = "\n".join(
+        row[0] for row in db.execute(query.format(sql.Identifier(pg_module_schema), table(pg_module_schema, "jobs")))
+    )
+    assert "promoted_19" not in plan, plan
+    assert "CASE WHEN (parents_left > 1) THEN 'waiting'::text" in plan, plan
