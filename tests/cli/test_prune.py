@@ -1,11 +1,15 @@
 """``alkstore prune``: every queue's dead jobs past the retention, a batch at a time (ADR 023), and the action log
-past its own (ADR 068); ``alkstore worker --action-retention``, the log's retention in a worker's upkeep."""
+past its own (ADR 068); ``alkstore worker --action-retention`` and ``--dead-retention``, the log's and the dead
+jobs' retentions in a worker's upkeep."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,3 +177,72 @@ def test_the_worker_keeps_the_action_log_90_days_unless_told(given: list[str], k
     assert args.action_retention == kept
     never = build_parser().parse_args(["worker", "--app", f"{__name__}:APP", "--action-retention", "never"])
     assert never.action_retention is None
+
+
+# -- the dead jobs, in a worker's upkeep ------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def worker_store(
+    request: pytest.FixtureRequest, shared: Prepared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Store, ManualClock]]:
+    """A store on each engine, on the shared manual clock, which ``alkstore worker`` opens too."""
+    clock = shared.clock
+    if request.param == "memory":
+        monkeypatch.setattr(_work, "open_store", _operate.open_store)  # the shared memory engine
+        yield shared.store, clock
+        return
+    if request.param == "sqlite":
+        url, schema = f"sqlite:///{tmp_path / 'jobs.db'}", None
+    else:
+        from alkstore.adapters.postgres.testing import drop_schema, unique_schema
+
+        url, schema = request.getfixturevalue("pg_dsn"), unique_schema("cli")
+
+    def open_here(_url: str, _schema: str | None, **options: Any) -> Store:
+        if schema is not None:
+            options["schema"] = schema
+        return alkstore.open(url, clock=clock, **options)
+
+    monkeypatch.setattr(_work, "open_store", open_here)
+    try:
+        with open_here(url, schema, migrate=True) as store:
+            yield store, clock
+    finally:
+        if schema is not None:
+            drop_schema(url, schema)
+
+
+def test_the_worker_s_dead_retention_flag_reaches_its_upkeep(
+    worker_store: tuple[Store, ManualClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, clock = worker_store
+    old, elsewhere = kill(store, "idle"), kill(store, "emails")
+    clock.advance(timedelta(days=2))
+    recent = kill(store, "idle")
+
+    def supervise(worker: Worker) -> int:
+        """Run the worker until its upkeep pruned its queue's dead jobs, then stop it (no signal needed)."""
+        stop = StopToken()
+        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: store.get_job(old) is None, "the upkeep to prune the dead jobs")
+        finally:
+            stop.cancel()
+            thread.join(PATIENCE)
+        return EXIT_OK
+
+    monkeypatch.setattr(_work, "_supervise", supervise)
+    argv = ["worker", "--app", f"{__name__}:APP", "--url", "memory://", "--runtime", "sync"]
+    assert main([*argv, "--dead-retention", "1d"]) == EXIT_OK
+    assert store.get_job(recent) is not None
+    assert store.get_job(elsewhere) is not None, "a queue the worker does not serve keeps its dead jobs"
+
+
+@pytest.mark.parametrize(("given", "kept"), [([], 604800.0), (["--dead-retention", "12h"], 43200.0)])
+def test_the_worker_keeps_dead_jobs_7_days_unless_told(given: list[str], kept: float) -> None:
+    args = build_parser().parse_args(["worker", "--app", f"{__name__}:APP", *given])
+    assert args.dead_retention == kept
+    never = build_parser().parse_args(["worker", "--app", f"{__name__}:APP", "--dead-retention", "never"])
+    assert never.dead_retention is None

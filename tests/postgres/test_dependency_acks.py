@@ -168,7 +168,7 @@ def test_no_row_trigger_on_jobs_writes_dead_jobs_after_an_ack(
         [f'"{pg_module_schema}".jobs'],
     ).fetchall()
     assert ("jobs_keep_on_death", "keep_on_death_17") not in triggers
-    assert ("jobs_settle", "settle_18") in triggers
+    assert ("jobs_settle", "settle_19") in triggers
 
 
 @pytest.mark.parametrize("kept", [False, True], ids=["handed to a sibling", "kept, no sibling"])
@@ -232,3 +232,69 @@ def test_a_dependent_enqueued_first_in_the_callers_transaction_goes_with_its_rol
         conn.commit()
     assert store.get_job(rolled_back) is None
     assert must_get(store, kept).parents == (parent,)
+
+
+@pytest.mark.parametrize("parents", [1, 3])
+@pytest.mark.parametrize("due", [True, False], ids=["run_at come", "run_at to come"])
+def test_a_parents_success_and_a_run_dependents_parent_death_promote_it_alike(
+    store: Store, db: psycopg.Connection[Any], pg_module_schema: str, parents: int, due: bool
+) -> None:
+    # A dependent is promoted by settle_19's statement for a parent that succeeded, by promote_19 for a
+    # 'run' dependent's parent that died; both take the rule from promoted_19 (ADR 073, amendment of
+    # 2026-12-07, the promotion rule). Three dependents of one shape, whose parents all succeed, all die,
+    # or take turns, must stand alike after each parent's end: waiting with one parent fewer to go, then
+    # pending (its run_at has come by the server's clock) or delayed (not yet).
+    name = unique("rule")
+    queue = store.queue(name)
+    delay = None if due else timedelta(days=2)  # the store's clock is a day behind the server's
+    groups = {
+        "succeed": ["ack"] * parents,
+        "die": ["fail"] * parents,
+        "take turns": [("ack", "fail")[n % 2] for n in range(parents)],
+    }
+    ends = {
+        kind: [queue.enqueue(f"{kind} {n}", EnqueueOpts(max_attempts=1)) for n in range(parents)] for kind in groups
+    }
+    children = {
+        kind: queue.enqueue(kind, EnqueueOpts(after=ids, on_parent_failure=ParentFailure.RUN, delay=delay))
+        for kind, ids in ends.items()
+    }
+    held = {job.id: job for job in queue.claim_many("w", 3 * parents)}
+    assert set(held) == {parent for ids in ends.values() for parent in ids}
+
+    def standing() -> dict[str, tuple[str, int]]:
+        rows = db.execute(
+            sql.SQL("SELECT id, state, parents_left FROM {} WHERE id = ANY(%s)").format(
+                table(pg_module_schema, "jobs")
+            ),
+            [list(children.values())],
+        ).fetchall()
+        by_id = {row[0]: (row[1], row[2]) for row in rows}
+        return {kind: by_id[child] for kind, child in children.items()}
+
+    for step in range(parents):
+        for kind, how in groups.items():
+            job = held[ends[kind][step]]
+            if how[step] == "ack":
+                job.ack()
+            else:
+                job.fail("no")
+        left = parents - step - 1
+        expected = ("waiting", left) if left else ("pending" if due else "delayed", 0)
+        assert standing() == dict.fromkeys(groups, expected), f"after {step + 1} of {parents} parents ended"
+
+
+def test_the_promotion_rule_is_inlined_into_the_updates_that_use_it(
+    store: Store, db: psycopg.Connection[Any], pg_module_schema: str
+) -> None:
+    # promoted_19 is the promotion rule's one statement (migration 19); called once per promoted row it
+    # would cost what migration 18 saved by taking promote_15's update into settle_18's statement. The
+    # planner inlines a plain SQL function of one expression: a SET clause (search_path), STRICT or a
+    # second statement would stop it, and the plan would name the function.
+    store.queue(unique("inlined")).enqueue("migrated")
+    query = sql.SQL("EXPLAIN (VERBOSE, COSTS OFF) SELECT {}.promoted_19(j.parents_left, 1, j.run_at) FROM {} AS j")
+    plan = "\n".join(
+        row[0] for row in db.execute(query.format(sql.Identifier(pg_module_schema), table(pg_module_schema, "jobs")))
+    )
+    assert "promoted_19" not in plan, plan
+    assert "CASE WHEN (parents_left > 1) THEN 'waiting'::text" in plan, plan

@@ -826,6 +826,22 @@ def test_a_statement_that_finds_jobs_by_ids_looks_each_one_up_under_a_pinned_hor
             assert "Index Cond" in lines[at + 1], f"{name} walks an index of jobs whole:\n{plan}"
 
 
+def test_the_ids_as_the_scans_own_condition_have_one_owner_that_every_statement_by_ids_includes() -> None:
+    # The condition the plans above rely on is the fragment held_ids: each statement that finds jobs
+    # by a list of ids includes it (through another section or directly), and no other section writes
+    # the condition out, so a change to it (or a statement that forgets it) is made in one place.
+    sections = _sql._read()
+
+    def includes(key: str) -> set[str]:
+        named = {hole.group(1) for hole in _sql._HOLE.finditer(sections[key].text)}
+        named -= {*_sql._IDENTIFIERS, sections[key].parameter}
+        return named.union(*(includes(name) for name in named))
+
+    assert [name for name in BY_IDS if "held_ids" not in includes(name)] == []
+    written = [key for key, section in sections.items() if re.search(r"\bj\.id\s*=\s*ANY\(", section.text)]
+    assert written == ["held_ids"]
+
+
 def test_a_named_statement_made_positional_numbers_each_name_once_and_keeps_a_literal_percent() -> None:
     """``%(name)s`` becomes ``$n`` (a repeated name keeps its number), ``%%`` a single ``%``; a binary
     placeholder or a ``$`` of the statement's own leaves it to psycopg's conversion (``None``)."""

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
-from alkstore import DEFAULT_ACTION_RETENTION, AsyncWorker, StopToken, Tasks, Worker
+from alkstore import DEFAULT_ACTION_RETENTION, DEFAULT_DEAD_RETENTION, AsyncWorker, StopToken, Tasks, Worker
 
 from ._args import add_database_arguments, count, duration_text, kept_for, seconds
 from ._exits import EXIT_OK
@@ -110,6 +110,7 @@ def run_worker(
     runtime: str = "auto",
     outboxes: list[str] | None = None,
     action_retention: float | None = DEFAULT_ACTION_RETENTION.total_seconds(),
+    dead_retention: float | None = DEFAULT_DEAD_RETENTION.total_seconds(),
 ) -> int:
     """Run a worker of ``runtime`` on the database until a signal stops it; return the exit status."""
     handler = configure_logging()
@@ -124,6 +125,7 @@ def run_worker(
             "grace": grace,
             "schedules": schedules,
             "action_retention": action_retention,
+            "dead_retention": dead_retention,
         }
         if choose_runtime(tasks, runtime) == "async":
             return asyncio.run(_run_async(url, schema, tasks, options, worker_options))
@@ -263,6 +265,14 @@ def add_commands(commands: Any) -> None:
         f"{duration_text(DEFAULT_ACTION_RETENTION.total_seconds())}; never: keep them forever)",
     )
     worker.add_argument(
+        "--dead-retention",
+        type=kept_for,
+        default=DEFAULT_DEAD_RETENTION.total_seconds(),
+        metavar="DURATION",
+        help="its upkeep deletes its queues' dead jobs that died more than DURATION ago (default: "
+        f"{duration_text(DEFAULT_DEAD_RETENTION.total_seconds())}; never: keep them forever)",
+    )
+    worker.add_argument(
         "--runtime",
         choices=RUNTIMES,
         default="auto",
@@ -285,4 +295,5 @@ def _run(args: argparse.Namespace) -> int:
         schedules=args.schedules,
         runtime=args.runtime,
         action_retention=args.action_retention,
+        dead_retention=args.dead_retention,
     )

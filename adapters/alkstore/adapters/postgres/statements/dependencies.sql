@@ -1,5 +1,5 @@
 -- Job dependencies (ADR 073): a dependent's enqueue and the reads of its links. Its promotion and
--- what a parent's death does are the trigger settle_18 (migration 0018), run by the parent's
+-- what a parent's death does are the trigger settle_19 (migration 0019), run by the parent's
 -- deletion whatever statement deletes it.
 
 -- name: lock_parents
@@ -9,7 +9,7 @@
 -- their own, which sees a parent acked or buried while this one waited.
 UPDATE {s}.jobs AS j SET dependents = j.dependents + 1
 FROM unnest(%(parents)s::bigint[]) AS p(id)
-WHERE j.id = ANY(%(parents)s::bigint[]) AND j.id = p.id
+WHERE {held_ids: %(parents)s} AND j.id = p.id
 RETURNING j.id
 
 -- name: finished_parents
@@ -67,7 +67,7 @@ WHERE j.id = c.child
 
 -- name: follow_parent
 -- A dependent enqueued after a parent that is dead already follows its policy at once.
-SELECT {s}.follow_parent_15(%(child)s, %(parent)s, %(now)s)
+SELECT {s}.follow_parent_19(%(child)s, %(parent)s, %(now)s)
 
 -- name: dependency_links
 -- A job's parents as it sees them (in the order named), then the jobs still waiting on it.

@@ -101,17 +101,21 @@ UNLISTEN *
 -- plan can then read them through jobs_lease (the partial index of running jobs), only through
 -- the primary key. A plan that scanned jobs_lease and filtered on id looked as cheap while the
 -- index was small, and read every dead entry a pinned horizon keeps there at each call (ADR 066).
--- The statements that take a list of ids also name them as the scan's own condition
--- (j.id = ANY(ids)) beside the join: without it, on a table of few live rows, the plan walked the
--- whole primary key and joined the ids afterwards, every dead entry of a pinned horizon at each call.
 (SELECT 'running'::text)
+
+-- fragment: held_ids(ids)
+-- The jobs (j) of a list of ids (the array parameter named), as the scan's own condition: every
+-- statement that finds jobs by a list of ids states it beside its join to the list. Without it, on
+-- a table of few live rows, the plan walked the whole primary key and joined the ids afterwards,
+-- every dead entry of a pinned horizon at each call (ADR 066).
+j.id = ANY({ids}::bigint[])
 
 -- name: ack_one
 DELETE FROM {s}.jobs WHERE id = %(id)s AND state = {running} AND lease = %(fence)s RETURNING id
 
 -- name: ack_many
 DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
-WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
+WHERE {held_ids: %(ids)s} AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
 RETURNING j.id
 
 -- fragment: cancelled_instead
@@ -119,7 +123,7 @@ RETURNING j.id
 -- cancelled whatever their holder asked (ADR 035).
 cancelled AS (
     DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
-    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = h.id AND j.state = {running} AND j.lease = h.fence AND j.cancel_requested
+    WHERE {held_ids: %(ids)s} AND j.id = h.id AND j.state = {running} AND j.lease = h.fence AND j.cancel_requested
     RETURNING j.id)
 
 -- name: retry
@@ -133,7 +137,7 @@ job AS (
     FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(run_ats)s::timestamptz[], %(errors)b::bytea[],
                 %(tracebacks)b::bytea[], %(attempt_entries)b::bytea[])
       AS r(id, fence, run_at, error, traceback, attempt)
-    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = r.id AND j.state = {running} AND j.lease = r.fence AND NOT j.cancel_requested
+    WHERE {held_ids: %(ids)s} AND j.id = r.id AND j.state = {running} AND j.lease = r.fence AND NOT j.cancel_requested
     RETURNING j.id, j.queue)
 SELECT id FROM cancelled
 UNION ALL
@@ -150,7 +154,7 @@ job AS (
     UPDATE {s}.jobs AS j SET state = {state_at: j.run_at},
            attempts = greatest(j.attempts - 1, 0), worker_id = NULL, lease_until = NULL
     FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
-    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = h.id AND j.state = {running} AND j.lease = h.fence AND NOT j.cancel_requested
+    WHERE {held_ids: %(ids)s} AND j.id = h.id AND j.state = {running} AND j.lease = h.fence AND NOT j.cancel_requested
     RETURNING j.id, j.queue)
 SELECT id FROM cancelled
 UNION ALL
@@ -161,7 +165,7 @@ UNION ALL
 UPDATE {s}.jobs AS j SET lease_until = b.lease_until
 FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(lease_untils)s::timestamptz[])
   AS b(id, fence, lease_until)
-WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = b.id AND j.state = {running} AND j.lease = b.fence
+WHERE {held_ids: %(ids)s} AND j.id = b.id AND j.state = {running} AND j.lease = b.fence
 RETURNING j.id, j.cancel_requested
 
 -- -- one job, live or dead ------------------------------------------------------------------

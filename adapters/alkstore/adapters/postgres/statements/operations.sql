@@ -94,14 +94,14 @@ RETURNING id
 -- name: request_cancel
 -- A running job is never deleted by a cancel: it is marked, and its holder's next fenced call
 -- (or the sweep of its lapsed lease) ends it cancelled (ADR 035).
-UPDATE {s}.jobs SET cancel_requested = true
-WHERE id = ANY(%(ids)s::bigint[]) AND state = {running}
-RETURNING id
+UPDATE {s}.jobs AS j SET cancel_requested = true
+WHERE {held_ids: %(ids)s} AND j.state = {running}
+RETURNING j.id
 
 -- name: cancel_requested
 SELECT j.id, j.lease FROM {s}.jobs AS j
 JOIN unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence) ON j.id = h.id AND j.lease = h.fence
-WHERE j.id = ANY(%(ids)s::bigint[]) AND j.state = {running} AND j.cancel_requested
+WHERE {held_ids: %(ids)s} AND j.state = {running} AND j.cancel_requested
 
 -- name: purge_dead
 WITH gone AS (DELETE FROM {s}.dead_jobs WHERE id IN (

@@ -7,7 +7,7 @@ worker_id, result, attempt_log
 
 -- fragment: handed(acked)
 -- The CTE "handed": the result of each job acked (in the CTE named) given to the dependents waiting
--- on it (ADR 073); their promotion is the trigger settle_18's, at the end of the statement.
+-- on it (ADR 073); their promotion is the trigger settle_19's, at the end of the statement.
 handed AS (
     UPDATE {s}.job_dependencies AS d SET result = a.result
     FROM {acked} AS a
@@ -24,7 +24,7 @@ acked AS (
                  %(started_ats)s::timestamptz[], %(finished_ats)s::timestamptz[],
                  %(keep_untils)s::timestamptz[])
       AS h(id, fence, keep, result, started_at, finished_at, keep_until)
-    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
+    WHERE {held_ids: %(ids)s} AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
     RETURNING j.id, j.queue, j.payload, j.task, j.attempts, j.max_attempts, j.enqueued_at, j.worker_id,
               j.attempt_log, j.cancel_requested, h.keep, h.result, h.started_at, h.finished_at, h.keep_until),
 kept AS (
