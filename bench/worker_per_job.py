@@ -6,8 +6,8 @@ this thread; the task stops the worker at the last one. With ``--load-only`` the
 run both under ``valgrind --tool=callgrind`` and the difference over ``--jobs`` is the drain's
 instructions per job, whatever the machine's load::
 
-    valgrind --tool=callgrind --callgrind-out-file=/tmp/d.out .venv/bin/python bench/worker_per_job.py sqlite
-    valgrind --tool=callgrind --callgrind-out-file=/tmp/l.out .venv/bin/python bench/worker_per_job.py sqlite --load-only
+    valgrind --tool=callgrind --callgrind-out-file=d.out .venv/bin/python bench/worker_per_job.py sqlite
+    valgrind --tool=callgrind --callgrind-out-file=l.out .venv/bin/python bench/worker_per_job.py sqlite --load-only
 
 ``--profile`` instead runs the drain under ``cProfile`` (every thread's) and prints the top functions by
 inclusive time with their calls per job.
@@ -71,8 +71,10 @@ def main() -> None:
                 width = max(args.jobs, 1)
                 rows = sorted(stats.stats.items(), key=lambda item: -item[1][3])[: args.top]  # type: ignore[attr-defined]
                 for (file, line, name), (_, calls, own, total, _) in rows:
-                    print(f"{total * 1e6 / width:8.2f} µs {own * 1e6 / width:7.2f} µs {calls / width:6.2f}/job "
-                          f"{Path(file).name}:{line} {name}")
+                    print(
+                        f"{total * 1e6 / width:8.2f} µs {own * 1e6 / width:7.2f} µs {calls / width:6.2f}/job "
+                        f"{Path(file).name}:{line} {name}"
+                    )
             else:
                 worker.run(stop)
             assert done[0] == args.jobs, done[0]
