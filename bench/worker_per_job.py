@@ -61,7 +61,7 @@ def main() -> None:
                     profiles.append(cProfile.Profile())
                     profiles[-1].runcall(thread_run, thread)
 
-                threading.Thread.run = profiled  # type: ignore[method-assign]
+                threading.Thread.run = profiled  # type: ignore[method-assign,assignment]
                 profiles[0].runcall(worker.run, stop)
                 threading.Thread.run = thread_run  # type: ignore[method-assign]
                 stats = pstats.Stats(profiles[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from alkstore.errors import InvalidPayload
@@ -162,5 +163,5 @@ def _reject_constant(name: str) -> Any:
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 #: The decoder's scanner: one JSON value at an index of a text, and where it ends.
-_SCAN = _DECODER.scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 _ONE_SHOT = _one_shot_encoder()
