@@ -35,6 +35,7 @@ def main() -> None:
     parser.add_argument("--load-only", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--self-time", action="store_true", help="with --profile: sorted by own time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         url = "memory://" if args.engine == "memory" else f"sqlite:///{Path(directory) / 'bench.db'}"
@@ -69,7 +70,9 @@ def main() -> None:
                     stats.add(other)
                 stats.sort_stats("cumulative")
                 width = max(args.jobs, 1)
-                rows = sorted(stats.stats.items(), key=lambda item: -item[1][3])[: args.top]  # type: ignore[attr-defined]
+                column = 2 if args.self_time else 3
+                table = stats.stats.items()  # type: ignore[attr-defined]
+                rows = sorted(table, key=lambda item: -item[1][column])[: args.top]
                 for (file, line, name), (_, calls, own, total, _) in rows:
                     print(
                         f"{total * 1e6 / width:8.2f} µs {own * 1e6 / width:7.2f} µs {calls / width:6.2f}/job "

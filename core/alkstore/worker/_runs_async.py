@@ -44,6 +44,15 @@ class AsyncRuns:
         """The runs not given up (read without the condition: the list is a snapshot)."""
         return [run for run in list(self._by_id.values()) if not run.abandoned]
 
+    def _held(self) -> int:
+        """How many runs are not given up (under the condition; counted without building ``live``'s list,
+        twice a job)."""
+        held = len(self._by_id)
+        for run in self._by_id.values():
+            if run.abandoned:
+                held -= 1
+        return held
+
     def running(self) -> int:
         """How many runs are in a slot now."""
         return sum(1 for run in self.live() if run.running)
@@ -53,7 +62,7 @@ class AsyncRuns:
         the caller's until ``end_turn``."""
         async with self._cond:
             while not stop.is_cancelled() and not abort.is_cancelled():
-                free = self.slots - len(self.live())
+                free = self.slots - self._held()
                 if free > 0 and not self._turn:
                     self._turn = True
                     return free
@@ -65,18 +74,21 @@ class AsyncRuns:
         is the slot's until ``end_turn``; how many slots are free. ``0`` (and nothing changed) while
         another round is under way or claimed jobs wait for a slot: the slot takes those instead."""
         async with self._cond:
-            if self._turn or any(not other.running and not other.abandoned for other in self._by_id.values()):
+            if self._turn:
                 return 0
+            for other in self._by_id.values():
+                if not other.running and not other.abandoned:
+                    return 0
             if self._by_id.get(run.job.id) is run:
                 del self._by_id[run.job.id]
             self._turn = True
-            return self.slots - len(self.live())
+            return self.slots - self._held()
 
     async def end_turn(self) -> None:
         """The round ended: the next may begin (the claim loop is woken only if slots are still free)."""
         async with self._cond:
             self._turn = False
-            if self.slots > len(self.live()):
+            if self.slots > self._held():
                 self._cond.notify_all()
 
     async def add(self, run: Run) -> None:
