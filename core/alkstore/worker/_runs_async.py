@@ -37,8 +37,23 @@ class AsyncRuns:
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self._cond = ACondition()
+        self._waiting = 0  # how many wait on the condition (counted under it): a change nobody waits for wakes no one
         self._by_id: dict[int, Run] = {}
         self._turn = False  # a claim round is under way
+
+    async def _wait(self, timeout: float) -> None:
+        """Wait on the condition (held) until woken or ``timeout`` wall seconds passed."""
+        self._waiting += 1
+        try:
+            await self._cond.wait(timeout)
+        finally:
+            self._waiting -= 1
+
+    def _wake(self) -> None:
+        """Wake whoever waits on the condition (held): the claim loop for a slot, a drain for the runs'
+        end. Nobody waiting (most changes of a busy worker's runs), nothing is done."""
+        if self._waiting:
+            self._cond.notify_all()
 
     def live(self) -> list[Run]:
         """The runs not given up (read without the condition: the list is a snapshot)."""
@@ -66,7 +81,7 @@ class AsyncRuns:
                 if free > 0 and not self._turn:
                     self._turn = True
                     return free
-                await self._cond.wait(0.2)
+                await self._wait(0.2)
         return 0
 
     async def take_turn(self, run: Run) -> int:
@@ -89,7 +104,7 @@ class AsyncRuns:
         async with self._cond:
             self._turn = False
             if self.slots > self._held():
-                self._cond.notify_all()
+                self._wake()
 
     async def add(self, run: Run) -> None:
         """A job was claimed: it waits for a slot."""
@@ -103,7 +118,7 @@ class AsyncRuns:
             if run is None or run.abandoned:
                 if run is not None:
                     del self._by_id[job.id]
-                    self._cond.notify_all()
+                    self._wake()
                 return None
             run.running = True
             return run
@@ -113,7 +128,7 @@ class AsyncRuns:
         async with self._cond:
             if self._by_id.get(run.job.id) is run:
                 del self._by_id[run.job.id]
-            self._cond.notify_all()
+            self._wake()
 
     async def abandon(self, run: Run) -> bool:
         """Give ``run`` up (its outcome will not count); whether it was still live."""
@@ -121,7 +136,7 @@ class AsyncRuns:
             if run.abandoned:
                 return False
             run.abandoned = True
-            self._cond.notify_all()
+            self._wake()
             return True
 
     async def abandon_waiting(self) -> list[Run]:
@@ -140,7 +155,7 @@ class AsyncRuns:
                 left = deadline - time.monotonic()
                 if not self.live() or left <= 0:
                     break
-                await self._cond.wait(min(left, 0.1))
+                await self._wait(min(left, 0.1))
             remaining = self.live()
             for run in remaining:
                 run.abandoned = True
