@@ -9,6 +9,7 @@ instructions per job, whatever the machine's load::
     valgrind --tool=callgrind --callgrind-out-file=d.out .venv/bin/python bench/worker_per_job.py sqlite
     valgrind --tool=callgrind --callgrind-out-file=l.out .venv/bin/python bench/worker_per_job.py sqlite --load-only
 
+``--api`` drains the same jobs by ``Queue.claim`` and ``Job.ack``, one at a time, with no worker.
 ``--profile`` instead runs the drain under ``cProfile`` (every thread's) and prints the top functions by
 inclusive time with their calls per job.
 """
@@ -33,6 +34,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--prefetch", type=int, default=0)
     parser.add_argument("--load-only", action="store_true")
+    parser.add_argument("--api", action="store_true", help="drain by Queue.claim and Job.ack instead of a Worker")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--self-time", action="store_true", help="with --profile: sorted by own time")
@@ -53,7 +55,12 @@ def main() -> None:
         for first in range(0, args.jobs, 100):
             noop.enqueue_many(store, [{"n": n} for n in range(first, min(first + 100, args.jobs))])
         worker = alkstore.Worker(store, tasks, concurrency=1, prefetch=args.prefetch, poll_interval=0.05)
-        if not args.load_only:
+        if args.api and not args.load_only:  # the same jobs through the API, no worker: what the worker adds
+            queue = store.queue(QUEUE)
+            while (job := queue.claim("w")) is not None:
+                noop.func(**job.payload)
+                job.ack()
+        elif not args.load_only:
             if args.profile:
                 profiles = [cProfile.Profile()]
                 thread_run = threading.Thread.run
