@@ -175,3 +175,36 @@ def test_the_depth_limit_holds_at_any_level(wrap: Any) -> None:
     assert codec.decode(codec.encode(wrap(_nested(MAX_DEPTH - 2)))) is not None
     with pytest.raises(InvalidPayload, match="deeper"):
         codec.encode(wrap(_nested(MAX_DEPTH - 1)))
+
+
+def _stdlib_decoded(data: bytes) -> Any:
+    """What the stdlib's decoder makes of ``data`` (NaN and the infinities refused), or the error it raises."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=refuse)
+    except ValueError as exc:
+        return type(exc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    json_values,
+    st.sampled_from([(",", ":"), (", ", ": ")]),
+    st.sampled_from(["", " ", "\n\t "]),
+    st.sampled_from(["", " ", "\n", " x", "1", "{}", "]"]),
+)
+def test_a_stored_text_decodes_as_the_stdlib_decoder_reads_it(
+    payload: Any, separators: Any, before: str, after: str
+) -> None:
+    # The codec scans its own compact texts directly; any other text (space around the value, something
+    # after it) must still decode, or fail, exactly as the full decoder has it.
+    data = (before + json.dumps(payload, ensure_ascii=False, separators=separators) + after).encode("utf-8")
+    expected = _stdlib_decoded(data)
+    if isinstance(expected, type):
+        with pytest.raises(InvalidPayload):
+            codec.decode(data)
+    else:
+        assert codec.decode(data) == expected

@@ -86,3 +86,42 @@ def test_the_claim_loop_gets_the_turn_back_only_once_a_slot_is_free() -> None:
     runs.end_turn()  # nothing came this time
     loop.join(5)
     assert woken == [1]
+
+
+class _Told(threading.Condition):
+    """A condition that records how each of its waits ended (``True`` notified, ``False`` timed out) and counts
+    its notifications."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends: list[bool] = []
+        self.entered = threading.Event()
+        self.notified = 0
+
+    def notify_all(self) -> None:
+        self.notified += 1
+        super().notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.entered.set()
+        notified = super().wait(timeout)
+        self.ends.append(notified)
+        return notified
+
+
+def test_a_run_that_ends_wakes_the_claim_loop_waiting_for_a_slot_and_a_change_nobody_waits_for_wakes_no_one() -> None:
+    ended = run_of(1)
+    runs = table(1, ended)
+    told = runs._cond = _Told()  # the claim loop waits for a slot: is it woken, or does its wait run out?
+    runs.finished(run_of(2))  # nobody waits: nobody is notified
+    assert told.notified == 0
+    stop = StopToken()
+    results: list[int] = []
+    loop = threading.Thread(target=lambda: results.append(runs.free(stop, StopToken())))
+    loop.start()
+    assert told.entered.wait(5)
+    # The loop holds the condition but while it waits: this finish runs inside one of its waits.
+    runs.finished(ended)
+    loop.join(5)
+    assert results == [1]
+    assert told.ends[-1] is True, "the wait was ended by the finish, not by its timeout"

@@ -33,6 +33,8 @@ from ._parts import AckBuffer, Run, Tally, WorkerOptions, describe
 __all__ = ["Execution"]
 
 log = logging.getLogger("alkstore.worker")
+#: The ids of the acks lost when none was (most acks): no set built per claim.
+_NONE_LOST: frozenset[int] = frozenset()
 
 
 class Execution:
@@ -83,7 +85,7 @@ class Execution:
     def acked(self, acks: list[tuple[Job, float, Held]], stale: list[Held]) -> None:
         """Count and log the runs whose acks were just written (``stale``: those whose lease was lost); the
         kernel that wrote them told the telemetry."""
-        lost = {pair.job_id for pair in stale}
+        lost = {pair.job_id for pair in stale} if stale else _NONE_LOST
         self._tally.acked([(job, elapsed_ms) for job, elapsed_ms, _ in acks if job.id not in lost], len(lost))
         logged = log.isEnabledFor(logging.INFO)  # the hot path: describe each job only if it is logged
         if not lost and not logged:
@@ -165,7 +167,8 @@ class Execution:
             if error is None:
                 self.with_retries(partial(kernel.ack, job, held=held))
                 self._tally.add(job.queue, job, elapsed_ms, succeeded=1)
-                log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
+                if log.isEnabledFor(logging.INFO):  # each run's own ack: describe the job only if it is logged
+                    log.info("job %s (%s) done in %.1f ms", job.id, describe(job), elapsed_ms)
                 return
             failed = error
 

@@ -205,7 +205,7 @@ class Tally:
                     mine[index] += value
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Run:
     """One claimed job: waiting for a slot (prefetched) or running in one; when its lease was last extended.
 

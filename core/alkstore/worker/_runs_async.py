@@ -37,12 +37,36 @@ class AsyncRuns:
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self._cond = ACondition()
+        self._waiting = 0  # how many wait on the condition (counted under it): a change nobody waits for wakes no one
         self._by_id: dict[int, Run] = {}
         self._turn = False  # a claim round is under way
+
+    async def _wait(self, timeout: float) -> None:
+        """Wait on the condition (held) until woken or ``timeout`` wall seconds passed."""
+        self._waiting += 1
+        try:
+            await self._cond.wait(timeout)
+        finally:
+            self._waiting -= 1
+
+    def _wake(self) -> None:
+        """Wake whoever waits on the condition (held): the claim loop for a slot, a drain for the runs'
+        end. Nobody waiting (most changes of a busy worker's runs), nothing is done."""
+        if self._waiting:
+            self._cond.notify_all()
 
     def live(self) -> list[Run]:
         """The runs not given up (read without the condition: the list is a snapshot)."""
         return [run for run in list(self._by_id.values()) if not run.abandoned]
+
+    def _held(self) -> int:
+        """How many runs are not given up (under the condition; counted without building ``live``'s list,
+        twice a job)."""
+        held = len(self._by_id)
+        for run in self._by_id.values():
+            if run.abandoned:
+                held -= 1
+        return held
 
     def running(self) -> int:
         """How many runs are in a slot now."""
@@ -53,11 +77,11 @@ class AsyncRuns:
         the caller's until ``end_turn``."""
         async with self._cond:
             while not stop.is_cancelled() and not abort.is_cancelled():
-                free = self.slots - len(self.live())
+                free = self.slots - self._held()
                 if free > 0 and not self._turn:
                     self._turn = True
                     return free
-                await self._cond.wait(0.2)
+                await self._wait(0.2)
         return 0
 
     async def take_turn(self, run: Run) -> int:
@@ -65,19 +89,22 @@ class AsyncRuns:
         is the slot's until ``end_turn``; how many slots are free. ``0`` (and nothing changed) while
         another round is under way or claimed jobs wait for a slot: the slot takes those instead."""
         async with self._cond:
-            if self._turn or any(not other.running and not other.abandoned for other in self._by_id.values()):
+            if self._turn:
                 return 0
+            for other in self._by_id.values():
+                if not other.running and not other.abandoned:
+                    return 0
             if self._by_id.get(run.job.id) is run:
                 del self._by_id[run.job.id]
             self._turn = True
-            return self.slots - len(self.live())
+            return self.slots - self._held()
 
     async def end_turn(self) -> None:
         """The round ended: the next may begin (the claim loop is woken only if slots are still free)."""
         async with self._cond:
             self._turn = False
-            if self.slots > len(self.live()):
-                self._cond.notify_all()
+            if self.slots > self._held():
+                self._wake()
 
     async def add(self, run: Run) -> None:
         """A job was claimed: it waits for a slot."""
@@ -91,7 +118,7 @@ class AsyncRuns:
             if run is None or run.abandoned:
                 if run is not None:
                     del self._by_id[job.id]
-                    self._cond.notify_all()
+                    self._wake()
                 return None
             run.running = True
             return run
@@ -101,7 +128,7 @@ class AsyncRuns:
         async with self._cond:
             if self._by_id.get(run.job.id) is run:
                 del self._by_id[run.job.id]
-            self._cond.notify_all()
+            self._wake()
 
     async def abandon(self, run: Run) -> bool:
         """Give ``run`` up (its outcome will not count); whether it was still live."""
@@ -109,7 +136,7 @@ class AsyncRuns:
             if run.abandoned:
                 return False
             run.abandoned = True
-            self._cond.notify_all()
+            self._wake()
             return True
 
     async def abandon_waiting(self) -> list[Run]:
@@ -128,7 +155,7 @@ class AsyncRuns:
                 left = deadline - time.monotonic()
                 if not self.live() or left <= 0:
                     break
-                await self._cond.wait(min(left, 0.1))
+                await self._wait(min(left, 0.1))
             remaining = self.live()
             for run in remaining:
                 run.abandoned = True

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from alkstore import engine as port
@@ -119,17 +120,7 @@ class JobTables(DependencyTables):
                     limited.append(entry)
                     continue
                 lease_until = now + (row.visibility if row.visibility is not None else request.lease)
-                taken = replace(
-                    row,
-                    state=port.JobState.RUNNING,
-                    attempts=row.attempts + 1,
-                    fence=row.fence + 1,
-                    worker_id=request.worker_id,
-                    lease_until=lease_until,
-                    claimed_at=now,
-                    unique_key=row.unique_key if row.unique_running else None,  # held while it runs, by option
-                    dependents=len(self._children.get(job_id, ())),
-                )
+                taken = _taken(row, request.worker_id, lease_until, now, len(self._children.get(job_id, ())))
                 if row.unique_key is not None and not row.unique_running:
                     self._holders.pop((row.queue, row.unique_key), None)
                 self._jobs[job_id] = taken
@@ -270,3 +261,29 @@ class JobTables(DependencyTables):
                 return None if dead is None else self._with_links(dead)
             logged = self._attempts.get(job_id)
             return self._with_links(live if logged is None else replace(live, attempt_log=logged))
+
+
+#: A ``JobRecord``'s field values in field order, read in one call, and where each field is among them.
+_VALUES = attrgetter(*(field.name for field in fields(port.JobRecord)))
+_AT = {field.name: at for at, field in enumerate(fields(port.JobRecord))}
+_STATE, _ATTEMPTS, _FENCE, _WORKER, _LEASE, _CLAIMED, _KEY, _DEPENDENTS = (
+    _AT[name]
+    for name in ("state", "attempts", "fence", "worker_id", "lease_until", "claimed_at", "unique_key", "dependents")
+)
+
+
+def _taken(
+    row: port.JobRecord, worker_id: str, lease_until: datetime, now: datetime, dependents: int
+) -> port.JobRecord:
+    """``row`` as a claim at ``now`` takes it: ``dataclasses.replace``'s record, made by position (by keyword,
+    field by field, it costs about twice as much, on every claimed job)."""
+    values = list(_VALUES(row))
+    values[_STATE] = port.JobState.RUNNING
+    values[_ATTEMPTS] = row.attempts + 1
+    values[_FENCE] = row.fence + 1
+    values[_WORKER] = worker_id
+    values[_LEASE] = lease_until
+    values[_CLAIMED] = now
+    values[_KEY] = row.unique_key if row.unique_running else None  # held while it runs, by option
+    values[_DEPENDENTS] = dependents
+    return port.JobRecord(*values)

@@ -40,7 +40,8 @@ def ack(tables: SqliteTables, db: sqlite3.Connection, held: Sequence[port.Held])
     else:
         distinct = len({item.job_id for item in held}) == len(held)
         if distinct and (gone := _plain(tables.cursor, [item for item in held if not isinstance(item, port.Done)])):
-            held = [item for item in held if (item.job_id, item.fence) not in gone]
+            # every one deleted (the pairs are distinct): nothing left to look for, one at a time
+            held = [] if len(gone) == len(held) else [item for item in held if (item.job_id, item.fence) not in gone]
     # One job, or one acked twice in the call (the second finds it gone: stale), goes one at a time.
     batched = distinct and len(held) > 1
     rows: dict[int, Any] = {}
