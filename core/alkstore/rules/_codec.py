@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from typing import Any
 
 from alkstore.errors import InvalidPayload
@@ -66,12 +65,12 @@ class JsonCodec(Codec):
             return data[1:]
         try:
             text = data.decode("utf-8")
-            # What encode wrote is one value, no space around it: scanned as is, less the decoder's two
-            # whitespace matches and calls around the scan (per claimed job). Anything else (space, or
+            # What encode wrote is one value, no space around it: read as is (raw_decode), less the
+            # decoder's two whitespace matches around the value (per claimed job). Anything else (space,
             # something after the value, or no value) goes through the full decode, which names the fault.
             try:
-                value, end = _SCAN(text, 0)
-            except StopIteration:
+                value, end = _DECODER.raw_decode(text)
+            except json.JSONDecodeError:
                 return _DECODER.decode(text)
             return value if end == len(text) else _DECODER.decode(text)
         except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -162,6 +161,4 @@ def _reject_constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-#: The decoder's scanner: one JSON value at an index of a text, and where it ends.
-_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 _ONE_SHOT = _one_shot_encoder()
