@@ -1,4 +1,5 @@
-"""What an idle worker's wake sends (the peer table's D), counted rather than timed.
+"""What an idle worker's wake (the peer table's D) and a draining worker (its C) send, counted rather
+than timed.
 
 From the enqueue to its handler's start: the producer's one statement (the enqueue, whose commit
 sends the NOTIFY), then one statement of the worker's claim loop, the claim itself (no read of the
@@ -7,6 +8,9 @@ hand-off from the claim loop. Either side may also read the queue's config first
 copy is older than ``CONFIG_TTL`` (ADR 016): at most one wake in a dozen of the peer table's. The
 2026-12-06 code sent the same; a second round trip on this path is what the idle wake's latency
 would pay first, whatever the machine's load.
+
+A drain by four slots sends claims only, each carrying the acks waiting: no statement of a run's
+own, and at most one claim a job (but for the last rounds, which find the queue empty).
 """
 
 from __future__ import annotations
@@ -138,3 +142,49 @@ def test_an_idle_workers_wake_sends_one_statement_the_claim_and_hands_the_job_to
         stop.cancel()
         loop.join(PATIENCE)
     assert not loop.is_alive()
+
+
+#: Jobs drained by four slots.
+DRAINED = 60
+#: What a draining worker's claim loop and slots may send: claims, each carrying the acks waiting
+#: (ADRs 021, 022, 049); the queue's config read once a ``CONFIG_TTL``; the idle read once the queue
+#: is empty.
+DRAIN_STATEMENTS = {"claim", "ack_and_claim", "queue_config", "soonest_due"}
+
+
+def test_a_draining_worker_sends_at_most_one_statement_a_job_each_claim_carrying_the_acks(
+    sent: tuple[Store, Sent], open_store: OpenStore
+) -> None:
+    store, recorder = sent
+    producer = open_store(max_size=1).queue(QUEUE)
+    handled: list[int] = []
+    lock = threading.Lock()
+
+    def handler(payload: object, job: Job) -> None:
+        with lock:
+            handled.append(job.id)
+
+    worker = alkstore.Worker(store, handlers={QUEUE: handler}, concurrency=4, worker_id="drainer")
+    stop = StopToken()
+    started = recorder.mark()
+    loop = threading.Thread(target=worker.run, args=(stop,), name=CLAIM_LOOP, daemon=True)
+    loop.start()
+    try:
+        wait_until(partial(recorder.sent, "soonest_due", started, CLAIM_LOOP), "the worker parking")
+        begin = recorder.mark()  # its start (its report, its listening) left out: the drain alone
+        producer.enqueue_many([{"n": n} for n in range(DRAINED)])
+        wait_until(lambda: worker.stats.succeeded == DRAINED, "the drain, its acks written")
+        end = recorder.mark()
+    finally:
+        stop.cancel()
+        loop.join(PATIENCE)
+    assert not loop.is_alive()
+    ours = [
+        (who, name) for who, name in recorder.log[begin:end] if who == CLAIM_LOOP or who.startswith("alkstore-worker-")
+    ]
+    names = [name for _, name in ours]
+    assert set(names) <= DRAIN_STATEMENTS, ours  # no ack of its own, no statement of a run's own
+    claims = names.count("claim") + names.count("ack_and_claim")
+    # Each claim takes one job at least, but for the rounds that find the queue empty: the last
+    # ones, carrying the last acks (one per slot at most, and the claim loop's).
+    assert claims <= DRAINED + 5, ours
