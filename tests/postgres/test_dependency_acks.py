@@ -125,6 +125,27 @@ def test_a_parent_acked_through_the_store_wakes_a_worker_parked_on_its_childs_qu
     assert parked.acked().id == child
 
 
+def test_a_workers_pipelined_ack_leaves_nothing_that_silences_the_next_ack_on_its_connection(
+    open_store: OpenStore, clock: ManualClock, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str
+) -> None:
+    # The pipelined ack tells the trigger that a claim follows for its transaction only: a plain ack on
+    # the same pooled connection afterwards notifies at once again.
+    store = open_store(clock=clock, claim_backstop=HOUR, min_size=1, max_size=1)
+    parents, children = unique("parents"), unique("children")
+    first, second = (store.queue(parents).enqueue(n) for n in range(2))
+    taken = store.queue(children).enqueue("taken", EnqueueOpts(after=[first]))
+    store.queue(children).enqueue("left", EnqueueOpts(after=[second]))
+    one, two = store.queue(parents).claim_many("w", 2)
+    assert int(one.id) == first
+    heard = channel(db, pg_module_schema, children)
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(heard)))
+        assert ack_carrying_a_claim(store, clock, Held(one.id, one.fence), children) == [taken]
+        assert heard_before_the_marker(db, listener, heard) == 0
+        two.ack()
+        assert heard_before_the_marker(db, listener, heard) == 1
+
+
 def test_a_fan_in_child_is_announced_once_its_last_parent_is_acked(
     store: Store, clock: ManualClock, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str
 ) -> None:
@@ -168,7 +189,18 @@ def test_no_row_trigger_on_jobs_writes_dead_jobs_after_an_ack(
         [f'"{pg_module_schema}".jobs'],
     ).fetchall()
     assert ("jobs_keep_on_death", "keep_on_death_17") not in triggers
-    assert ("jobs_settle", "settle_18") in triggers
+    assert ("jobs_settle", "settle_19") in triggers
+
+
+def test_no_deferred_trigger_wakes_a_dependents_queue_at_commit(
+    db: psycopg.Connection[Any], store: Store, pg_module_schema: str
+) -> None:
+    # Migration 19: the ack's transaction notifies (settle_19, or the claim it carries); no event per link.
+    found = db.execute(
+        "SELECT count(*) FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+        [f'"{pg_module_schema}".job_dependencies'],
+    ).fetchone()
+    assert found == (0,)
 
 
 @pytest.mark.parametrize("kept", [False, True], ids=["handed to a sibling", "kept, no sibling"])

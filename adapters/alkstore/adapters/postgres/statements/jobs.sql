@@ -114,6 +114,13 @@ DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) 
 WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
 RETURNING j.id
 
+-- name: ack_many_before_claim
+-- ack_many as the first statement of a pipelined ack and claim (claim.sql's claim_follows).
+DELETE FROM {s}.jobs AS j USING unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS h(id, fence)
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
+  AND {claim_follows}
+RETURNING j.id
+
 -- fragment: cancelled_instead
 -- The CTE "cancelled": of the held jobs (h), those whose cancel was requested, deleted: they end
 -- cancelled whatever their holder asked (ADR 035).

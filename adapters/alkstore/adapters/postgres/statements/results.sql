@@ -36,6 +36,11 @@ kept AS (
 WITH {keeping_acks}
 SELECT id FROM acked
 
+-- name: ack_keeping_before_claim
+-- ack_keeping as the first statement of a pipelined ack and claim (claim.sql's claim_follows).
+WITH {keeping_acks}
+SELECT id FROM acked WHERE {claim_follows}
+
 -- name: ack_keeping_one
 -- ack_keeping for one job, shaped as ack_one is: a delete by primary key, no arrays to join.
 WITH acked AS (
