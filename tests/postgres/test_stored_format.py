@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -48,6 +48,7 @@ MIGRATIONS = [
     (16, "task_figures"),
     (17, "workflow_gaps"),
     (18, "lighter_acks"),
+    (19, "chain_wakes"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -332,6 +333,7 @@ FUNCTIONS = {
     "settle_15()": "trigger",
     "settle_18()": "trigger",
     "wake_18()": "trigger",
+    "settle_19()": "trigger",
     "keep_on_death_17()": "trigger",
     "unlink_dead_17()": "trigger",
     "unlink_dead_15()": "trigger",
