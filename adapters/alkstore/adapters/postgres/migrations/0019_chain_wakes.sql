@@ -60,9 +60,8 @@ BEGIN
                   FROM settled GROUP BY child) AS c
          WHERE j.id = c.id AND j.state = c.waiting
         RETURNING j.id, j.queue, j.state)
-    SELECT (SELECT died_at FROM dead),
-           (SELECT array_agg(id) FROM promoted WHERE state = 'pending'),
-           (SELECT array_agg(DISTINCT queue) FROM promoted WHERE state = 'pending')
+    SELECT (SELECT died_at FROM dead), array_agg(p.id), array_agg(p.queue)
+      FROM promoted AS p WHERE p.state = 'pending'
       INTO v_died_at, v_ready, v_queues;
     IF v_ready IS NOT NULL THEN
         IF current_setting('alkstore.claim_follows', true) = 'on' THEN
@@ -70,7 +69,7 @@ BEGIN
                                concat_ws(',', nullif(current_setting('alkstore.promoted', true), ''),
                                          array_to_string(v_ready, ',')),
                                true);
-        ELSE
+        ELSE  -- a queue named twice sends one notice: the server folds a transaction's equal ones
             FOREACH v_queue IN ARRAY v_queues LOOP
                 PERFORM pg_notify(channel(current_schema(), v_queue), '');
             END LOOP;

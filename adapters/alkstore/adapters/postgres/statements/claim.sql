@@ -118,17 +118,18 @@ SELECT {job_columns_as_null}, true FROM swept
 -- added to the transaction's alkstore.promoted) that this claim did not take, whatever it did
 -- instead (another queue, a full claim, a sweep). The statement's snapshot shows a job it claims
 -- as still pending, hence its ids left out by name. Nobody else can take such a child before the
--- transaction commits: the promotion holds its row lock.
+-- transaction commits: the promotion holds its row lock. The children are read by primary key: their
+-- state is compared as a subquery (as jobs.sql's running is), or a plan could walk jobs_claim,
+-- every ready job of the table, and filter on the ids. Two children of one queue send the same
+-- notice, which the server sends once per transaction.
 WITH {sweep_needed},
 swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
 {allowed},
 {claimed},
 woken AS MATERIALIZED (
-    SELECT count(pg_notify({s}.channel(%(schema)s, ready.queue), '')) AS notices
-    FROM (SELECT DISTINCT queue FROM {s}.jobs
-          WHERE id = ANY(string_to_array(nullif(pg_catalog.current_setting('alkstore.promoted', true), ''),
-                                         ',')::bigint[])
-            AND state = 'pending' AND id <> ALL(ARRAY(SELECT id FROM claimed))) AS ready)
+    SELECT count(pg_notify({s}.channel(%(schema)s, queue), '')) AS notices FROM {s}.jobs
+    WHERE id = ANY(string_to_array(nullif(pg_catalog.current_setting('alkstore.promoted', true), ''), ',')::bigint[])
+      AND state = (SELECT 'pending'::text) AND id <> ALL(ARRAY(SELECT id FROM claimed)))
 SELECT {job_columns}, false AS swept FROM claimed
 UNION ALL
 SELECT {job_columns_as_null}, true FROM swept
