@@ -264,3 +264,34 @@ def test_a_dependent_enqueued_first_in_the_callers_transaction_goes_with_its_rol
         conn.commit()
     assert store.get_job(rolled_back) is None
     assert must_get(store, kept).parents == (parent,)
+
+
+@pytest.mark.parametrize("handed", [False, True], ids=["plain ack", "result handed over"])
+def test_a_chain_steps_pipelined_ack_is_planned_once_not_at_every_step(
+    open_store: OpenStore, clock: ManualClock, db: psycopg.Connection[Any], pg_module_schema: str, handed: bool
+) -> None:
+    # On an analysed table of some thousands of jobs, a custom plan that knew the ack's lists held one id
+    # looked cheaper than the generic plan, so the server planned the ack anew at every step: its lists
+    # are subqueries now, and after the server's five custom plans it keeps the generic one.
+    store = open_store(clock=clock, claim_backstop=HOUR, min_size=1, max_size=1)
+    store.queue(unique("ballast")).enqueue_many(range(3000))
+    db.execute(sql.SQL("ANALYZE {}").format(table(pg_module_schema, "jobs")))
+    name = unique("planned")
+    graph = store.graph()
+    for n in range(14):
+        graph.add(f"j{n}", name, n, after=[f"j{n - 1}"] if n else ())
+    store.enqueue_graph(graph)
+    request = ClaimRequest(queue=name, worker_id="w", now=clock.now(), lease=timedelta(seconds=300), limit=1)
+    (held,) = engine_of(store).claim(request)
+    for _ in range(13):
+        ack = Handed(held.id, held.fence, b"\x80N.") if handed else Held(held.id, held.fence)
+        stale, (held,) = engine_of(store).ack_and_claim([ack], request)
+        assert stale == []
+    with engine_of(store).pool.connection() as conn:
+        plans = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%alkstore.claim_follows%"],
+        ).fetchall()
+    assert len(plans) == 1
+    assert plans[0][0] > 0
+    assert plans[0][1] <= 5
