@@ -3,7 +3,8 @@
 Run by hand, never from the test suite, on the machine that runs the server (it reads the server
 process's ``/proc/<pid>/schedstat`` and, with ``--wal``, the server's WAL files through ``pg_waldump``)::
 
-    .venv/bin/python bench/chain_step_counts.py [--dsn URL] [--jobs 1000] [--rounds 5] [--wal] [--plans 20]
+    .venv/bin/python bench/chain_step_counts.py [--dsn URL] [--jobs 1000] [--rounds 5] [--ballast 5000]
+        [--handed] [--wal] [--plans 20]
 
 Each subject is a step of a job run one at a time through a worker's call (the ack carried by the
 next claim, ``ack_and_claim``): a chain's (each job waiting on the one before) and an independent
@@ -20,6 +21,12 @@ job's. Per step, over ``--jobs`` steps, it reads from the server:
 - plans (``--plans N``): every statement the step runs, the trigger bodies' included, with its buffers
   hit and dirtied and its WAL, from ``auto_explain`` (``log_nested_statements``), over N steps in a
   round of their own (auto_explain's own cost kept out of the CPU figures).
+
+``--ballast N`` first stores N jobs in another queue and analyses the table, as a table in use is:
+on a small table never analysed the planner's choices differ (sequential scans, and no custom plan
+looks cheaper than a generic one). Another checkout's code runs the same script with
+``PYTHONPATH=<checkout>/core:<checkout>/adapters``; ``--setup FILE`` runs SQL on the migrated
+schema first (``{s}``: its name), for a variant of the schema.
 """
 
 from __future__ import annotations
@@ -45,9 +52,11 @@ from _bench import DEFAULT_DSN, load_average
 
 import alkstore
 from alkstore import Store
-from alkstore.engine import ClaimRequest, Held
+from alkstore.engine import ClaimRequest, Handed, Held
 
 SUBJECTS = ("chain", "independent")
+#: Whether a chain's acks hand a result over (``--handed``), as a worker's do for a task that returns one.
+HANDED: list[bool] = [False]
 WALDUMP = "/usr/lib/postgresql/15/bin/pg_waldump"
 
 
@@ -86,7 +95,10 @@ def steps(store: Store, queue: str, jobs: int, pid: int) -> float:
     spent = 0
     for _ in range(jobs - 1):
         before = server_cpu_ns(pid)
-        stale, held = engine.ack_and_claim([Held(held[0].id, held[0].fence)], request())
+        ack = Held(held[0].id, held[0].fence)
+        if HANDED[0] and held[0].dependents:
+            ack = Handed(ack.job_id, ack.fence, b"\x80N.")  # a pickled None
+        stale, held = engine.ack_and_claim([ack], request())
         spent += server_cpu_ns(pid) - before
         assert stale == [], queue
         assert len(held) == 1, queue
@@ -191,8 +203,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--wal", action="store_true")
     parser.add_argument("--plans", type=int, default=0)
+    parser.add_argument("--ballast", type=int, default=0, help="jobs of another queue, then ANALYZE (a table in use)")
+    parser.add_argument("--handed", action="store_true", help="a chain's acks hand a result over")
     parser.add_argument("--setup", help="a file of SQL run on the migrated schema ({s}: its name), a variant")
     args = parser.parse_args()
+    HANDED[0] = args.handed
     schema = f"bench_steps_{uuid.uuid4().hex[:8]}"
     print(f"load before      {load_average()}")
     store = alkstore.open(args.dsn, schema=schema, migrate=True, clock=alkstore.SystemClock(), min_size=1, max_size=1)
@@ -201,6 +216,9 @@ def main() -> int:
     wal: dict[str, Counter[str]] = {subject: Counter() for subject in SUBJECTS}
     try:
         with psycopg.connect(args.dsn, autocommit=True) as admin:
+            if args.ballast:
+                store.queue("ballast").enqueue_many(range(args.ballast))
+                admin.execute(sql.SQL("ANALYZE {}.jobs").format(sql.Identifier(schema)))
             if args.setup:
                 admin.execute(Path(args.setup).read_text().replace("{s}", schema).encode())
             db_oid = scalar(admin, "SELECT oid FROM pg_database WHERE datname = current_database()")
