@@ -13,9 +13,9 @@
 -- job at once: nothing in the transaction claims before it commits.
 --
 -- The deferred trigger job_dependencies_wake is dropped: it queued an event per settled link and
--- ran a function with a read of the child at every such commit, about a third of what a chain's
--- step cost the server beyond an independent job (bench/chain_step_counts.py). wake_18 stays,
--- unused, as the functions of older versions do.
+-- ran a function with a read of the child at every such commit, some 0.1M server instructions a
+-- chain's step, a seventh of what the step cost beyond an independent job
+-- (bench/chain_step_instructions.py). wake_18 stays, unused, as the functions of older versions do.
 --
 -- Online: functions and triggers only; re-pointing jobs_settle and dropping job_dependencies_wake
 -- take the ACCESS EXCLUSIVE locks of jobs and job_dependencies for a moment at the migration's
