@@ -125,6 +125,27 @@ def test_a_parent_acked_through_the_store_wakes_a_worker_parked_on_its_childs_qu
     assert parked.acked().id == child
 
 
+def test_a_workers_pipelined_ack_leaves_nothing_that_silences_the_next_ack_on_its_connection(
+    open_store: OpenStore, clock: ManualClock, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str
+) -> None:
+    # The pipelined ack tells the trigger that a claim follows for its transaction only: a plain ack on
+    # the same pooled connection afterwards notifies at once again.
+    store = open_store(clock=clock, claim_backstop=HOUR, min_size=1, max_size=1)
+    parents, children = unique("parents"), unique("children")
+    first, second = (store.queue(parents).enqueue(n) for n in range(2))
+    taken = store.queue(children).enqueue("taken", EnqueueOpts(after=[first]))
+    store.queue(children).enqueue("left", EnqueueOpts(after=[second]))
+    one, two = store.queue(parents).claim_many("w", 2)
+    assert int(one.id) == first
+    heard = channel(db, pg_module_schema, children)
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(heard)))
+        assert ack_carrying_a_claim(store, clock, Held(one.id, one.fence), children) == [taken]
+        assert heard_before_the_marker(db, listener, heard) == 0
+        two.ack()
+        assert heard_before_the_marker(db, listener, heard) == 1
+
+
 def test_a_fan_in_child_is_announced_once_its_last_parent_is_acked(
     store: Store, clock: ManualClock, db: psycopg.Connection[Any], pg_dsn: str, pg_module_schema: str
 ) -> None:
@@ -168,7 +189,18 @@ def test_no_row_trigger_on_jobs_writes_dead_jobs_after_an_ack(
         [f'"{pg_module_schema}".jobs'],
     ).fetchall()
     assert ("jobs_keep_on_death", "keep_on_death_17") not in triggers
-    assert ("jobs_settle", "settle_19") in triggers
+    assert ("jobs_settle", "settle_20") in triggers
+
+
+def test_no_deferred_trigger_wakes_a_dependents_queue_at_commit(
+    db: psycopg.Connection[Any], store: Store, pg_module_schema: str
+) -> None:
+    # Migration 20: the ack's transaction notifies (settle_20, or the claim it carries); no event per link.
+    found = db.execute(
+        "SELECT count(*) FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+        [f'"{pg_module_schema}".job_dependencies'],
+    ).fetchone()
+    assert found == (0,)
 
 
 @pytest.mark.parametrize("kept", [False, True], ids=["handed to a sibling", "kept, no sibling"])
@@ -239,7 +271,7 @@ def test_a_dependent_enqueued_first_in_the_callers_transaction_goes_with_its_rol
 def test_a_parents_success_and_a_run_dependents_parent_death_promote_it_alike(
     store: Store, db: psycopg.Connection[Any], pg_module_schema: str, parents: int, due: bool
 ) -> None:
-    # A dependent is promoted by settle_19's statement for a parent that succeeded, by promote_19 for a
+    # A dependent is promoted by the settle trigger's statement (settle_20's since migration 20) for a parent that succeeded, by promote_19 for a
     # 'run' dependent's parent that died; both take the rule from promoted_19 (ADR 073, amendment of
     # 2026-12-07, the promotion rule). Three dependents of one shape, whose parents all succeed, all die,
     # or take turns, must stand alike after each parent's end: waiting with one parent fewer to go, then
@@ -298,3 +330,32 @@ def test_the_promotion_rule_is_inlined_into_the_updates_that_use_it(
     )
     assert "promoted_19" not in plan, plan
     assert "CASE WHEN (parents_left > 1) THEN 'waiting'::text" in plan, plan
+@pytest.mark.parametrize("handed", [False, True], ids=["plain ack", "result handed over"])
+def test_a_chain_steps_pipelined_ack_is_planned_once_not_at_every_step(
+    open_store: OpenStore, clock: ManualClock, db: psycopg.Connection[Any], pg_module_schema: str, handed: bool
+) -> None:
+    # On an analysed table of some thousands of jobs, a custom plan that knew the ack's lists held one id
+    # looked cheaper than the generic plan, so the server planned the ack anew at every step: its lists
+    # are subqueries now, and after the server's five custom plans it keeps the generic one.
+    store = open_store(clock=clock, claim_backstop=HOUR, min_size=1, max_size=1)
+    store.queue(unique("ballast")).enqueue_many(range(3000))
+    db.execute(sql.SQL("ANALYZE {}").format(table(pg_module_schema, "jobs")))
+    name = unique("planned")
+    graph = store.graph()
+    for n in range(14):
+        graph.add(f"j{n}", name, n, after=[f"j{n - 1}"] if n else ())
+    store.enqueue_graph(graph)
+    request = ClaimRequest(queue=name, worker_id="w", now=clock.now(), lease=timedelta(seconds=300), limit=1)
+    (held,) = engine_of(store).claim(request)
+    for _ in range(13):
+        ack = Handed(held.id, held.fence, b"\x80N.") if handed else Held(held.id, held.fence)
+        stale, (held,) = engine_of(store).ack_and_claim([ack], request)
+        assert stale == []
+    with engine_of(store).pool.connection() as conn:
+        plans = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%alkstore.claim_follows%"],
+        ).fetchall()
+    assert len(plans) == 1
+    assert plans[0][0] > 0
+    assert plans[0][1] <= 5

@@ -390,10 +390,13 @@ class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostg
         ack_params = _rows.keeping_params(acks) if keeping else _rows.fenced_params(acks)
         if parents:  # ADR 073: the claim a statement after the ack (one transaction, one round trip), so it sees
             # the dependents the ack's trigger made ready; its cursor read after the reset, so in full
+            # the ack sets claim_follows: its trigger leaves the notice for a child it makes ready to the claim,
+            # which sends it only for a child it did not take (migration 19)
             params = {**self._cursors.params(request.queue, request.now), **claim_params(request)}
-            ack = self._sql.ack_keeping if keeping else self._sql.ack_many
+            ack = self._sql.ack_keeping_before_claim if keeping else self._sql.ack_many_before_claim
+            waking = {**params, "schema": self._schema}
             acked, rows = await self._connections.two(
-                ack, ack_params, _SCALAR, self._sql.claim, params, _rows.JOB_OR_SWEPT
+                ack, ack_params, _SCALAR, self._sql.claim_waking, waking, _rows.JOB_OR_SWEPT
             )
             return _stale(acks, acked), await self._claimed(request, params, rows)
         statement = self._sql.ack_keeping_and_claim if keeping else self._sql.ack_and_claim

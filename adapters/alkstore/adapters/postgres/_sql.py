@@ -335,6 +335,7 @@ class Statements:
     unique_holder: str
     channel: str
     claim: str
+    claim_waking: str
     claim_rated: str
     ack_and_claim: str
     lease_probe: str
@@ -343,6 +344,7 @@ class Statements:
     unlisten: str
     ack_one: str
     ack_many: str
+    ack_many_before_claim: str
     retry: str
     bury: str
     release: str
@@ -410,6 +412,7 @@ class Statements:
     table_stats: str
     # -- kept results (ADR 042)
     ack_keeping: str
+    ack_keeping_before_claim: str
     ack_keeping_one: str
     ack_keeping_and_claim: str
     get_result: str

@@ -105,6 +105,37 @@ SELECT {job_columns}, false AS swept FROM claimed
 UNION ALL
 SELECT {job_columns_as_null}, true FROM swept
 
+-- fragment: claim_follows
+-- A condition true for every row, which sets the transaction's alkstore.claim_follows (before any
+-- trigger of the statement runs: they run at its end). The ack of a pipelined ack and claim (ADR
+-- 073) carries it: the settle trigger (settle_20) then leaves the notice for a dependent it made
+-- ready to the claim that follows (claim_waking), which knows whether it took it.
+(SELECT pg_catalog.set_config('alkstore.claim_follows', 'on', true)) = 'on'
+
+-- name: claim_waking
+-- The claim of a pipelined ack and claim (ADR 073), after an ack that carried claim_follows: as
+-- claim, and a notice to the queue of each dependent the ack made pending (the ids settle_20
+-- added to the transaction's alkstore.promoted) that this claim did not take, whatever it did
+-- instead (another queue, a full claim, a sweep). The statement's snapshot shows a job it claims
+-- as still pending, hence its ids left out by name. Nobody else can take such a child before the
+-- transaction commits: the promotion holds its row lock. The children are read by primary key: their
+-- state is compared as a subquery (as jobs.sql's running is), or a plan could walk jobs_claim,
+-- every ready job of the table, and filter on the ids. Two children of one queue send the same
+-- notice, which the server sends once per transaction.
+WITH {sweep_needed},
+swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
+{allowed},
+{claimed},
+woken AS MATERIALIZED (
+    SELECT count(pg_notify({s}.channel(%(schema)s, queue), '')) AS notices FROM {s}.jobs
+    WHERE id = ANY(string_to_array(nullif(pg_catalog.current_setting('alkstore.promoted', true), ''), ',')::bigint[])
+      AND state = (SELECT 'pending'::text) AND id <> ALL(ARRAY(SELECT id FROM claimed)))
+SELECT {job_columns}, false AS swept FROM claimed
+UNION ALL
+SELECT {job_columns_as_null}, true FROM swept
+UNION ALL
+SELECT {job_columns_as_null}, false FROM woken WHERE notices < 0
+
 -- fragment: claim_after(acked)
 -- The claim after the acks of the CTE named (which returns their ids): an acked job may have
 -- lapsed, so the sweep joins the finished acks before it calls the sweep function, whose own

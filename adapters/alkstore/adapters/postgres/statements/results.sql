@@ -7,7 +7,7 @@ worker_id, result, attempt_log
 
 -- fragment: handed(acked)
 -- The CTE "handed": the result of each job acked (in the CTE named) given to the dependents waiting
--- on it (ADR 073); their promotion is the trigger settle_19's, at the end of the statement.
+-- on it (ADR 073); their promotion is the trigger settle_20's, at the end of the statement.
 handed AS (
     UPDATE {s}.job_dependencies AS d SET result = a.result
     FROM {acked} AS a
@@ -17,14 +17,16 @@ handed AS (
 -- The CTEs "acked" and "kept": each held job (h) still running under its fence deleted, as
 -- ack_many does, and the outcome of each one whose ack keeps it (h.keep) and whose cancel was not
 -- requested inserted into results with the job's attempt log. One statement: the result and the
--- job's deletion (with the promotion its trigger makes) commit together or not at all.
+-- job's deletion (with the promotion its trigger makes) commit together or not at all. The lists
+-- are subqueries, as in jobs.sql's ack_many_before_claim: a custom plan that knew their length
+-- looked cheaper than the generic one, and the server planned the ack anew at every call.
 acked AS (
     DELETE FROM {s}.jobs AS j
-    USING unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(keeps)s::boolean[], %(results)b::bytea[],
-                 %(started_ats)s::timestamptz[], %(finished_ats)s::timestamptz[],
-                 %(keep_untils)s::timestamptz[])
+    USING unnest((SELECT %(ids)s::bigint[]), (SELECT %(fences)s::bigint[]), (SELECT %(keeps)s::boolean[]),
+                 (SELECT %(results)b::bytea[]), (SELECT %(started_ats)s::timestamptz[]),
+                 (SELECT %(finished_ats)s::timestamptz[]), (SELECT %(keep_untils)s::timestamptz[]))
       AS h(id, fence, keep, result, started_at, finished_at, keep_until)
-    WHERE {held_ids: %(ids)s} AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
+    WHERE {held_ids: (SELECT %(ids)s::bigint[])} AND j.id = h.id AND j.state = {running} AND j.lease = h.fence
     RETURNING j.id, j.queue, j.payload, j.task, j.attempts, j.max_attempts, j.enqueued_at, j.worker_id,
               j.attempt_log, j.cancel_requested, h.keep, h.result, h.started_at, h.finished_at, h.keep_until),
 kept AS (
@@ -35,6 +37,11 @@ kept AS (
 -- name: ack_keeping
 WITH {keeping_acks}
 SELECT id FROM acked
+
+-- name: ack_keeping_before_claim
+-- ack_keeping as the first statement of a pipelined ack and claim (claim.sql's claim_follows).
+WITH {keeping_acks}
+SELECT id FROM acked WHERE {claim_follows}
 
 -- name: ack_keeping_one
 -- ack_keeping for one job, shaped as ack_one is: a delete by primary key, no arrays to join.
