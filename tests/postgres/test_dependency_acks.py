@@ -271,11 +271,12 @@ def test_a_dependent_enqueued_first_in_the_callers_transaction_goes_with_its_rol
 def test_a_parents_success_and_a_run_dependents_parent_death_promote_it_alike(
     store: Store, db: psycopg.Connection[Any], pg_module_schema: str, parents: int, due: bool
 ) -> None:
-    # A dependent is promoted by the settle trigger's statement (settle_20's since migration 20) for a parent that succeeded, by promote_19 for a
-    # 'run' dependent's parent that died; both take the rule from promoted_19 (ADR 073, amendment of
-    # 2026-12-07, the promotion rule). Three dependents of one shape, whose parents all succeed, all die,
-    # or take turns, must stand alike after each parent's end: waiting with one parent fewer to go, then
-    # pending (its run_at has come by the server's clock) or delayed (not yet).
+    # A dependent is promoted by the settle trigger's statement (settle_20's since migration 20) for a
+    # parent that succeeded, by promote_19 for a 'run' dependent's parent that died; both take the rule
+    # from promoted_19 (ADR 073, amendment of 2026-12-07, the promotion rule). Three dependents of one
+    # shape, whose parents all succeed, all die, or take turns, must stand alike after each parent's
+    # end: waiting with one parent fewer to go, then pending (its run_at has come by the server's
+    # clock) or delayed (not yet).
     name = unique("rule")
     queue = store.queue(name)
     delay = None if due else timedelta(days=2)  # the store's clock is a day behind the server's
