@@ -331,6 +331,8 @@ def test_the_promotion_rule_is_inlined_into_the_updates_that_use_it(
     )
     assert "promoted_19" not in plan, plan
     assert "CASE WHEN (parents_left > 1) THEN 'waiting'::text" in plan, plan
+
+
 @pytest.mark.parametrize("handed", [False, True], ids=["plain ack", "result handed over"])
 def test_a_chain_steps_pipelined_ack_is_planned_once_not_at_every_step(
     open_store: OpenStore, clock: ManualClock, db: psycopg.Connection[Any], pg_module_schema: str, handed: bool
