@@ -16,11 +16,13 @@ from alkstore.store._kernel import kernel_of
 from alkstore.worker import _maintenance, _upkeep
 from alkstore.worker._upkeep import (
     BEHIND_DEAD_ROWS,
+    HELD_BACK_PAUSE,
     VACUUM_CHECK_EVERY,
     VACUUM_CHURN_RUNS,
     VACUUM_DEAD_FRACTION,
     VACUUM_DEAD_ROWS,
     look_due,
+    retry_held_back,
     vacuum_due,
 )
 from tests.support import PATIENCE, wait_until
@@ -112,3 +114,61 @@ def test_a_worker_that_ends_many_runs_looks_at_its_dead_rows_without_waiting_for
         thread.join(PATIENCE)
         store.close()
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("held_at", "horizon", "waited", "retried"),
+    [
+        ("812", "812", HELD_BACK_PAUSE - 1, False),
+        ("812", "812", HELD_BACK_PAUSE, False),  # the same transaction holds the rows: a vacuum finds them again
+        ("812", "812", 100 * HELD_BACK_PAUSE, False),  # however long it stays open
+        ("812", "977", HELD_BACK_PAUSE - 1, False),  # it ended, but no sooner than the pause
+        ("812", "977", HELD_BACK_PAUSE, True),
+        ("812", None, HELD_BACK_PAUSE, True),  # nothing holds any rows now
+        (None, None, HELD_BACK_PAUSE - 1, False),  # an engine that cannot tell: the pause alone
+        (None, None, HELD_BACK_PAUSE, True),
+    ],
+)
+def test_a_held_back_table_is_vacuumed_again_after_the_pause_once_its_horizon_has_moved(
+    held_at: str | None, horizon: str | None, waited: float, retried: bool
+) -> None:
+    held = TableStats("jobs", 0, 90_000, False, True, held_at)
+    now = TableStats("jobs", 0, 120_000, False, True, horizon)
+    assert retry_held_back(held, now, waited) is retried
+
+
+class _HeldEngine:
+    """In place of the memory engine's upkeep: a storage whose vacuums reclaim nothing while ``horizon``
+    is ``"812"``."""
+
+    def __init__(self) -> None:
+        self.horizon: str | None = "812"
+        self.vacuums = 0
+
+    def table_stats(self) -> list[TableStats]:
+        dead = 50_000 if self.horizon == "812" else 0
+        return [TableStats("jobs", 0, dead + 10_000 * self.vacuums, False, True, self.horizon)]
+
+    def vacuum(self, tables: list[str]) -> list[str]:
+        self.vacuums += 1
+        return list(tables)
+
+
+def test_the_duty_does_not_vacuum_a_held_back_table_again_until_its_horizon_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_upkeep, "HELD_BACK_PAUSE", 0.0)  # the pause alone would let every look vacuum
+    engine = _HeldEngine()
+    store = alkstore.open("memory://")
+    monkeypatch.setattr(store.engine, "table_stats", engine.table_stats)
+    monkeypatch.setattr(store.engine, "vacuum", engine.vacuum)
+    duty = _maintenance.Maintenance(kernel_of(store), ["q"], dead_retention=None, label="t")
+    try:
+        assert duty.vacuum() == ["jobs"]
+        assert [duty.vacuum() for _ in range(5)] == [[]] * 5, "the same transaction still holds the rows"
+        assert engine.vacuums == 1
+        engine.horizon = "977"  # it ended
+        assert duty.vacuum() == ["jobs"]
+        assert engine.vacuums == 2
+    finally:
+        store.close()
