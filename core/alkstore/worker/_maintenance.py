@@ -32,6 +32,7 @@ from ._upkeep import (
     PRUNE_BATCHES,
     PRUNE_EVERY,
     VACUUM_CHECK_EVERY,
+    held_back,
     look_due,
     retry_held_back,
     vacuum_due,
@@ -123,10 +124,13 @@ class Maintenance:
         return True
 
     def _hold_back(self, vacuumed: Sequence[TableStats], after: Sequence[TableStats], now: float) -> None:
-        """Leave alone the vacuumed tables still due (``vacuumed``: their counts before the vacuum) for
-        at least ``HELD_BACK_PAUSE``, and until their horizon moves: an open transaction keeps their dead rows."""
+        """Leave alone the vacuumed tables ``held_back`` says an open transaction keeps the dead rows of
+        (``vacuumed``: their counts before the vacuum) for at least ``HELD_BACK_PAUSE``, and until their
+        horizon moves."""
         before = {table.table: table for table in vacuumed}
-        for table in vacuum_due([table for table in after if table.table in before]):
+        for table in after:
+            if table.table not in before or not held_back(before[table.table], table):
+                continue
             self._held[table.table] = (before[table.table], now)
             log.warning(
                 "worker %s: table %s still holds %d dead rows after a vacuum: an open transaction started before "

@@ -31,6 +31,7 @@ __all__ = [
     "VACUUM_CHURN_RUNS",
     "VACUUM_DEAD_FRACTION",
     "VACUUM_DEAD_ROWS",
+    "held_back",
     "look_due",
     "retry_held_back",
     "vacuum_due",
@@ -79,6 +80,15 @@ def look_due(runs: int, seconds: float) -> bool:
     storage's dead rows looks now: at once after ``VACUUM_CHURN_RUNS``, after ``VACUUM_CHECK_EVERY``
     if it ended any, never while it idles (it then looks only at its prunes, ADR 044)."""
     return runs >= VACUUM_CHURN_RUNS or (runs > 0 and seconds >= VACUUM_CHECK_EVERY)
+
+
+def held_back(before: TableStats, after: TableStats) -> bool:
+    """Whether a vacuum of a table (``before`` and ``after`` it: its counts) was held back by an open
+    transaction: the table is still due, and the horizon it named before the vacuum is the one it names
+    after (or the engine cannot name it). A horizon that moved meanwhile means the rows still counted
+    died during the vacuum (the churn of a busy worker: ``VACUUM`` keeps the rows that die after it
+    starts), and the next look vacuums them."""
+    return bool(vacuum_due([after])) and (before.horizon is None or after.horizon == before.horizon)
 
 
 def retry_held_back(held: TableStats, now: TableStats, waited: float) -> bool:
