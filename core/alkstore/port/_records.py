@@ -451,9 +451,10 @@ class TableStats:
     engine's role may reclaim them itself with ``vacuum`` (PostgreSQL 15: only the table's owner,
     the database's owner or a superuser may). ``horizon`` names the oldest transaction a vacuum
     would keep dead rows for (Postgres: the oldest ``backend_xmin`` or ``backend_xid`` of the
-    database's other sessions, prepared transaction or replication slot, as text), to be compared
-    only for equality: while it is the same, a vacuum that could not reclaim the rows would find
-    them again. ``None`` where nothing holds them or the engine cannot tell (memory, SQLite).
+    database's other sessions, prepared transaction or replication slot, or where none holds one
+    the oldest transaction running on the server, as text), to be compared only for equality: while
+    it is the same, a vacuum that could not reclaim the rows would find them again. ``None`` where
+    the engine cannot tell (memory, SQLite).
     """
 
     table: str
