@@ -88,6 +88,7 @@ def test_a_table_an_open_transaction_keeps_dead_rows_in_is_left_alone_for_a_whil
     (warning,) = [record.getMessage() for record in caplog.records if record.name == "alkstore.worker"]
     assert "table jobs still holds" in warning
     assert "an open transaction" in warning
+    assert "the oldest backend_xmin or backend_xid is " in warning, "the horizon, to find the transaction by"
 
 
 def test_the_storage_names_the_horizon_an_open_transaction_holds_and_the_duty_vacuums_again_once_it_ends(

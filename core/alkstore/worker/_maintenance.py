@@ -134,10 +134,11 @@ class Maintenance:
             self._held[table.table] = (before[table.table], now)
             log.warning(
                 "worker %s: table %s still holds %d dead rows after a vacuum: an open transaction started before "
-                "they died keeps them (see pg_stat_activity); trying again in %g s at the earliest, once it ends",
+                "they died keeps them (see pg_stat_activity%s); trying again in %g s at the earliest, once it ends",
                 self._label,
                 table.table,
                 table.dead_rows,
+                "" if table.horizon is None else f": the oldest backend_xmin or backend_xid is {table.horizon}",
                 HELD_BACK_PAUSE,
             )
 

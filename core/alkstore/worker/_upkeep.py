@@ -85,9 +85,8 @@ def look_due(runs: int, seconds: float) -> bool:
 def held_back(before: TableStats, after: TableStats) -> bool:
     """Whether a vacuum of a table (``before`` and ``after`` it: its counts) was held back by an open
     transaction: the table is still due, and the horizon it named before the vacuum is the one it names
-    after (or the engine cannot name it). A horizon that moved meanwhile means the rows still counted
-    died during the vacuum (the churn of a busy worker: ``VACUUM`` keeps the rows that die after it
-    starts), and the next look vacuums them."""
+    after (or the engine cannot name it). A horizon that moved meanwhile means the transaction that held
+    the rows ended or gave way during the vacuum, and the next look vacuums again."""
     return bool(vacuum_due([after])) and (before.horizon is None or after.horizon == before.horizon)
 
 
