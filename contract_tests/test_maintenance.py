@@ -71,6 +71,7 @@ def test_a_fresh_store_reports_no_dead_rows_to_speak_of_and_nothing_is_vacuumed(
     job.ack()
     stats = store.engine.table_stats()
     assert all(table.dead_rows >= 0 and table.live_rows >= 0 for table in stats)
+    assert all(table.horizon is None or isinstance(table.horizon, str) for table in stats)
     assert _upkeep.vacuum_due(stats) == []
     assert duty(store).vacuum() == []
 

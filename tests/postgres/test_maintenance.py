@@ -88,6 +88,28 @@ def test_a_table_an_open_transaction_keeps_dead_rows_in_is_left_alone_for_a_whil
     (warning,) = [record.getMessage() for record in caplog.records if record.name == "alkstore.worker"]
     assert "table jobs still holds" in warning
     assert "an open transaction" in warning
+    assert "the oldest backend_xmin or backend_xid is " in warning, "the horizon, to find the transaction by"
+
+
+def test_the_storage_names_the_horizon_an_open_transaction_holds_and_the_duty_vacuums_again_once_it_ends(
+    store: Store, low_threshold: None, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_upkeep, "HELD_BACK_PAUSE", 0.0)  # only the horizon keeps the table alone
+    duty = Maintenance(kernel_of(store), ["jobs"], dead_retention=None, label="w1")
+    with psycopg.connect(pg_dsn) as holder:
+        row = holder.execute("SELECT txid_current()::text").fetchone()  # a transaction id, older than the rows
+        assert row is not None
+        leave_dead_rows(store)
+        held = jobs_stats(store).horizon
+        assert held is not None
+        # The horizon named is this transaction's, or an older one's (the server is shared).
+        older = holder.execute("SELECT age(%s::text::xid) >= age(%s::text::xid)", [held, row[0]]).fetchone()
+        assert older == (True,)
+        assert duty.vacuum() == ["jobs"]
+        if jobs_stats(store).horizon == held:
+            assert duty.vacuum() == [], "the same transaction holds the rows: no vacuum until it ends"
+    # Another test's transaction open at that instant may hold them a little longer.
+    wait_until(lambda: duty.vacuum() == ["jobs"], "a vacuum once the transaction ended")
 
 
 def test_a_table_another_vacuum_holds_is_skipped_not_waited_for(

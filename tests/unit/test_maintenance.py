@@ -4,6 +4,7 @@ at them after a thousand runs or five seconds of runs, whichever comes first."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -16,11 +17,14 @@ from alkstore.store._kernel import kernel_of
 from alkstore.worker import _maintenance, _upkeep
 from alkstore.worker._upkeep import (
     BEHIND_DEAD_ROWS,
+    HELD_BACK_PAUSE,
     VACUUM_CHECK_EVERY,
     VACUUM_CHURN_RUNS,
     VACUUM_DEAD_FRACTION,
     VACUUM_DEAD_ROWS,
+    held_back,
     look_due,
+    retry_held_back,
     vacuum_due,
 )
 from tests.support import PATIENCE, wait_until
@@ -112,3 +116,99 @@ def test_a_worker_that_ends_many_runs_looks_at_its_dead_rows_without_waiting_for
         thread.join(PATIENCE)
         store.close()
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("held_at", "horizon", "waited", "retried"),
+    [
+        ("812", "812", HELD_BACK_PAUSE - 1, False),
+        ("812", "812", HELD_BACK_PAUSE, False),  # the same transaction holds the rows: a vacuum finds them again
+        ("812", "812", 100 * HELD_BACK_PAUSE, False),  # however long it stays open
+        ("812", "977", HELD_BACK_PAUSE - 1, False),  # it ended, but no sooner than the pause
+        ("812", "977", HELD_BACK_PAUSE, True),
+        ("812", None, HELD_BACK_PAUSE, True),  # nothing holds any rows now
+        (None, None, HELD_BACK_PAUSE - 1, False),  # an engine that cannot tell: the pause alone
+        (None, None, HELD_BACK_PAUSE, True),
+    ],
+)
+def test_a_held_back_table_is_vacuumed_again_after_the_pause_once_its_horizon_has_moved(
+    held_at: str | None, horizon: str | None, waited: float, retried: bool
+) -> None:
+    held = TableStats("jobs", 0, 90_000, False, True, held_at)
+    now = TableStats("jobs", 0, 120_000, False, True, horizon)
+    assert retry_held_back(held, now, waited) is retried
+
+
+class _HeldEngine:
+    """In place of the memory engine's upkeep: a storage whose vacuums reclaim nothing while ``horizon``
+    is ``"812"``; with ``churn``, each vacuum moves the horizon on and leaves as many rows dead (a busy
+    worker's, dead during the vacuum)."""
+
+    def __init__(self, *, churn: bool = False) -> None:
+        self.horizon: str | None = "812"
+        self.churn = churn
+        self.vacuums = 0
+
+    def table_stats(self) -> list[TableStats]:
+        dead = 50_000 if self.churn or self.horizon == "812" else 0
+        return [TableStats("jobs", 0, dead + 10_000 * self.vacuums, False, True, self.horizon)]
+
+    def vacuum(self, tables: list[str]) -> list[str]:
+        self.vacuums += 1
+        if self.churn:
+            self.horizon = f"{900 + self.vacuums}"
+        return list(tables)
+
+
+def test_the_duty_does_not_vacuum_a_held_back_table_again_until_its_horizon_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_upkeep, "HELD_BACK_PAUSE", 0.0)  # the pause alone would let every look vacuum
+    engine = _HeldEngine()
+    store = alkstore.open("memory://")
+    monkeypatch.setattr(store.engine, "table_stats", engine.table_stats)
+    monkeypatch.setattr(store.engine, "vacuum", engine.vacuum)
+    duty = _maintenance.Maintenance(kernel_of(store), ["q"], dead_retention=None, label="t")
+    try:
+        assert duty.vacuum() == ["jobs"]
+        assert [duty.vacuum() for _ in range(5)] == [[]] * 5, "the same transaction still holds the rows"
+        assert engine.vacuums == 1
+        engine.horizon = "977"  # it ended
+        assert duty.vacuum() == ["jobs"]
+        assert engine.vacuums == 2
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "dead_after", "held"),
+    [
+        ("812", "812", 90_000, True),  # the same transaction kept the rows through the vacuum
+        ("812", "977", 90_000, False),  # the horizon moved meanwhile: the rows died during the vacuum
+        ("812", None, 90_000, False),
+        (None, None, 90_000, True),  # an engine that cannot tell: held back, as the counts say
+        ("812", "812", 0, False),  # the vacuum reclaimed them
+    ],
+)
+def test_a_vacuum_is_held_back_when_the_table_stays_due_under_the_same_horizon(
+    before: str | None, after: str | None, dead_after: int, held: bool
+) -> None:
+    was = TableStats("jobs", 0, 90_000, False, True, before)
+    assert held_back(was, TableStats("jobs", 0, dead_after, False, True, after)) is held
+
+
+def test_the_duty_vacuums_again_at_its_next_look_when_the_rows_still_counted_died_during_its_vacuum(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = _HeldEngine(churn=True)
+    store = alkstore.open("memory://")
+    monkeypatch.setattr(store.engine, "table_stats", engine.table_stats)
+    monkeypatch.setattr(store.engine, "vacuum", engine.vacuum)
+    duty = _maintenance.Maintenance(kernel_of(store), ["q"], dead_retention=None, label="t")
+    try:
+        with caplog.at_level(logging.WARNING, logger="alkstore.worker"):
+            assert [duty.vacuum() for _ in range(3)] == [["jobs"]] * 3, "no pause: nothing held the rows"
+        assert engine.vacuums == 3
+        assert caplog.records == [], "no open transaction to warn of"
+    finally:
+        store.close()

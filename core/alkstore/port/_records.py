@@ -449,7 +449,12 @@ class TableStats:
     ``autovacuum`` says whether the server reclaims its dead rows on its own (Postgres: the
     server's ``autovacuum`` is on and the table does not opt out); ``vacuumable`` whether this
     engine's role may reclaim them itself with ``vacuum`` (PostgreSQL 15: only the table's owner,
-    the database's owner or a superuser may).
+    the database's owner or a superuser may). ``horizon`` names the oldest transaction a vacuum
+    would keep dead rows for (Postgres: the oldest ``backend_xmin`` or ``backend_xid`` of the
+    database's other sessions, prepared transaction or replication slot, or where none holds one
+    the oldest transaction running on the server, as text), to be compared only for equality: while
+    it is the same, a vacuum that could not reclaim the rows would find them again. ``None`` where
+    the engine cannot tell (memory, SQLite).
     """
 
     table: str
@@ -457,6 +462,7 @@ class TableStats:
     dead_rows: int
     autovacuum: bool
     vacuumable: bool
+    horizon: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

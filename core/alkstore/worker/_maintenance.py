@@ -32,7 +32,9 @@ from ._upkeep import (
     PRUNE_BATCHES,
     PRUNE_EVERY,
     VACUUM_CHECK_EVERY,
+    held_back,
     look_due,
+    retry_held_back,
     vacuum_due,
 )
 
@@ -71,7 +73,7 @@ class Maintenance:
         self._action_retention = action_retention
         self._label = label
         self._may_vacuum = True  # until the storage refuses this role once
-        self._paused: dict[str, float] = {}  # tables held back, until (monotonic seconds)
+        self._held: dict[str, tuple[TableStats, float]] = {}  # tables held back: counts before, when (monotonic)
 
     def vacuum(self) -> list[str]:
         """Vacuum the tables that are due; the ones vacuumed (none once this role was found unable to)."""
@@ -82,7 +84,7 @@ class Maintenance:
             if engine is None:
                 return []  # an engine without the operations port: no upkeep to run (ADR 062)
             now = time.monotonic()
-            due = [table for table in vacuum_due(engine.table_stats()) if self._paused.get(table.table, 0) <= now]
+            due = [table for table in vacuum_due(engine.table_stats()) if self._retry(table, now)]
             if not due:
                 return []
             refused = [table for table in due if not table.vacuumable]
@@ -91,7 +93,7 @@ class Maintenance:
                 return []
             done = engine.vacuum([table.table for table in due])
             if done:
-                self._pause_held_back(done, engine.table_stats(), now)
+                self._hold_back([table for table in due if table.table in done], engine.table_stats(), now)
         except DatabaseUnavailable as exc:
             log.warning("worker %s: could not look after its storage (%s); trying again later", self._label, exc)
             return []
@@ -110,16 +112,33 @@ class Maintenance:
                 )
         return done
 
-    def _pause_held_back(self, vacuumed: Sequence[str], after: Sequence[TableStats], now: float) -> None:
-        """Leave alone for a while the vacuumed tables still due: an open transaction keeps their dead rows."""
-        for table in vacuum_due([table for table in after if table.table in vacuumed]):
-            self._paused[table.table] = now + HELD_BACK_PAUSE
+    def _retry(self, table: TableStats, now: float) -> bool:
+        """Whether a due table is vacuumed now: always, unless a vacuum left it due and ``retry_held_back``
+        says its horizon has not let go yet."""
+        held = self._held.get(table.table)
+        if held is None:
+            return True
+        if not retry_held_back(held[0], table, now - held[1]):
+            return False
+        del self._held[table.table]
+        return True
+
+    def _hold_back(self, vacuumed: Sequence[TableStats], after: Sequence[TableStats], now: float) -> None:
+        """Leave alone the vacuumed tables ``held_back`` says an open transaction keeps the dead rows of
+        (``vacuumed``: their counts before the vacuum) for at least ``HELD_BACK_PAUSE``, and until their
+        horizon moves."""
+        before = {table.table: table for table in vacuumed}
+        for table in after:
+            if table.table not in before or not held_back(before[table.table], table):
+                continue
+            self._held[table.table] = (before[table.table], now)
             log.warning(
                 "worker %s: table %s still holds %d dead rows after a vacuum: an open transaction started before "
-                "they died keeps them (see pg_stat_activity); trying again in %g s",
+                "they died keeps them (see pg_stat_activity%s); trying again in %g s at the earliest, once it ends",
                 self._label,
                 table.table,
                 table.dead_rows,
+                "" if table.horizon is None else f": the oldest backend_xmin or backend_xid is {table.horizon}",
                 HELD_BACK_PAUSE,
             )
 

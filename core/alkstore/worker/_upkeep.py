@@ -31,7 +31,9 @@ __all__ = [
     "VACUUM_CHURN_RUNS",
     "VACUUM_DEAD_FRACTION",
     "VACUUM_DEAD_ROWS",
+    "held_back",
     "look_due",
+    "retry_held_back",
     "vacuum_due",
 ]
 
@@ -63,11 +65,13 @@ VACUUM_DEAD_FRACTION = 0.1
 #: Where autovacuum covers the table, a worker steps in only once it is this far behind: ten times
 #: the jobs table's own autovacuum trigger (migration 5), which autovacuum meets between its naps.
 BEHIND_DEAD_ROWS = 50_000
-#: How long (wall seconds) a table a vacuum could not bring below the threshold is left alone: its
-#: dead rows are younger than the oldest open transaction, and vacuuming again would find the same.
-#: Short enough that the rows a long transaction held are reclaimed within a minute of its end (the
-#: next vacuum follows within this, and takes a few seconds at half a million dead rows; ADR 066),
-#: long enough that a futile one (a heap scan) is rare.
+#: How long (wall seconds) a table a vacuum could not bring below the threshold is left alone at
+#: least: its dead rows are younger than the oldest open transaction, and vacuuming again would find
+#: the same. Short enough that the rows a long transaction held are reclaimed within a minute of its
+#: end (the next vacuum follows within this, and takes a few seconds at half a million dead rows;
+#: ADR 066). Past it, the table is still left alone while the storage names the same horizon as
+#: at that vacuum (``retry_held_back``): a futile vacuum reads the whole heap the transaction holds
+#: (some 77,000 buffers at a million dead rows) and reclaims nothing (ADR 078).
 HELD_BACK_PAUSE = 30.0
 
 
@@ -76,6 +80,22 @@ def look_due(runs: int, seconds: float) -> bool:
     storage's dead rows looks now: at once after ``VACUUM_CHURN_RUNS``, after ``VACUUM_CHECK_EVERY``
     if it ended any, never while it idles (it then looks only at its prunes, ADR 044)."""
     return runs >= VACUUM_CHURN_RUNS or (runs > 0 and seconds >= VACUUM_CHECK_EVERY)
+
+
+def held_back(before: TableStats, after: TableStats) -> bool:
+    """Whether a vacuum of a table (``before`` and ``after`` it: its counts) was held back by an open
+    transaction: the table is still due, and the horizon it named before the vacuum is the one it names
+    after (or the engine cannot name it). A horizon that moved meanwhile means the transaction that held
+    the rows ended or gave way during the vacuum, and the next look vacuums again."""
+    return bool(vacuum_due([after])) and (before.horizon is None or after.horizon == before.horizon)
+
+
+def retry_held_back(held: TableStats, now: TableStats, waited: float) -> bool:
+    """Whether a table that a vacuum left due (``held``: its counts just before that vacuum) is
+    vacuumed again now (``now``: its counts at this look), ``waited`` wall seconds later: once
+    ``HELD_BACK_PAUSE`` has passed, and only if the horizon that held the rows back has moved. An
+    engine that cannot name its horizon (``None`` at that vacuum) is tried again after the pause."""
+    return waited >= HELD_BACK_PAUSE and (held.horizon is None or now.horizon != held.horizon)
 
 
 def vacuum_due(stats: Sequence[TableStats]) -> list[TableStats]:
