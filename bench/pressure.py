@@ -47,13 +47,14 @@ shortest time between two starts of one job (a job run again sooner than its lea
 broken fence; a kill or a terminated connection may lose an ack, and the job then runs again once
 its lease lapses). After the table, a series per subject (``--window`` seconds a row): completed/s, pickup p99 and
 the machine's highest one-minute load in each window, to tell a rate held throughout a phase
-from an average. Per phase and subject: offered/s (enqueued), completed/s (handlers finished), pickup p50/p99 of
-the jobs started in the phase, backlog and the oldest waiting job's age at its end, the jobs
-table's ``n_dead_tup``, and per job completed, each index's scans and entries read (dead ones
-included: ``pg_stat_user_indexes``, as the backends have reported them, so a second or so
-late). A job whose report a SIGKILL lost counts as never started. Only a server on 127.0.0.1
-is measured; a subject's run lasts its phases, plus its set-up and its worker's stop (a SIGTERM,
-then SIGKILL after 15 s).
+from an average, and what the worker's backends waited on when sampled active (ten times a second:
+the share on a commit's WAL flush tells a slow disk from a slow read). Per phase and subject:
+offered/s (enqueued), completed/s (handlers finished), pickup p50/p99 of the jobs started in the
+phase, backlog and the oldest waiting job's age at its end, the jobs table's ``n_dead_tup``, and per
+job completed, each index's scans and entries read (dead ones included: ``pg_stat_user_indexes``, as
+the backends have reported them, so a second or so late). A job whose report a SIGKILL lost counts
+as never started. Only a server on 127.0.0.1 is measured; a subject's run lasts its phases, plus its
+set-up and its worker's stop (a SIGTERM, then SIGKILL after 15 s).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +93,8 @@ SCENARIOS = ("pinned", "rr-readers", "overload", "terminate", "exhaust", "sigkil
 HEAD = struct.Struct("<Qd")
 #: How often the child sends what its handlers did.
 REPORT_EVERY = 0.2
+#: A backend waiting on these waits on its commit's WAL flush (the disk), not on a read or a lock.
+WAL_FLUSH = frozenset({"IO:WALSync", "IO:WALWrite", "LWLock:WALWrite", "IO:WALInitSync"})
 
 
 # -- the worker (a child process) -------------------------------------------------------------
@@ -278,6 +282,7 @@ class Run:
         self.drained: float | None = None
         self.left = 0
         self.loads: list[tuple[float, float]] = []
+        self.waits: list[tuple[float, str]] = []  # (when, what) per active worker backend, sampled
         self.done = threading.Event()
         self.rate = args.rate
         self.floor = FloorSql(self.schema)
@@ -316,6 +321,21 @@ class Run:
         """The machine's one-minute load every 5 s until the run is done, for the series."""
         while not self.done.wait(5.0):
             self.loads.append((time.time(), os.getloadavg()[0]))
+
+    def sample_waits(self) -> None:
+        """Ten times a second until the run is done, what each active backend of the worker waits on
+        (``CPU`` when it waits on nothing), for the series: a slow window whose worker waited on its
+        commits' WAL flush is the disk's, not a read's."""
+        with psycopg.connect(self.args.dsn, autocommit=True) as conn:
+            while not self.done.wait(0.1):
+                conn.execute("SELECT pg_stat_clear_snapshot()")
+                rows = conn.execute(
+                    "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity"
+                    " WHERE application_name = %s AND state = 'active'",
+                    (self.app,),
+                ).fetchall()
+                at = time.time()
+                self.waits.extend((at, what) for (what,) in rows)
 
     def kill_and_restart(self) -> None:
         """SIGKILL the worker and start another (under the lock, so ``supervise`` never sees the gap)."""
@@ -583,6 +603,7 @@ def run_subject(args: argparse.Namespace, subject: str, admin: psycopg.Connectio
         producer = threading.Thread(target=run.produce, daemon=True)
         producer.start()
         threading.Thread(target=run.sample_load, daemon=True).start()
+        threading.Thread(target=run.sample_waits, daemon=True).start()
         for index, phase in enumerate(phases):
             run.rate = phase.rate
             pressure = Pressure(run) if index == 1 else None
@@ -680,7 +701,9 @@ def ledger(subject: str, run: Run) -> str:
 
 def series(subject: str, phases: list[Phase], run: Run, window: float) -> list[str]:
     """Per ``window`` seconds from the clean phase's start: completed/s, pickup p99 of the jobs started in
-    it, and the machine's highest one-minute load seen in it: whether a rate held *throughout* a phase."""
+    it, and the machine's highest one-minute load seen in it: whether a rate held *throughout* a phase;
+    then the worker's backends sampled active in it, the share of them waiting on a commit's WAL flush,
+    and the other waits most seen (``CPU``: running)."""
     with run.lock:
         records = list(run.records)
     rows = []
@@ -694,9 +717,14 @@ def series(subject: str, phases: list[Phase], run: Run, window: float) -> list[s
         loads = [load for when, load in run.loads if at <= when < until]
         phase = next((phase.name for phase in phases if phase.start <= at < phase.end), "-")
         load = f"{max(loads):.2f}" if loads else "-"
+        waits = Counter(what for when, what in run.waits if at <= when < until)
+        active = sum(waits.values())
+        flush = sum(n for what, n in waits.items() if what in WAL_FLUSH)
+        other = ", ".join(f"{what} {n / active:.0%}" for what, n in waits.most_common(3) if what not in WAL_FLUSH)
+        waited = f"{active:,} | {flush / active:.0%} | {other or '-'}" if active else "0 | - | -"
         rows.append(
             f"| {subject} | {phase} | {at - start:.0f}-{until - start:.0f} s"
-            f" | {finished / (until - at):,.0f} | {p99} | {load} |"
+            f" | {finished / (until - at):,.0f} | {p99} | {load} | {waited} |"
         )
         at = until
     return rows
@@ -778,8 +806,11 @@ def main() -> int:
     for row in ledgers:
         print(row)
     print()
-    print("| subject | phase | window | completed/s | pickup p99 (ms) | load (1 min, highest) |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| subject | phase | window | completed/s | pickup p99 (ms) | load (1 min, highest)"
+        " | worker backends active (samples) | of them on WAL flush | other waits |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in windows:
         print(row)
     return 0
