@@ -48,7 +48,10 @@ broken fence; a kill or a terminated connection may lose an ack, and the job the
 its lease lapses). After the table, a series per subject (``--window`` seconds a row): completed/s, pickup p99 and
 the machine's highest one-minute load in each window, to tell a rate held throughout a phase
 from an average, and what the worker's backends waited on when sampled active (ten times a second:
-the share on a commit's WAL flush tells a slow disk from a slow read). Per phase and subject:
+the share on a commit's WAL flush tells a slow disk from a slow read). Per phase and subject, also
+the cores the machine was busy and the worker's share (its process and its backends, from ``/proc``),
+its CPU a completed job, and the server's WAL flushes a second (``pg_stat_wal``, every database's);
+``overload``'s note says the same of the clean maximum's block. Per phase and subject:
 offered/s (enqueued), completed/s (handlers finished), pickup p50/p99 of the jobs started in the
 phase, backlog and the oldest waiting job's age at its end, the jobs table's ``n_dead_tup``, and per
 job completed, each index's scans and entries read (dead ones included: ``pg_stat_user_indexes``, as
@@ -246,6 +249,45 @@ def with_app(dsn: str, app: str) -> str:
     return f"{dsn}{'&' if '?' in dsn else '?'}application_name={app}"
 
 
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds so far: the machine's busy time (every core), the worker's process, and each of its
+    backends by pid (``/proc``; the server runs on this machine)."""
+
+    machine: float
+    worker: float
+    backends: dict[int, float]
+    wal_syncs: int  # the server's WAL flushes so far (every database's: pg_stat_wal)
+
+    def since(self, before: Cpu) -> tuple[float, float]:
+        """The machine's busy seconds and the worker's (process and backends) between ``before`` and this."""
+        backends = sum(at - before.backends.get(pid, 0.0) for pid, at in self.backends.items())
+        return self.machine - before.machine, self.worker - before.worker + backends
+
+
+def _machine_busy() -> float:
+    with open("/proc/stat") as stat:
+        ticks = [int(n) for n in stat.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def _process_cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def _backend_cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/schedstat") as stat:
+            return int(stat.read().split()[0]) / 1e9
+    except OSError:
+        return 0.0
+
+
 @dataclass
 class Phase:
     name: str
@@ -259,6 +301,7 @@ class Phase:
     #: Per index of the subject's jobs table at the phase's end: scans and entries read (statistics, cumulative).
     index_reads: dict[str, tuple[int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    cpu: tuple[Cpu, Cpu] | None = None  # at the phase's start and end
 
 
 class Run:
@@ -336,6 +379,17 @@ class Run:
                 ).fetchall()
                 at = time.time()
                 self.waits.extend((at, what) for (what,) in rows)
+
+    def cpu_now(self) -> Cpu:
+        """The machine's and the worker's CPU so far (the worker: its running child and its backends)."""
+        self.admin.execute("SELECT pg_stat_clear_snapshot()")
+        pids = [pid for (pid,) in self.admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (self.app,)
+        ).fetchall()]  # fmt: skip
+        child = self.child.pid if self.child is not None else 0
+        row = self.admin.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+        syncs = int(row[0]) if row else 0
+        return Cpu(_machine_busy(), _process_cpu(child), {pid: _backend_cpu(pid) for pid in pids}, syncs)
 
     def kill_and_restart(self) -> None:
         """SIGKILL the worker and start another (under the lock, so ``supervise`` never sees the gap)."""
@@ -586,9 +640,18 @@ def run_subject(args: argparse.Namespace, subject: str, admin: psycopg.Connectio
         pressure_rate = args.rate
         notes: list[str] = []
         if args.scenario == "overload":
+            before, began = run.cpu_now(), time.time()
             maximum = run.measure_max()
+            after = run.cpu_now()
+            machine, worker = after.since(before)
+            took = time.time() - began
+            syncs = (after.wal_syncs - before.wal_syncs) / took
             pressure_rate = 1.5 * maximum
-            notes.append(f"clean maximum {maximum:,.0f}/s: offered {pressure_rate:,.0f}/s")
+            notes.append(
+                f"clean maximum {maximum:,.0f}/s (cores busy {machine / took:.2f}, the worker's"
+                f" {worker / took:.2f}, {worker / args.probe_jobs * 1e6:,.0f} us a job, {syncs:,.0f} WAL flushes/s):"
+                f" offered {pressure_rate:,.0f}/s"
+            )
         time.sleep(2 * REPORT_EVERY)  # what ran so far is reported; the clock starts now
         t = time.time()
         phases = [
@@ -606,6 +669,7 @@ def run_subject(args: argparse.Namespace, subject: str, admin: psycopg.Connectio
         threading.Thread(target=run.sample_waits, daemon=True).start()
         for index, phase in enumerate(phases):
             run.rate = phase.rate
+            at_start = run.cpu_now()
             pressure = Pressure(run) if index == 1 else None
             if pressure:
                 pressure.start()
@@ -616,6 +680,7 @@ def run_subject(args: argparse.Namespace, subject: str, admin: psycopg.Connectio
             phase.produced_at_end, phase.started_at_end, phase.oldest_wait = run.advance_waiting()
             phase.dead_tuples = run.dead_tuples()
             phase.index_reads = run.index_reads()
+            phase.cpu = (at_start, run.cpu_now())
             print(
                 f"  {subject} {phase.name}: enqueued {phase.produced_at_end - first:,},"
                 f" started {phase.started_at_end:,}, oldest waiting {phase.oldest_wait:.1f} s",
@@ -671,10 +736,18 @@ def summarise(subject: str, phases: list[Phase], run: Run) -> list[str]:
             for name, (scans, read) in sorted(reads.items())
             if read
         )
+        cpu = "- | -"
+        if phase.cpu:
+            machine, worker = phase.cpu[1].since(phase.cpu[0])
+            syncs = (phase.cpu[1].wal_syncs - phase.cpu[0].wal_syncs) / length
+            cpu = (
+                f"{machine / length:.2f} / {worker / length:.2f} / {worker / max(finished, 1) * 1e6:,.0f}"
+                f" | {syncs:,.0f}"
+            )
         rows.append(
             f"| {subject} | {phase.name} ({length:.0f} s) | {offered / length:,.0f} | {finished / length:,.0f}"
             f" | {finished / max(offered, 1):.2f} | {p50} | {p99} | {len(waiting):,} | {oldest:.1f} | {dead}"
-            f" | {per_job} | {'; '.join(phase.notes)} |"
+            f" | {cpu} | {per_job} | {'; '.join(phase.notes)} |"
         )
     return rows
 
@@ -793,9 +866,11 @@ def main() -> int:
     print()
     print(
         "| subject | phase | offered/s | completed/s | completed/offered | pickup p50 (ms) | pickup p99 (ms)"
-        " | backlog at end | oldest waiting (s) | n_dead_tup | per completed job: index scans, entries read | notes |"
+        " | backlog at end | oldest waiting (s) | n_dead_tup"
+        " | cores busy / the worker's (process and backends) / its CPU a job (us) | WAL flushes/s"
+        " | per completed job: index scans, entries read | notes |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(row)
     print()
