@@ -206,6 +206,33 @@ def test_the_claim_that_carries_a_parents_ack_takes_the_dependent_it_made_ready_
     assert engine.ack([Held(child, claimed[0].fence)]) == []  # the module's schema is left with no job
 
 
+def test_a_claim_from_the_cursor_runs_the_cursors_statement_and_a_full_claim_the_full_one(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    # Each claim's statement carries only its own read, with its own generic plan (ADR 061, amended
+    # 2026-12-07): a wake's claim (from the cursor) never runs the full read's plan nodes, nor the
+    # backstop's (in full) the cursor's segments.
+    engine = engine_of(cursor_store)
+    sql = engine._sql
+    ran: list[object] = []
+    engine._connections.all = record_calls(engine._connections.all, ran)  # type: ignore[method-assign]
+    queue = cursor_store.queue("q")
+    queue.enqueue_many(["a", "b", "c", "d"])
+    request = ClaimRequest(queue="q", worker_id="w", now=clock.now(), lease=timedelta(days=30), limit=1)
+    first = engine.claim(request)  # the queue's first claim: in full
+    _, second = engine.ack_and_claim([Held(job.id, job.fence) for job in first], request)  # from the cursor
+    third = engine.claim(request)  # from the cursor
+    clock.advance(HOUR * FULL_EVERY)  # the backstop's full claim is due (the leases last longer: no sweep)
+    request = ClaimRequest(queue="q", worker_id="w", now=clock.now(), lease=timedelta(days=30), limit=1)
+    _, fourth = engine.ack_and_claim([Held(job.id, job.fence) for job in (*second, *third)], request)
+    assert [len(jobs) for jobs in (first, second, third, fourth)] == [1, 1, 1, 1]
+    names = {sql.claim: "claim", sql.claim_full: "claim_full"}
+    names.update({sql.ack_and_claim: "ack_and_claim", sql.ack_and_claim_full: "ack_and_claim_full"})
+    run = [names[call[0]] for call in ran if isinstance(call, tuple) and call and call[0] in names]
+    assert run == ["claim_full", "ack_and_claim", "claim", "ack_and_claim_full"]
+    assert engine.ack([Held(job.id, job.fence) for job in fourth]) == []
+
+
 def test_a_lapsed_lease_is_reclaimed_by_a_claim_from_the_cursor(cursor_store: Store, clock: ManualClock) -> None:
     queue = cursor_store.queue("q")
     queue.enqueue("slow", EnqueueOpts(visibility_timeout=30))
@@ -363,7 +390,8 @@ def claim_buffers(store: Store, queue: str) -> int:
         "job_expired_error": b"job expired",
     }
     with engine.pool.connection() as conn:
-        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + engine._sql.claim, params).fetchall()
+        claim = engine._sql.claim_full if params["full"] else engine._sql.claim
+        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim, params).fetchall()
     found = re.search(r"shared hit=(\d+)(?: read=(\d+))?", str(plan[1][0]))
     assert found is not None, plan[:3]
     return int(found.group(1)) + int(found.group(2) or 0)

@@ -296,15 +296,9 @@ def claim_params(request: port.ClaimRequest) -> dict[str, Any]:
 
 
 def full_params() -> dict[str, Any]:
-    """The parameters of a full claim: from the left end of the ready index, and a full probe of the leases."""
-    return {
-        "full": True,
-        "band_his": IntArray(),
-        "band_los": IntArray(),
-        "band_ats": InstantArray(),
-        "band_ids": IntArray(),
-        "probed_after": _EVER,
-    }
+    """The parameters of a full claim (``claim_full``: no segments, from the left end of the ready index), and a
+    full probe of the leases."""
+    return {"full": True, "probed_after": _EVER}
 
 
 def _segments(bounds: dict[int, tuple[datetime, int]]) -> dict[str, Any]:

@@ -335,8 +335,10 @@ class Statements:
     unique_holder: str
     channel: str
     claim: str
+    claim_full: str
     claim_rated: str
     ack_and_claim: str
+    ack_and_claim_full: str
     lease_probe: str
     soonest_due: str
     listen: str
@@ -412,6 +414,7 @@ class Statements:
     ack_keeping: str
     ack_keeping_one: str
     ack_keeping_and_claim: str
+    ack_keeping_and_claim_full: str
     get_result: str
     list_results: str
     purge_results: str
