@@ -19,7 +19,8 @@ import pytest
 
 import alkstore
 from alkstore import EnqueueOpts, Job, ManualClock, StopToken, Store
-from alkstore.adapters.postgres._cursors import FULL_EVERY, LEASE_AHEAD
+from alkstore.adapters.postgres._cursors import _EVER as EVER
+from alkstore.adapters.postgres._cursors import FULL_EVERY, LEASE_AHEAD, _segments
 from alkstore.engine import ClaimRequest, Held
 from alkstore.worker._parts import IDLE_RECHECK
 
@@ -490,3 +491,21 @@ def test_a_lease_end_is_announced_once_a_claim_comes_within_lease_ahead_of_it(
     assert cursor_store.engine.soonest_due(["q"]) == held.lease_until
     clock.advance(LEASE_AHEAD)
     assert claim_ids(cursor_store) == [held.id]  # the lease lapsed: swept and claimed again
+
+
+def test_the_segments_priorities_are_made_once_per_set_of_bands_and_sent_as_made() -> None:
+    # A queue's claims from its cursor send the same segments of priorities while its bands are the same
+    # priorities (ADR 061, amended 2026-12-07): the two arrays and their literals are made once, not at each claim.
+    at = datetime(2026, 12, 7, tzinfo=UTC)
+    first = _segments({0: (at, 5)})
+    again = _segments({0: (at + timedelta(seconds=1), 9)})
+    top, bottom = 2**31 - 1, -(2**31)
+    assert (list(first["band_his"]), list(first["band_los"])) == ([top, 0, -1], [1, 0, bottom])
+    assert (list(first["band_ats"]), list(first["band_ids"])) == ([EVER, at, EVER], [0, 5, 0])
+    assert (list(again["band_ats"]), list(again["band_ids"])) == ([EVER, at + timedelta(seconds=1), EVER], [0, 9, 0])
+    assert again["band_his"] is first["band_his"]
+    assert again["band_los"] is first["band_los"]
+    assert first["band_his"].literal == f"{{{top},0,-1}}".encode()
+    two = _segments({5: (at, 1), -3: (at, 2)})
+    assert (list(two["band_his"]), list(two["band_los"])) == ([top, 5, 4, -3, -4], [6, 5, -2, -3, bottom])
+    assert list(two["band_ids"]) == [0, 1, 0, 2, 0]
