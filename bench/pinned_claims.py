@@ -147,8 +147,8 @@ class Store(Subject):
         self.finished_keys: list[tuple[int, datetime, int]] = []
         #: The instant of each of the build's last TEN_SECONDS claimed jobs' claims, oldest first.
         self.claimed_at: deque[datetime] = deque(maxlen=TEN_SECONDS)
-        assert self.sql.claim.count(READY) == 1
-        self.claim_from_cursor = self.sql.claim.replace(READY, READY + FROM_CURSOR)
+        assert self.sql.claim_full.count(READY) == 1
+        self.claim_from_cursor = self.sql.claim_full.replace(READY, READY + FROM_CURSOR)
 
     def enqueue(self, count: int) -> None:
         for start in range(0, count, 1000):
@@ -159,7 +159,8 @@ class Store(Subject):
         now = datetime.now(UTC)
         params = {**claim_params("builder", limit, now), **self.cursors.params(QUEUE, now)}
         with self.conn.cursor(binary=True, row_factory=_rows.JOB_OR_SWEPT) as cur:
-            records = [row for row in cur.execute(self.sql.claim, params).fetchall() if row is not None]
+            claim = self.sql.claim_full if params["full"] else self.sql.claim
+            records = [row for row in cur.execute(claim, params).fetchall() if row is not None]
         self.cursors.claimed(QUEUE, now, params, records)
         keys = sorted((-job.priority, job.run_at, job.id) for job in records)
         self.finished_keys = (self.finished_keys + [(-p, t, i) for p, t, i in keys])[-TEN_SECONDS:]
@@ -176,13 +177,13 @@ class Store(Subject):
 
     def statements(self) -> list[tuple[str, Callable[[psycopg.Connection[Any]], tuple[str, dict[str, Any]]]]]:
         def claim(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
-            return self.sql.claim, claim_params("w", CLAIM, datetime.now(UTC))
+            return self.sql.claim_full, claim_params("w", CLAIM, datetime.now(UTC))
 
         def ack_and_claim(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
             held = self._claim(CLAIM)
             params = claim_params("w", CLAIM, datetime.now(UTC))
             params.update({"ids": [h[0] for h in held], "fences": [h[1] for h in held]})
-            return self.sql.ack_and_claim, params
+            return self.sql.ack_and_claim_full, params
 
         def ack_many(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
             held = self._claim(CLAIM)
@@ -225,7 +226,8 @@ class Store(Subject):
 
         def engine_claim(_: psycopg.Connection[Any]) -> tuple[str, dict[str, Any]]:
             now = datetime.now(UTC)
-            return self.sql.claim, {**claim_params("w", CLAIM, now), **self.cursors.params(QUEUE, now)}
+            params = {**claim_params("w", CLAIM, now), **self.cursors.params(QUEUE, now)}
+            return self.sql.claim_full if params["full"] else self.sql.claim, params
 
         cursor = self.finished_keys[-MARGIN] if len(self.finished_keys) >= MARGIN else None
         wide = self.finished_keys[0] if len(self.finished_keys) == TEN_SECONDS else None

@@ -19,7 +19,8 @@ import pytest
 
 import alkstore
 from alkstore import EnqueueOpts, Job, ManualClock, StopToken, Store
-from alkstore.adapters.postgres._cursors import FULL_EVERY, LEASE_AHEAD
+from alkstore.adapters.postgres._cursors import _EVER as EVER
+from alkstore.adapters.postgres._cursors import FULL_EVERY, LEASE_AHEAD, _segments
 from alkstore.engine import ClaimRequest, Held
 from alkstore.worker._parts import IDLE_RECHECK
 
@@ -206,6 +207,33 @@ def test_the_claim_that_carries_a_parents_ack_takes_the_dependent_it_made_ready_
     assert engine.ack([Held(child, claimed[0].fence)]) == []  # the module's schema is left with no job
 
 
+def test_a_claim_from_the_cursor_runs_the_cursors_statement_and_a_full_claim_the_full_one(
+    cursor_store: Store, clock: ManualClock
+) -> None:
+    # Each claim's statement carries only its own read, with its own generic plan (ADR 061, amended
+    # 2026-12-07): a wake's claim (from the cursor) never runs the full read's plan nodes, nor the
+    # backstop's (in full) the cursor's segments.
+    engine = engine_of(cursor_store)
+    sql = engine._sql
+    ran: list[object] = []
+    engine._connections.all = record_calls(engine._connections.all, ran)  # type: ignore[method-assign]
+    queue = cursor_store.queue("q")
+    queue.enqueue_many(["a", "b", "c", "d"])
+    request = ClaimRequest(queue="q", worker_id="w", now=clock.now(), lease=timedelta(days=30), limit=1)
+    first = engine.claim(request)  # the queue's first claim: in full
+    _, second = engine.ack_and_claim([Held(job.id, job.fence) for job in first], request)  # from the cursor
+    third = engine.claim(request)  # from the cursor
+    clock.advance(HOUR * FULL_EVERY)  # the backstop's full claim is due (the leases last longer: no sweep)
+    request = ClaimRequest(queue="q", worker_id="w", now=clock.now(), lease=timedelta(days=30), limit=1)
+    _, fourth = engine.ack_and_claim([Held(job.id, job.fence) for job in (*second, *third)], request)
+    assert [len(jobs) for jobs in (first, second, third, fourth)] == [1, 1, 1, 1]
+    names = {sql.claim: "claim", sql.claim_full: "claim_full"}
+    names.update({sql.ack_and_claim: "ack_and_claim", sql.ack_and_claim_full: "ack_and_claim_full"})
+    run = [names[call[0]] for call in ran if isinstance(call, tuple) and call and call[0] in names]
+    assert run == ["claim_full", "ack_and_claim", "claim", "ack_and_claim_full"]
+    assert engine.ack([Held(job.id, job.fence) for job in fourth]) == []
+
+
 def test_a_lapsed_lease_is_reclaimed_by_a_claim_from_the_cursor(cursor_store: Store, clock: ManualClock) -> None:
     queue = cursor_store.queue("q")
     queue.enqueue("slow", EnqueueOpts(visibility_timeout=30))
@@ -363,7 +391,8 @@ def claim_buffers(store: Store, queue: str) -> int:
         "job_expired_error": b"job expired",
     }
     with engine.pool.connection() as conn:
-        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + engine._sql.claim, params).fetchall()
+        claim = engine._sql.claim_full if params["full"] else engine._sql.claim
+        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim, params).fetchall()
     found = re.search(r"shared hit=(\d+)(?: read=(\d+))?", str(plan[1][0]))
     assert found is not None, plan[:3]
     return int(found.group(1)) + int(found.group(2) or 0)
@@ -462,3 +491,21 @@ def test_a_lease_end_is_announced_once_a_claim_comes_within_lease_ahead_of_it(
     assert cursor_store.engine.soonest_due(["q"]) == held.lease_until
     clock.advance(LEASE_AHEAD)
     assert claim_ids(cursor_store) == [held.id]  # the lease lapsed: swept and claimed again
+
+
+def test_the_segments_priorities_are_made_once_per_set_of_bands_and_sent_as_made() -> None:
+    # A queue's claims from its cursor send the same segments of priorities while its bands are the same
+    # priorities (ADR 061, amended 2026-12-07): the two arrays and their literals are made once, not at each claim.
+    at = datetime(2026, 12, 7, tzinfo=UTC)
+    first = _segments({0: (at, 5)})
+    again = _segments({0: (at + timedelta(seconds=1), 9)})
+    top, bottom = 2**31 - 1, -(2**31)
+    assert (list(first["band_his"]), list(first["band_los"])) == ([top, 0, -1], [1, 0, bottom])
+    assert (list(first["band_ats"]), list(first["band_ids"])) == ([EVER, at, EVER], [0, 5, 0])
+    assert (list(again["band_ats"]), list(again["band_ids"])) == ([EVER, at + timedelta(seconds=1), EVER], [0, 9, 0])
+    assert again["band_his"] is first["band_his"]
+    assert again["band_los"] is first["band_los"]
+    assert first["band_his"].literal == f"{{{top},0,-1}}".encode()
+    two = _segments({5: (at, 1), -3: (at, 2)})
+    assert (list(two["band_his"]), list(two["band_los"])) == ([top, 5, 4, -3, -4], [6, 5, -2, -3, bottom])
+    assert list(two["band_ids"]) == [0, 1, 0, 2, 0]

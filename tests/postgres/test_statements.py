@@ -231,13 +231,27 @@ def test_a_listing_sorts_every_part_in_its_phases_declared_order(phase: JobPhase
     assert set(orders) == {order_by(ORDERS[phase])}, LISTINGS[phase]
 
 
-@pytest.mark.parametrize("name", ["claim", "ack_and_claim"])
-def test_the_claim_takes_jobs_in_the_declared_claim_order(name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "reads"),
+    # A full claim's read from the left end; a claim from the cursor's read of each segment and the best of the
+    # segments (ADR 061). Each statement carries only its own read (ADR 061, amended 2026-12-07).
+    [
+        ("claim", 2),
+        ("ack_and_claim", 2),
+        ("ack_keeping_and_claim", 2),
+        ("claim_full", 1),
+        ("ack_and_claim_full", 1),
+        ("ack_keeping_and_claim_full", 1),
+        ("claim_waking", 2),
+        ("claim_waking_full", 1),
+    ],
+)
+def test_the_claim_takes_jobs_in_the_declared_claim_order(name: str, reads: int) -> None:
     text = flat(_sql._TEMPLATES[name])
     limit = r"\(SELECT n FROM allowed\)"
     found = re.findall(rf"ORDER BY ([^()]*?) LIMIT {limit}(?: FOR UPDATE SKIP LOCKED)?", text)
-    # The full read, the read of each segment from the cursor, and the best of the segments (ADR 061).
-    assert found == [order_by(CLAIM_ORDER)] * 3
+    assert found == [order_by(CLAIM_ORDER)] * reads
+    assert ("band_his" in text) == (reads == 2), "a full claim sends no segments; one from the cursor reads them"
 
 
 # -- on the server ---------------------------------------------------------------------------

@@ -147,9 +147,10 @@ def test_an_idle_workers_wake_sends_one_statement_the_claim_and_hands_the_job_to
 #: Jobs drained by four slots.
 DRAINED = 60
 #: What a draining worker's claim loop and slots may send: claims, each carrying the acks waiting
-#: (ADRs 021, 022, 049); the queue's config read once a ``CONFIG_TTL``; the idle read once the queue
-#: is empty.
-DRAIN_STATEMENTS = {"claim", "ack_and_claim", "queue_config", "soonest_due"}
+#: (ADRs 021, 022, 049), from the cursor or in full (ADR 061); the queue's config read once a
+#: ``CONFIG_TTL``; the idle read once the queue is empty.
+CLAIMS = {"claim", "claim_full", "ack_and_claim", "ack_and_claim_full"}
+DRAIN_STATEMENTS = CLAIMS | {"queue_config", "soonest_due"}
 
 
 def test_a_draining_worker_sends_at_most_one_statement_a_job_each_claim_carrying_the_acks(
@@ -184,7 +185,7 @@ def test_a_draining_worker_sends_at_most_one_statement_a_job_each_claim_carrying
     ]
     names = [name for _, name in ours]
     assert set(names) <= DRAIN_STATEMENTS, ours  # no ack of its own, no statement of a run's own
-    claims = names.count("claim") + names.count("ack_and_claim")
+    claims = sum(1 for name in names if name in CLAIMS)
     # Each claim takes one job at least, but for the rounds that find the queue empty: the last
     # ones, carrying the last acks (one per slot at most, and the claim loop's).
     assert claims <= DRAINED + 5, ours

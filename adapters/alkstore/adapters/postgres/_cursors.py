@@ -38,6 +38,7 @@ sends with them then runs after them).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
@@ -47,7 +48,7 @@ from typing import Any
 
 from alkstore import engine as port
 
-from ._positional import InstantArray, IntArray
+from ._positional import FixedIntArray, InstantArray, IntArray
 
 __all__ = ["DEFAULT_BACKSTOP", "ClaimCursors", "claim_params", "full_params"]
 
@@ -296,38 +297,44 @@ def claim_params(request: port.ClaimRequest) -> dict[str, Any]:
 
 
 def full_params() -> dict[str, Any]:
-    """The parameters of a full claim: from the left end of the ready index, and a full probe of the leases."""
-    return {
-        "full": True,
-        "band_his": IntArray(),
-        "band_los": IntArray(),
-        "band_ats": InstantArray(),
-        "band_ids": IntArray(),
-        "probed_after": _EVER,
-    }
+    """The parameters of a full claim (``claim_full``: no segments, from the left end of the ready index), and a
+    full probe of the leases."""
+    return {"full": True, "probed_after": _EVER}
 
 
 def _segments(bounds: dict[int, tuple[datetime, int]]) -> dict[str, Any]:
     """The whole claim order cut into segments, as the claim's four arrays (highest and lowest
     priority, ``run_at``, id of each): each band of ``bounds`` from its bound, the priorities
     between, above and below them from their left end."""
-    his, los, ats, ids = IntArray(), IntArray(), InstantArray(), IntArray()
+    his, los, starts = _layout(tuple(sorted(bounds, reverse=True)))
+    ats, ids = InstantArray(), IntArray()
+    for band in starts:
+        at, job_id = (_EVER, 0) if band is None else bounds[band]
+        ats.append(at)
+        ids.append(job_id)
+    return {"band_his": his, "band_los": los, "band_ats": ats, "band_ids": ids}
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(priorities: tuple[int, ...]) -> tuple[FixedIntArray, FixedIntArray, tuple[int | None, ...]]:
+    """The segments of the claim order for bands of ``priorities`` (highest first): each one's highest and
+    lowest priority, and the band whose bound it starts at (``None``: its left end). Made once per set of
+    priorities, the same while a queue's bands are: its claims send the two arrays as they were."""
+    his: list[int] = []
+    los: list[int] = []
+    starts: list[int | None] = []
     above = _PRIORITY_MAX
-    for priority in sorted(bounds, reverse=True):
+    for priority in priorities:
         if above > priority:
             his.append(above)
             los.append(priority + 1)
-            ats.append(_EVER)
-            ids.append(0)
-        at, job_id = bounds[priority]
+            starts.append(None)
         his.append(priority)
         los.append(priority)
-        ats.append(at)
-        ids.append(job_id)
+        starts.append(priority)
         above = priority - 1
     if above >= _PRIORITY_MIN:
         his.append(above)
         los.append(_PRIORITY_MIN)
-        ats.append(_EVER)
-        ids.append(0)
-    return {"band_his": his, "band_los": los, "band_ats": ats, "band_ids": ids}
+        starts.append(None)
+    return FixedIntArray(his), FixedIntArray(los), tuple(starts)

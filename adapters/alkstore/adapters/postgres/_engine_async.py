@@ -382,7 +382,8 @@ class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostg
             return (await self.ack(acks) if acks else []), await self._claim_rated(request)
         params = {**self._cursors.params(request.queue, request.now), **claim_params(request)}
         if not acks:
-            rows = await self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
+            claim = self._sql.claim_full if params["full"] else self._sql.claim
+            rows = await self._connections.all(claim, params, _rows.JOB_OR_SWEPT, binary=True)
             return [], await self._claimed(request, params, rows)
         parents = self._cursors.parents(pair.job_id for pair in acks)
         self._cursors.ended(pair.job_id for pair in acks)
@@ -391,15 +392,17 @@ class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostg
         if parents:  # ADR 073: the claim a statement after the ack (one transaction, one round trip), so it sees
             # the dependents the ack's trigger made ready; its cursor read after the reset, so in full
             # the ack sets claim_follows: its trigger leaves the notice for a child it makes ready to the claim,
-            # which sends it only for a child it did not take (migration 19)
+            # which sends it only for a child it did not take (migration 20)
             params = {**self._cursors.params(request.queue, request.now), **claim_params(request)}
             ack = self._sql.ack_keeping_before_claim if keeping else self._sql.ack_many_before_claim
+            claim = self._sql.claim_waking_full if params["full"] else self._sql.claim_waking
             waking = {**params, "schema": self._schema}
-            acked, rows = await self._connections.two(
-                ack, ack_params, _SCALAR, self._sql.claim_waking, waking, _rows.JOB_OR_SWEPT
-            )
+            acked, rows = await self._connections.two(ack, ack_params, _SCALAR, claim, waking, _rows.JOB_OR_SWEPT)
             return _stale(acks, acked), await self._claimed(request, params, rows)
-        statement = self._sql.ack_keeping_and_claim if keeping else self._sql.ack_and_claim
+        if keeping:
+            statement = self._sql.ack_keeping_and_claim_full if params["full"] else self._sql.ack_keeping_and_claim
+        else:
+            statement = self._sql.ack_and_claim_full if params["full"] else self._sql.ack_and_claim
         found = await self._connections.all(statement, {**params, **ack_params}, _rows.CLAIM_ROW, binary=True)
         stale = _stale(acks, [row for row in found if isinstance(row, int)])
         return stale, await self._claimed(request, params, [row for row in found if not isinstance(row, int)])
@@ -412,7 +415,7 @@ class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostg
             self._cursors.claimed(request.queue, request.now, params, ())
             self._cursors.swept(request.queue)
             params.update(full_params(), probe=False)  # its resets stay: the sweep does not make it current
-            rows = await self._connections.all(self._sql.claim, params, _rows.JOB_OR_SWEPT, binary=True)
+            rows = await self._connections.all(self._sql.claim_full, params, _rows.JOB_OR_SWEPT, binary=True)
         claimed = [row for row in rows if row is not None]
         claimed.sort(key=claim_order)
         self._cursors.claimed(request.queue, request.now, params, claimed)

@@ -335,9 +335,12 @@ class Statements:
     unique_holder: str
     channel: str
     claim: str
+    claim_full: str
     claim_waking: str
+    claim_waking_full: str
     claim_rated: str
     ack_and_claim: str
+    ack_and_claim_full: str
     lease_probe: str
     soonest_due: str
     listen: str
@@ -415,6 +418,7 @@ class Statements:
     ack_keeping_before_claim: str
     ack_keeping_one: str
     ack_keeping_and_claim: str
+    ack_keeping_and_claim_full: str
     get_result: str
     list_results: str
     purge_results: str

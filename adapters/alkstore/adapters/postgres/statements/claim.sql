@@ -4,9 +4,10 @@
 -- find nothing to sweep and lease the jobs here. Otherwise the statement runs the sweep and
 -- leases nothing (its snapshot cannot see what the sweep did), and the engine runs it again
 -- without the probe. ack_and_claim is the same claim after the acks of what a worker finished.
--- A claim reads the ready jobs either from the left end of jobs_claim (full) or from the
--- engine's cursor (ADR 061): per priority band, from a lower bound on (run_at, id), so that it
--- does not walk the dead entries the jobs claimed before it left at the index's left end.
+-- A claim reads the ready jobs either from the engine's cursor (ADR 061: per priority band, from
+-- a lower bound on (run_at, id), so that it does not walk the dead entries the jobs claimed before
+-- it left at the index's left end; claim, ack_and_claim) or from the left end of jobs_claim (the
+-- full claims: claim_full, ack_and_claim_full), each statement with only its own read.
 
 -- name: lease_probe
 -- The claim's look for a lapsed lease in the queue: jobs_lease from the instant the engine's
@@ -19,24 +20,35 @@ WHERE queue = (SELECT %(queue)s::text) AND state = 'running'
 ORDER BY lease_until LIMIT 1
 
 -- fragment: sweep_needed
--- The CTE "sweep": whether the claim (when asked to probe) finds the queue's lapsed leases or
--- expired or due-delayed jobs to sweep first; a full claim also looks for waiting jobs past their
--- expiry (through jobs_waiting, every waiting job of the queue read: once per full claim, ADR 077).
+-- The CTE "sweep" of a claim from the cursor: whether the claim (when asked to probe) finds the
+-- queue's lapsed leases or expired or due-delayed jobs to sweep first ({sweep_looks}).
+sweep AS MATERIALIZED (SELECT %(probe)s AND ({sweep_looks}) AS needed)
+
+-- fragment: sweep_needed_full
+-- The CTE "sweep" of a full claim: the looks of a claim from the cursor, and one for waiting jobs
+-- past their expiry too (through jobs_waiting, every waiting job of the queue read: once per full
+-- claim, ADR 077).
 sweep AS MATERIALIZED (
     SELECT %(probe)s AND (
-        ({lease_probe}) IS NOT NULL
-        OR (SELECT expires_at FROM {s}.jobs
-            WHERE queue = (SELECT %(queue)s::text) AND state IN ('pending', 'delayed') AND expires_at <= %(now)s
-            ORDER BY expires_at LIMIT 1) IS NOT NULL
-        OR (SELECT run_at FROM {s}.jobs
-            WHERE queue = (SELECT %(queue)s::text) AND state = 'delayed' AND run_at <= %(now)s
-            ORDER BY run_at LIMIT 1) IS NOT NULL
-        OR ((SELECT %(full)s::boolean) AND EXISTS (
+        {sweep_looks}
+        OR EXISTS (
             SELECT 1 FROM {s}.jobs
-            WHERE queue = (SELECT %(queue)s::text) AND state = 'waiting' AND expires_at <= %(now)s))) AS needed)
+            WHERE queue = (SELECT %(queue)s::text) AND state = 'waiting' AND expires_at <= %(now)s)) AS needed)
+
+-- fragment: sweep_looks
+-- The looks of every claim's sweep (each probe a range scan of a partial index that stops at the
+-- first hit): a lapsed lease ({lease_probe}), an expired pending or delayed job, a due delayed job.
+({lease_probe}) IS NOT NULL
+OR (SELECT expires_at FROM {s}.jobs
+    WHERE queue = (SELECT %(queue)s::text) AND state IN ('pending', 'delayed') AND expires_at <= %(now)s
+    ORDER BY expires_at LIMIT 1) IS NOT NULL
+OR (SELECT run_at FROM {s}.jobs
+    WHERE queue = (SELECT %(queue)s::text) AND state = 'delayed' AND run_at <= %(now)s
+    ORDER BY run_at LIMIT 1) IS NOT NULL
 
 -- fragment: sweep_call
--- The sweep of the queue's lapsed leases and expired or due-delayed jobs, in one function call.
+-- The sweep of the queue's lapsed leases and expired or due-delayed jobs, in one function call
+-- (full: a full claim's, which also buries the waiting jobs past their expiry).
 SELECT {s}.sweep_17(%(queue)s, %(now)s, %(lease_expired_error)s, %(job_expired_error)s, %(full)s)
 
 -- fragment: lease_taken
@@ -49,31 +61,24 @@ UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 
                     lease_until = %(now)s + coalesce(visibility_us, %(lease_us)s) * interval '1 microsecond'
 
 -- fragment: claimed
--- The CTE "claimed": the best ready jobs, leased ({lease_taken}), unless the sweep is needed
--- first; a claim of a queue with a global limit (limited) takes no more than allowance_6 leaves.
--- The limit and the queue are subqueries so that no plan knows them: a custom plan that folded
--- the limit looked cheaper than the generic one (which guesses a tenth of the rows) on any table
--- of some thousands of jobs, one that knew its queue was empty looked cheaper than one for an
--- average queue, and the server then planned the claim anew at every call (ADR 049). So are
--- full (one of the two reads below runs, the other is left out by a one-time filter, in one
--- generic plan), the cursor's segments (a custom plan that knew there were none looked
--- cheaper) and where the lease probe starts.
--- The full read takes the ready jobs from the left end of jobs_claim. The read from the cursor
--- (ADR 061) cuts the claim order into segments of priorities (band_his to band_los), each read
--- from a lower bound on (run_at, id) ({claim_band}: an index range that starts there), and
--- takes the best of what they hold: a priority band this engine claimed from starts at its
--- cursor, every other priority at its left end, so only a job behind a band's cursor is left
--- for a full read, which the engine runs at least every claim_backstop seconds.
+-- The CTE "claimed" of a claim from the cursor (ADR 061): the best ready jobs, leased
+-- ({lease_taken}), unless the sweep is needed first; a claim of a queue with a global limit
+-- (limited) takes no more than allowance_6 leaves. The limit and the queue are subqueries so that
+-- no plan knows them: a custom plan that folded the limit looked cheaper than the generic one
+-- (which guesses a tenth of the rows) on any table of some thousands of jobs, one that knew its
+-- queue was empty looked cheaper than one for an average queue, and the server then planned the
+-- claim anew at every call (ADR 049). So are the cursor's segments (a custom plan that knew there
+-- were none looked cheaper) and where the lease probe starts.
+-- The read cuts the claim order into segments of priorities (band_his to band_los), each read
+-- from a lower bound on (run_at, id) ({claim_band}: an index range that starts there), and takes
+-- the best of what they hold: a priority band this engine claimed from starts at its cursor,
+-- every other priority at its left end, so only a job behind a band's cursor is left for a full
+-- claim ({claimed_full}), which the engine runs at least every claim_backstop seconds. The two
+-- are statements of their own, each with its own generic plan: one statement with both reads
+-- carried the other read's plan nodes at every run (ADR 061, amended 2026-12-07).
 claimed AS (
     {lease_taken}
     WHERE id = ANY(ARRAY(
-        SELECT id FROM {s}.jobs
-        WHERE queue = (SELECT %(queue)s::text) AND state = 'pending' AND run_at <= %(now)s
-          AND (expires_at IS NULL OR expires_at > %(now)s)
-          AND NOT (SELECT needed FROM sweep) AND (SELECT %(full)s::boolean)
-        ORDER BY {order_claim}
-        LIMIT (SELECT n FROM allowed)
-        FOR UPDATE SKIP LOCKED) || ARRAY(
         SELECT picked.id
         FROM unnest((SELECT %(band_his)s::integer[]), (SELECT %(band_los)s::integer[]),
                     (SELECT %(band_ats)s::timestamptz[]), (SELECT %(band_ids)s::bigint[]))
@@ -85,25 +90,53 @@ claimed AS (
             ORDER BY {order_claim}
             LIMIT (SELECT n FROM allowed)
             FOR UPDATE SKIP LOCKED) AS picked
-        WHERE NOT (SELECT needed FROM sweep) AND NOT (SELECT %(full)s::boolean)
+        WHERE NOT (SELECT needed FROM sweep)
         ORDER BY {order_claim}
         LIMIT (SELECT n FROM allowed)))
     RETURNING {job_columns})
 
+-- fragment: claimed_full
+-- The CTE "claimed" of a full claim: the best ready jobs from the left end of jobs_claim, leased
+-- as a claim from the cursor leases them, the queue and the limit subqueries for the same reason.
+claimed AS (
+    {lease_taken}
+    WHERE id = ANY(ARRAY(
+        SELECT id FROM {s}.jobs
+        WHERE queue = (SELECT %(queue)s::text) AND state = 'pending' AND run_at <= %(now)s
+          AND (expires_at IS NULL OR expires_at > %(now)s)
+          AND NOT (SELECT needed FROM sweep)
+        ORDER BY {order_claim}
+        LIMIT (SELECT n FROM allowed)
+        FOR UPDATE SKIP LOCKED))
+    RETURNING {job_columns})
+
 -- fragment: allowed
--- The CTE "allowed": how many jobs the claim may take, computed once for either read.
+-- The CTE "allowed": how many jobs the claim may take, computed once for every segment.
 allowed AS MATERIALIZED (
     SELECT CASE WHEN %(limited)s THEN {s}.allowance_6(%(queue)s, %(now)s, %(limit)s) ELSE %(limit)s END AS n)
 
+-- fragment: claim_rows
+-- The rows of a claim: the claimed jobs (swept false), or one row of NULLs with swept true when
+-- it swept instead.
+SELECT {job_columns}, false AS swept FROM claimed
+UNION ALL
+SELECT {job_columns_as_null}, true FROM swept
+
 -- name: claim
--- The claimed jobs (swept false), or one row of NULLs with swept true when it swept instead.
+-- A claim from the engine's cursor (ADR 061): what a worker's wake runs.
 WITH {sweep_needed},
 swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
 {allowed},
 {claimed}
-SELECT {job_columns}, false AS swept FROM claimed
-UNION ALL
-SELECT {job_columns_as_null}, true FROM swept
+{claim_rows}
+
+-- name: claim_full
+-- A full claim: the first claim of a queue, one after a reset, and the backstop's.
+WITH {sweep_needed_full},
+swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
+{allowed},
+{claimed_full}
+{claim_rows}
 
 -- fragment: claim_follows
 -- A condition true for every row, which sets the transaction's alkstore.claim_follows (before any
@@ -112,51 +145,88 @@ SELECT {job_columns_as_null}, true FROM swept
 -- ready to the claim that follows (claim_waking), which knows whether it took it.
 (SELECT pg_catalog.set_config('alkstore.claim_follows', 'on', true)) = 'on'
 
--- name: claim_waking
--- The claim of a pipelined ack and claim (ADR 073), after an ack that carried claim_follows: as
--- claim, and a notice to the queue of each dependent the ack made pending (the ids settle_20
--- added to the transaction's alkstore.promoted) that this claim did not take, whatever it did
--- instead (another queue, a full claim, a sweep). The statement's snapshot shows a job it claims
--- as still pending, hence its ids left out by name. Nobody else can take such a child before the
--- transaction commits: the promotion holds its row lock. The children are read by primary key: their
--- state is compared as a subquery (as jobs.sql's running is), or a plan could walk jobs_claim,
--- every ready job of the table, and filter on the ids. Two children of one queue send the same
--- notice, which the server sends once per transaction.
-WITH {sweep_needed},
-swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
-{allowed},
-{claimed},
+-- fragment: woken
+-- The CTE "woken" of a claim after an ack that carried claim_follows: a notice to the queue of each
+-- dependent the ack made pending (the ids settle_20 added to the transaction's alkstore.promoted)
+-- that this claim did not take, whatever it did instead (another queue, a sweep). The statement's
+-- snapshot shows a job it claims as still pending, hence its ids left out by name. Nobody else can
+-- take such a child before the transaction commits: the promotion holds its row lock. The children
+-- are read by primary key: their state is compared as a subquery (as jobs.sql's running is), or a
+-- plan could walk jobs_claim, every ready job of the table, and filter on the ids. Two children of
+-- one queue send the same notice, which the server sends once per transaction.
 woken AS MATERIALIZED (
     SELECT count(pg_notify({s}.channel(%(schema)s, queue), '')) AS notices FROM {s}.jobs
     WHERE id = ANY(string_to_array(nullif(pg_catalog.current_setting('alkstore.promoted', true), ''), ',')::bigint[])
       AND state = (SELECT 'pending'::text) AND id <> ALL(ARRAY(SELECT id FROM claimed)))
-SELECT {job_columns}, false AS swept FROM claimed
-UNION ALL
-SELECT {job_columns_as_null}, true FROM swept
+
+-- fragment: claim_rows_woken
+-- The rows of a claim with woken: as claim_rows (woken's one row never matches, but the union makes
+-- the CTE run).
+{claim_rows}
 UNION ALL
 SELECT {job_columns_as_null}, false FROM woken WHERE notices < 0
 
--- fragment: claim_after(acked)
--- The claim after the acks of the CTE named (which returns their ids): an acked job may have
--- lapsed, so the sweep joins the finished acks before it calls the sweep function, whose own
--- statements then see those rows gone, and no row is changed twice. The acked ids come back as
--- rows of their own (acked), the claimed jobs and the sweep marker as in claim.
-{sweep_needed},
-swept AS MATERIALIZED ({sweep_call} FROM sweep, (SELECT count(*) FROM {acked}) AS finished WHERE needed),
+-- name: claim_waking
+-- The claim from the cursor of a pipelined ack and claim (ADR 073), after an ack that carried
+-- claim_follows: as claim, and the notices of woken.
+WITH {sweep_needed},
+swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
 {allowed},
-{claimed}
+{claimed},
+{woken}
+{claim_rows_woken}
+
+-- name: claim_waking_full
+-- claim_waking with a full claim (a parent's ack resets its queue's cursor, so this is the usual one).
+WITH {sweep_needed_full},
+swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
+{allowed},
+{claimed_full},
+{woken}
+{claim_rows_woken}
+
+-- fragment: swept_after(acked)
+-- The CTE "swept" of a claim after the acks of the CTE named (which returns their ids): an acked
+-- job may have lapsed, so the sweep joins the finished acks before it calls the sweep function,
+-- whose own statements then see those rows gone, and no row is changed twice.
+swept AS MATERIALIZED ({sweep_call} FROM sweep, (SELECT count(*) FROM {acked}) AS finished WHERE needed)
+
+-- fragment: claim_rows_after(acked)
+-- The rows of a claim after acks: the acked ids come back as rows of their own (acked), the
+-- claimed jobs and the sweep marker as in claim_rows.
 SELECT {job_columns}, false AS swept, NULL::bigint AS acked FROM claimed
 UNION ALL
 SELECT {job_columns_as_null}, true, NULL FROM swept
 UNION ALL
 SELECT {job_columns_as_null}, false, id FROM {acked}
 
+-- fragment: claim_after(acked)
+-- The claim from the cursor after the acks of the CTE named.
+{sweep_needed},
+{swept_after: acked},
+{allowed},
+{claimed}
+{claim_rows_after: acked}
+
+-- fragment: claim_after_full(acked)
+-- The full claim after the acks of the CTE named.
+{sweep_needed_full},
+{swept_after: acked},
+{allowed},
+{claimed_full}
+{claim_rows_after: acked}
+
 -- name: ack_and_claim
--- A claim that first acks what a worker finished (fenced, as ack_many), in the same statement
--- and round trip. The acked rows are running, the claimed ones pending: the two never touch one
--- row.
+-- A claim from the cursor that first acks what a worker finished (fenced, as ack_many), in the
+-- same statement and round trip. The acked rows are running, the claimed ones pending: the two
+-- never touch one row.
 WITH acked AS ({ack_many}),
 {claim_after: acked}
+
+-- name: ack_and_claim_full
+-- ack_and_claim with a full claim.
+WITH acked AS ({ack_many}),
+{claim_after_full: acked}
 
 -- name: soonest_due
 -- What an idle worker waits for (ADR 044), in one read for all its queues: per queue, the first

@@ -27,13 +27,11 @@ claimed AS (
 
 -- name: claim_rated
 -- The claimed jobs (swept false), or one row of NULLs with swept true when it swept instead.
-WITH {sweep_needed},
+WITH {sweep_needed_full},
 swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
 {allowed},
 {claimed_rated}
-SELECT {job_columns}, false AS swept FROM claimed
-UNION ALL
-SELECT {job_columns_as_null}, true FROM swept
+{claim_rows}
 
 -- fragment: rated_due(queue)
 -- When the first ready job of a limited queue (its queues row c) may start: the soonest, over

@@ -64,6 +64,11 @@ SELECT id FROM acked
 WITH {keeping_acks},
 {claim_after: acked}
 
+-- name: ack_keeping_and_claim_full
+-- ack_and_claim_full (claim.sql) with acks of which some keep their outcome.
+WITH {keeping_acks},
+{claim_after_full: acked}
+
 -- name: get_result
 SELECT {result_columns} FROM {s}.results WHERE id = %(id)s
 
