@@ -47,6 +47,7 @@ from _bench import DEFAULT_DSN, load_average
 from psycopg import sql
 
 import alkstore
+from alkstore.adapters.postgres._cursors import full_params
 from alkstore.engine import Held
 from alkstore.store._kernel import kernel_of
 from alkstore.worker import _maintenance
@@ -136,10 +137,12 @@ def explain(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any
 
 
 def poll(store: alkstore.Store, conn: psycopg.Connection[Any]) -> Poll:
-    """An idle worker's poll of the (empty) queue, as the engine runs it: the claim, then its probe alone."""
+    """An idle worker's poll of the (empty) queue, as the engine runs it in full (its first claim and
+    the backstop's; ADR 061): the claim, then its probe alone."""
     statements = store.engine._sql  # type: ignore[attr-defined]
     now = store.clock.now()
     params = {
+        **full_params(),
         "probe": True,
         "queue": QUEUE,
         "worker": WORKER,
@@ -152,9 +155,9 @@ def poll(store: alkstore.Store, conn: psycopg.Connection[Any]) -> Poll:
     }
     # Warm: the first look marks dead index entries (later polls skip their heap rows).
     for _ in range(3):
-        explain(conn, statements.claim, params)
-    claim = explain(conn, statements.claim, params)
-    probe = explain(conn, statements.lease_probe, {"queue": QUEUE, "now": now})
+        explain(conn, statements.claim_full, params)
+    claim = explain(conn, statements.claim_full, params)
+    probe = explain(conn, statements.lease_probe, {"queue": QUEUE, "now": now, "probed_after": params["probed_after"]})
     return Poll(claim[0], claim[1], probe[0], probe[1])
 
 
