@@ -122,3 +122,27 @@ def print_acks(figures: dict[str, list[tuple[float, float, int]]]) -> None:
             f" (trigger {statistics.median(trigger):.3f} ms),"
             f" buffers {statistics.median(touched):.0f}, over {len(rows)} acks"
         )
+
+
+def server_cpu_ns(pid: int) -> int:
+    """The CPU time the server process ``pid`` (on this machine) has run, in nanoseconds."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
+def backend_pid(store: alkstore.Store) -> int:
+    """The server process of ``store``'s pooled connection (a store of one connection: always the same)."""
+    engine: Any = store.engine
+    with engine.pool.connection() as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    return int(row[0]) if row else 0
+
+
+def enqueue_block(store: alkstore.Store, queue: str, jobs: int, chained: bool) -> None:
+    """``jobs`` jobs on ``queue``: independent, or one graph, each waiting on the one before."""
+    if not chained:
+        store.queue(queue).enqueue_many(range(jobs))
+        return
+    graph = store.graph()
+    for n in range(jobs):
+        graph.add(f"j{n}", queue, n, after=[f"j{n - 1}"] if n else ())
+    store.enqueue_graph(graph)

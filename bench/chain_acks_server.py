@@ -1,4 +1,4 @@
-"""Server CPU of a chain's step on PostgreSQL: version 17's ack path beside version 18's (ADR 073).
+"""Server CPU of a chain's step on PostgreSQL: version 17's ack path beside today's (ADR 073).
 
 Run by hand, never from the test suite, on the machine that runs the server (it reads the server
 process's ``/proc/<pid>/schedstat``)::
@@ -7,7 +7,7 @@ process's ``/proc/<pid>/schedstat``)::
 
 Load-independent: each store has one pooled connection, and the CPU time its server process ran
 (``schedstat``'s first field) is read before and after each step, so other work on the machine is
-not counted. Two schemas, both migrated by this code: ``18`` as migrated, and ``17`` with its ack
+not counted. Two schemas, both migrated by this code: ``now`` as migrated, and ``17`` with its ack
 path put back as version 17 had it (``jobs_settle`` on ``settle_15``, whose ``promote_15`` notifies
 at once; ``jobs_keep_on_death`` on ``keep_on_death_17``; no deferred wake). Per schema, four
 subjects, each a step of a job run one at a time: a chain's step and an independent job through a
@@ -33,15 +33,15 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import DEFAULT_DSN, explained_ack, load_average
+from _bench import DEFAULT_DSN, backend_pid, enqueue_block, explained_ack, load_average, server_cpu_ns
 
 import alkstore
 from alkstore import EnqueueOpts, Store
 from alkstore.engine import ClaimRequest, Held
 
-#: Version 17's ack path, put back on a schema migrated to 18 (its functions are still there).
+#: Version 17's ack path, put back on a schema migrated as today (its functions are still there).
 AS_17 = (
-    "DROP TRIGGER job_dependencies_wake ON {s}.job_dependencies",
+    "DROP TRIGGER IF EXISTS job_dependencies_wake ON {s}.job_dependencies",  # gone since schema 20
     "DROP TRIGGER jobs_settle ON {s}.jobs",
     "CREATE TRIGGER jobs_settle AFTER DELETE ON {s}.jobs"
     " FOR EACH ROW WHEN (OLD.dependents > 0 OR OLD.on_parent_failure IS NOT NULL) EXECUTE FUNCTION {s}.settle_15()",
@@ -50,28 +50,6 @@ AS_17 = (
     " EXECUTE FUNCTION {s}.keep_on_death_17()",
 )
 SUBJECTS = ("chain, worker", "independent, worker", "chain, store calls", "independent, store calls")
-
-
-def server_cpu_ns(pid: int) -> int:
-    """The CPU time the server process ``pid`` has run, in nanoseconds."""
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-
-
-def backend_pid(store: Store) -> int:
-    engine: Any = store.engine
-    with engine.pool.connection() as conn:
-        row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    return int(row[0])
-
-
-def enqueue(store: Store, queue: str, jobs: int, chained: bool) -> None:
-    if not chained:
-        store.queue(queue).enqueue_many(range(jobs))
-        return
-    graph = store.graph()
-    for n in range(jobs):
-        graph.add(f"j{n}", queue, n, after=[f"j{n - 1}"] if n else ())
-    store.enqueue_graph(graph)
 
 
 def through_worker(store: Store, queue: str, jobs: int, pid: int) -> float:
@@ -128,7 +106,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     tag = uuid.uuid4().hex[:8]
-    schemas = {"17": f"bench_acks17_{tag}", "18": f"bench_acks18_{tag}"}
+    schemas = {"17": f"bench_acks17_{tag}", "now": f"bench_acksnow_{tag}"}
     print(f"load before      {load_average()}")
     clock = alkstore.SystemClock()
     stores = {
@@ -148,11 +126,11 @@ def main() -> int:
                 admin.execute(sql.SQL(statement).format(s=sql.Identifier(schemas["17"])))
             pids = {version: backend_pid(store) for version, store in stores.items()}
             for number in range(args.rounds):
-                order = ("17", "18") if number % 2 == 0 else ("18", "17")
+                order = ("17", "now") if number % 2 == 0 else ("now", "17")
                 for subject, run in runs.items():
                     for version in order:
                         queue = f"{subject.replace(', ', '-').replace(' ', '-')}-{number}"
-                        enqueue(stores[version], queue, args.jobs, subject.startswith("chain"))
+                        enqueue_block(stores[version], queue, args.jobs, subject.startswith("chain"))
                         ms = run(stores[version], queue, args.jobs, pids[version])
                         figures.setdefault((subject, version), []).append(ms)
                 for version in order:
@@ -160,9 +138,9 @@ def main() -> int:
                     figures.setdefault(("keyed ack (EXPLAIN)", version), []).append(ms)
             assert pids == {version: backend_pid(store) for version, store in stores.items()}, "a connection changed"
         for subject in (*SUBJECTS, "keyed ack (EXPLAIN)"):
-            old, new = (statistics.median(figures[subject, version]) for version in ("17", "18"))
-            print(f"{subject:<26} 17: {old:.3f} ms   18: {new:.3f} ms   ({new / old:.2f}x)")
-        for version in ("17", "18"):
+            old, new = (statistics.median(figures[subject, version]) for version in ("17", "now"))
+            print(f"{subject:<26} 17: {old:.3f} ms   now: {new:.3f} ms   ({new / old:.2f}x)")
+        for version in ("17", "now"):
             chain = statistics.median(figures["chain, worker", version])
             alone = statistics.median(figures["independent, worker", version])
             print(f"chain step / independent job, worker, {version}: {chain / alone:.2f}")

@@ -48,7 +48,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import DEFAULT_DSN, load_average
+from _bench import DEFAULT_DSN, enqueue_block, load_average, server_cpu_ns
 
 import alkstore
 from alkstore import Store
@@ -60,27 +60,12 @@ HANDED: list[bool] = [False]
 WALDUMP = "/usr/lib/postgresql/15/bin/pg_waldump"
 
 
-def server_cpu_ns(pid: int) -> int:
-    """The CPU time the server process ``pid`` has run, in nanoseconds."""
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-
-
 def on_connection(store: Store, statement: str) -> Any:
     """The first value of ``statement`` run on the store's one pooled connection."""
     engine: Any = store.engine
     with engine.pool.connection() as conn:
         row = conn.execute(statement).fetchone()
     return None if row is None else row[0]
-
-
-def enqueue(store: Store, queue: str, jobs: int, chained: bool) -> None:
-    if not chained:
-        store.queue(queue).enqueue_many(range(jobs))
-        return
-    graph = store.graph()
-    for n in range(jobs):
-        graph.add(f"j{n}", queue, n, after=[f"j{n - 1}"] if n else ())
-    store.enqueue_graph(graph)
 
 
 def steps(store: Store, queue: str, jobs: int, pid: int) -> float:
@@ -227,7 +212,7 @@ def main() -> int:
                 order = SUBJECTS if number % 2 == 0 else SUBJECTS[::-1]
                 for subject in order:
                     queue = f"{subject}-{number}"
-                    enqueue(store, queue, args.jobs, subject == "chain")
+                    enqueue_block(store, queue, args.jobs, subject == "chain")
                     on_connection(store, "SELECT pg_stat_force_next_flush()")
                     on_connection(store, "SELECT 1")
                     before = counters(admin, schema)
@@ -270,7 +255,7 @@ def main() -> int:
             if args.plans:
                 for subject in SUBJECTS:
                     queue = f"{subject}-plans"
-                    enqueue(store, queue, args.plans + 1, subject == "chain")
+                    enqueue_block(store, queue, args.plans + 1, subject == "chain")
                     print(f"statements of a {subject} step, per step: count, buffers hit, dirtied, written, WAL bytes")
                     for text, figure in plans(store, queue, args.plans + 1).items():
                         n, hit, dirtied, written, wal_b = (value / args.plans for value in figure)

@@ -44,7 +44,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import DEFAULT_DSN, load_average
+from _bench import DEFAULT_DSN, backend_pid, load_average, server_cpu_ns
 
 import alkstore
 from alkstore import Store
@@ -58,18 +58,6 @@ LIMIT = 4
 #: Claims run ahead of the counted ones: psycopg prepares a statement at its sixth run, the server plans it
 #: generically after five more.
 WARM = 15
-
-
-def server_cpu_ns(pid: int) -> int:
-    """The CPU time the server process ``pid`` has run, in nanoseconds."""
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-
-
-def backend_pid(store: Store) -> int:
-    engine: Any = store.engine
-    with engine.pool.connection() as conn:
-        row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    return int(row[0])
 
 
 @contextmanager
