@@ -35,7 +35,8 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from chain_step_counts import enqueue, on_connection
+from _bench import enqueue_block
+from chain_step_counts import on_connection
 
 import alkstore
 from alkstore import Store
@@ -57,7 +58,7 @@ def instructions(pattern: str, pid: int) -> int:
 def run(dsn: str, schema: str, owner: Store, chained: bool, steps: int, handed: bool, pattern: str) -> int:
     """The instructions of a backend that claimed once, then ran ``steps`` steps of a fresh queue."""
     queue = f"steps-{uuid.uuid4().hex[:8]}"
-    enqueue(owner, queue, steps + 2, chained)
+    enqueue_block(owner, queue, steps + 2, chained)
     clock = alkstore.SystemClock()
     store = alkstore.open(dsn, schema=schema, migrate=False, clock=clock, min_size=1, max_size=1)
     engine: Any = store.engine
