@@ -207,6 +207,83 @@ def test_the_claim_that_carries_a_parents_ack_takes_the_dependent_it_made_ready_
     assert engine.ack([Held(child, claimed[0].fence)]) == []  # the module's schema is left with no job
 
 
+@pytest.fixture
+def behind() -> ManualClock:
+    """A frozen clock a day behind the server's: a child promoted by its parent's ack is pending at once (its
+    run_at has come by the database's clock), so the claim after the ack takes it without a sweep."""
+    return ManualClock(datetime.now(UTC) - timedelta(days=1))
+
+
+def test_a_chain_step_reads_the_claims_cursor_once_and_sends_its_ack_and_claim_in_one_round_trip(
+    open_store: OpenStore, behind: ManualClock
+) -> None:
+    # The claim after a parent's ack reads the cursor after the acks end (ADR 073); the read before
+    # them, which only a claim carried by other acks uses, is not made for it.
+    clock = behind
+    cursor_store = open_store(clock=clock, claim_backstop=HOUR)
+    engine = engine_of(cursor_store)
+    graph = cursor_store.graph()
+    for n in range(6):
+        graph.add(f"j{n}", "q", n, after=[f"j{n - 1}"] if n else ())
+    cursor_store.enqueue_graph(graph)
+    request = ClaimRequest(queue="q", worker_id="w", now=clock.now(), lease=timedelta(seconds=300), limit=1)
+    (held,) = engine.claim(request)
+    reads: list[object] = []
+    pipelines: list[object] = []
+    statements: list[object] = []
+    engine._cursors.params = record_calls(engine._cursors.params, reads)  # type: ignore[method-assign]
+    engine._connections.two = record_calls(engine._connections.two, pipelines)  # type: ignore[method-assign]
+    engine._connections.all = record_calls(engine._connections.all, statements)  # type: ignore[method-assign]
+    engine._connections.one = record_calls(engine._connections.one, statements)  # type: ignore[method-assign]
+    for _ in range(5):
+        stale, (held,) = engine.ack_and_claim([Held(held.id, held.fence)], request)
+        assert stale == []
+    assert (len(reads), len(pipelines), len(statements)) == (5, 5, 0)
+    assert engine.ack([Held(held.id, held.fence)]) == []
+
+
+def test_a_one_slot_worker_runs_each_step_of_a_chain_with_the_claim_its_parents_ack_carries(
+    open_store: OpenStore, behind: ManualClock
+) -> None:
+    # Between two runs of a chain's jobs the worker sends one pipeline (the parent's ack, then the claim
+    # that takes the child) and nothing else that claims or waits: no empty claim, no idle read.
+    store = open_store(clock=behind, claim_backstop=HOUR, min_size=1, max_size=2)
+    engine = engine_of(store)
+    sql = engine._sql
+    tasks = alkstore.Tasks()
+    steps = 8
+    stop = StopToken()
+    events: list[str] = []
+
+    @tasks.task("step", queue="chained")
+    def step(n: int) -> None:
+        events.append(f"run {n}")
+        if n == steps - 1:
+            stop.cancel()
+
+    names = {sql.claim: "claim", sql.claim_full: "claim", sql.soonest_due: "soonest_due"}
+    names.update({sql.ack_and_claim: "ack_and_claim", sql.ack_and_claim_full: "ack_and_claim"})
+
+    def noted(call: Callable[..., Any], fixed: str | None = None) -> Callable[..., Any]:
+        def note(*args: Any, **kwargs: Any) -> Any:
+            name = fixed or (names.get(args[0]) if args else None)
+            if name is not None:
+                events.append(name)
+            return call(*args, **kwargs)
+
+        return note
+
+    engine._connections.all = noted(engine._connections.all)  # type: ignore[method-assign]
+    engine._connections.one = noted(engine._connections.one)  # type: ignore[method-assign]
+    engine._connections.two = noted(engine._connections.two, "ack, then claim")  # type: ignore[method-assign]
+    store.enqueue_graph(alkstore.chain(*(step.s(n=n) for n in range(steps))))
+    alkstore.Worker(store, tasks, worker_id="chained", concurrency=1).run(stop)
+    ran = [n for n, event in enumerate(events) if event.startswith("run ")]
+    assert [events[n] for n in ran] == [f"run {n}" for n in range(steps)]
+    between = [events[ran[n] + 1 : ran[n + 1]] for n in range(steps - 1)]
+    assert between == [["ack, then claim"]] * (steps - 1), events
+
+
 def test_a_claim_from_the_cursor_runs_the_cursors_statement_and_a_full_claim_the_full_one(
     cursor_store: Store, clock: ManualClock
 ) -> None:

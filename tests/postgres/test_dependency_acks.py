@@ -189,7 +189,7 @@ def test_no_row_trigger_on_jobs_writes_dead_jobs_after_an_ack(
         [f'"{pg_module_schema}".jobs'],
     ).fetchall()
     assert ("jobs_keep_on_death", "keep_on_death_17") not in triggers
-    assert ("jobs_settle", "settle_20") in triggers
+    assert ("jobs_settle", "settle_21") in triggers
 
 
 def test_no_deferred_trigger_wakes_a_dependents_queue_at_commit(
@@ -271,7 +271,7 @@ def test_a_dependent_enqueued_first_in_the_callers_transaction_goes_with_its_rol
 def test_a_parents_success_and_a_run_dependents_parent_death_promote_it_alike(
     store: Store, db: psycopg.Connection[Any], pg_module_schema: str, parents: int, due: bool
 ) -> None:
-    # A dependent is promoted by the settle trigger's statement (settle_20's since migration 20) for a
+    # A dependent is promoted by the settle trigger's statement (settle_21's since migration 21) for a
     # parent that succeeded, by promote_19 for a 'run' dependent's parent that died; both take the rule
     # from promoted_19 (ADR 073, amendment of 2026-12-07, the promotion rule). Three dependents of one
     # shape, whose parents all succeed, all die, or take turns, must stand alike after each parent's
@@ -362,3 +362,30 @@ def test_a_chain_steps_pipelined_ack_is_planned_once_not_at_every_step(
     assert len(plans) == 1
     assert plans[0][0] > 0
     assert plans[0][1] <= 5
+
+
+def test_the_settle_triggers_statement_promotes_the_children_it_settled_without_grouping_them(
+    store: Store, pg_dsn: str, pg_module_schema: str
+) -> None:
+    # A link's key is (child, parent): one parent's links name each child once, so the settle statement
+    # reads the children straight from the links it settled (migration 21), without the hash aggregate
+    # that counted them (always 1) at every ack of a job with dependents. Its plan, from auto_explain.
+    queue = store.queue(unique("settled"))
+    parent = queue.enqueue("parent")
+    children = [queue.enqueue(f"child {n}", EnqueueOpts(after=[parent])) for n in range(2)]
+    held = queue.claim("w")
+    assert held is not None
+    assert held.id == parent
+    plans: list[str] = []
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        conn.execute("LOAD 'auto_explain'")
+        conn.execute("SET auto_explain.log_min_duration = 0")
+        conn.execute("SET auto_explain.log_nested_statements = on")
+        conn.execute("SET auto_explain.log_level = 'notice'")
+        conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(table(pg_module_schema, "jobs")), [held.id])
+    (settle,) = [plan for plan in plans if "settled AS (" in plan]
+    assert "Update on jobs j" in settle, settle
+    assert "Aggregate" in settle, settle  # the one that gathers the pending children's ids and queues
+    assert "Group Key" not in settle, settle
+    assert sorted(job.id for job in queue.claim_many("w", 2)) == sorted(children)

@@ -28,7 +28,7 @@ from .conftest import PATIENCE, T0, OpenStore, engine_of, table
 pytestmark = pytest.mark.postgres
 
 #: The schema version this code writes, and the migrations that make it.
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 MIGRATIONS = [
     (1, "initial"),
     (2, "job_checks_in_the_engine"),
@@ -50,6 +50,7 @@ MIGRATIONS = [
     (18, "lighter_acks"),
     (19, "one_promotion_rule"),
     (20, "chain_wakes"),
+    (21, "lighter_settle"),
 ]
 #: The storage parameters migration 5 gives the jobs table (its own autovacuum trigger, ADR 023).
 JOBS_RELOPTIONS = [
@@ -339,6 +340,7 @@ FUNCTIONS = {
     f"follow_parent_19(p_child bigint, p_parent bigint, p_died_at {_TS})": "void",
     "settle_19()": "trigger",
     "settle_20()": "trigger",
+    "settle_21()": "trigger",
     "keep_on_death_17()": "trigger",
     "unlink_dead_17()": "trigger",
     "unlink_dead_15()": "trigger",

@@ -5,7 +5,7 @@ a savepoint, or the engine's own): a dependent's live parents are row-locked (an
 dependent more) before it is inserted, its finished ones read after, so that a parent's ack either
 sees the dependent or has happened already; the insert writes its links too (two statements per
 dependent whose parents are all live, three when some finished). Its promotion, and what a parent's death
-does, are the trigger of migration 0020 (``settle_20``), whatever statement deletes the parent.
+does, are the trigger of migration 0021 (``settle_21``), whatever statement deletes the parent.
 """
 
 from __future__ import annotations

@@ -383,12 +383,14 @@ class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
     ) -> tuple[list[port.Held], list[port.JobRecord]]:
         if request.rate is not None or request.key_rate is not None:
             return (self.ack(acks) if acks else []), self._claim_rated(request)
-        params = {**self._cursors.params(request.queue, request.now), **claim_params(request)}
         if not acks:
+            params = {**self._cursors.params(request.queue, request.now), **claim_params(request)}
             claim = self._sql.claim_full if params["full"] else self._sql.claim
             rows = self._connections.all(claim, params, _rows.JOB_OR_SWEPT, binary=True)
             return [], self._claimed(request, params, rows)
         parents = self._cursors.parents(pair.job_id for pair in acks)
+        if not parents:  # the cursor read before the acks end: a reset they cause is for the claim after this one
+            params = {**self._cursors.params(request.queue, request.now), **claim_params(request)}
         self._cursors.ended(pair.job_id for pair in acks)
         keeping = _keeping(acks)
         ack_params = _rows.keeping_params(acks) if keeping else _rows.fenced_params(acks)

@@ -141,13 +141,13 @@ swept AS MATERIALIZED ({sweep_call} FROM sweep WHERE needed),
 -- fragment: claim_follows
 -- A condition true for every row, which sets the transaction's alkstore.claim_follows (before any
 -- trigger of the statement runs: they run at its end). The ack of a pipelined ack and claim (ADR
--- 073) carries it: the settle trigger (settle_20) then leaves the notice for a dependent it made
+-- 073) carries it: the settle trigger (settle_21) then leaves the notice for a dependent it made
 -- ready to the claim that follows (claim_waking), which knows whether it took it.
 (SELECT pg_catalog.set_config('alkstore.claim_follows', 'on', true)) = 'on'
 
 -- fragment: woken
 -- The CTE "woken" of a claim after an ack that carried claim_follows: a notice to the queue of each
--- dependent the ack made pending (the ids settle_20 added to the transaction's alkstore.promoted)
+-- dependent the ack made pending (the ids settle_21 added to the transaction's alkstore.promoted)
 -- that this claim did not take, whatever it did instead (another queue, a sweep). The statement's
 -- snapshot shows a job it claims as still pending, hence its ids left out by name. Nobody else can
 -- take such a child before the transaction commits: the promotion holds its row lock. The children

@@ -1,5 +1,5 @@
 -- Job dependencies (ADR 073): a dependent's enqueue and the reads of its links. Its promotion and
--- what a parent's death does are the trigger settle_20 (migration 0020), run by the parent's
+-- what a parent's death does are the trigger settle_21 (migration 0021), run by the parent's
 -- deletion whatever statement deletes it.
 
 -- name: lock_parents

@@ -7,7 +7,7 @@ worker_id, result, attempt_log
 
 -- fragment: handed(acked)
 -- The CTE "handed": the result of each job acked (in the CTE named) given to the dependents waiting
--- on it (ADR 073); their promotion is the trigger settle_20's, at the end of the statement.
+-- on it (ADR 073); their promotion is the trigger settle_21's, at the end of the statement.
 handed AS (
     UPDATE {s}.job_dependencies AS d SET result = a.result
     FROM {acked} AS a
