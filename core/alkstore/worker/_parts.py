@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_POLL_INTERVAL",
     "FORGET_AFTER",
+    "GATHER_WAIT",
     "HEARTBEAT_TICK",
     "IDLE_RECHECK",
     "IDLE_REPORT_EVERY",
@@ -47,6 +48,8 @@ __all__ = [
     "WorkerOptions",
     "WorkerStats",
     "describe",
+    "gather_wait",
+    "gathered",
     "new_worker_id",
     "put_back",
 ]
@@ -67,6 +70,11 @@ IDLE_RECHECK = 5.0
 #: on the worker's next claim, which follows at once while there is work; this bounds the wait
 #: when there is none. A crash loses at most this much of acks: those jobs run again.
 DEFAULT_ACK_DELAY = 0.02
+#: The longest (seconds of the store's clock) a slot freed under a backlog waits for the others to free
+#: before the worker claims (ADR 022, amended): one claim for every slot carries their acks in one
+#: commit where a claim each would flush the WAL once each. Never longer than ``ack_delay``, nor than
+#: the worker's last claim took (waiting costs a slot no more than the claim it saves).
+GATHER_WAIT = 0.002
 #: How often (seconds of the store's clock) a worker reports itself for ``workers()`` (ADR 020).
 REPORT_EVERY = 5.0
 #: How often (seconds of the store's clock) a worker reports itself while its figures stay the same
@@ -94,6 +102,24 @@ class KnownDue:
         """Whether an idle wait may go on this read instead of a new one: younger than ``recheck``, the
         instant it names still ahead, and no job put back by the worker since (its ``run_at`` is unknown)."""
         return put_back == self.put_back and mono - self.read < recheck and (self.at is None or self.at > now)
+
+
+def gathered(slots: int, full: bool) -> int:
+    """How many free slots a claim round waits for (ADR 022, amended): all the worker's ``slots`` when its
+    last claim came back ``full`` (a backlog: each claim saved is a commit, a WAL flush, saved), else one."""
+    return slots if full else 1
+
+
+def gather_wait(
+    free: int, slots: int, full: bool, freed_at: datetime, now: datetime, claim_took: float, ack_delay: float
+) -> float:
+    """How much longer (seconds) a claim round for ``free`` slots waits for more to free (``0``: it claims
+    now): under a backlog, until ``gathered`` are free, or, since the first of them freed at ``freed_at``,
+    the shortest of ``GATHER_WAIT``, ``ack_delay`` (the acks waiting ride on this claim) and
+    ``claim_took`` (how long the worker's last claim took: a wait that long costs what the claim saved)."""
+    if free >= gathered(slots, full):
+        return 0.0
+    return max(0.0, min(GATHER_WAIT, ack_delay, claim_took) - (now - freed_at).total_seconds())
 
 
 def put_back(stats: WorkerStats) -> int:

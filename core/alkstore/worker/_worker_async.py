@@ -58,6 +58,8 @@ from ._parts import (
     Tally,
     WorkerOptions,
     WorkerStats,
+    gather_wait,
+    gathered,
     put_back,
 )
 from ._reporting_async import AsyncReporter
@@ -163,6 +165,9 @@ class AsyncWorker:
         self._next_queue = 0  # where the next round begins in the queues (each round begins one further)
         self._known_due: KnownDue | None = None  # the idle waits' last read (ADR 066)
         self._woken = False  # the last idle wait ended by a wake (an enqueue's, or spurious)
+        self._full = False  # the last round claimed all it asked for: a backlog, so rounds gather slots (ADR 022)
+        self._freed_at: datetime | None = None  # when a slot freed under a backlog first left its claim to the loop
+        self._claim_took = 0.0  # how long the last round's claims took (seconds of the store's clock)
         self._summary_at = time.monotonic() + SUMMARY_EVERY
         self._execution = AsyncExecution(self._kernel, options, self._acks, self._tally, self._calls, self._stopping)
 
@@ -262,6 +267,7 @@ class AsyncWorker:
                 free = await self._runs.free(stop, abort)
                 if not free:
                     break
+                free = await self._gather(free)
                 round_at = kernel.clock.now()
                 try:
                     claimed = await self._round(free)
@@ -291,6 +297,7 @@ class AsyncWorker:
         kernel = self._kernel
         queues = self._options.queues
         acks = self._acks.take()
+        began = kernel.clock.now()
         self._healthy = False  # until the round is through: a slot leaves the rounds of an outage to the loop
         claimed = 0
         try:
@@ -310,6 +317,9 @@ class AsyncWorker:
             self._acks.put_back(acks)  # fenced: written again later, or found done
             raise
         self._next_queue = (self._next_queue + 1) % len(queues)
+        self._full = claimed >= free
+        self._freed_at = None
+        self._claim_took = (kernel.clock.now() - began).total_seconds()
         self._healthy = True
         if time.monotonic() >= self._summary_at:
             self._reporter.summary()
@@ -323,8 +333,10 @@ class AsyncWorker:
         stop, abort = self._stop, self._abort
         if not self._healthy or stop is None or stop.is_cancelled() or (abort is not None and abort.is_cancelled()):
             return False
-        free = await self._runs.take_turn(run)
+        free = await self._runs.take_turn(run, gathered(self._runs.slots, self._full))
         if not free:
+            if self._full and self._freed_at is None:
+                self._freed_at = self._kernel.clock.now()  # the loop's round gathers from here (ADR 022)
             return False
         try:
             await self._round(free)
@@ -333,6 +345,18 @@ class AsyncWorker:
         finally:
             await self._runs.end_turn()  # wakes the claim loop if slots are still free (too little came)
         return True
+
+    async def _gather(self, free: int) -> int:
+        """The turn held for ``free`` slots: under a backlog, wait (``gather_wait``) for more to free, so one
+        claim carries their acks and jobs in one commit (ADR 022, amended); how many are free then."""
+        if not self._full:
+            return free
+        now = self._kernel.clock.now()
+        freed_at = self._freed_at or now
+        wait = gather_wait(free, self._runs.slots, True, freed_at, now, self._claim_took, self._options.ack_delay)
+        if wait <= 0:
+            return free
+        return await self._runs.more_free(gathered(self._runs.slots, True), wait)
 
     async def _idle(self, waiter: AsyncWaiter, stop: StopToken, round_at: datetime) -> None:
         """Nothing was claimed by the round begun at ``round_at``: park until an enqueue, or until a job of
