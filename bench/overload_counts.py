@@ -7,19 +7,20 @@ Run by hand, never from the test suite::
 
 A fresh schema is loaded with ``--backlog`` jobs of ``--payload`` bytes (``enqueue_many``, 1,000 a
 transaction); then the same worker as ``bench/pressure.py``'s (``Worker``, ``--threads`` threads, a
-handler sleeping ``--handler-ms``) drains it for ``--seconds``, while with ``--producer-rate`` a child
-process enqueues that many jobs a second, one a transaction (as an application would). Counted over the
-drain, per job completed: the worker's engine calls by name (each a statement and, outside a
-transaction, a commit), the jobs and acks each claim carried, the database's commits
-(``pg_stat_database``, less the producer's and this script's own), and the WAL of this database's
-transactions (``pg_walinspect`` over the drain's LSN range: records, bytes and the commit records
-of transactions that touched this database's relations). The server-wide ``pg_stat_wal`` deltas
-are printed too; on a shared server they include other databases' WAL.
+handler sleeping ``--handler-ms``, or with ``--uniform`` between none and twice that) drains it for
+``--seconds``, while with ``--producer-rate`` a child process enqueues that many jobs a second, one a
+transaction (as an application would). Counted over the drain, per job completed: the worker's engine
+calls by name (each a statement and, outside a transaction, a commit), the jobs and acks each claim
+carried, the database's commits (``pg_stat_database``, the producer's included, less this script's
+own), and the WAL of this database's transactions (``pg_walinspect`` over the drain's LSN range:
+records, bytes and the commit records of transactions that touched this database's relations). The
+server-wide ``pg_stat_wal`` deltas are printed too; on a shared server they include other databases' WAL.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import subprocess
 import sys
 import threading
@@ -130,6 +131,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--handler-ms", type=float, default=1.0)
+    parser.add_argument("--uniform", action="store_true", help="handlers sleep 0 to twice --handler-ms, uniformly")
     parser.add_argument("--payload", type=int, default=256)
     parser.add_argument("--producer-rate", type=float, default=0.0)
     parser.add_argument("--produce", action="store_true", help=argparse.SUPPRESS)
@@ -154,7 +156,7 @@ def main() -> int:
     pause = args.handler_ms / 1000
 
     def handle(payload: bytes, job: alkstore.Job) -> None:
-        time.sleep(pause)
+        time.sleep(random.uniform(0, 2 * pause) if args.uniform else pause)
         with lock:
             done[0] += 1
 

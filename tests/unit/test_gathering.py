@@ -1,46 +1,77 @@
-"""How long a worker's claim round under a backlog waits for more of its slots to free (ADR 022, amended):
-a claim for every slot carries their acks and jobs in one commit where a claim each commits once each."""
+"""When a worker's claim round begins (ADR 022, amended): under a backlog it waits, briefly, for every slot to
+free, so one claim carries their acks and jobs in one commit where a claim each commits once each."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from alkstore.port._time import ManualClock
-from alkstore.worker._parts import GATHER_WAIT, gather_wait, gathered
+from alkstore.worker._parts import GATHER_PAUSE, GATHER_WAIT, Gathering
 from tests.support import MIDNIGHT
 
 ACK_DELAY = 0.02
-CLAIM_TOOK = 0.001
+MS = timedelta(milliseconds=1)
+
+
+def backlogged(clock: ManualClock, slots: int = 4, took: timedelta = MS, ack_delay: float = ACK_DELAY) -> Gathering:
+    """A worker's gathering after a round that got all it asked for, and took ``took`` on ``clock``."""
+    gathering = Gathering(slots, ack_delay)
+    began = clock.now()
+    gathering.claimed(slots, slots, began, clock.advance(took))
+    return gathering
 
 
 def test_a_worker_without_a_backlog_claims_for_its_first_free_slot() -> None:
-    assert gathered(4, full=False) == 1
-    assert gather_wait(1, 4, False, MIDNIGHT, MIDNIGHT, CLAIM_TOOK, ACK_DELAY) == 0.0
+    clock = ManualClock(MIDNIGHT)
+    gathering = Gathering(4, ACK_DELAY)
+    assert gathering.want() == 1
+    assert gathering.wait(1, clock.now()) == 0.0
+    gathering.claimed(4, 3, clock.now(), clock.advance(MS))
+    assert gathering.want() == 1, "the last claim came back short: no backlog"
+    assert gathering.wait(1, clock.now()) == 0.0
 
 
 def test_under_a_backlog_the_round_waits_for_every_slot() -> None:
-    assert gathered(4, full=True) == 4
-    assert gathered(1, full=True) == 1, "a single slot never waits"
-    assert gather_wait(4, 4, True, MIDNIGHT, MIDNIGHT, CLAIM_TOOK, ACK_DELAY) == 0.0, "all free: at once"
-    assert gather_wait(1, 1, True, MIDNIGHT, MIDNIGHT, CLAIM_TOOK, ACK_DELAY) == 0.0
+    clock = ManualClock(MIDNIGHT)
+    gathering = backlogged(clock)
+    assert gathering.want() == 4
+    assert gathering.wait(4, clock.now()) == 0.0, "every slot free: at once"
+    assert gathering.wait(1, clock.now()) == 0.001
+    assert backlogged(clock, slots=1).wait(1, clock.now()) == 0.0, "a single slot never waits"
 
 
 def test_the_wait_runs_from_when_the_first_slot_freed_on_the_stores_clock() -> None:
     clock = ManualClock(MIDNIGHT)
-    freed_at = clock.now()
-    assert gather_wait(2, 4, True, freed_at, clock.now(), CLAIM_TOOK, ACK_DELAY) == CLAIM_TOOK
+    gathering = backlogged(clock)
+    gathering.freed(clock.now())
     clock.advance(timedelta(microseconds=400))
-    assert abs(gather_wait(3, 4, True, freed_at, clock.now(), CLAIM_TOOK, ACK_DELAY) - 0.0006) < 1e-9
+    gathering.freed(clock.now())  # a second slot: the wait still counts from the first
+    assert abs(gathering.wait(2, clock.now()) - 0.0006) < 1e-9
     clock.advance(timedelta(microseconds=600))
-    assert gather_wait(3, 4, True, freed_at, clock.now(), CLAIM_TOOK, ACK_DELAY) == 0.0, "waited as long as a claim"
+    assert gathering.wait(3, clock.now()) == 0.0, "waited as long as the last claim took"
     clock.advance(timedelta(seconds=1))
-    assert gather_wait(3, 4, True, freed_at, clock.now(), CLAIM_TOOK, ACK_DELAY) == 0.0, "never negative"
+    assert gathering.wait(3, clock.now()) == 0.0, "never negative"
+    gathering.claimed(4, 4, clock.now(), clock.advance(MS))
+    assert gathering.wait(1, clock.now()) == 0.001, "each round's wait counts from its own first freed slot"
 
 
 def test_the_wait_is_no_longer_than_gather_wait_the_ack_delay_or_the_last_claim() -> None:
     clock = ManualClock(MIDNIGHT)
-    now = clock.now()
-    assert gather_wait(1, 4, True, now, now, 1.0, ACK_DELAY) == GATHER_WAIT, "a slow claim: GATHER_WAIT at most"
-    assert gather_wait(1, 4, True, now, now, 1.0, 0.0005) == 0.0005, "acks never wait past ack_delay"
-    assert gather_wait(1, 4, True, now, now, 1.0, 0.0) == 0.0, "ack_delay=0: no gathering"
-    assert gather_wait(1, 4, True, now, now, 0.0, ACK_DELAY) == 0.0, "a claim that took no time: none either"
+    slow = timedelta(seconds=1)
+    assert backlogged(clock, took=slow).wait(1, clock.now()) == GATHER_WAIT, "a slow claim: GATHER_WAIT at most"
+    assert backlogged(clock, took=slow, ack_delay=0.0005).wait(1, clock.now()) == 0.0005, "acks wait no longer"
+    assert backlogged(clock, took=slow, ack_delay=0.0).wait(1, clock.now()) == 0.0, "ack_delay=0: no gathering"
+    assert backlogged(clock, took=timedelta(0)).wait(1, clock.now()) == 0.0, "a claim that took no time: none"
+
+
+def test_a_wait_that_fell_short_makes_the_next_rounds_claim_at_once() -> None:
+    clock = ManualClock(MIDNIGHT)
+    gathering = backlogged(clock)
+    gathering.waited(4)
+    assert gathering.want() == 4, "every slot came: gathering goes on"
+    gathering.waited(3)
+    for _ in range(GATHER_PAUSE):
+        assert gathering.want() == 1
+        assert gathering.wait(1, clock.now()) == 0.0
+        gathering.claimed(1, 1, clock.now(), clock.advance(MS))
+    assert gathering.want() == 4, "the pause over, a full claim gathers again"

@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_POLL_INTERVAL",
     "FORGET_AFTER",
+    "GATHER_PAUSE",
     "GATHER_WAIT",
     "HEARTBEAT_TICK",
     "IDLE_RECHECK",
@@ -42,14 +43,13 @@ __all__ = [
     "REPORT_EVERY",
     "SUMMARY_EVERY",
     "AckBuffer",
+    "Gathering",
     "KnownDue",
     "Run",
     "Tally",
     "WorkerOptions",
     "WorkerStats",
     "describe",
-    "gather_wait",
-    "gathered",
     "new_worker_id",
     "put_back",
 ]
@@ -73,8 +73,11 @@ DEFAULT_ACK_DELAY = 0.02
 #: The longest (seconds of the store's clock) a slot freed under a backlog waits for the others to free
 #: before the worker claims (ADR 022, amended): one claim for every slot carries their acks in one
 #: commit where a claim each would flush the WAL once each. Never longer than ``ack_delay``, nor than
-#: the worker's last claim took (waiting costs a slot no more than the claim it saves).
+#: the worker's last claim took.
 GATHER_WAIT = 0.002
+#: Claim rounds a worker begins at once after a gathering wait that ended before every slot was free
+#: (runs of differing lengths: waiting would idle slots for little), before it gathers again.
+GATHER_PAUSE = 16
 #: How often (seconds of the store's clock) a worker reports itself for ``workers()`` (ADR 020).
 REPORT_EVERY = 5.0
 #: How often (seconds of the store's clock) a worker reports itself while its figures stay the same
@@ -104,27 +107,57 @@ class KnownDue:
         return put_back == self.put_back and mono - self.read < recheck and (self.at is None or self.at > now)
 
 
-def gathered(slots: int, full: bool) -> int:
-    """How many free slots a claim round waits for (ADR 022, amended): all the worker's ``slots`` when its
-    last claim came back ``full`` (a backlog: each claim saved is a commit, a WAL flush, saved), else one."""
-    return slots if full else 1
-
-
-def gather_wait(
-    free: int, slots: int, full: bool, freed_at: datetime, now: datetime, claim_took: float, ack_delay: float
-) -> float:
-    """How much longer (seconds) a claim round for ``free`` slots waits for more to free (``0``: it claims
-    now): under a backlog, until ``gathered`` are free, or, since the first of them freed at ``freed_at``,
-    the shortest of ``GATHER_WAIT``, ``ack_delay`` (the acks waiting ride on this claim) and
-    ``claim_took`` (how long the worker's last claim took: a wait that long costs what the claim saved)."""
-    if free >= gathered(slots, full):
-        return 0.0
-    return max(0.0, min(GATHER_WAIT, ack_delay, claim_took) - (now - freed_at).total_seconds())
-
-
 def put_back(stats: WorkerStats) -> int:
     """How many of a worker's runs ended putting their job back to wait (retried, given up, released, asleep)."""
     return stats.retried + stats.timed_out + stats.released + stats.slept
+
+
+class Gathering:
+    """When a worker's claim round begins (ADR 022, amended): at once for its first free slot, unless its
+    last claim came back full (a backlog). Then it waits for every slot to be free, so one claim carries
+    their acks and jobs in one commit (each claim saved is a WAL flush saved), but for no longer than
+    ``GATHER_WAIT``, ``ack_delay`` (the acks waiting ride on that claim) or the last claim took; and
+    after a wait that ended with slots still busy it claims at once for ``GATHER_PAUSE`` rounds.
+    Instants are the store clock's; written by the claim rounds, and ``freed`` by any slot."""
+
+    __slots__ = ("_ack_delay", "_claim_took", "_freed_at", "_full", "_paused", "slots")
+
+    def __init__(self, slots: int, ack_delay: float) -> None:
+        self.slots = slots
+        self._ack_delay = ack_delay
+        self._full = False  # the last round claimed all it asked for
+        self._claim_took = 0.0  # how long the last round took (seconds)
+        self._freed_at: datetime | None = None  # when the first slot freed since the last round
+        self._paused = 0  # rounds left that begin at once after a wait that fell short
+
+    def want(self) -> int:
+        """How many free slots a round waits for: every slot while gathering, else one."""
+        return self.slots if self._full and not self._paused else 1
+
+    def freed(self, now: datetime) -> None:
+        """A slot freed and left its claim to the claim loop's round: the wait counts from the first."""
+        if self._freed_at is None:
+            self._freed_at = now
+
+    def wait(self, free: int, now: datetime) -> float:
+        """How much longer (seconds) the round for ``free`` slots waits for more (``0``: it claims now)."""
+        if free >= self.want():
+            return 0.0
+        freed_at = self._freed_at or now
+        return max(0.0, min(GATHER_WAIT, self._ack_delay, self._claim_took) - (now - freed_at).total_seconds())
+
+    def waited(self, free: int) -> None:
+        """A gathering wait ended with ``free`` slots free: short of every slot, the next rounds claim at once."""
+        if free < self.want():
+            self._paused = GATHER_PAUSE
+
+    def claimed(self, asked: int, got: int, began: datetime, now: datetime) -> None:
+        """A round that began at ``began`` asked for ``asked`` jobs and got ``got``, ending ``now``."""
+        self._full = got >= asked
+        self._claim_took = (now - began).total_seconds()
+        self._freed_at = None
+        if self._paused:
+            self._paused -= 1
 
 
 @dataclass

@@ -53,13 +53,12 @@ from ._parts import (
     IDLE_RECHECK,
     SUMMARY_EVERY,
     AckBuffer,
+    Gathering,
     KnownDue,
     Run,
     Tally,
     WorkerOptions,
     WorkerStats,
-    gather_wait,
-    gathered,
     put_back,
 )
 from ._reporting_async import AsyncReporter
@@ -165,9 +164,7 @@ class AsyncWorker:
         self._next_queue = 0  # where the next round begins in the queues (each round begins one further)
         self._known_due: KnownDue | None = None  # the idle waits' last read (ADR 066)
         self._woken = False  # the last idle wait ended by a wake (an enqueue's, or spurious)
-        self._full = False  # the last round claimed all it asked for: a backlog, so rounds gather slots (ADR 022)
-        self._freed_at: datetime | None = None  # when a slot freed under a backlog first left its claim to the loop
-        self._claim_took = 0.0  # how long the last round's claims took (seconds of the store's clock)
+        self._gathering = Gathering(options.slots, options.ack_delay)  # when a round begins (ADR 022)
         self._summary_at = time.monotonic() + SUMMARY_EVERY
         self._execution = AsyncExecution(self._kernel, options, self._acks, self._tally, self._calls, self._stopping)
 
@@ -317,9 +314,7 @@ class AsyncWorker:
             self._acks.put_back(acks)  # fenced: written again later, or found done
             raise
         self._next_queue = (self._next_queue + 1) % len(queues)
-        self._full = claimed >= free
-        self._freed_at = None
-        self._claim_took = (kernel.clock.now() - began).total_seconds()
+        self._gathering.claimed(free, claimed, began, kernel.clock.now())
         self._healthy = True
         if time.monotonic() >= self._summary_at:
             self._reporter.summary()
@@ -333,10 +328,9 @@ class AsyncWorker:
         stop, abort = self._stop, self._abort
         if not self._healthy or stop is None or stop.is_cancelled() or (abort is not None and abort.is_cancelled()):
             return False
-        free = await self._runs.take_turn(run, gathered(self._runs.slots, self._full))
+        free = await self._runs.take_turn(run, self._gathering.want())
         if not free:
-            if self._full and self._freed_at is None:
-                self._freed_at = self._kernel.clock.now()  # the loop's round gathers from here (ADR 022)
+            self._gathering.freed(self._kernel.clock.now())  # a round gathering slots waits from here (ADR 022)
             return False
         try:
             await self._round(free)
@@ -347,16 +341,15 @@ class AsyncWorker:
         return True
 
     async def _gather(self, free: int) -> int:
-        """The turn held for ``free`` slots: under a backlog, wait (``gather_wait``) for more to free, so one
+        """The turn held for ``free`` slots: under a backlog, wait (``Gathering``) for more to free, so one
         claim carries their acks and jobs in one commit (ADR 022, amended); how many are free then."""
-        if not self._full:
-            return free
-        now = self._kernel.clock.now()
-        freed_at = self._freed_at or now
-        wait = gather_wait(free, self._runs.slots, True, freed_at, now, self._claim_took, self._options.ack_delay)
+        gathering = self._gathering
+        wait = gathering.wait(free, self._kernel.clock.now())
         if wait <= 0:
             return free
-        return await self._runs.more_free(gathered(self._runs.slots, True), wait)
+        free = await self._runs.more_free(gathering.want(), wait)
+        gathering.waited(free)
+        return free
 
     async def _idle(self, waiter: AsyncWaiter, stop: StopToken, round_at: datetime) -> None:
         """Nothing was claimed by the round begun at ``round_at``: park until an enqueue, or until a job of
