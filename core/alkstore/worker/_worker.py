@@ -7,7 +7,9 @@ A worker holds ``concurrency`` run slots (in the async runtime, tasks of its eve
 sync twin, threads) and claims only for free ones, so it never holds a lease it cannot work on;
 idle, it parks on one waiter over all its queues. Claim rounds take turns: the claim loop's, or
 that of a slot whose run just ended and which so claims its own next job with the ack of the
-last, without a wake of the claim loop and back per job (ADR 049). An ``async def`` task or handler is awaited in
+last, without a wake of the claim loop and back per job (ADR 049); under a backlog a slot leaves
+it to the claim loop's round, which waits briefly for every slot to free so that one claim carries
+all their acks (``Gathering``, ADR 022). An ``async def`` task or handler is awaited in
 its slot; a plain one runs on a thread (in the sync twin: the slot's own), so one that blocks
 stalls nothing else. While jobs run, one liveness loop extends the leases of every running job
 (a third of the way into each lease) and gives up the runs past their task's timeout: an async
