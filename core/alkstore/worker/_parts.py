@@ -114,37 +114,30 @@ def put_back(stats: WorkerStats) -> int:
 
 class Gathering:
     """When a worker's claim round begins (ADR 022, amended): at once for its first free slot, unless its
-    last claim came back full (a backlog). Then it waits for every slot to be free, so one claim carries
-    their acks and jobs in one commit (each claim saved is a WAL flush saved), but for no longer than
-    ``GATHER_WAIT``, ``ack_delay`` (the acks waiting ride on that claim) or the last claim took; and
-    after a wait that ended with slots still busy it claims at once for ``GATHER_PAUSE`` rounds.
-    Instants are the store clock's; written by the claim rounds, and ``freed`` by any slot."""
+    last claim came back full (a backlog). Then the round, its turn held, waits for every slot to be
+    free, so one claim carries their acks and jobs in one commit (each claim saved is a WAL flush
+    saved), but for no longer than ``GATHER_WAIT``, ``ack_delay`` (the acks waiting ride on that claim)
+    or the last claim took (on the store's clock); and after a wait that ended with slots still busy
+    the next ``GATHER_PAUSE`` rounds claim at once. Used by one round at a time (the turn's holder)."""
 
-    __slots__ = ("_ack_delay", "_claim_took", "_freed_at", "_full", "_paused", "slots")
+    __slots__ = ("_ack_delay", "_claim_took", "_full", "_paused", "slots")
 
     def __init__(self, slots: int, ack_delay: float) -> None:
         self.slots = slots
         self._ack_delay = ack_delay
         self._full = False  # the last round claimed all it asked for
         self._claim_took = 0.0  # how long the last round took (seconds)
-        self._freed_at: datetime | None = None  # when the first slot freed since the last round
         self._paused = 0  # rounds left that begin at once after a wait that fell short
 
     def want(self) -> int:
         """How many free slots a round waits for: every slot while gathering, else one."""
         return self.slots if self._full and not self._paused else 1
 
-    def freed(self, now: datetime) -> None:
-        """A slot freed and left its claim to the claim loop's round: the wait counts from the first."""
-        if self._freed_at is None:
-            self._freed_at = now
-
-    def wait(self, free: int, now: datetime) -> float:
-        """How much longer (seconds) the round for ``free`` slots waits for more (``0``: it claims now)."""
+    def wait(self, free: int) -> float:
+        """How long (seconds) a round for ``free`` slots waits for more to free (``0``: it claims now)."""
         if free >= self.want():
             return 0.0
-        freed_at = self._freed_at or now
-        return max(0.0, min(GATHER_WAIT, self._ack_delay, self._claim_took) - (now - freed_at).total_seconds())
+        return min(GATHER_WAIT, self._ack_delay, self._claim_took)
 
     def waited(self, free: int) -> None:
         """A gathering wait ended with ``free`` slots free: short of every slot, the next rounds claim at once."""
@@ -154,8 +147,7 @@ class Gathering:
     def claimed(self, asked: int, got: int, began: datetime, now: datetime) -> None:
         """A round that began at ``began`` asked for ``asked`` jobs and got ``got``, ending ``now``."""
         self._full = got >= asked
-        self._claim_took = (now - began).total_seconds()
-        self._freed_at = None
+        self._claim_took = max(0.0, (now - began).total_seconds())
         if self._paused:
             self._paused -= 1
 

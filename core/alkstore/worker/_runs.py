@@ -96,25 +96,20 @@ class Runs:
                 self._wait(left)
             return free
 
-    def take_turn(self, run: Run, want: int = 1) -> int:
+    def take_turn(self, run: Run) -> int:
         """A slot whose ``run`` ended claims next: ``run`` is forgotten without waking anyone, and the turn
         is the slot's until ``end_turn``; how many slots are free. ``0`` (and nothing changed) while
-        another round is under way, claimed jobs wait for a slot (the slot takes those instead), or fewer
-        than ``want`` slots would be free (the claim loop gathers them, ADR 022 amended)."""
+        another round is under way or claimed jobs wait for a slot: the slot takes those instead."""
         with self._cond:
             if self._turn:
                 return 0
             for other in self._by_id.values():
                 if not other.running and not other.abandoned:
                     return 0
-            mine = self._by_id.get(run.job.id) is run
-            free = self.slots - self._held() + (1 if mine and not run.abandoned else 0)
-            if free < want:
-                return 0
-            if mine:
+            if self._by_id.get(run.job.id) is run:
                 del self._by_id[run.job.id]
             self._turn = True
-            return free
+            return self.slots - self._held()
 
     def end_turn(self) -> None:
         """The round ended: the next may begin (the claim loop is woken only if slots are still free)."""

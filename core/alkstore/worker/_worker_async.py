@@ -4,9 +4,9 @@ A worker holds ``concurrency`` run slots (in the async runtime, tasks of its eve
 sync twin, threads) and claims only for free ones, so it never holds a lease it cannot work on;
 idle, it parks on one waiter over all its queues. Claim rounds take turns: the claim loop's, or
 that of a slot whose run just ended and which so claims its own next job with the ack of the
-last, without a wake of the claim loop and back per job (ADR 049); under a backlog a slot leaves
-it to the claim loop's round, which waits briefly for every slot to free so that one claim carries
-all their acks (``Gathering``, ADR 022). An ``async def`` task or handler is awaited in
+last, without a wake of the claim loop and back per job (ADR 049); under a backlog the round (the
+slot's or the claim loop's) waits briefly for every slot to free, so that one claim carries all
+their acks (``Gathering``, ADR 022). An ``async def`` task or handler is awaited in
 its slot; a plain one runs on a thread (in the sync twin: the slot's own), so one that blocks
 stalls nothing else. While jobs run, one liveness loop extends the leases of every running job
 (a third of the way into each lease) and gives up the runs past their task's timeout: an async
@@ -330,12 +330,11 @@ class AsyncWorker:
         stop, abort = self._stop, self._abort
         if not self._healthy or stop is None or stop.is_cancelled() or (abort is not None and abort.is_cancelled()):
             return False
-        free = await self._runs.take_turn(run, self._gathering.want())
+        free = await self._runs.take_turn(run)
         if not free:
-            self._gathering.freed(self._kernel.clock.now())  # a round gathering slots waits from here (ADR 022)
             return False
         try:
-            await self._round(free)
+            await self._round(await self._gather(free))
         except (AlkstoreError, RecursionError, MemoryError) as exc:  # the claim loop's next round meets it too
             log.debug("worker %s: a slot's claim failed (%r); left to the claim loop", self.worker_id, exc)
         finally:
@@ -346,7 +345,7 @@ class AsyncWorker:
         """The turn held for ``free`` slots: under a backlog, wait (``Gathering``) for more to free, so one
         claim carries their acks and jobs in one commit (ADR 022, amended); how many are free then."""
         gathering = self._gathering
-        wait = gathering.wait(free, self._kernel.clock.now())
+        wait = gathering.wait(free)
         if wait <= 0:
             return free
         free = await self._runs.more_free(gathering.want(), wait)
