@@ -70,10 +70,9 @@ IDLE_RECHECK = 5.0
 #: on the worker's next claim, which follows at once while there is work; this bounds the wait
 #: when there is none. A crash loses at most this much of acks: those jobs run again.
 DEFAULT_ACK_DELAY = 0.02
-#: The longest (seconds of the store's clock) a slot freed under a backlog waits for the others to free
-#: before the worker claims (ADR 022, amended): one claim for every slot carries their acks in one
-#: commit where a claim each would flush the WAL once each. Never longer than ``ack_delay``, nor than
-#: the worker's last claim took.
+#: The longest (wall seconds) a claim round under a backlog waits for the worker's busy slots to free
+#: (ADR 022, amended): one claim for every slot carries their acks in one commit where a claim each
+#: would flush the WAL once each. Never longer than ``ack_delay``, nor than the worker's last claim took.
 GATHER_WAIT = 0.002
 #: Claim rounds a worker begins at once after a gathering wait that ended before every slot was free
 #: (runs of differing lengths: waiting would idle slots for little), before it gathers again.
