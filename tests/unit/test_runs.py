@@ -125,3 +125,18 @@ def test_a_run_that_ends_wakes_the_claim_loop_waiting_for_a_slot_and_a_change_no
     loop.join(5)
     assert results == [1]
     assert told.ends[-1] is True, "the wait was ended by the finish, not by its timeout"
+
+
+def test_more_free_returns_as_soon_as_the_slots_wanted_are_free() -> None:
+    running = run_of(1)
+    runs = table(2, running)
+    assert runs.free(StopToken(), StopToken()) == 1  # the turn held, as a gathering round holds it (ADR 022)
+    results: list[int] = []
+    waiting = threading.Thread(target=lambda: results.append(runs.more_free(2, 60.0)))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive(), "one slot free of the two wanted"
+    runs.finished(running)
+    waiting.join(30)
+    assert results == [2]
+    assert runs.more_free(3, 0.0) == 2, "no time to wait: the slots free now"

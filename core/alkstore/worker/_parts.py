@@ -34,6 +34,8 @@ __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_POLL_INTERVAL",
     "FORGET_AFTER",
+    "GATHER_PAUSE",
+    "GATHER_WAIT",
     "HEARTBEAT_TICK",
     "IDLE_RECHECK",
     "IDLE_REPORT_EVERY",
@@ -41,6 +43,7 @@ __all__ = [
     "REPORT_EVERY",
     "SUMMARY_EVERY",
     "AckBuffer",
+    "Gathering",
     "KnownDue",
     "Run",
     "Tally",
@@ -67,6 +70,13 @@ IDLE_RECHECK = 5.0
 #: on the worker's next claim, which follows at once while there is work; this bounds the wait
 #: when there is none. A crash loses at most this much of acks: those jobs run again.
 DEFAULT_ACK_DELAY = 0.02
+#: The longest (wall seconds) a claim round under a backlog waits for the worker's busy slots to free
+#: (ADR 022, amended): one claim for every slot carries their acks in one commit where a claim each
+#: would flush the WAL once each. Never longer than ``ack_delay``, nor than the worker's last claim took.
+GATHER_WAIT = 0.002
+#: Claim rounds a worker begins at once after a gathering wait that ended before every slot was free
+#: (runs of differing lengths: waiting would idle slots for little), before it gathers again.
+GATHER_PAUSE = 16
 #: How often (seconds of the store's clock) a worker reports itself for ``workers()`` (ADR 020).
 REPORT_EVERY = 5.0
 #: How often (seconds of the store's clock) a worker reports itself while its figures stay the same
@@ -99,6 +109,46 @@ class KnownDue:
 def put_back(stats: WorkerStats) -> int:
     """How many of a worker's runs ended putting their job back to wait (retried, given up, released, asleep)."""
     return stats.retried + stats.timed_out + stats.released + stats.slept
+
+
+class Gathering:
+    """When a worker's claim round begins (ADR 022, amended): at once for its first free slot, unless its
+    last claim came back full (a backlog). Then the round, its turn held, waits for every slot to be
+    free, so one claim carries their acks and jobs in one commit (each claim saved is a WAL flush
+    saved), but for no longer than ``GATHER_WAIT``, ``ack_delay`` (the acks waiting ride on that claim)
+    or the last claim took (on the store's clock); and after a wait that ended with slots still busy
+    the next ``GATHER_PAUSE`` rounds claim at once. Used by one round at a time (the turn's holder)."""
+
+    __slots__ = ("_ack_delay", "_claim_took", "_full", "_paused", "slots")
+
+    def __init__(self, slots: int, ack_delay: float) -> None:
+        self.slots = slots
+        self._ack_delay = ack_delay
+        self._full = False  # the last round claimed all it asked for
+        self._claim_took = 0.0  # how long the last round took (seconds)
+        self._paused = 0  # rounds left that begin at once after a wait that fell short
+
+    def want(self) -> int:
+        """How many free slots a round waits for: every slot while gathering, else one."""
+        return self.slots if self._full and not self._paused else 1
+
+    def wait(self, free: int) -> float:
+        """How long (seconds) a round for ``free`` slots waits for more to free (``0``: it claims now)."""
+        if free >= self.want():
+            return 0.0
+        return min(GATHER_WAIT, self._ack_delay, self._claim_took)
+
+    def waited(self, free: int) -> None:
+        """A gathering wait ended with ``free`` slots free: short of every slot, the next rounds claim at once."""
+        if free < self.want():
+            self._paused = GATHER_PAUSE
+
+    def claimed(self, asked: int, got: int, began: datetime, now: datetime) -> None:
+        """A round that began at ``began`` asked for ``asked`` jobs and got ``got``, ending ``now``."""
+        self._full = got >= asked
+        self._claim_took = max(0.0, (now - began).total_seconds())
+        if self._paused:
+            self._paused -= 1
 
 
 @dataclass

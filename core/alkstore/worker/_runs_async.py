@@ -84,6 +84,15 @@ class AsyncRuns:
                 await self._wait(0.2)
         return 0
 
+    async def more_free(self, want: int, timeout: float) -> int:
+        """With the turn held, wait up to ``timeout`` wall seconds for ``want`` free slots (ADR 022,
+        amended); how many are free then."""
+        deadline = time.monotonic() + timeout
+        async with self._cond:
+            while (free := self.slots - self._held()) < want and (left := deadline - time.monotonic()) > 0:
+                await self._wait(left)
+            return free
+
     async def take_turn(self, run: Run) -> int:
         """A slot whose ``run`` ended claims next: ``run`` is forgotten without waking anyone, and the turn
         is the slot's until ``end_turn``; how many slots are free. ``0`` (and nothing changed) while

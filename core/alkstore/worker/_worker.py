@@ -7,7 +7,9 @@ A worker holds ``concurrency`` run slots (in the async runtime, tasks of its eve
 sync twin, threads) and claims only for free ones, so it never holds a lease it cannot work on;
 idle, it parks on one waiter over all its queues. Claim rounds take turns: the claim loop's, or
 that of a slot whose run just ended and which so claims its own next job with the ack of the
-last, without a wake of the claim loop and back per job (ADR 049). An ``async def`` task or handler is awaited in
+last, without a wake of the claim loop and back per job (ADR 049); under a backlog the round (the
+slot's or the claim loop's) waits briefly for every slot to free, so that one claim carries all
+their acks (``Gathering``, ADR 022). An ``async def`` task or handler is awaited in
 its slot; a plain one runs on a thread (in the sync twin: the slot's own), so one that blocks
 stalls nothing else. While jobs run, one liveness loop extends the leases of every running job
 (a third of the way into each lease) and gives up the runs past their task's timeout: an async
@@ -56,6 +58,7 @@ from ._parts import (
     IDLE_RECHECK,
     SUMMARY_EVERY,
     AckBuffer,
+    Gathering,
     KnownDue,
     Run,
     Tally,
@@ -164,6 +167,7 @@ class Worker:
         self._next_queue = 0  # where the next round begins in the queues (each round begins one further)
         self._known_due: KnownDue | None = None  # the idle waits' last read (ADR 066)
         self._woken = False  # the last idle wait ended by a wake (an enqueue's, or spurious)
+        self._gathering = Gathering(options.slots, options.ack_delay)  # when a round begins (ADR 022)
         self._summary_at = time.monotonic() + SUMMARY_EVERY
         self._execution = Execution(self._kernel, options, self._acks, self._tally, self._calls, self._stopping)
 
@@ -263,6 +267,7 @@ class Worker:
                 free = self._runs.free(stop, abort)
                 if not free:
                     break
+                free = self._gather(free)
                 round_at = kernel.clock.now()
                 try:
                     claimed = self._round(free)
@@ -292,6 +297,7 @@ class Worker:
         kernel = self._kernel
         queues = self._options.queues
         acks = self._acks.take()
+        began = kernel.clock.now()
         self._healthy = False  # until the round is through: a slot leaves the rounds of an outage to the loop
         claimed = 0
         try:
@@ -311,6 +317,7 @@ class Worker:
             self._acks.put_back(acks)  # fenced: written again later, or found done
             raise
         self._next_queue = (self._next_queue + 1) % len(queues)
+        self._gathering.claimed(free, claimed, began, kernel.clock.now())
         self._healthy = True
         if time.monotonic() >= self._summary_at:
             self._reporter.summary()
@@ -328,12 +335,23 @@ class Worker:
         if not free:
             return False
         try:
-            self._round(free)
+            self._round(self._gather(free))
         except (AlkstoreError, RecursionError, MemoryError) as exc:  # the claim loop's next round meets it too
             log.debug("worker %s: a slot's claim failed (%r); left to the claim loop", self.worker_id, exc)
         finally:
             self._runs.end_turn()  # wakes the claim loop if slots are still free (too little came)
         return True
+
+    def _gather(self, free: int) -> int:
+        """The turn held for ``free`` slots: under a backlog, wait (``Gathering``) for more to free, so one
+        claim carries their acks and jobs in one commit (ADR 022, amended); how many are free then."""
+        gathering = self._gathering
+        wait = gathering.wait(free)
+        if wait <= 0:
+            return free
+        free = self._runs.more_free(gathering.want(), wait)
+        gathering.waited(free)
+        return free
 
     def _idle(self, waiter: Waiter, stop: StopToken, round_at: datetime) -> None:
         """Nothing was claimed by the round begun at ``round_at``: park until an enqueue, or until a job of
