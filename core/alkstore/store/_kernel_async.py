@@ -277,16 +277,12 @@ class AsyncKernel:
         raised once nothing else was claimed.
         """
         engine = self.live()
-        now = self.clock.now()  # the first claim's instant, and the config's age by it: one read of the clock
-        stored, defaults = await self.config(queue, now=now)
+        stored, defaults = await self.config(queue)
         if stored is not None and stored.paused:  # a paused queue's jobs wait (ADR 033): only the acks go
             return (await self.ack_many(acks) if acks else []), []
         stale: list[Held] = []
-        first = True
         while True:
-            if not first:
-                now = self.clock.now()
-            first = False
+            now = self.clock.now()
             request = ClaimRequest(
                 queue,
                 worker_id,
