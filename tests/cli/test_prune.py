@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -47,23 +47,6 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main([*argv, "--url", "memory://"])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def supervised_until(done: Callable[[], bool], what: str) -> Callable[[Worker], int]:
-    """``alkstore worker``'s supervision replaced: run the worker until ``done``, then stop it (no signal needed)."""
-
-    def supervise(worker: Worker) -> int:
-        stop = StopToken()
-        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
-        thread.start()
-        try:
-            wait_until(done, f"the worker's upkeep: {what}")
-        finally:
-            stop.cancel()
-            thread.join(PATIENCE)
-        return EXIT_OK
-
-    return supervise
 
 
 def test_prune_deletes_every_queue_s_dead_jobs_kept_longer_than_the_retention(
@@ -170,11 +153,30 @@ def test_the_worker_s_action_retention_flag_reaches_its_upkeep(
     clock.advance(timedelta(days=2))
     recent = logged(store, "recent")
 
-    pruned = supervised_until(lambda: [entry.id for entry in store.actions()] == [recent], "the log pruned")
-    monkeypatch.setattr(_work, "_supervise", pruned)
+    def supervise(worker: Worker) -> int:
+        """Run the worker until its upkeep pruned the log, then stop it (no signal needed)."""
+        stop = StopToken()
+        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: [entry.id for entry in store.actions()] == [recent], "the upkeep to prune the log")
+        finally:
+            stop.cancel()
+            thread.join(PATIENCE)
+        return EXIT_OK
+
+    monkeypatch.setattr(_work, "_supervise", supervise)
     argv = ["worker", "--app", f"{__name__}:APP", "--url", "memory://", "--runtime", "sync"]
     assert main([*argv, "--action-retention", "1d"]) == EXIT_OK
     assert old not in [entry.id for entry in store.actions()]
+
+
+@pytest.mark.parametrize(("given", "kept"), [([], 7776000.0), (["--action-retention", "12h"], 43200.0)])
+def test_the_worker_keeps_the_action_log_90_days_unless_told(given: list[str], kept: float) -> None:
+    args = build_parser().parse_args(["worker", "--app", f"{__name__}:APP", *given])
+    assert args.action_retention == kept
+    never = build_parser().parse_args(["worker", "--app", f"{__name__}:APP", "--action-retention", "never"])
+    assert never.action_retention is None
 
 
 # -- the dead jobs, in a worker's upkeep ------------------------------------------------------------------
@@ -219,23 +221,28 @@ def test_the_worker_s_dead_retention_flag_reaches_its_upkeep(
     clock.advance(timedelta(days=2))
     recent = kill(store, "idle")
 
-    monkeypatch.setattr(
-        _work, "_supervise", supervised_until(lambda: store.get_job(old) is None, "the dead jobs pruned")
-    )
+    def supervise(worker: Worker) -> int:
+        """Run the worker until its upkeep pruned its queue's dead jobs, then stop it (no signal needed)."""
+        stop = StopToken()
+        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: store.get_job(old) is None, "the upkeep to prune the dead jobs")
+        finally:
+            stop.cancel()
+            thread.join(PATIENCE)
+        return EXIT_OK
+
+    monkeypatch.setattr(_work, "_supervise", supervise)
     argv = ["worker", "--app", f"{__name__}:APP", "--url", "memory://", "--runtime", "sync"]
     assert main([*argv, "--dead-retention", "1d"]) == EXIT_OK
     assert store.get_job(recent) is not None
     assert store.get_job(elsewhere) is not None, "a queue the worker does not serve keeps its dead jobs"
 
 
-@pytest.mark.parametrize(
-    ("option", "default"), [("--action-retention", 90 * 86400.0), ("--dead-retention", 7 * 86400.0)]
-)
-@pytest.mark.parametrize(("given", "told"), [((), None), (("12h",), 43200.0), (("never",), "never")])
-def test_the_worker_s_retentions_have_defaults_unless_told(
-    option: str, default: float, given: tuple[str, ...], told: float | str | None
-) -> None:
-    """The action log is kept 90 days and dead jobs 7 unless told a duration, or ``never`` (kept for good)."""
-    args = build_parser().parse_args(["worker", "--app", f"{__name__}:APP", *((option, *given) if given else ())])
-    expected = default if told is None else (None if told == "never" else told)
-    assert getattr(args, option.removeprefix("--").replace("-", "_")) == expected
+@pytest.mark.parametrize(("given", "kept"), [([], 604800.0), (["--dead-retention", "12h"], 43200.0)])
+def test_the_worker_keeps_dead_jobs_7_days_unless_told(given: list[str], kept: float) -> None:
+    args = build_parser().parse_args(["worker", "--app", f"{__name__}:APP", *given])
+    assert args.dead_retention == kept
+    never = build_parser().parse_args(["worker", "--app", f"{__name__}:APP", "--dead-retention", "never"])
+    assert never.dead_retention is None
