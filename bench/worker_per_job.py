@@ -15,9 +15,11 @@ callgrind and two drains of different sizes, less each other, give a job's instr
 worker is the one the peer table's C rows run: a plain handler for the queue, ``--concurrency``
 slots, ``--runtime async`` an ``AsyncWorker`` with an ``async def`` handler on ``asyncio.run``::
 
-    S=$(.venv/bin/python bench/worker_per_job.py postgres --load-only --keep --jobs 600)
-    valgrind --tool=callgrind --callgrind-out-file=d.out .venv/bin/python bench/worker_per_job.py \
-        postgres --schema $S --jobs 600 --concurrency 4 --runtime async
+    S=$(.venv/bin/python bench/worker_per_job.py postgres --load-only --keep --jobs 1400)
+    PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=d.out .venv/bin/python \\
+        bench/worker_per_job.py postgres --schema $S --jobs 1400 --concurrency 4 --runtime async
+
+(a fixed hash seed: the string hashes otherwise move a run by some 20 M instructions.)
 
 ``--calls`` counts the Python function calls of the drain instead (``sys.setprofile`` on every thread,
 Python functions and the C functions they call), per job. ``--api`` drains the same jobs by
