@@ -10,7 +10,7 @@ import random
 import re
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -928,3 +928,20 @@ def test_integer_and_instant_arrays_reach_the_server_as_the_values_they_hold(pg_
     assert [value.astimezone(UTC) for value in row[2]] == [now, earliest]
     assert row[3] == []
     assert row[4:] == ("bigint[]", "timestamp with time zone[]")
+
+
+def test_an_instant_array_writes_each_instant_as_it_is_whether_written_before_or_not(pg_dsn: str) -> None:
+    """An instant's element is kept once written (ADR 071): one written again, the same instant at another
+    offset, and another instant after the kept ones were dropped all come back as they went."""
+    from alkstore.adapters.postgres._positional import InstantArray
+
+    now = datetime(2026, 12, 7, 12, 40, 1, 5, tzinfo=UTC)
+    elsewhere = now.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    later = [now + timedelta(microseconds=n) for n in range(1, _positional._ELEMENTS_KEPT + 2)]
+    sent = [InstantArray([now]), InstantArray([now, elsewhere, now]), InstantArray(later), InstantArray([now])]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for instants in sent:
+            row = conn.execute("SELECT %s::timestamptz[]", [instants]).fetchone()
+            assert row is not None
+            assert [value.astimezone(UTC) for value in row[0]] == [instant.astimezone(UTC) for instant in instants]
+    assert len(_positional._ELEMENTS) <= _positional._ELEMENTS_KEPT

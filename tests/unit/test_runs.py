@@ -28,8 +28,7 @@ def run_of(job_id: int, *, running: bool = True) -> Run:
 
 def table(slots: int, *runs: Run) -> Runs:
     table = Runs(slots)
-    for run in runs:
-        table.add(run)
+    table.add(list(runs))
     return table
 
 
@@ -55,7 +54,7 @@ def test_a_slot_whose_run_ended_takes_the_turn_and_counts_its_own_slot_free() ->
     assert runs.take_turn(ended) == 2
     assert [run.job.id for run in runs.live()] == [2], "the ended run is forgotten"
     assert runs.take_turn(other) == 0, "one round at a time"
-    assert [run.job.id for run in runs.live()] == [2], "a slot refused the turn changes nothing"
+    assert runs.live() == [], "a slot refused the turn: its run is forgotten all the same, as finished does"
     runs.end_turn()
     assert runs.take_turn(other) == 3
 
@@ -64,7 +63,7 @@ def test_a_slot_takes_no_turn_while_claimed_jobs_wait_for_a_slot() -> None:
     ended, prefetched = run_of(1), run_of(2, running=False)
     runs = table(2, ended, prefetched)
     assert runs.take_turn(ended) == 0
-    assert {run.job.id for run in runs.live()} == {1, 2}
+    assert {run.job.id for run in runs.live()} == {2}
     prefetched.abandoned = True  # handed back: it no longer waits
     assert runs.take_turn(ended) == 2
 
@@ -77,7 +76,7 @@ def test_the_claim_loop_gets_the_turn_back_only_once_a_slot_is_free() -> None:
     loop = threading.Thread(target=lambda: woken.append(runs.free(stop, StopToken())))
     loop.start()
     assert runs.take_turn(ended) == 1
-    runs.add(run_of(2))  # the round claimed the slot's next job
+    runs.add([run_of(2)])  # the round claimed the slot's next job
     runs.end_turn()
     loop.join(0.5)
     assert loop.is_alive(), "no free slot: the claim loop sleeps on"
@@ -140,3 +139,18 @@ def test_more_free_returns_as_soon_as_the_slots_wanted_are_free() -> None:
     waiting.join(30)
     assert results == [2]
     assert runs.more_free(3, 0.0) == 2, "no time to wait: the slots free now"
+
+
+def test_a_slot_refused_the_turn_wakes_the_claim_loop_waiting_for_a_slot_as_its_run_ends() -> None:
+    ended, prefetched = run_of(1), run_of(2, running=False)
+    runs = table(2, ended, prefetched)
+    told = runs._cond = _Told()
+    stop = StopToken()
+    results: list[int] = []
+    loop = threading.Thread(target=lambda: results.append(runs.free(stop, StopToken())))
+    loop.start()
+    assert told.entered.wait(5)
+    assert runs.take_turn(ended) == 0, "a claimed job waits for a slot: the slot takes it instead"
+    loop.join(5)
+    assert results == [1]
+    assert told.ends[-1] is True, "the wait was ended by the refused turn's finish, not by its timeout"

@@ -123,9 +123,12 @@ class AThreads:
     keep such calls from starving the others.
     """
 
-    __slots__ = ("_idle", "_limit", "_lock", "_threads", "_work")
+    __slots__ = ("_idle", "_kinds", "_limit", "_lock", "_threads", "_work")
 
     SPARE = 32
+    #: Callables whose kind (``is_async``) is remembered: a worker's few tasks and handlers are told once, not
+    #: at every run; past this many, further ones are told at each call.
+    KINDS = 256
 
     def __init__(self, size: int) -> None:
         self._work: threadqueue.SimpleQueue[_Call | None] = threadqueue.SimpleQueue()
@@ -133,9 +136,23 @@ class AThreads:
         self._idle = 0
         self._threads = 0
         self._limit = size + self.SPARE
+        self._kinds: dict[Any, bool] = {}
+
+    def _is_async(self, func: Callable[..., Any]) -> bool:
+        """``is_async(func)``, remembered for the first ``KINDS`` hashable callables."""
+        kinds = self._kinds
+        try:
+            return kinds[func]
+        except KeyError:
+            kind = is_async(func)
+            if len(kinds) < self.KINDS:
+                kinds[func] = kind
+            return kind
+        except TypeError:  # an unhashable callable object
+            return is_async(func)
 
     async def call(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        if is_async(func):
+        if self._is_async(func):
             return await func(*args, **kwargs)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()

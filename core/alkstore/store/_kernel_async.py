@@ -277,12 +277,16 @@ class AsyncKernel:
         raised once nothing else was claimed.
         """
         engine = self.live()
-        stored, defaults = await self.config(queue)
+        now = self.clock.now()  # the first claim's instant, and the config's age by it: one read of the clock
+        stored, defaults = await self.config(queue, now=now)
         if stored is not None and stored.paused:  # a paused queue's jobs wait (ADR 033): only the acks go
             return (await self.ack_many(acks) if acks else []), []
         stale: list[Held] = []
+        first = True
         while True:
-            now = self.clock.now()
+            if not first:
+                now = self.clock.now()
+            first = False
             request = ClaimRequest(
                 queue,
                 worker_id,

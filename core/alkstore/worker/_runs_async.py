@@ -94,19 +94,22 @@ class AsyncRuns:
             return free
 
     async def take_turn(self, run: Run) -> int:
-        """A slot whose ``run`` ended claims next: ``run`` is forgotten without waking anyone, and the turn
-        is the slot's until ``end_turn``; how many slots are free. ``0`` (and nothing changed) while
-        another round is under way or claimed jobs wait for a slot: the slot takes those instead."""
+        """A slot whose ``run`` ended claims next: ``run`` is forgotten, and the turn is the slot's until
+        ``end_turn``; how many slots are free. ``0`` while another round is under way or claimed jobs wait
+        for a slot (the slot takes those instead): ``run`` is forgotten as ``finished`` does, with one
+        turn of the condition a job either way."""
         async with self._cond:
-            if self._turn:
-                return 0
-            for other in self._by_id.values():
-                if not other.running and not other.abandoned:
-                    return 0
             if self._by_id.get(run.job.id) is run:
                 del self._by_id[run.job.id]
-            self._turn = True
-            return self.slots - self._held()
+            if not self._turn:
+                for other in self._by_id.values():
+                    if not other.running and not other.abandoned:
+                        break  # a claimed job waits for a slot
+                else:
+                    self._turn = True
+                    return self.slots - self._held()
+            self._wake()
+            return 0
 
     async def end_turn(self) -> None:
         """The round ended: the next may begin (the claim loop is woken only if slots are still free)."""
@@ -115,10 +118,12 @@ class AsyncRuns:
             if self.slots > self._held():
                 self._wake()
 
-    async def add(self, run: Run) -> None:
-        """A job was claimed: it waits for a slot."""
+    async def add(self, runs: list[Run]) -> None:
+        """Jobs were claimed (by one claim): they wait for a slot."""
         async with self._cond:
-            self._by_id[run.job.id] = run
+            by_id = self._by_id
+            for run in runs:
+                by_id[run.job.id] = run
 
     async def start(self, job: AsyncJob) -> Run | None:
         """Mark the run of ``job`` running in a slot; ``None`` (and it is forgotten) if it was given up meanwhile."""

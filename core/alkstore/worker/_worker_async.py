@@ -307,8 +307,8 @@ class AsyncWorker:
                 )
                 self._execution.acked(acks, stale)
                 acks = []
-                for job in jobs:
-                    await self._dispatch(job)
+                if jobs:
+                    await self._dispatch(jobs)
                 claimed += len(jobs)
                 if claimed >= free:
                     break
@@ -326,13 +326,14 @@ class AsyncWorker:
     async def _claim_next(self, run: Run) -> bool:
         """A slot whose ``run`` ended claims for the free slots itself (its own included) when no other round
         is under way, the worker is not stopping and the last round went through: no wake of the claim
-        loop and back per job (ADR 049). Whether it did; if not, ``run`` is left for ``finished``."""
+        loop and back per job (ADR 049). Whether ``run`` was forgotten (a claim or not); if not, it is left
+        for ``finished``."""
         stop, abort = self._stop, self._abort
         if not self._healthy or stop is None or stop.is_cancelled() or (abort is not None and abort.is_cancelled()):
             return False
-        free = await self._runs.take_turn(run)
+        free = await self._runs.take_turn(run)  # forgets ``run`` whether or not the turn is the slot's
         if not free:
-            return False
+            return True
         try:
             await self._round(await self._gather(free))
         except (AlkstoreError, RecursionError, MemoryError) as exc:  # the claim loop's next round meets it too
@@ -402,10 +403,15 @@ class AsyncWorker:
                     self._woken = True
                     return  # woken: an enqueue (or a spurious wake: the round finds nothing)
 
-    async def _dispatch(self, job: AsyncJob) -> None:
-        now = self._kernel.clock.now()
-        await self._runs.add(Run(job, now, now, self._options.timeout_of(job)))
-        self._inbox.put_nowait(job)
+    async def _dispatch(self, jobs: list[AsyncJob]) -> None:
+        """The jobs of one claim to the slots: their runs added to the run table at once, each claimed (and
+        its lease last extended) at the claim's instant, then each put in the inbox."""
+        timeout_of = self._options.timeout_of
+        now = jobs[0]._claimed_at or self._kernel.clock.now()  # one claim's jobs share its instant
+        claimed = time.monotonic()
+        await self._runs.add([Run(job, now, now, timeout_of(job), claimed) for job in jobs])
+        for job in jobs:
+            self._inbox.put_nowait(job)
 
     def _start_slot(self) -> None:
         self._slots.append(aspawn(self._serve, name=f"alkstore-worker-{self.worker_id}-{len(self._slots) + 1}"))

@@ -52,11 +52,27 @@ class _FixedIntArrayDumper(Dumper):
         return obj.literal
 
 
+#: Each instant's element of an ``InstantArray`` literal as last written, for at most ``_ELEMENTS_KEPT`` instants:
+#: a claim's instants (its bands' bounds, its probe's start) come again claim after claim, and ``isoformat``
+#: is most of what writing one costs. Equal instants are one instant to ``timestamptz``, whatever their offset.
+_ELEMENTS: dict[datetime, str] = {}
+_ELEMENTS_KEPT = 256
+
+
 class _InstantArrayDumper(Dumper):
     oid = psycopg.postgres.types["timestamptz"].array_oid
 
     def dump(self, obj: InstantArray) -> Buffer:
-        return ("{" + ",".join(f'"{instant.isoformat()}"' for instant in obj) + "}").encode()
+        elements = _ELEMENTS
+        texts = []
+        for instant in obj:
+            text = elements.get(instant)
+            if text is None:
+                if len(elements) >= _ELEMENTS_KEPT:
+                    elements.clear()
+                text = elements[instant] = f'"{instant.isoformat()}"'
+            texts.append(text)
+        return ("{" + ",".join(texts) + "}").encode()
 
 
 psycopg.adapters.register_dumper(IntArray, _IntArrayDumper)
