@@ -49,7 +49,7 @@ from ._ids import JobIds
 from ._options import SqliteOptions
 from ._rates import rate_values, rated_rows, rated_soonest
 from ._rows import (
-    claim_sorted,
+    claimed_of,
     config_of,
     delta,
     instant,
@@ -588,7 +588,7 @@ class SqliteTables:
         if simple:  # most claims: one statement, which takes nothing while a sweep is due
             taken = (request.worker_id, now, span(request.lease), request.queue, request.limit)
             if rows := cursor.execute(sql.CLAIM_JOBS_UNSWEPT, taken).fetchall():
-                return [job_of(row) for row in claim_sorted(rows)]
+                return claimed_of(rows, request.queue, request.worker_id, request.now, request.lease)
         if cursor.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
             self._sweep(db, request)
         elif simple:
@@ -606,7 +606,7 @@ class SqliteTables:
         rows = cursor.execute(
             sql.CLAIM_JOBS, (request.worker_id, now, span(request.lease), request.queue, limit)
         ).fetchall()
-        return [job_of(row) for row in claim_sorted(rows)]
+        return claimed_of(rows, request.queue, request.worker_id, request.now, request.lease)
 
     def _take_rated(self, db: sqlite3.Connection, request: port.ClaimRequest, limit: int) -> list[port.JobRecord]:
         """A claim of a rate-limited queue (ADR 070): the ready jobs its limits let start, one by one."""
