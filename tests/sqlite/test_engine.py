@@ -9,6 +9,8 @@ import asyncio
 import sqlite3
 import threading
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -366,3 +368,32 @@ def test_an_ack_that_reads_no_row_back_still_tells_stale_acks_and_moves_lines_an
         assert sorted(job.payload for job in queue.claim_many("w1", 10)) == ["child", "second"]
         assert queue.claim("w1") is None
         assert store.get_job(child) is not None
+
+
+def test_a_claimed_job_is_the_row_as_stored_though_the_take_reads_back_only_what_the_claim_did_not_set(
+    tmp_path: Path,
+) -> None:
+    """A take returns only the columns the claim does not know (ADR 063): the queue, worker, state, lease and
+    claim instant come from the claim itself. Each claimed record, one or many, in the claim's order, equals
+    the job read back from the file, whatever its fields (its own visibility, an expiry, a priority, keys)."""
+    with alkstore.open(url_of(tmp_path / "jobs.db")) as store:
+        engine = store.engine
+        queue = store.queue("jobs")
+        now = datetime.now(UTC)
+        ids = queue.enqueue_many(["plain", "other"])
+        ids.append(queue.enqueue("second", alkstore.EnqueueOpts(priority=2)))
+        ids.append(queue.enqueue("urgent", alkstore.EnqueueOpts(priority=5, visibility_timeout=timedelta(seconds=7))))
+        ids.append(queue.enqueue("keyed", alkstore.EnqueueOpts(unique_key="u", unique_running=True, ordering_key="o")))
+        ids.append(queue.enqueue("expiring", alkstore.EnqueueOpts(expires=now + timedelta(hours=1), rate_key="r")))
+        lease = timedelta(seconds=42)
+        for limit in (1, 10):
+            request = port.ClaimRequest("jobs", f"w{limit}", datetime.now(UTC), lease, limit)
+            claimed = engine.claim(request)
+            assert claimed, limit
+            assert [job.id for job in claimed] == [job.id for job in sorted(claimed, key=port.claim_order)]
+            for job in claimed:
+                assert job == replace(engine.get_job(job.id), attempt_log=()), job.payload
+                assert job.lease_until == request.now + (job.visibility or lease)
+                assert (job.worker_id, job.claimed_at, job.queue) == (request.worker_id, request.now, "jobs")
+            engine.ack([port.Held(job.id, job.fence) for job in claimed])
+        assert all(engine.get_job(job_id) is None for job_id in ids)
