@@ -392,7 +392,9 @@ def test_a_claimed_job_is_the_row_as_stored_though_the_take_reads_back_only_what
             assert claimed, limit
             assert [job.id for job in claimed] == [job.id for job in sorted(claimed, key=port.claim_order)]
             for job in claimed:
-                assert job == replace(engine.get_job(job.id), attempt_log=()), job.payload
+                stored = engine.get_job(job.id)
+                assert stored is not None
+                assert job == replace(stored, attempt_log=()), job.payload
                 assert job.lease_until == request.now + (job.visibility or lease)
                 assert (job.worker_id, job.claimed_at, job.queue) == (request.worker_id, request.now, "jobs")
             engine.ack([port.Held(job.id, job.fence) for job in claimed])
