@@ -195,11 +195,6 @@ ACK_PLAIN_JOB = (
     "DELETE FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ? AND dependents = 0"
     " AND ordering_key IS NULL"
 )
-#: ``ACK_PLAIN_JOB`` of many held jobs at once, their ``(id, fence)`` pairs one JSON array: the pairs deleted.
-ACK_PLAIN_JOBS = (
-    "DELETE FROM alkstore_jobs WHERE (id, fence) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
-    " FROM json_each(?)) AND state = 'running' AND dependents = 0 AND ordering_key IS NULL RETURNING id, fence"
-)
 HEARTBEAT = "UPDATE alkstore_jobs SET lease_until = ? WHERE id = ?"
 REQUEUE_DEAD = (
     "UPDATE alkstore_jobs SET state = 'pending', attempts = 0, run_at = ?, expires_at = NULL, died_at = NULL,"
