@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -400,3 +401,32 @@ def test_a_claimed_job_is_the_row_as_stored_though_the_take_reads_back_only_what
                 assert (job.worker_id, job.claimed_at, job.queue) == (request.worker_id, request.now, "jobs")
             engine.ack([port.Held(job.id, job.fence) for job in claimed])
         assert all(engine.get_job(job_id) is None for job_id in ids)
+
+
+def test_bytes_and_nulls_bind_through_identity_adapters_and_an_applications_own_adapter_is_kept(
+    tmp_path: Path,
+) -> None:
+    """The engine registers the adapters ``sqlite3`` falls back to anyway for ``bytes`` and ``None`` (the value
+    itself: a miss of the adapters' lookup costs more than the bind), never one an application registered."""
+    keys: list[tuple[type[Any], type[Any]]] = [(bytes, sqlite3.PrepareProtocol), (type(None), sqlite3.PrepareProtocol)]
+    saved = {key: sqlite3.adapters.pop(key) for key in keys if key in sqlite3.adapters}
+
+    def own(value: bytes) -> bytes:
+        return value
+
+    try:
+        sqlite3.register_adapter(bytes, own)
+        with alkstore.open(url_of(tmp_path / "one.db")) as store:
+            assert sqlite3.adapters[keys[0]] is own
+            assert sqlite3.adapters[keys[1]](None) is None
+            job_id = store.queue("jobs").enqueue({"a": 1})
+            stored = store.engine.get_job(job_id)
+            assert stored is not None
+            assert (stored.payload, stored.expires_at, stored.task) == (b'{"a":1}', None, None)
+        del sqlite3.adapters[keys[0]]
+        alkstore.open(url_of(tmp_path / "two.db")).close()
+        assert sqlite3.adapters[keys[0]](b"\x00x") == b"\x00x"
+    finally:
+        for key in keys:
+            sqlite3.adapters.pop(key, None)
+        sqlite3.adapters.update(saved)
