@@ -49,6 +49,7 @@ from ._ids import JobIds
 from ._options import SqliteOptions
 from ._rates import rate_values, rated_rows, rated_soonest
 from ._rows import (
+    bind_as_they_are,
     claimed_of,
     config_of,
     delta,
@@ -178,27 +179,10 @@ def _is_a(value: object, module: str, name: str) -> bool:
 # -- the tables ----------------------------------------------------------------------------------
 
 
-def _null(_: None) -> None:
-    return None
-
-
-def _bind_as_they_are() -> None:
-    """Give ``bytes`` and ``None`` the adapters the ``sqlite3`` module falls back to anyway (the value itself),
-    where none is registered: the module binds an int, a float or a str as it is, but looks every other value
-    up as an adaptable one, and the miss of that lookup costs more than the value's bind (an exception raised
-    and dropped: about 2,000 instructions for each payload and each ``NULL`` bound, five a plain enqueue).
-    Adapters are the process's, not a connection's: what is bound is unchanged for every connection, and one
-    registered before (the application's) is left as it is."""
-    if (bytes, sqlite3.PrepareProtocol) not in sqlite3.adapters:
-        sqlite3.register_adapter(bytes, bytes)
-    if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
-        sqlite3.register_adapter(type(None), _null)
-
-
 def connect(options: SqliteOptions) -> sqlite3.Connection:
     """A connection to the engine's file, in autocommit mode (every transaction is begun explicitly), with the
     busy timeout and the synchronous level of ``options``."""
-    _bind_as_they_are()
+    bind_as_they_are()
     db = sqlite3.connect(
         options.path, timeout=options.busy_timeout, isolation_level=None, check_same_thread=False, uri=False
     )
@@ -606,7 +590,7 @@ class SqliteTables:
         if simple:  # most claims: one statement, which takes nothing while a sweep is due
             taken = (request.worker_id, now, span(request.lease), request.queue, request.limit)
             if rows := cursor.execute(sql.CLAIM_JOBS_UNSWEPT, taken).fetchall():
-                return claimed_of(rows, request.queue, request.worker_id, request.now, request.lease)
+                return claimed_of(rows, request)
         if cursor.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
             self._sweep(db, request)
         elif simple:
@@ -621,10 +605,8 @@ class SqliteTables:
             return []
         if request.rate is not None or request.key_rate is not None:
             return self._take_rated(db, request, limit)
-        rows = cursor.execute(
-            sql.CLAIM_JOBS, (request.worker_id, now, span(request.lease), request.queue, limit)
-        ).fetchall()
-        return claimed_of(rows, request.queue, request.worker_id, request.now, request.lease)
+        taken = (request.worker_id, now, span(request.lease), request.queue, limit)
+        return claimed_of(cursor.execute(sql.CLAIM_JOBS, taken).fetchall(), request)
 
     def _take_rated(self, db: sqlite3.Connection, request: port.ClaimRequest, limit: int) -> list[port.JobRecord]:
         """A claim of a rate-limited queue (ADR 070): the ready jobs its limits let start, one by one."""
