@@ -29,6 +29,10 @@ for each row whose delete starts a trigger: alkstore's ack shows one entry more 
 ``--one RUNTIME SIDE MEASURE`` runs one measure by one side in this process and prints its CPU per
 job and its rate: run in fresh processes by two checkouts' virtualenvs in turn (this script with
 each one's code), it compares two versions of the engine by CPU per job, which load moves less.
+The side ``port`` (sync only) is alkstore's engine driven directly (``claim``, ``ack``, ``enqueue`` of
+encoded payloads), without core. With ``--load-only`` the measure's file is opened and loaded but the
+measure not run: under ``valgrind --tool=callgrind``, the run less its ``--load-only`` twin, over
+``--jobs``, is the measure's instructions per job, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _bench import load_average
 
 import alkstore
+from alkstore import engine as port
 from alkstore.store import _kernel
 
 FLOOR_SCHEMA = (
@@ -80,7 +86,22 @@ MEASURES = (
 )
 
 
+def _null(_: None) -> None:
+    return None
+
+
+def bind_as_they_are() -> None:
+    """The floor binds ``bytes`` and ``None`` through identity adapters, as the engine does (``_tables``): the
+    ``sqlite3`` module's miss of its adapters' lookup costs more than such a bind. Registered by each side, so
+    that neither's figure depends on whether the other ran first in the process."""
+    if (bytes, sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        sqlite3.register_adapter(bytes, bytes)
+    if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        sqlite3.register_adapter(type(None), _null)
+
+
 def connect(path: Path) -> sqlite3.Connection:
+    bind_as_they_are()
     db = sqlite3.connect(path, isolation_level=None, timeout=5, check_same_thread=False)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = NORMAL")
@@ -150,12 +171,13 @@ def payloads(count: int) -> list[Any]:
 
 
 class SyncSubject:
-    """A side (``floor`` or ``alkstore``) in the sync runtime, on a fresh file."""
+    """A side (``floor`` or ``alkstore``; or ``port``: alkstore's engine driven directly, no core) in the sync
+    runtime, on a fresh file."""
 
     def __init__(self, side: str, path: Path) -> None:
         self.side = side
         self.floor = Floor(path) if side == "floor" else None
-        self.store = alkstore.open(f"sqlite:///{path}") if side == "alkstore" else None
+        self.store = alkstore.open(f"sqlite:///{path}") if side in ("alkstore", "port") else None
 
     def close(self) -> None:
         if self.floor is not None:
@@ -163,11 +185,15 @@ class SyncSubject:
         if self.store is not None:
             self.store.close()
 
-    def enqueue(self, items: list[Any], per_call: int) -> None:
+    def enqueue(self, items: list[Any], per_call: int, measured: bool = False) -> None:
         for first in range(0, len(items), per_call):
             chunk = items[first : first + per_call]
             if self.floor is not None:
                 self.floor.enqueue(chunk)
+            elif measured and self.side == "port":  # the payloads encoded here, as the floor does
+                now = datetime.now(UTC)
+                jobs = [port.NewJob(QUEUE, json.dumps(item).encode(), 0, now, None, 25) for item in chunk]
+                _kernel.kernel_of(self.store).engine.enqueue(jobs, now)
             elif per_call == 1:
                 self.queue().enqueue(chunk[0])
             else:
@@ -182,6 +208,15 @@ class SyncSubject:
             return self.floor.drain(limit)
         assert self.store is not None
         done = 0
+        if self.side == "port":  # claims and acks of the engine's port; the payloads decoded here
+            engine = _kernel.kernel_of(self.store).engine
+            lease = timedelta(seconds=30)
+            while claimed := engine.claim(port.ClaimRequest(QUEUE, "w", datetime.now(UTC), lease, limit)):
+                for record in claimed:
+                    json.loads(record.payload)
+                engine.ack([port.Held(record.id, record.fence) for record in claimed])
+                done += len(claimed)
+            return done
         queue = self.queue()
         if limit == 1:
             while (job := queue.claim("w")) is not None:
@@ -197,8 +232,9 @@ class SyncSubject:
         return done
 
 
-def sync_measure(side: str, path: Path, measure: str, count: int) -> tuple[float, float]:
-    """Jobs per second and CPU seconds per job of ``measure`` by ``side`` on a fresh file at ``path``."""
+def sync_measure(side: str, path: Path, measure: str, count: int, load_only: bool = False) -> tuple[float, float]:
+    """Jobs per second and CPU seconds per job of ``measure`` by ``side`` on a fresh file at ``path``
+    (``load_only``: the file opened and loaded for it, the measure itself skipped)."""
     subject = SyncSubject(side, path)
     try:
         items = payloads(count)
@@ -207,10 +243,12 @@ def sync_measure(side: str, path: Path, measure: str, count: int) -> tuple[float
         threads = 4 if measure == "drain, 4 threads" else 1
         limit = PREFETCH if measure == "drain, prefetch 10" else 1
         wall, cpu = time.perf_counter(), time.process_time()
-        if measure == "enqueue, one per transaction":
-            subject.enqueue(items, 1)
+        if load_only:
+            pass
+        elif measure == "enqueue, one per transaction":
+            subject.enqueue(items, 1, measured=True)
         elif measure == "enqueue, batches of 100":
-            subject.enqueue(items, BATCH)
+            subject.enqueue(items, BATCH, measured=True)
         elif threads == 1:
             assert subject.drain(limit) == count
         else:
@@ -434,13 +472,14 @@ def main() -> None:
     parser.add_argument("--wakes", type=int, default=20)
     parser.add_argument("--statements", action="store_true")
     parser.add_argument("--one", nargs=3, metavar=("RUNTIME", "SIDE", "MEASURE"))
+    parser.add_argument("--load-only", action="store_true")
     args = parser.parse_args()
     if args.one:
         runtime, side, measure = args.one
         with tempfile.TemporaryDirectory() as name:
             path = Path(name) / "one.db"
             if runtime == "sync":
-                rate, cpu = sync_measure(side, path, measure, args.jobs)
+                rate, cpu = sync_measure(side, path, measure, args.jobs, args.load_only)
             else:
                 rate, cpu = asyncio.run(async_measure(side, path, measure, args.jobs))
         print(f"{runtime}: {measure}, {side}: {cpu * 1e6:.1f} µs CPU/job, {rate:,.1f}/s (load {load_average()})")

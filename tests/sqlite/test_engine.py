@@ -9,7 +9,10 @@ import asyncio
 import sqlite3
 import threading
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -295,7 +298,8 @@ def test_an_enqueue_a_busy_claim_and_an_ack_each_run_one_short_transaction(tmp_p
         assert not any("RETURNING" in statement for statement in ran)  # nothing needed of the row: not read back
         pair = queue.claim_many("w1", 10)
         assert len(pair) == 2
-        assert counted(lambda: store.ack_many(pair)) == ["BEGIN IMMEDIATE", "DELETE FROM", "COMMIT"]  # one for both
+        # one short fenced delete each, not read back
+        assert counted(lambda: store.ack_many(pair)) == ["BEGIN IMMEDIATE", "DELETE FROM", "DELETE FROM", "COMMIT"]
         assert "BEGIN IMMEDIATE" in counted(lambda: queue.claim("w1"))  # the claim that finds it emptied
         assert counted(lambda: queue.claim("w1")) == ["SELECT EXISTS"]  # idle: no write lock
         assert counted(lambda: queue.claim("w1")) == ["SELECT EXISTS"]
@@ -366,3 +370,63 @@ def test_an_ack_that_reads_no_row_back_still_tells_stale_acks_and_moves_lines_an
         assert sorted(job.payload for job in queue.claim_many("w1", 10)) == ["child", "second"]
         assert queue.claim("w1") is None
         assert store.get_job(child) is not None
+
+
+def test_a_claimed_job_is_the_row_as_stored_though_the_take_reads_back_only_what_the_claim_did_not_set(
+    tmp_path: Path,
+) -> None:
+    """A take returns only the columns the claim does not know (ADR 063): the queue, worker, state, lease and
+    claim instant come from the claim itself. Each claimed record, one or many, in the claim's order, equals
+    the job read back from the file, whatever its fields (its own visibility, an expiry, a priority, keys)."""
+    with alkstore.open(url_of(tmp_path / "jobs.db")) as store:
+        engine = store.engine
+        queue = store.queue("jobs")
+        now = datetime.now(UTC)
+        ids = queue.enqueue_many(["plain", "other"])
+        ids.append(queue.enqueue("second", alkstore.EnqueueOpts(priority=2)))
+        ids.append(queue.enqueue("urgent", alkstore.EnqueueOpts(priority=5, visibility_timeout=timedelta(seconds=7))))
+        ids.append(queue.enqueue("keyed", alkstore.EnqueueOpts(unique_key="u", unique_running=True, ordering_key="o")))
+        ids.append(queue.enqueue("expiring", alkstore.EnqueueOpts(expires=now + timedelta(hours=1), rate_key="r")))
+        lease = timedelta(seconds=42)
+        for limit in (1, 10):
+            request = port.ClaimRequest("jobs", f"w{limit}", datetime.now(UTC), lease, limit)
+            claimed = engine.claim(request)
+            assert claimed, limit
+            assert [job.id for job in claimed] == [job.id for job in sorted(claimed, key=port.claim_order)]
+            for job in claimed:
+                stored = engine.get_job(job.id)
+                assert stored is not None
+                assert job == replace(stored, attempt_log=()), job.payload
+                assert job.lease_until == request.now + (job.visibility or lease)
+                assert (job.worker_id, job.claimed_at, job.queue) == (request.worker_id, request.now, "jobs")
+            engine.ack([port.Held(job.id, job.fence) for job in claimed])
+        assert all(engine.get_job(job_id) is None for job_id in ids)
+
+
+def test_bytes_and_nulls_bind_through_identity_adapters_and_an_applications_own_adapter_is_kept(
+    tmp_path: Path,
+) -> None:
+    """The engine registers the adapters ``sqlite3`` falls back to anyway for ``bytes`` and ``None`` (the value
+    itself: a miss of the adapters' lookup costs more than the bind), never one an application registered."""
+    keys: list[tuple[type[Any], type[Any]]] = [(bytes, sqlite3.PrepareProtocol), (type(None), sqlite3.PrepareProtocol)]
+    saved = {key: sqlite3.adapters.pop(key) for key in keys if key in sqlite3.adapters}
+
+    def own(value: bytes) -> bytes:
+        return value
+
+    try:
+        sqlite3.register_adapter(bytes, own)
+        with alkstore.open(url_of(tmp_path / "one.db")) as store:
+            assert sqlite3.adapters[keys[0]] is own
+            assert sqlite3.adapters[keys[1]](None) is None
+            job_id = store.queue("jobs").enqueue({"a": 1})
+            stored = store.engine.get_job(job_id)
+            assert stored is not None
+            assert (stored.payload, stored.expires_at, stored.task) == (b'{"a":1}', None, None)
+        del sqlite3.adapters[keys[0]]
+        alkstore.open(url_of(tmp_path / "two.db")).close()
+        assert sqlite3.adapters[keys[0]](b"\x00x") == b"\x00x"
+    finally:
+        for key in keys:
+            sqlite3.adapters.pop(key, None)
+        sqlite3.adapters.update(saved)

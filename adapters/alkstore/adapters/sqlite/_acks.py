@@ -1,12 +1,12 @@
-"""The SQLite engine's ack: each held job deleted, fenced, its read folded into the delete; many in one statement.
+"""The SQLite engine's ack: each held job deleted, fenced, its read folded into the delete (where one is needed).
 
 A job whose row nothing needs after its delete (no result kept, no dependents, no key's line: most acks) is
 deleted without reading it back, counted by the delete's changes (ADR 063, amended 2026-12-07 (later)).
 
-An ack of several jobs deletes them all in one ``DELETE … RETURNING`` whose ``(id, fence)`` pairs come
-as one JSON parameter (ADR 063, amended 2026-12-07): one statement instead of one per job. What each
-deleted row then needs (its kept result, its dependents, the next of its key's line) follows in the
-order the jobs were acked, as one at a time.
+Of an ack of several jobs, the plain ones are deleted one short statement each on the engine's cursor (ADR 063,
+amended 2026-12-07, narrower rows); the others all in one ``DELETE … RETURNING`` whose ``(id, fence)`` pairs come
+as one JSON parameter (ADR 063, amended 2026-12-07). What each deleted row then needs (its kept result, its
+dependents, the next of its key's line) follows in the order the jobs were acked, as one at a time.
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ def ack(tables: SqliteTables, db: sqlite3.Connection, held: Sequence[port.Held])
         distinct = True
     else:
         distinct = len({item.job_id for item in held}) == len(held)
-        if distinct and (gone := _plain(tables.cursor, [item for item in held if not isinstance(item, port.Done)])):
-            # every one deleted (the pairs are distinct): nothing left to look for, one at a time
-            held = [] if len(gone) == len(held) else [item for item in held if (item.job_id, item.fence) not in gone]
+        if distinct:  # the plain ones first, each deleted without a read back; the rest go ``ACK_JOB(S)``'s way
+            held = _plain(tables.cursor, held)
     # One job, or one acked twice in the call (the second finds it gone: stale), goes one at a time.
     batched = distinct and len(held) > 1
     rows: dict[int, Any] = {}
@@ -58,14 +57,17 @@ def ack(tables: SqliteTables, db: sqlite3.Connection, held: Sequence[port.Held])
     return stale
 
 
-def _plain(cursor: sqlite3.Cursor, held: Sequence[port.Held]) -> set[tuple[int, int]]:
-    """Delete those of ``held`` (distinct jobs, no result kept of any) whose rows nothing needs after (no
-    dependents, no key's line) without reading them back: the ``(id, fence)`` pairs deleted. The others are
-    left to ``ACK_JOB(S)``, which also tells a stale ack from them."""
-    if not held:
-        return set()
-    pairs = json.dumps([(item.job_id, item.fence) for item in held])
-    return {(row[0], row[1]) for row in cursor.execute(sql.ACK_PLAIN_JOBS, (pairs,)).fetchall()}
+def _plain(cursor: sqlite3.Cursor, held: Sequence[port.Held]) -> list[port.Held]:
+    """Delete those of ``held`` (distinct jobs) that keep no result and whose rows nothing needs after (no
+    dependents, no key's line), each by ``ACK_PLAIN_JOB`` on the engine's cursor, told deleted by its changes:
+    the others, left to ``ACK_JOB(S)``, which also tells a stale ack from them. One short statement a job
+    costs less than one over a JSON array of the pairs (whose parsing and join were most of its work)."""
+    execute = cursor.execute
+    return [
+        item
+        for item in held
+        if isinstance(item, port.Done) or not execute(sql.ACK_PLAIN_JOB, (item.job_id, item.fence)).rowcount
+    ]
 
 
 def _acked(tables: SqliteTables, db: sqlite3.Connection, item: port.Held, row: Sequence[Any]) -> None:

@@ -8,6 +8,7 @@ microseconds, an attempt log as its entries each behind its length. A claimed ro
 from __future__ import annotations
 
 import json
+import sqlite3
 import struct
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,8 @@ from alkstore import engine as port
 from ._rates import rate_limit
 
 __all__ = [
-    "claim_sorted",
+    "bind_as_they_are",
+    "claimed_of",
     "config_of",
     "delta",
     "instant",
@@ -40,6 +42,26 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 _LEN = struct.Struct(">I")
 _STATES = {state.value: state for state in port.JobState}
+
+
+# -- binds ----------------------------------------------------------------------------------------
+
+
+def _null(_: None) -> None:
+    return None
+
+
+def bind_as_they_are() -> None:
+    """Give ``bytes`` and ``None`` the adapters the ``sqlite3`` module falls back to anyway (the value itself),
+    where none is registered: the module binds an int, a float or a str as it is, but looks every other value
+    up as an adaptable one, and the miss of that lookup costs more than the value's bind (an exception raised
+    and dropped: about 2,000 instructions for each payload and each ``NULL`` bound, five a plain enqueue).
+    Adapters are the process's, not a connection's: what is bound is unchanged for every connection, and one
+    registered before (the application's) is left as it is."""
+    if (bytes, sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        sqlite3.register_adapter(bytes, bytes)
+    if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        sqlite3.register_adapter(type(None), _null)
 
 
 # -- values as stored -----------------------------------------------------------------------------
@@ -131,12 +153,62 @@ def job_of(row: Sequence[Any]) -> port.JobRecord:
     )
 
 
-def claim_sorted(rows: list[Any]) -> list[Any]:
-    """Claimed rows of ``JOB_COLUMNS`` in the claim's order (priority descending, ``run_at``, id), sorted on
-    their stored integers (``RETURNING`` keeps no order): core's ``claim_order``, without a record's fields."""
+def claimed_of(rows: list[Any], request: port.ClaimRequest) -> list[port.JobRecord]:
+    """The jobs ``request``'s take claimed, from its rows of ``CLAIMED_COLUMNS``, in the claim's order (priority
+    descending, ``run_at``, id: ``RETURNING`` keeps none; core's ``claim_order`` on the stored integers).
+
+    What the claim set is not read back: the queue, the state, the worker, the claim's instant, the lease
+    (``now`` plus the job's own visibility, else ``lease``: the take's sum, exact in microseconds), no death
+    and not waiting (a take finds only pending jobs not waiting); so each row is 22 values, not 29."""
     if len(rows) > 1:
-        rows.sort(key=lambda row: (-row[4], row[5], row[0]))
-    return rows
+        rows.sort(key=lambda row: (-row[2], row[3], row[0]))
+    epoch, one, running, make = _EPOCH, _US, port.JobState.RUNNING, port.job_record
+    queue, worker_id, now = request.queue, request.worker_id, request.now
+    leased = now + request.lease
+    claimed = []
+    for (
+        job_id, payload, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule, boundary,
+        enqueued_at, fence, visibility, task, last_traceback, trace, unique_key, unique_running, ordering_key,
+        cancel_requested, rate_key, dependents,
+    ) in rows:  # fmt: skip
+        claimed.append(
+            make(
+                job_id,
+                queue,
+                payload,
+                running,
+                priority,
+                epoch + one * run_at,
+                None if expires_at is None else epoch + one * expires_at,
+                attempts,
+                max_attempts,
+                last_error,
+                schedule,
+                None if boundary is None else epoch + one * boundary,
+                epoch + one * enqueued_at,
+                worker_id,
+                leased if visibility is None else now + one * visibility,
+                None,
+                fence,
+                None if visibility is None else one * visibility,
+                task,
+                last_traceback,
+                trace,
+                unique_key,
+                bool(unique_running),
+                ordering_key,
+                False,
+                bool(cancel_requested),
+                now,
+                (),
+                rate_key,
+                (),
+                0,
+                port.ParentFailure.CANCEL,
+                dependents,
+            )
+        )
+    return claimed
 
 
 def result_of(row: Sequence[Any]) -> port.ResultRecord:

@@ -36,6 +36,8 @@ class Signals:
         self._options = options
         self._cond = threading.Condition()
         self._count = 0
+        #: Sync waits parked on the condition now: a signal with none notifies nobody (most commits' case).
+        self._parked = 0
         self._closed = False
         self._listeners: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._watcher: threading.Thread | None = None
@@ -49,7 +51,10 @@ class Signals:
         """Jobs may have become claimable: wake every parked wait of this engine."""
         with self._cond:
             self._count += 1
-            self._cond.notify_all()
+            if self._parked:
+                self._cond.notify_all()
+            if not self._listeners:
+                return
             listeners, self._listeners = self._listeners, []
         for loop, future in listeners:
             with contextlib.suppress(RuntimeError):  # its loop is closed: nothing waits there any more
@@ -105,7 +110,11 @@ class Signals:
                 left = end - time.monotonic()
                 if left <= 0:
                     break
-                self._cond.wait(left if stop is None else min(left, _STOP_POLL_S))
+                self._parked += 1
+                try:
+                    self._cond.wait(left if stop is None else min(left, _STOP_POLL_S))
+                finally:
+                    self._parked -= 1
             return self._count
 
     async def wait_async(self, seen: int, timeout: float, stop: StopToken | None) -> int:

@@ -7,7 +7,7 @@ order and comparison is an integer's, exact at the port's resolution.
 
 from __future__ import annotations
 
-__all__ = ["JOB_COLUMNS", "MIGRATIONS", "RESULT_COLUMNS", "SCHEDULE_COLUMNS", "WORKER_COLUMNS"]
+__all__ = ["CLAIMED_COLUMNS", "JOB_COLUMNS", "MIGRATIONS", "RESULT_COLUMNS", "SCHEDULE_COLUMNS", "WORKER_COLUMNS"]
 
 from ._migrations import MIGRATIONS
 
@@ -152,9 +152,16 @@ _CLAIM = (
     " WHERE id IN (SELECT id FROM alkstore_jobs WHERE queue = ?4 AND state = 'pending' AND waiting = 0"
     " AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT ?5)"
 )
-CLAIM_JOBS = f"{_CLAIM} RETURNING {JOB_COLUMNS}"
+#: What a take returns of each job: the columns whose values the claim does not know already (the queue, the
+#: state, the worker, the lease, the claim's instant, no death, not waiting: the claim's own; ``_rows.claimed_of``).
+CLAIMED_COLUMNS = (
+    "id, payload, priority, run_at, expires_at, attempts, max_attempts, last_error, schedule, boundary, enqueued_at,"
+    " fence, visibility, task, last_traceback, trace, unique_key, unique_running, ordering_key, cancel_requested,"
+    " rate_key, dependents"
+)
+CLAIM_JOBS = f"{_CLAIM} RETURNING {CLAIMED_COLUMNS}"
 #: ``CLAIM_JOBS``, which takes nothing while the queue has a sweep due (its check and the take one statement).
-CLAIM_JOBS_UNSWEPT = f"{_CLAIM} AND NOT ({_sweeps_due('?4')}) RETURNING {JOB_COLUMNS}"
+CLAIM_JOBS_UNSWEPT = f"{_CLAIM} AND NOT ({_sweeps_due('?4')}) RETURNING {CLAIMED_COLUMNS}"
 LIVE_LEASES = "SELECT count(*) FROM alkstore_jobs WHERE queue = ? AND state = 'running' AND lease_until > ?"
 MAKE_PENDING = "UPDATE alkstore_jobs SET state = 'pending', worker_id = NULL, lease_until = NULL WHERE id = ?"
 RETRY_JOB = (
@@ -187,11 +194,6 @@ ACK_JOBS = (
 ACK_PLAIN_JOB = (
     "DELETE FROM alkstore_jobs WHERE id = ? AND state = 'running' AND fence = ? AND dependents = 0"
     " AND ordering_key IS NULL"
-)
-#: ``ACK_PLAIN_JOB`` of many held jobs at once, their ``(id, fence)`` pairs one JSON array: the pairs deleted.
-ACK_PLAIN_JOBS = (
-    "DELETE FROM alkstore_jobs WHERE (id, fence) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
-    " FROM json_each(?)) AND state = 'running' AND dependents = 0 AND ordering_key IS NULL RETURNING id, fence"
 )
 HEARTBEAT = "UPDATE alkstore_jobs SET lease_until = ? WHERE id = ?"
 REQUEUE_DEAD = (

@@ -49,7 +49,8 @@ from ._ids import JobIds
 from ._options import SqliteOptions
 from ._rates import rate_values, rated_rows, rated_soonest
 from ._rows import (
-    claim_sorted,
+    bind_as_they_are,
+    claimed_of,
     config_of,
     delta,
     instant,
@@ -181,6 +182,7 @@ def _is_a(value: object, module: str, name: str) -> bool:
 def connect(options: SqliteOptions) -> sqlite3.Connection:
     """A connection to the engine's file, in autocommit mode (every transaction is begun explicitly), with the
     busy timeout and the synchronous level of ``options``."""
+    bind_as_they_are()
     db = sqlite3.connect(
         options.path, timeout=options.busy_timeout, isolation_level=None, check_same_thread=False, uri=False
     )
@@ -588,7 +590,7 @@ class SqliteTables:
         if simple:  # most claims: one statement, which takes nothing while a sweep is due
             taken = (request.worker_id, now, span(request.lease), request.queue, request.limit)
             if rows := cursor.execute(sql.CLAIM_JOBS_UNSWEPT, taken).fetchall():
-                return [job_of(row) for row in claim_sorted(rows)]
+                return claimed_of(rows, request)
         if cursor.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
             self._sweep(db, request)
         elif simple:
@@ -603,10 +605,8 @@ class SqliteTables:
             return []
         if request.rate is not None or request.key_rate is not None:
             return self._take_rated(db, request, limit)
-        rows = cursor.execute(
-            sql.CLAIM_JOBS, (request.worker_id, now, span(request.lease), request.queue, limit)
-        ).fetchall()
-        return [job_of(row) for row in claim_sorted(rows)]
+        taken = (request.worker_id, now, span(request.lease), request.queue, limit)
+        return claimed_of(cursor.execute(sql.CLAIM_JOBS, taken).fetchall(), request)
 
     def _take_rated(self, db: sqlite3.Connection, request: port.ClaimRequest, limit: int) -> list[port.JobRecord]:
         """A claim of a rate-limited queue (ADR 070): the ready jobs its limits let start, one by one."""
