@@ -85,6 +85,7 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
     },
     "docs/benchmarks.md": {
         "Sort (actual time=": Shown("EXPLAIN output of one benchmark run"),
+        "worker_per_job.py postgres --load-only": Shown("a by-hand measurement under valgrind"),
     },
     "docs/deploying.md": {
         "--grant app": Run(
