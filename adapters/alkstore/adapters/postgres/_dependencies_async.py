@@ -25,7 +25,7 @@ from alkstore.errors import UnknownParent
 from . import _rows
 from ._sql import Statements
 
-__all__ = ["has_parents", "insert_with_parents", "relink_requeued", "with_links"]
+__all__ = ["has_parents", "insert_with_parents", "relink_requeued", "waits_on_parents", "with_links"]
 
 
 class Channel(Protocol):
@@ -51,9 +51,14 @@ async def _all_or_none(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None
         raise
 
 
+def waits_on_parents(job: port.NewJob) -> bool:
+    """Whether ``job`` waits on parents (it then takes ``insert_with_parents``)."""
+    return bool(job.after or job.after_batch)
+
+
 def has_parents(jobs: Sequence[port.NewJob]) -> bool:
     """Whether some of ``jobs`` wait on parents (they then take ``insert_with_parents``)."""
-    return any(job.after or job.after_batch for job in jobs)
+    return any(waits_on_parents(job) for job in jobs)
 
 
 async def insert_with_parents(

@@ -32,7 +32,7 @@ from ._bookkeeping_async import AsyncPostgresBookkeeping
 from ._clock_async import AsyncDatabaseClock
 from ._connections_async import AsyncConnections
 from ._cursors import ClaimCursors, claim_params, full_params
-from ._dependencies_async import has_parents, insert_with_parents, relink_requeued, with_links
+from ._dependencies_async import has_parents, insert_with_parents, relink_requeued, waits_on_parents, with_links
 from ._errors import raise_translated
 from ._options import EngineOptions, parse_options
 from ._rates import rated_claim_params
@@ -61,6 +61,11 @@ async def open_engine(url: str, **options: Any) -> AsyncPostgresEngine:
 #: Jobs per statement of a batch enqueue: one array insert each (a few MB of parameters at most);
 #: a larger batch takes several statements in one transaction.
 _ENQUEUE_CHUNK = 5000
+
+
+def _keyed(job: port.NewJob) -> bool:
+    """Whether ``job`` carries a key (unique, ordering or rate): it then takes ``_insert_keyed``."""
+    return bool(job.unique_key or job.ordering_key or job.rate_key)
 
 
 class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostgresSteps):
@@ -264,6 +269,18 @@ class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostg
     async def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
+        if len(jobs) == 1 and tx is None:
+            job = jobs[0]
+            if not (waits_on_parents(job) or _keyed(job)):
+                # The commonest call, one plain job on a pooled connection: one statement, no scans.
+                channel = self._channels.get(job.queue)
+                if channel is None:
+                    async with self._connections.connection() as pooled:
+                        channel = await self._channel(pooled, job.queue)
+                params = _rows.job_params(job, now, channel)
+                job_id = await self._connections.one(self._sql.enqueue_one, params, _SCALAR)
+                assert job_id is not None
+                return [int(job_id)]
         if has_parents(jobs):
             if tx is not None:
                 try:
@@ -273,7 +290,7 @@ class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostg
                     raise_translated(exc)
             async with self._connections.transaction() as own:
                 return await insert_with_parents(self._sql, own, jobs, now, self._channel, self._schema)
-        if any(job.unique_key or job.ordering_key or job.rate_key for job in jobs):
+        if any(_keyed(job) for job in jobs):
             if tx is not None:
                 try:
                     return await self._insert_keyed(await caller_connection(tx), jobs, now)
@@ -287,15 +304,6 @@ class AsyncPostgresEngine(AsyncPostgresBookkeeping, port.AsyncEngine, AsyncPostg
                 return await self._insert(conn, jobs, now)
             except psycopg.Error as exc:
                 raise_translated(exc)
-        if len(jobs) == 1:
-            job = jobs[0]
-            channel = self._channels.get(job.queue)
-            if channel is None:
-                async with self._connections.connection() as conn:
-                    channel = await self._channel(conn, job.queue)
-            job_id = await self._connections.one(self._sql.enqueue_one, _rows.job_params(job, now, channel), _SCALAR)
-            assert job_id is not None
-            return [int(job_id)]
         async with self._connections.connection() as conn:
             if len(jobs) <= _ENQUEUE_CHUNK:
                 return await self._insert(conn, jobs, now)
