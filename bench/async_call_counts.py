@@ -7,13 +7,16 @@ queue.enqueue(payload)`` on ``asyncio.run`` for ``--runtime async``. The schema 
 
 ``--calls`` counts the Python function calls of the measured enqueues (``sys.setprofile``: Python
 functions and the C functions they call) and prints them per job, by function with ``--by-function``
-(those at or over 0.5 a job). Without it the script only enqueues, for callgrind: two runs of different
-sizes, less each other, give one enqueue's instructions, whatever the machine's load::
+(those at or over 0.5 a job). ``--statements FILE`` has libpq trace every open connection's
+messages during the measured enqueues into ``FILE`` and prints those the client sent, per job, by
+type (``Bind``, ``Execute``, ``Sync``...: a ``Sync`` is a round trip). Without either the script
+only enqueues, for callgrind: two runs of different sizes, less each other, give one enqueue's
+instructions, whatever the machine's load::
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=a.out .venv/bin/python \\
-        bench/async_call_counts.py --runtime async --jobs 1200
+        bench/async_call_counts.py --runtime async --jobs 600
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=b.out .venv/bin/python \\
-        bench/async_call_counts.py --runtime async --jobs 200
+        bench/async_call_counts.py --runtime async --jobs 100
 
 The same script runs any checkout's code from this one's environment
 (``PYTHONPATH=<tree>/core:<tree>/adapters``).
