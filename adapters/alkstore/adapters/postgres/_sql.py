@@ -469,7 +469,7 @@ def grants(schema: str, role: str, tables: Sequence[str]) -> list[str]:
 
 def vacuum(schema: str, table: str) -> str:
     """``VACUUM`` of one table of ``schema`` (ADR 023): never waiting for a lock another vacuum
-    holds, and always cleaning the indexes (the claim reads their dead entries)."""
+    holds, always cleaning the indexes (the claim reads their dead entries), never truncating."""
     template = _PER_CALL_TEMPLATES["vacuum"]
     return sql.SQL(template).format(s=_identifier(schema), table=_identifier(table)).as_string()
 

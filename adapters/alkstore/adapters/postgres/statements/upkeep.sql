@@ -40,5 +40,7 @@ ORDER BY t.name COLLATE "C"
 
 -- name: vacuum
 -- One table of the schema ({table}, composed per call): never waiting for a lock another vacuum
--- holds, and always cleaning the indexes (the claim reads their dead entries).
-VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {s}.{table}
+-- holds, always cleaning the indexes (the claim reads their dead entries), and never cutting the
+-- table's empty tail, which needs the ACCESS EXCLUSIVE lock every claim and enqueue queues behind
+-- (and a standby replays): a queue's table fills those pages again.
+VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON, TRUNCATE OFF) {s}.{table}
