@@ -21,6 +21,15 @@ slots, ``--runtime async`` an ``AsyncWorker`` with an ``async def`` handler on `
 
 (a fixed hash seed: the string hashes otherwise move a run by some 20 M instructions.)
 
+``--statements`` (PostgreSQL) counts the drain's traffic per job instead: the protocol messages every
+pooled connection sent (libpq's trace: an ``Execute`` is a statement, a ``Sync`` a round trip), the
+engine's calls by name with the sizes of its claims (jobs asked for, jobs returned, acks carried) and
+of its acks, and the server CPU of the pool's backends (their ``/proc/<pid>/schedstat``: this machine's
+server only). ``floor`` drains the same jobs by the peer harness's batched floor instead (its
+``CLAIM_MANY`` and ``COMPLETE_MANY``, ``--claim-batch`` rows a statement, ``--concurrency`` threads with
+a connection each, on a table of its own in the scratch schema; ``PEERS_HARNESS`` names the harness,
+default ``../shared/bench-peers``): the same counts, and under callgrind its instructions.
+
 ``--calls`` counts the Python function calls of the drain instead (``sys.setprofile`` on every thread,
 Python functions and the C functions they call), per job. ``--api`` drains the same jobs by
 ``Queue.claim`` and ``Job.ack``, one at a time, with no worker (sync only).
@@ -33,18 +42,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import ctypes
+import os
 import pstats
 import sys
 import tempfile
 import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import psycopg
-from _bench import DEFAULT_DSN
+from _bench import DEFAULT_DSN, load_average, server_cpu_ns
 from psycopg import sql
 
 import alkstore
@@ -54,7 +68,7 @@ QUEUE = "bench"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("engine", choices=("memory", "sqlite", "postgres"))
+    parser.add_argument("engine", choices=("memory", "sqlite", "postgres", "floor"))
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--prefetch", type=int, default=0)
     parser.add_argument("--concurrency", type=int, default=1)
@@ -65,11 +79,13 @@ def main() -> None:
     parser.add_argument("--load-only", action="store_true")
     parser.add_argument("--api", action="store_true", help="drain by Queue.claim and Job.ack instead of a Worker")
     parser.add_argument("--calls", action="store_true", help="count the drain's Python calls a job")
+    parser.add_argument("--statements", action="store_true", help="postgres, floor: count the drain's traffic a job")
+    parser.add_argument("--claim-batch", type=int, default=10, help="floor: rows a claim takes")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--self-time", action="store_true", help="with --profile: sorted by own time")
     args = parser.parse_args()
-    if args.engine == "postgres":
+    if args.engine in ("postgres", "floor"):
         postgres(args)
         return
     with tempfile.TemporaryDirectory() as directory:
@@ -100,18 +116,25 @@ def main() -> None:
 
 
 def postgres(args: argparse.Namespace) -> None:
-    """The PostgreSQL runs: load a scratch schema, or drain one (by the worker of the peer table's C rows)."""
+    """The PostgreSQL runs: load a scratch schema, or drain one (by the worker of the peer table's C rows, or by
+    the harness's batched floor)."""
     schema = args.schema or f"per_job_{uuid.uuid4().hex[:8]}"
     if args.schema is None:
-        producer = alkstore.open(args.dsn, schema=schema, migrate=True, min_size=1, max_size=1)
-        queue = producer.queue(QUEUE)
-        for first in range(0, args.jobs, 100):
-            queue.enqueue_many([{"n": n} for n in range(first, min(first + 100, args.jobs))])
-        producer.close()
+        if args.engine == "floor":
+            floor_load(args.dsn, schema, args.jobs)
+        else:
+            producer = alkstore.open(args.dsn, schema=schema, migrate=True, min_size=1, max_size=1)
+            queue = producer.queue(QUEUE)
+            for first in range(0, args.jobs, 100):
+                queue.enqueue_many([{"n": n} for n in range(first, min(first + 100, args.jobs))])
+            producer.close()
     try:
         if args.load_only:
             if args.keep:
                 print(schema)
+            return
+        if args.engine == "floor":
+            floor_drain(args, schema)
             return
         size = args.concurrency + 3  # the peer table's pool: a connection a slot and three spare
         stop = alkstore.StopToken()
@@ -134,8 +157,13 @@ def postgres(args: argparse.Namespace) -> None:
             if args.api:
                 claims = store.queue(QUEUE)
                 measured(args, lambda: _api(claims, args.jobs))
+            elif args.statements:
+                with traffic(args.jobs, _pooled(store), store.engine):
+                    worker.run(stop)
             else:
+                began = time.perf_counter()
                 measured(args, lambda: worker.run(stop))
+                print(f"{args.jobs / (time.perf_counter() - began):.0f} jobs/s", file=sys.stderr)
             store.close()
         else:
 
@@ -148,7 +176,12 @@ def postgres(args: argparse.Namespace) -> None:
                 worker = alkstore.AsyncWorker(
                     store, handlers={QUEUE: handle}, concurrency=args.concurrency, prefetch=args.prefetch
                 )
-                await worker.run(stop)
+                if args.statements:
+                    await store.engine.pool.wait()  # type: ignore[attr-defined]
+                    with traffic(args.jobs, list(store.engine.pool._pool), store.engine):  # type: ignore[attr-defined]
+                        await worker.run(stop)
+                else:
+                    await worker.run(stop)
                 await store.close()
 
             measured(args, lambda: asyncio.run(drain()))
@@ -157,6 +190,167 @@ def postgres(args: argparse.Namespace) -> None:
         if not (args.load_only and args.keep):
             with psycopg.connect(args.dsn, autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def _pooled(store: Any) -> list[Any]:
+    """The connections of ``store``'s main pool, every one of them open."""
+    pool = store.engine.pool
+    pool.wait()
+    return list(pool._pool)
+
+
+def _floor() -> Any:
+    """The peer harness's floor module (``bench_floor.py``), for its statements."""
+    harness = os.environ.get("PEERS_HARNESS") or str(Path(__file__).resolve().parents[1].parent / "shared/bench-peers")
+    sys.path.insert(0, harness)
+    import bench_floor  # type: ignore[import-not-found]
+
+    return bench_floor
+
+
+def _floor_connect(dsn: str, schema: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}")
+
+
+def floor_load(dsn: str, schema: str, jobs: int) -> None:
+    """The floor's table in ``schema``, ``jobs`` rows in it (as the harness preloads them)."""
+    floor = _floor()
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    with _floor_connect(dsn, schema) as conn:
+        conn.execute(floor.SCHEMA)
+    floor.preload(f"{dsn}?options=-csearch_path%3D{schema}", jobs)
+
+
+def floor_drain(args: argparse.Namespace, schema: str) -> None:
+    """Drain the floor's table as the harness's batched floor does: ``--concurrency`` threads, each with its own
+    connection (opened before), claiming up to ``--claim-batch`` rows a statement and deleting them in one."""
+    floor = _floor()
+    conns = [_floor_connect(args.dsn, schema) for _ in range(args.concurrency)]
+    handled = [0]
+    lock = threading.Lock()
+
+    def loop(conn: psycopg.Connection[Any]) -> None:
+        while rows := conn.execute(floor.CLAIM_MANY, (floor.QUEUE, args.claim_batch)).fetchall():
+            for row in rows:
+                with lock:  # the harness's handler records each job under a lock
+                    handled[0] += 1 if row[1] is not None else 0
+            conn.execute(floor.COMPLETE_MANY, ([row[0] for row in rows],))
+
+    def drain() -> None:
+        threads = [threading.Thread(target=loop, args=(conn,)) for conn in conns]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    if args.statements:
+        with traffic(args.jobs, conns, None):
+            drain()
+    else:
+        measured(args, drain)
+    for conn in conns:
+        conn.close()
+    assert handled[0] == args.jobs, handled[0]
+
+
+#: The engine's calls whose sizes ``traffic`` records: claims and acks.
+_SIZED = ("claim", "ack_and_claim", "ack")
+
+
+@contextmanager
+def traffic(jobs: int, conns: list[Any], engine: Any) -> Iterator[None]:
+    """Count what the body sends through ``conns`` (libpq's trace, a file each) and their backends' CPU, and,
+    with ``engine``, its calls by name and the sizes of its claims and acks; print them per job after."""
+    calls: Counter[str] = Counter()
+    sizes: dict[str, Counter[tuple[int, ...]]] = {name: Counter() for name in _SIZED}
+    lock = threading.Lock()
+    wrapped = []
+    for name in dir(engine) if engine is not None else ():
+        method = getattr(engine, name)
+        if name.startswith("_") or not callable(method) or isinstance(method, type):
+            continue
+        setattr(engine, name, _counting(name, method, calls, sizes, lock))
+        wrapped.append(name)
+    pids = [conn.info.backend_pid for conn in conns]
+    with tempfile.TemporaryDirectory() as directory:
+        fds = [os.open(Path(directory) / f"{n}.trace", os.O_WRONLY | os.O_CREAT) for n in range(len(conns))]
+        for conn, fd in zip(conns, fds, strict=True):
+            conn.pgconn.trace(fd)
+        cpu = [server_cpu_ns(pid) for pid in pids]
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - began
+            cpu = [server_cpu_ns(pid) - before for pid, before in zip(pids, cpu, strict=True)]
+            ctypes.CDLL(None).fflush(None)  # libpq's trace streams are stdio's, buffered
+            sent: Counter[str] = Counter()
+            for n in range(len(conns)):
+                sent += _sent(Path(directory) / f"{n}.trace")
+            for name in wrapped:
+                delattr(engine, name)
+    print(f"per job ({jobs} jobs, {len(conns)} connections traced; traced, {jobs / seconds:,.0f} jobs/s)")
+    print(f"  load {load_average()}")
+    print(f"  server CPU {sum(cpu) / jobs / 1000:.1f} µs (backends: {', '.join(f'{ns / 1e6:.0f}' for ns in cpu)} ms)")
+    print("  sent: " + ", ".join(f"{kind} {count / jobs:.3f}" for kind, count in sent.most_common()))
+    for name, count in calls.most_common():
+        print(f"  engine.{name}: {count / jobs:.3f}")
+    for name in _SIZED:
+        if sizes[name]:
+            described = "acks, asked, got" if name == "ack_and_claim" else "asked, got" if name == "claim" else "acks"
+            shown = ", ".join(f"{size}: {count}" for size, count in sorted(sizes[name].items()))
+            print(f"  {name} ({described}): {shown}")
+
+
+def _counting(
+    name: str, method: Callable[..., Any], calls: Counter[str], sizes: dict[str, Counter[tuple[int, ...]]], lock: Any
+) -> Callable[..., Any]:
+    """``method`` counted by ``name``, with the sizes of a claim (asked, got), an ack and claim (acks too)
+    or an ack (acks); an async one awaited."""
+
+    def size(args: tuple[Any, ...], result: Any) -> tuple[int, ...] | None:
+        if name == "claim":
+            return (args[0].limit, len(result))
+        if name == "ack_and_claim":
+            return (len(args[0]), args[1].limit, len(result[1]))
+        if name == "ack":
+            return (len(args[0]),)
+        return None
+
+    def record(args: tuple[Any, ...], result: Any) -> None:
+        sized = size(args, result)
+        with lock:
+            calls[name] += 1
+            if sized is not None:
+                sizes[name][sized] += 1
+
+    if asyncio.iscoroutinefunction(method):
+
+        async def counted_async(*args: Any, **kwargs: Any) -> Any:
+            result = await method(*args, **kwargs)
+            record(args, result)
+            return result
+
+        return counted_async
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        result = method(*args, **kwargs)
+        record(args, result)
+        return result
+
+    return counted
+
+
+def _sent(path: Path) -> Counter[str]:
+    """The frontend's messages in a libpq trace, by type (``Parse``, ``Bind``, ``Execute``, ``Sync``...)."""
+    sent: Counter[str] = Counter()
+    with open(path) as lines:
+        for line in lines:
+            fields = line.split("\t")
+            if len(fields) > 3 and fields[1] == "F":
+                sent[fields[3].split(" ")[0].strip()] += 1
+    return sent
 
 
 def _api(queue: Any, jobs: int) -> None:
