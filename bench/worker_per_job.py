@@ -45,6 +45,7 @@ import cProfile
 import ctypes
 import os
 import pstats
+import resource
 import sys
 import tempfile
 import threading
@@ -278,11 +279,13 @@ def traffic(jobs: int, conns: list[Any], engine: Any) -> Iterator[None]:
         for conn, fd in zip(conns, fds, strict=True):
             conn.pgconn.trace(fd)
         cpu = [server_cpu_ns(pid) for pid in pids]
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         began = time.perf_counter()
         try:
             yield
         finally:
             seconds = time.perf_counter() - began
+            after = resource.getrusage(resource.RUSAGE_SELF)
             cpu = [server_cpu_ns(pid) - before for pid, before in zip(pids, cpu, strict=True)]
             ctypes.CDLL(None).fflush(None)  # libpq's trace streams are stdio's, buffered
             sent: Counter[str] = Counter()
@@ -292,6 +295,9 @@ def traffic(jobs: int, conns: list[Any], engine: Any) -> Iterator[None]:
                 delattr(engine, name)
     print(f"per job ({jobs} jobs, {len(conns)} connections traced; traced, {jobs / seconds:,.0f} jobs/s)")
     print(f"  load {load_average()}")
+    client = (after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime) / jobs * 1e6
+    switches = (after.ru_nvcsw - usage.ru_nvcsw) / jobs, (after.ru_nivcsw - usage.ru_nivcsw) / jobs
+    print(f"  client CPU {client:.1f} µs, context switches {switches[0]:.2f} voluntary, {switches[1]:.2f} not")
     print(f"  server CPU {sum(cpu) / jobs / 1000:.1f} µs (backends: {', '.join(f'{ns / 1e6:.0f}' for ns in cpu)} ms)")
     print("  sent: " + ", ".join(f"{kind} {count / jobs:.3f}" for kind, count in sent.most_common()))
     for name, count in calls.most_common():
