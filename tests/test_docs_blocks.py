@@ -86,6 +86,7 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
     "docs/benchmarks.md": {
         "Sort (actual time=": Shown("EXPLAIN output of one benchmark run"),
         "worker_per_job.py postgres --load-only": Shown("a by-hand measurement under valgrind"),
+        "worker_per_job.py floor --load-only": Shown("a by-hand count of the prefetching worker against the floor"),
         "async_call_counts.py --runtime async --calls": Shown("a by-hand count of an enqueue's calls and instructions"),
     },
     "docs/deploying.md": {
