@@ -24,8 +24,8 @@ slots, ``--runtime async`` an ``AsyncWorker`` with an ``async def`` handler on `
 ``--statements`` (PostgreSQL) counts the drain's traffic per job instead: the protocol messages every
 pooled connection sent (libpq's trace: an ``Execute`` is a statement, a ``Sync`` a round trip), the
 engine's calls by name with the sizes of its claims (jobs asked for, jobs returned, acks carried) and
-of its acks, and the server CPU of the pool's backends (their ``/proc/<pid>/schedstat``: this machine's
-server only). ``floor`` drains the same jobs by the peer harness's batched floor instead (its
+of its acks, the client's CPU and context switches (``getrusage``), and the server CPU of the pool's
+backends (their ``/proc/<pid>/schedstat``: this machine's server only). ``floor`` drains the same jobs by the peer harness's batched floor instead (its
 ``CLAIM_MANY`` and ``COMPLETE_MANY``, ``--claim-batch`` rows a statement, ``--concurrency`` threads with
 a connection each, on a table of its own in the scratch schema; ``PEERS_HARNESS`` names the harness,
 default ``../shared/bench-peers``): the same counts, and under callgrind its instructions.
