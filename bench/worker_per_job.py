@@ -25,10 +25,11 @@ slots, ``--runtime async`` an ``AsyncWorker`` with an ``async def`` handler on `
 pooled connection sent (libpq's trace: an ``Execute`` is a statement, a ``Sync`` a round trip), the
 engine's calls by name with the sizes of its claims (jobs asked for, jobs returned, acks carried) and
 of its acks, the client's CPU and context switches (``getrusage``), and the server CPU of the pool's
-backends (their ``/proc/<pid>/schedstat``: this machine's server only). ``floor`` drains the same jobs by the peer harness's batched floor instead (its
-``CLAIM_MANY`` and ``COMPLETE_MANY``, ``--claim-batch`` rows a statement, ``--concurrency`` threads with
-a connection each, on a table of its own in the scratch schema; ``PEERS_HARNESS`` names the harness,
-default ``../shared/bench-peers``): the same counts, and under callgrind its instructions.
+backends (their ``/proc/<pid>/schedstat``: this machine's server only). ``floor`` drains the same jobs
+by the peer harness's batched floor instead (its ``CLAIM_MANY`` and ``COMPLETE_MANY``, ``--claim-batch``
+rows a statement, ``--concurrency`` threads with a connection each, on a table of its own in the scratch
+schema; ``PEERS_HARNESS`` names the harness, default ``../shared/bench-peers``): the same counts, and
+under callgrind its instructions.
 
 ``--calls`` counts the Python function calls of the drain instead (``sys.setprofile`` on every thread,
 Python functions and the C functions they call), per job. ``--api`` drains the same jobs by
