@@ -1,13 +1,15 @@
-"""Counts, not times, of a sync ``Worker`` draining a backlog on PostgreSQL: its commits, engine calls and WAL a job.
+"""Counts, not times, of a ``Worker`` draining a backlog on PostgreSQL: its commits, engine calls and WAL a job.
 
 Run by hand, never from the test suite::
 
     .venv/bin/python bench/overload_counts.py --dsn postgresql://postgres@127.0.0.1:5432/overload_db
-        [--backlog 40000] [--seconds 20] [--threads 4] [--handler-ms 1] [--producer-rate 0]
+        [--backlog 40000] [--seconds 20] [--threads 4] [--handler-ms 1] [--producer-rate 0] [--runtime async]
 
 A fresh schema is loaded with ``--backlog`` jobs of ``--payload`` bytes (``enqueue_many``, 1,000 a
 transaction); then the same worker as ``bench/pressure.py``'s (``Worker``, ``--threads`` threads, a
-handler sleeping ``--handler-ms``, or with ``--uniform`` between none and twice that) drains it for
+handler sleeping ``--handler-ms``, or with ``--uniform`` between none and twice that; with ``--runtime
+async`` an ``AsyncWorker`` of as many tasks on an event loop of its own thread, its handler an
+``asyncio.sleep``) drains it for
 ``--seconds``, while with ``--producer-rate`` a child process enqueues that many jobs a second, one a
 transaction (as an application would). Counted over the drain, per job completed: the worker's engine
 calls by name (each a statement and, outside a transaction, a commit), the jobs and acks each claim
@@ -20,6 +22,8 @@ server-wide ``pg_stat_wal`` deltas are printed too; on a shared server they incl
 from __future__ import annotations
 
 import argparse
+import asyncio
+import inspect
 import random
 import subprocess
 import sys
@@ -38,6 +42,7 @@ from _bench import load_average
 
 import alkstore
 from alkstore.store._kernel import kernel_of
+from alkstore.store._kernel_async import kernel_of as async_kernel_of
 
 QUEUE = "overload"
 SCHEMA = "overload_counts"
@@ -57,20 +62,32 @@ class Counted:
         value = getattr(self._engine, name)
         if not callable(value) or name.startswith("_"):
             return value
+        if inspect.iscoroutinefunction(value):
+
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                result = await value(*args, **kwargs)
+                self.count(name, args, result)
+                return result
+
+            return call_async
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = value(*args, **kwargs)
-            with self._lock:
-                self.calls[name] += 1
-                if name == "claim":
-                    self.claimed[len(result)] += 1
-                    self.acked[0] += 1
-                elif name == "ack_and_claim":
-                    self.claimed[len(result[1])] += 1
-                    self.acked[len(args[0])] += 1
+            self.count(name, args, result)
             return result
 
         return call
+
+    def count(self, name: str, args: tuple[Any, ...], result: Any) -> None:
+        """Count one call of ``name`` that returned ``result``."""
+        with self._lock:
+            self.calls[name] += 1
+            if name == "claim":
+                self.claimed[len(result)] += 1
+                self.acked[0] += 1
+            elif name == "ack_and_claim":
+                self.claimed[len(result[1])] += 1
+                self.acked[len(args[0])] += 1
 
 
 def produce(dsn: str, rate: float, payload: int) -> None:
@@ -134,6 +151,7 @@ def main() -> int:
     parser.add_argument("--uniform", action="store_true", help="handlers sleep 0 to twice --handler-ms, uniformly")
     parser.add_argument("--payload", type=int, default=256)
     parser.add_argument("--producer-rate", type=float, default=0.0)
+    parser.add_argument("--runtime", choices=("sync", "async"), default="sync")
     parser.add_argument("--produce", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.produce:
@@ -147,29 +165,32 @@ def main() -> int:
     body = b"x" * args.payload
     for first in range(0, args.backlog, 1000):
         queue.enqueue_many([body] * min(1000, args.backlog - first))
-    kernel = kernel_of(store)
-    counted = Counted(kernel.engine)
-    kernel.engine = cast("Any", counted)
-    kernel.operations = cast("Any", counted)
     done = [0]
     lock = threading.Lock()
     pause = args.handler_ms / 1000
-
-    def handle(payload: bytes, job: alkstore.Job) -> None:
-        time.sleep(random.uniform(0, 2 * pause) if args.uniform else pause)
-        with lock:
-            done[0] += 1
-
+    stop = alkstore.StopToken()
     producer = None
     if args.producer_rate:
         producer = subprocess.Popen(
             [sys.executable, __file__, "--dsn", args.dsn, "--producer-rate", str(args.producer_rate), "--produce"]
         )
-    worker = alkstore.Worker(store, handlers={QUEUE: handle}, concurrency=args.threads)
-    stop = alkstore.StopToken()
-    thread = threading.Thread(target=worker.run, args=(stop,))
     print(f"load before {load_average()}")
-    thread.start()
+    if args.runtime == "async":
+        counted, thread = async_worker(args, stop, done, lock)
+    else:
+        kernel = kernel_of(store)
+        counted = Counted(kernel.engine)
+        kernel.engine = cast("Any", counted)
+        kernel.operations = cast("Any", counted)
+
+        def handle(payload: bytes, job: alkstore.Job) -> None:
+            time.sleep(random.uniform(0, 2 * pause) if args.uniform else pause)
+            with lock:
+                done[0] += 1
+
+        worker = alkstore.Worker(store, handlers={QUEUE: handle}, concurrency=args.threads)
+        thread = threading.Thread(target=worker.run, args=(stop,))
+        thread.start()
     time.sleep(2)  # past the worker's start (its report, its first claims) and the producer's
     with lock:
         done_before = done[0]
@@ -215,6 +236,37 @@ def main() -> int:
     store.close()
     admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
     return 0
+
+
+def async_worker(
+    args: argparse.Namespace, stop: alkstore.StopToken, done: list[int], lock: threading.Lock
+) -> tuple[Counted, threading.Thread]:
+    """An ``AsyncWorker`` of ``--threads`` tasks on a store of its own, in a thread of its own, its engine counted."""
+    pause = args.handler_ms / 1000
+    opened = threading.Event()
+    counted: list[Counted] = []
+
+    async def handle(payload: bytes, job: alkstore.AsyncJob) -> None:
+        await asyncio.sleep(random.uniform(0, 2 * pause) if args.uniform else pause)
+        with lock:
+            done[0] += 1
+
+    async def run() -> None:
+        store = await alkstore.open_async(args.dsn, schema=SCHEMA, min_size=args.threads + 2, max_size=args.threads + 3)
+        kernel = async_kernel_of(store)
+        counted.append(Counted(kernel.engine))
+        kernel.engine = cast("Any", counted[0])
+        kernel.operations = cast("Any", counted[0])
+        opened.set()
+        try:
+            await alkstore.AsyncWorker(store, handlers={QUEUE: handle}, concurrency=args.threads).run(stop)
+        finally:
+            await store.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),))
+    thread.start()
+    opened.wait(60)
+    return counted[0], thread
 
 
 def queue_jobs(admin: psycopg.Connection[Any]) -> int:
