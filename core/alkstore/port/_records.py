@@ -12,10 +12,11 @@ both); engine authors find them, these records and the rules an engine calls in 
 from __future__ import annotations
 
 import enum
-from dataclasses import MISSING, dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
+from ._assembly import assembler
 from ._dependency_records import ParentFailure, ParentLink
 from ._rates import RateLimit
 from ._schedule_records import DueSchedule, Fire, NewSchedule, PlannedFire, ScheduleRecord, TickBudget, TickResult
@@ -170,33 +171,10 @@ class JobRecord:
     children: tuple[int, ...] = ()
 
 
-class _JobRecordSlots:
-    """``JobRecord``'s slots, laid out as its own, without its frozen ``__setattr__``: its ``__init__`` (made by
-    ``_assigning``) assigns each value to its slot, and ``job_record`` then makes it the ``JobRecord`` it is."""
-
-    __slots__ = tuple(f.name for f in fields(JobRecord))
-
-
-def _assigning(named: list[tuple[str, Any]]) -> Any:
-    """An ``__init__`` of the parameters ``named`` (name, default), in order, each assigned to its slot."""
-    parameters = ", ".join(name if value is MISSING else f"{name}=_d[{at}]" for at, (name, value) in enumerate(named))
-    body = "".join(f"\n    self.{name} = {name}" for name, _ in named)
-    scope = {"_d": tuple(value for _, value in named)}
-    exec(f"def __init__(self, {parameters}) -> None:{body}", scope)
-    return scope["__init__"]
-
-
-_JobRecordSlots.__init__ = _assigning([(f.name, f.default) for f in fields(JobRecord)])  # type: ignore[method-assign]
-
-
-def job_record(*values: Any) -> JobRecord:
-    """``JobRecord(*values)``: the fields in their order, those left out at their defaults; made without the
-    frozen ``__init__``'s ``object.__setattr__`` per field (an engine makes one per job row it reads), as a
-    ``_JobRecordSlots`` then made the ``JobRecord`` of its layout (which has no ``__post_init__``: the records
-    are the same). About 7,800 instructions for a claimed job's 29 values, where a setter per slot cost 38,000."""
-    record = _JobRecordSlots(*values)
-    record.__class__ = JobRecord  # type: ignore[assignment]
-    return record  # type: ignore[return-value]
+#: ``JobRecord(*values)``, the fields in their order (those left out at their defaults), made by plain assignments
+#: (``_assembly``): an engine makes one per job row it reads. About 7,700 instructions for a claimed job's 29
+#: values, where the frozen ``__init__`` (or a setter call per slot) cost 38,000.
+job_record: Callable[..., JobRecord] = assembler(JobRecord)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ from alkstore.rules._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_d
 from alkstore.rules._records import JobId, job_ids, new_jobs, values_of
 from alkstore.rules._results import done
 
-from ._job import Job
+from ._job import Job, make_job
 from ._steps import Stepper, Suspension
 
 __all__ = ["CONFIG_TTL", "Kernel", "kernel_of"]
@@ -316,7 +316,7 @@ class Kernel:
                 outcome = decode_claimed(record, self.codec)
                 if isinstance(outcome, Decoded):
                     values = values_of(record, outcome.payload)
-                    jobs.append(Job(*values, _kernel=self, _record=record, _claimed_at=now))
+                    jobs.append(make_job(*values, _kernel=self, _record=record, _claimed_at=now))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, queue, outcome.error)
                     lost = engine.bury((Burial(record.id, record.fence, outcome.error),), now)
