@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from alkstore.engine import JobRecord
+from alkstore.engine import ClaimRequest, JobRecord
 from alkstore.port._assembly import assembler
+from alkstore.port._records import claim_request
 from alkstore.store._job import Claim, Job, make_job
 
 JOB_VALUES: tuple[Any, ...] = tuple(f"value of {f.name}" for f in fields(Job) if not f.kw_only)
@@ -61,3 +62,15 @@ def test_a_class_it_could_not_make_alike_is_refused() -> None:
     for cls in (Checked, Derived):
         with pytest.raises(TypeError):
             assembler(cls)
+
+
+def test_a_claim_request_is_the_one_its_class_makes() -> None:
+    values = ("emails", "w-1", "now", "lease", 3, 4, "rate", "key rate")
+    made = claim_request(*values)
+    assert type(made) is ClaimRequest
+    assert made == ClaimRequest(*values)  # type: ignore[arg-type]
+    assert each_field(claim_request("emails", "w-1", "now", "lease")) == each_field(
+        ClaimRequest("emails", "w-1", "now", "lease")  # type: ignore[arg-type]
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.limit = 1  # type: ignore[misc]

@@ -198,6 +198,10 @@ class ClaimRequest:
     key_rate: RateLimit | None = None
 
 
+#: ``ClaimRequest(...)`` made by plain assignments (``_assembly``): core makes one per claim.
+claim_request: Callable[..., ClaimRequest] = assembler(ClaimRequest)
+
+
 @dataclass(frozen=True, slots=True)
 class Held:
     """A claimed job as its holder knows it: the id and the fence it was claimed under."""

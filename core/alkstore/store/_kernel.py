@@ -26,7 +26,6 @@ from alkstore.port._engine import operations_of
 from alkstore.port._operations_port import OperationsPort
 from alkstore.port._records import (
     Burial,
-    ClaimRequest,
     Handed,
     Heartbeat,
     Held,
@@ -35,6 +34,7 @@ from alkstore.port._records import (
     QueueConfig,
     Retry,
     ScheduleRecord,
+    claim_request,
 )
 from alkstore.port._runtime_port import RuntimePort
 from alkstore.port._steps_port import steps_of
@@ -290,7 +290,7 @@ class Kernel:
             if not first:
                 now = self.clock.now()
             first = False
-            request = ClaimRequest(
+            request = claim_request(
                 queue,
                 worker_id,
                 now,

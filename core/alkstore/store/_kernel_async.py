@@ -23,7 +23,6 @@ from alkstore.port._engine_async import operations_of
 from alkstore.port._operations_port_async import AsyncOperationsPort
 from alkstore.port._records import (
     Burial,
-    ClaimRequest,
     Handed,
     Heartbeat,
     Held,
@@ -32,6 +31,7 @@ from alkstore.port._records import (
     QueueConfig,
     Retry,
     ScheduleRecord,
+    claim_request,
 )
 from alkstore.port._runtime_port_async import AsyncRuntimePort
 from alkstore.port._steps_port_async import steps_of
@@ -287,7 +287,7 @@ class AsyncKernel:
             if not first:
                 now = self.clock.now()
             first = False
-            request = ClaimRequest(
+            request = claim_request(
                 queue,
                 worker_id,
                 now,
