@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from alkstore.port._assembly import assembler
 from alkstore.port._records import Held, JobRecord
 from alkstore.port._time import StopToken
 from alkstore.rules._records import JobInfo
@@ -24,7 +25,7 @@ from alkstore.rules._steps import due_after, due_at
 
 from ._steps import Stepper, StepsHeld, StepTx
 
-__all__ = ["Finisher", "Job", "Claim"]
+__all__ = ["Finisher", "Job", "Claim", "make_job"]
 
 #: Where ``JobInfo`` keeps ``lease_until`` (its slot): a claimed job's value as claimed.
 _CLAIMED_LEASE = JobInfo.__dict__["lease_until"]
@@ -186,3 +187,7 @@ def _claimed_lease(job: Job, value: datetime | None) -> None:
 # ``lease_until`` is JobInfo's field, read through the claim once a heartbeat moved it. It is set on the
 # class made by ``@dataclass`` (which, with slots, drops a class attribute named as a field).
 setattr(Job, "lease_until", property(_lease_until, _claimed_lease, doc=_lease_until.__doc__))  # noqa: B010
+
+
+#: ``Job(...)``, made by plain assignments (``assembler``): the kernel makes one per job it claims.
+make_job: Callable[..., Job] = assembler(Job)

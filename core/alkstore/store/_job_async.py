@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from alkstore.port._assembly import assembler
 from alkstore.port._records import Held, JobRecord
 from alkstore.port._time import StopToken
 from alkstore.rules._records import JobInfo
@@ -21,7 +22,7 @@ from alkstore.rules._steps import due_after, due_at
 
 from ._steps_async import AsyncStepper, StepsHeld, StepTx
 
-__all__ = ["AsyncFinisher", "AsyncJob", "Claim"]
+__all__ = ["AsyncFinisher", "AsyncJob", "Claim", "make_job"]
 
 #: Where ``JobInfo`` keeps ``lease_until`` (its slot): a claimed job's value as claimed.
 _CLAIMED_LEASE = JobInfo.__dict__["lease_until"]
@@ -183,3 +184,7 @@ def _claimed_lease(job: AsyncJob, value: datetime | None) -> None:
 # ``lease_until`` is JobInfo's field, read through the claim once a heartbeat moved it. It is set on the
 # class made by ``@dataclass`` (which, with slots, drops a class attribute named as a field).
 setattr(AsyncJob, "lease_until", property(_lease_until, _claimed_lease, doc=_lease_until.__doc__))  # noqa: B010
+
+
+#: ``AsyncJob(...)``, made by plain assignments (``assembler``): the kernel makes one per job it claims.
+make_job: Callable[..., AsyncJob] = assembler(AsyncJob)

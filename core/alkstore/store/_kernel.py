@@ -26,7 +26,6 @@ from alkstore.port._engine import operations_of
 from alkstore.port._operations_port import OperationsPort
 from alkstore.port._records import (
     Burial,
-    ClaimRequest,
     Handed,
     Heartbeat,
     Held,
@@ -35,6 +34,7 @@ from alkstore.port._records import (
     QueueConfig,
     Retry,
     ScheduleRecord,
+    claim_request,
 )
 from alkstore.port._runtime_port import RuntimePort
 from alkstore.port._steps_port import steps_of
@@ -56,7 +56,7 @@ from alkstore.rules._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_d
 from alkstore.rules._records import JobId, job_ids, new_jobs, values_of
 from alkstore.rules._results import done
 
-from ._job import Job
+from ._job import Job, make_job
 from ._steps import Stepper, Suspension
 
 __all__ = ["CONFIG_TTL", "Kernel", "kernel_of"]
@@ -290,7 +290,7 @@ class Kernel:
             if not first:
                 now = self.clock.now()
             first = False
-            request = ClaimRequest(
+            request = claim_request(
                 queue,
                 worker_id,
                 now,
@@ -316,7 +316,7 @@ class Kernel:
                 outcome = decode_claimed(record, self.codec)
                 if isinstance(outcome, Decoded):
                     values = values_of(record, outcome.payload)
-                    jobs.append(Job(*values, _kernel=self, _record=record, _claimed_at=now))
+                    jobs.append(make_job(*values, _kernel=self, _record=record, _claimed_at=now))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, queue, outcome.error)
                     lost = engine.bury((Burial(record.id, record.fence, outcome.error),), now)

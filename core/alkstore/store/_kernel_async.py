@@ -23,7 +23,6 @@ from alkstore.port._engine_async import operations_of
 from alkstore.port._operations_port_async import AsyncOperationsPort
 from alkstore.port._records import (
     Burial,
-    ClaimRequest,
     Handed,
     Heartbeat,
     Held,
@@ -32,6 +31,7 @@ from alkstore.port._records import (
     QueueConfig,
     Retry,
     ScheduleRecord,
+    claim_request,
 )
 from alkstore.port._runtime_port_async import AsyncRuntimePort
 from alkstore.port._steps_port_async import steps_of
@@ -53,7 +53,7 @@ from alkstore.rules._options import NO_OPTS, EnqueueOpts, QueueDefaults, queue_d
 from alkstore.rules._records import JobId, job_ids, new_jobs, values_of
 from alkstore.rules._results import done
 
-from ._job_async import AsyncJob
+from ._job_async import AsyncJob, make_job
 from ._steps_async import AsyncStepper, Suspension
 
 __all__ = ["CONFIG_TTL", "AsyncKernel", "kernel_of"]
@@ -287,7 +287,7 @@ class AsyncKernel:
             if not first:
                 now = self.clock.now()
             first = False
-            request = ClaimRequest(
+            request = claim_request(
                 queue,
                 worker_id,
                 now,
@@ -313,7 +313,7 @@ class AsyncKernel:
                 outcome = decode_claimed(record, self.codec)
                 if isinstance(outcome, Decoded):
                     values = values_of(record, outcome.payload)
-                    jobs.append(AsyncJob(*values, _kernel=self, _record=record, _claimed_at=now))
+                    jobs.append(make_job(*values, _kernel=self, _record=record, _claimed_at=now))
                 elif isinstance(outcome, Undecodable):
                     log.error("burying job %s of %r: %s", record.id, queue, outcome.error)
                     lost = await engine.bury((Burial(record.id, record.fence, outcome.error),), now)
