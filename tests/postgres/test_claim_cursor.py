@@ -7,6 +7,7 @@ seconds of it) fires only when a test moves the clock.
 from __future__ import annotations
 
 import re
+import struct
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -582,7 +583,9 @@ def test_the_segments_priorities_are_made_once_per_set_of_bands_and_sent_as_made
     assert (list(again["band_ats"]), list(again["band_ids"])) == ([EVER, at + timedelta(seconds=1), EVER], [0, 9, 0])
     assert again["band_his"] is first["band_his"]
     assert again["band_los"] is first["band_los"]
-    assert first["band_his"].literal == f"{{{top},0,-1}}".encode()
+    # the server's binary bigint[] (ADR 071, amended 2026-12-07): one dimension of 3 from 1, each element 8 bytes
+    binary = struct.pack("!iiIii" + "iq" * 3, 1, 0, 20, 3, 1, 8, top, 8, 0, 8, -1)
+    assert first["band_his"].literal == binary
     two = _segments({5: (at, 1), -3: (at, 2)})
     assert (list(two["band_his"]), list(two["band_los"])) == ([top, 5, 4, -3, -4], [6, 5, -2, -3, bottom])
     assert list(two["band_ids"]) == [0, 1, 0, 2, 0]
