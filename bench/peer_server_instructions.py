@@ -23,7 +23,8 @@ The subjects, as the peer harness (``bench/peers/bench_alkstore.py``) runs them:
 - ``B``: ``Queue.enqueue_many`` of 100 small payloads;
 - ``C1``: a 1-thread worker's path: a claim of one job, then per job the ack carried by the next claim
   (``ack_and_claim``), on a queue with a backlog of ``--backlog`` ready jobs stored and analysed
-  (``VACUUM ANALYZE``, as the harness analyses its preloaded table) before;
+  (``VACUUM ANALYZE``, as the harness analyses its preloaded table) before; the claims' clock moves
+  ``STEP`` a claim, so no run meets the cursor's backstop (its wide and full claims, a count of its own);
 - ``C4``: the same with claims of up to 4 and the 4 acks carried by the next claim.
 
 ``--keep`` prints each subject's two callgrind files; ``callgrind_annotate --inclusive=yes`` of them
@@ -49,8 +50,14 @@ import alkstore
 from alkstore.engine import ClaimRequest, Held
 
 SUBJECTS = ("A", "B", "C1", "C4")
+#: The harness's queue.
+QUEUE = "bench"
 #: Calls (enqueues, or claims after the first) of the fewer and the more run of each subject.
 SIZES = {"A": (40, 240), "B": (4, 24), "C1": (20, 220), "C4": (10, 60)}
+#: How far the claims' clock moves per claim: the claims read from the cursor as they do between two of its
+#: backstops (ADR 061: a wide claim every second, a full one every minute, by the claims' clock), whatever the
+#: time a run takes under callgrind (by the wall clock, each run would meet a number of them of its own).
+STEP = timedelta(milliseconds=1)
 #: Jobs per call of each subject.
 PER_CALL = {"A": 1, "B": 100, "C1": 1, "C4": 4}
 
@@ -96,23 +103,29 @@ def drain(store: alkstore.Store, queue: str, claims: int, limit: int) -> None:
     """A worker's path: one claim of up to ``limit``, then ``claims`` claims each carrying the acks of the
     jobs the one before took."""
     engine: Any = store.engine
-    clock = alkstore.SystemClock()
+    start = alkstore.SystemClock().now()
 
-    def request() -> ClaimRequest:
-        return ClaimRequest(queue=queue, worker_id="bench", now=clock.now(), lease=timedelta(seconds=300), limit=limit)
+    def request(n: int) -> ClaimRequest:
+        now = start + n * STEP
+        return ClaimRequest(queue=queue, worker_id="bench", now=now, lease=timedelta(seconds=300), limit=limit)
 
-    held = engine.claim(request())
-    for _ in range(claims):
+    held = engine.claim(request(0))
+    for n in range(1, claims + 1):
         assert len(held) == limit, (queue, len(held))
-        stale, held = engine.ack_and_claim([Held(job.id, job.fence) for job in held], request())
+        stale, held = engine.ack_and_claim([Held(job.id, job.fence) for job in held], request(n))
         assert stale == [], queue
 
 
 def run(
     dsn: str, schema: str, owner: alkstore.Store, subject: str, calls: int, backlog: int, pattern: str
 ) -> tuple[int, int]:
-    """The instructions of a backend that ran ``calls`` calls of ``subject`` on a fresh queue, and its pid."""
-    queue = f"{subject.lower()}-{uuid.uuid4().hex[:8]}"
+    """The instructions of a backend that ran ``calls`` calls of ``subject`` on the emptied table, and its pid.
+
+    The table is emptied first, as the harness does (its ids started again): a scan's count depends on where
+    in the index's pages the queue's entries fall, so each run finds them where the others did."""
+    queue = QUEUE
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("TRUNCATE {}.jobs RESTART IDENTITY").format(sql.Identifier(schema)))
     work: Callable[[alkstore.Store], None]
     if subject in ("A", "B"):
 
@@ -127,6 +140,7 @@ def run(
             drain(store, queue, calls, PER_CALL[subject])
 
     store, pid = backend(dsn, schema)
+    Path(pattern.replace("%p", str(pid))).unlink(missing_ok=True)  # an exited backend's of the same pid, before
     work(store)
     store.close()
     return instructions(pattern, pid), pid
