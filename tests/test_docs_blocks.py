@@ -87,6 +87,7 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         "Sort (actual time=": Shown("EXPLAIN output of one benchmark run"),
         "worker_per_job.py postgres --load-only": Shown("a by-hand measurement under valgrind"),
         "async_call_counts.py --runtime async --calls": Shown("a by-hand count of an enqueue's calls and instructions"),
+        "peer_server_instructions.py": Shown("a by-hand count under a server run by callgrind"),
     },
     "docs/deploying.md": {
         "--grant app": Run(
