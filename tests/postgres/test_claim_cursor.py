@@ -7,6 +7,7 @@ seconds of it) fires only when a test moves the clock.
 from __future__ import annotations
 
 import re
+import struct
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -582,7 +583,37 @@ def test_the_segments_priorities_are_made_once_per_set_of_bands_and_sent_as_made
     assert (list(again["band_ats"]), list(again["band_ids"])) == ([EVER, at + timedelta(seconds=1), EVER], [0, 9, 0])
     assert again["band_his"] is first["band_his"]
     assert again["band_los"] is first["band_los"]
-    assert first["band_his"].literal == f"{{{top},0,-1}}".encode()
+    # the server's binary bigint[] (ADR 071, amended 2026-12-07): one dimension of 3 from 1, each element 8 bytes
+    binary = struct.pack("!iiIii" + "iq" * 3, 1, 0, 20, 3, 1, 8, top, 8, 0, 8, -1)
+    assert first["band_his"].literal == binary
     two = _segments({5: (at, 1), -3: (at, 2)})
     assert (list(two["band_his"]), list(two["band_los"])) == ([top, 5, 4, -3, -4], [6, 5, -2, -3, bottom])
     assert list(two["band_ids"]) == [0, 1, 0, 2, 0]
+
+
+def test_a_claim_from_the_cursor_checks_run_at_on_the_rows_it_fetches_not_on_every_index_entry(
+    open_store: OpenStore, clock: ManualClock
+) -> None:
+    # A segment's scan reads the rest of the leaf page it starts on, each entry against each index key
+    # (ADR 061, amended 2026-12-07): "run_at <= now" is a filter of the fetched rows, not one of those keys;
+    # the band's bounds and the cursor's row comparison stay keys (where the scan starts and stops).
+    store = open_store(clock=clock, claim_backstop=HOUR)
+    queue = store.queue("keys")
+    queue.enqueue_many(list(range(8)))
+    assert len(queue.claim_many("w", 2)) == 2  # the first claim is full; the next reads from the cursor
+    engine = engine_of(store)
+    now = store.clock.now()
+    params = {
+        **engine._cursors.params("keys", now),
+        "probe": True, "queue": "keys", "worker": "w", "now": now, "lease_us": 300_000_000, "limit": 4,
+        "limited": False, "lease_expired_error": b"lease expired", "job_expired_error": b"job expired",
+    }  # fmt: skip
+    assert params["full"] is False
+    with engine.pool.connection() as conn:
+        plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + engine._sql.claim, params).fetchall())
+    scans = re.findall(r"Index Scan using jobs_claim .*\n\s+Index Cond: (.*)\n\s+Filter: (.*)", plan)
+    assert len(scans) == 1, plan
+    ((keys, rows),) = scans
+    assert "(priority >= b.band_lo) AND (ROW(run_at, id) >= ROW(b.band_at, b.band_id))" in keys, plan
+    assert "run_at <=" not in keys, plan
+    assert "run_at <=" in rows, plan

@@ -930,6 +930,34 @@ def test_integer_and_instant_arrays_reach_the_server_as_the_values_they_hold(pg_
     assert row[4:] == ("bigint[]", "timestamp with time zone[]")
 
 
+def test_the_claims_arrays_reach_the_server_in_binary_and_a_naive_instant_as_utc(pg_dsn: str) -> None:
+    """The server parses a text array's every element (``array_in``, a timestamptz's the dearest): the claim's
+    arrays go in the server's binary form instead (ADR 071, amended 2026-12-07), each a bigint[] or a
+    timestamptz[] as psycopg's automatic choice dumps it; a naive instant is UTC, as the engine's sessions read."""
+    from psycopg.adapt import PyFormat, Transformer
+
+    from alkstore.adapters.postgres._positional import FixedIntArray, InstantArray, IntArray
+
+    now = datetime(2026, 12, 7, 16, 5, 1, 7, tzinfo=UTC)
+    longer = IntArray(range(-50, 50))  # past the lengths packed whole
+    arrays = [IntArray([1, -2]), FixedIntArray([2**31 - 1, 0]), InstantArray([now]), IntArray(), InstantArray(), longer]
+    transformer = Transformer()
+    dumpers = [transformer.get_dumper(array, PyFormat.AUTO) for array in arrays]
+    assert [dumper.format for dumper in dumpers] == [pq.Format.BINARY] * len(arrays)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT %s, %s, %s, %s, %s, %s, %s", [*arrays, InstantArray([now.replace(tzinfo=None)])]
+        ).fetchone()
+    assert row is not None
+    assert row[0] == [1, -2]
+    assert row[1] == [2**31 - 1, 0]
+    assert [value.astimezone(UTC) for value in row[2]] == [now]
+    assert row[3] == []
+    assert row[4] == []
+    assert row[5] == list(range(-50, 50))
+    assert [value.astimezone(UTC) for value in row[6]] == [now]
+
+
 def test_an_instant_array_writes_each_instant_as_it_is_whether_written_before_or_not(pg_dsn: str) -> None:
     """An instant's element is kept once written (ADR 071): one written again, the same instant at another
     offset, and another instant after the kept ones were dropped all come back as they went."""

@@ -76,6 +76,10 @@ UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 
 -- claim ({claimed_full}), which the engine runs at least every claim_backstop seconds. The two
 -- are statements of their own, each with its own generic plan: one statement with both reads
 -- carried the other read's plan nodes at every run (ADR 061, amended 2026-12-07).
+-- A segment's scan reads the rest of the leaf page it starts on, each entry checked against each
+-- index key: "run_at <= now" is a filter (IS TRUE, which no index takes), checked on the rows
+-- fetched only, not a sixth key on every entry (ADR 061, amended 2026-12-07 "the keys a page pays");
+-- its now a subquery, so that no custom plan knows it (a custom plan that did looked cheaper).
 claimed AS (
     {lease_taken}
     WHERE id = ANY(ARRAY(
@@ -86,7 +90,7 @@ claimed AS (
         CROSS JOIN LATERAL (
             SELECT id, priority, run_at FROM {s}.jobs
             WHERE queue = (SELECT %(queue)s::text) AND state = 'pending' AND {claim_band}
-              AND run_at <= %(now)s AND (expires_at IS NULL OR expires_at > %(now)s)
+              AND (run_at <= (SELECT %(now)s::timestamptz)) IS TRUE AND (expires_at IS NULL OR expires_at > %(now)s)
             ORDER BY {order_claim}
             LIMIT (SELECT n FROM allowed)
             FOR UPDATE SKIP LOCKED) AS picked
