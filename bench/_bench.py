@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -146,3 +148,26 @@ def enqueue_block(store: alkstore.Store, queue: str, jobs: int, chained: bool) -
     for n in range(jobs):
         graph.add(f"j{n}", queue, n, after=[f"j{n - 1}"] if n else ())
     store.enqueue_graph(graph)
+
+
+def callgrind_instructions(pattern: str, pid: int) -> int:
+    """The total instructions in the callgrind file of the exited backend ``pid``, once it is written."""
+    path = Path(pattern.replace("%p", str(pid)))
+    for _ in range(900):
+        if path.exists() and path.stat().st_size > 0:
+            for line in path.read_text().splitlines():
+                if line.startswith(("summary:", "totals:")):
+                    return int(line.split()[1])
+        time.sleep(0.2)
+    raise RuntimeError(f"no callgrind counts in {path}")
+
+
+def trace_messages(path: str | Path) -> Counter[str]:
+    """The frontend's messages in a libpq trace, by type (``Query``, ``Parse``, ``Bind``, ``Sync``...)."""
+    sent: Counter[str] = Counter()
+    with open(path) as lines:
+        for line in lines:
+            fields = line.split("\t")
+            if len(fields) > 3 and fields[1] == "F":
+                sent[fields[3].split(" ")[0].strip()] += 1
+    return sent

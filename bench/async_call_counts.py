@@ -39,7 +39,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import DEFAULT_DSN
+from _bench import DEFAULT_DSN, trace_messages
 
 import alkstore
 
@@ -56,17 +56,6 @@ def trace(path: str | None) -> None:
     for thing in gc.get_objects():
         if isinstance(thing, (psycopg.Connection, psycopg.AsyncConnection)) and not thing.closed:
             thing.pgconn.trace(fd)
-
-
-def statements(path: str) -> Counter[str]:
-    """The frontend's messages in a libpq trace, by type (``Query``, ``Parse``, ``Bind``, ``Sync``...)."""
-    sent: Counter[str] = Counter()
-    with open(path) as lines:
-        for line in lines:
-            fields = line.split("\t")
-            if len(fields) > 3 and fields[1] == "F":
-                sent[fields[3].split(" ")[0].strip()] += 1
-    return sent
 
 
 class Calls:
@@ -146,7 +135,7 @@ def main() -> None:
         with psycopg.connect(args.dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     if args.statements:
-        sent = statements(args.statements)
+        sent = trace_messages(args.statements)
         print(
             f"{args.runtime}: messages sent per enqueue: "
             + ", ".join(f"{k} {v / args.jobs:g}" for k, v in sorted(sent.items()))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -35,24 +34,12 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import enqueue_block
+from _bench import callgrind_instructions, enqueue_block
 from chain_step_counts import on_connection
 
 import alkstore
 from alkstore import Store
 from alkstore.engine import ClaimRequest, Handed, Held
-
-
-def instructions(pattern: str, pid: int) -> int:
-    """The total instructions in the callgrind file of the exited backend ``pid``, once it is written."""
-    path = Path(pattern.replace("%p", str(pid)))
-    for _ in range(600):
-        if path.exists() and path.stat().st_size > 0:
-            for line in path.read_text().splitlines():
-                if line.startswith(("summary:", "totals:")):
-                    return int(line.split()[1])
-        time.sleep(0.2)
-    raise RuntimeError(f"no callgrind counts in {path}")
 
 
 def run(dsn: str, schema: str, owner: Store, chained: bool, steps: int, handed: bool, pattern: str) -> int:
@@ -75,7 +62,7 @@ def run(dsn: str, schema: str, owner: Store, chained: bool, steps: int, handed: 
         stale, (held,) = engine.ack_and_claim([ack], request())
         assert stale == [], queue
     store.close()
-    return instructions(pattern, pid)
+    return callgrind_instructions(pattern, pid)
 
 
 def main() -> int:

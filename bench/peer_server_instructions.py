@@ -46,6 +46,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _bench import callgrind_instructions
+
 import alkstore
 from alkstore.engine import ClaimRequest, Held
 
@@ -60,18 +64,6 @@ SIZES = {"A": (40, 240), "B": (4, 24), "C1": (20, 220), "C4": (10, 60)}
 STEP = timedelta(milliseconds=1)
 #: Jobs per call of each subject.
 PER_CALL = {"A": 1, "B": 100, "C1": 1, "C4": 4}
-
-
-def instructions(pattern: str, pid: int) -> int:
-    """The total instructions in the callgrind file of the exited backend ``pid``, once it is written."""
-    path = Path(pattern.replace("%p", str(pid)))
-    for _ in range(900):
-        if path.exists() and path.stat().st_size > 0:
-            for line in path.read_text().splitlines():
-                if line.startswith(("summary:", "totals:")):
-                    return int(line.split()[1])
-        time.sleep(0.2)
-    raise RuntimeError(f"no callgrind counts in {path}")
 
 
 def backend(dsn: str, schema: str) -> tuple[alkstore.Store, int]:
@@ -143,7 +135,7 @@ def run(
     Path(pattern.replace("%p", str(pid))).unlink(missing_ok=True)  # an exited backend's of the same pid, before
     work(store)
     store.close()
-    return instructions(pattern, pid), pid
+    return callgrind_instructions(pattern, pid), pid
 
 
 def main() -> int:

@@ -60,7 +60,7 @@ from types import FrameType
 from typing import Any
 
 import psycopg
-from _bench import DEFAULT_DSN, load_average, server_cpu_ns
+from _bench import DEFAULT_DSN, load_average, server_cpu_ns, trace_messages
 from psycopg import sql
 
 import alkstore
@@ -291,7 +291,7 @@ def traffic(jobs: int, conns: list[Any], engine: Any) -> Iterator[None]:
             ctypes.CDLL(None).fflush(None)  # libpq's trace streams are stdio's, buffered
             sent: Counter[str] = Counter()
             for n in range(len(conns)):
-                sent += _sent(Path(directory) / f"{n}.trace")
+                sent += trace_messages(Path(directory) / f"{n}.trace")
             for name in wrapped:
                 delattr(engine, name)
     print(f"per job ({jobs} jobs, {len(conns)} connections traced; traced, {jobs / seconds:,.0f} jobs/s)")
@@ -347,17 +347,6 @@ def _counting(
         return result
 
     return counted
-
-
-def _sent(path: Path) -> Counter[str]:
-    """The frontend's messages in a libpq trace, by type (``Parse``, ``Bind``, ``Execute``, ``Sync``...)."""
-    sent: Counter[str] = Counter()
-    with open(path) as lines:
-        for line in lines:
-            fields = line.split("\t")
-            if len(fields) > 3 and fields[1] == "F":
-                sent[fields[3].split(" ")[0].strip()] += 1
-    return sent
 
 
 def _api(queue: Any, jobs: int) -> None:
