@@ -26,6 +26,7 @@ from .port._records import (
     JOB_EXPIRED_ERROR,
     LEASE_EXPIRED_ERROR,
     ActionRecord,
+    Alike,
     Burial,
     ClaimRequest,
     Done,
@@ -58,6 +59,7 @@ from .port._records import (
     TickResult,
     WorkerRecord,
     job_record,
+    new_job,
 )
 from .port._runtime_port import RuntimePort, Waiter
 from .port._runtime_port_async import AsyncRuntimePort, AsyncWaiter
@@ -86,6 +88,7 @@ __all__ = [
     "SCHEDULER_LEASE",
     "AHelper",
     "ActionRecord",
+    "Alike",
     "AsyncEngine",
     "AsyncOperationsPort",
     "AsyncRuntimePort",
@@ -145,6 +148,7 @@ __all__ = [
     "key_of",
     "listing_order",
     "may_start",
+    "new_job",
     "next_start",
     "order_of",
     "parent_failed_error",

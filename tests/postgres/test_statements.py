@@ -20,13 +20,15 @@ from psycopg import pq, sql
 
 import alkstore
 from alkstore import EnqueueOpts, ManualClock, Store
-from alkstore.adapters.postgres import _positional, _rows, _sql
+from alkstore.adapters.postgres import _engine, _positional, _rows, _sql
 from alkstore.adapters.postgres._sql import Statements
 from alkstore.engine import (
     CLAIM_ORDER,
     ORDERS,
+    Alike,
     ClaimRequest,
     Done,
+    Existing,
     Held,
     JobPhase,
     JobQuery,
@@ -521,6 +523,30 @@ def test_a_batch_alike_but_for_its_payloads_is_one_insert_of_its_payloads(
         assert len(engine.enqueue(jobs, now)) == 2
         inserts = [query for query in executed if query in (engine._sql.enqueue_alike, engine._sql.enqueue_many)]
         assert inserts == [statement], name
+
+
+def test_an_alike_batch_takes_its_first_jobs_path_with_no_job_compared(
+    open_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch core hands as ``Alike`` is inserted by ``enqueue_alike`` and takes its first job's path
+    (here its unique key's: the second job finds the first holding it) without a scan of its jobs."""
+    store: Store = open_store()
+    engine = engine_of(store)
+
+    def compared(*args: Any) -> bool:
+        raise AssertionError("an Alike batch was compared job by job")
+
+    monkeypatch.setattr(_rows, "alike", compared)
+    monkeypatch.setattr(_engine, "has_parents", compared)
+    now = store.clock.now()
+    plain = Alike([NewJob("alike-hint", payload, 2, now, None, 3) for payload in (b"1", b"2", b"3")])
+    ids = engine.enqueue(plain, now)
+    assert [record.payload for record in map(engine.get_job, ids)] == [b"1", b"2", b"3"]
+    assert {record.priority for record in map(engine.get_job, ids)} == {2}
+    keyed = Alike([NewJob("alike-hint", payload, 0, now, None, 3, unique_key="once") for payload in (b"4", b"5")])
+    first, second = engine.enqueue(keyed, now)
+    assert isinstance(second, Existing)
+    assert int(second) == first
 
 
 def listing_of(store: Store, queue: str, phase: JobPhase) -> list[JobRecord]:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from alkstore.engine import ClaimRequest, JobRecord
+from alkstore.engine import ClaimRequest, JobRecord, NewJob
 from alkstore.port._assembly import assembler
-from alkstore.port._records import claim_request
+from alkstore.port._records import claim_request, new_job
 from alkstore.store._job import Claim, Job, make_job
 
 JOB_VALUES: tuple[Any, ...] = tuple(f"value of {f.name}" for f in fields(Job) if not f.kw_only)
@@ -74,3 +74,13 @@ def test_a_claim_request_is_the_one_its_class_makes() -> None:
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.limit = 1  # type: ignore[misc]
+
+
+def test_a_new_job_is_the_one_its_class_makes() -> None:
+    values = tuple(f"value of {f.name}" for f in fields(NewJob))
+    made = new_job(*values)
+    assert type(made) is NewJob
+    assert made == NewJob(*values)
+    assert each_field(new_job(*values[:6])) == each_field(NewJob(*values[:6]))  # the defaults as the class's
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.queue = "other"  # type: ignore[misc]

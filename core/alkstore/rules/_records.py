@@ -16,6 +16,7 @@ from typing import Any
 
 from alkstore.port._records import (
     ActionRecord,
+    Alike,
     Existing,
     JobRecord,
     JobState,
@@ -26,6 +27,7 @@ from alkstore.port._records import (
     TaskFiguresRecord,
     ThroughputRecord,
     WorkerRecord,
+    new_job,
 )
 
 from ._args import check_opts
@@ -168,7 +170,8 @@ def new_jobs(
 ) -> list[NewJob]:
     """The jobs of one enqueue: one per encoded payload, all stamped alike, each carrying ``trace``.
 
-    ``keyed`` gives each job's (unique key, unique_running, ordering key, rate key) where the stamps give none.
+    ``keyed`` gives each job's (unique key, unique_running, ordering key, rate key) where the stamps give none;
+    without it the jobs differ in their payloads only, and come as ``Alike`` (an engine reads the first).
     """
     if keyed is None:  # the common batch: every field but the payload read once
         priority, run_at, expires_at, max_attempts = (
@@ -185,27 +188,29 @@ def new_jobs(
             stamps.rate_key,
         )
         after, policy = stamps.after, stamps.on_parent_failure
-        return [
-            NewJob(
-                queue,
-                payload,
-                priority,
-                run_at,
-                expires_at,
-                max_attempts,
-                visibility,
-                task,
-                trace,
-                unique,
-                running,
-                ordering,
-                rated,
-                after,
-                (),
-                policy,
-            )
-            for payload in data
-        ]
+        return Alike(
+            [
+                new_job(
+                    queue,
+                    payload,
+                    priority,
+                    run_at,
+                    expires_at,
+                    max_attempts,
+                    visibility,
+                    task,
+                    trace,
+                    unique,
+                    running,
+                    ordering,
+                    rated,
+                    after,
+                    (),
+                    policy,
+                )
+                for payload in data
+            ]
+        )
     return [
         _new_job(
             queue,
@@ -233,7 +238,7 @@ def _new_job(
     ordering_key: str | None = None,
     rate_key: str | None = None,
 ) -> NewJob:
-    return NewJob(
+    return new_job(
         queue,
         payload,
         stamps.priority,

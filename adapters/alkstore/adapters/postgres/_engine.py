@@ -272,19 +272,24 @@ class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
     def enqueue(self, jobs: Sequence[port.NewJob], now: datetime, tx: Any = None) -> list[int]:
         if not jobs:
             return []
-        if len(jobs) == 1 and tx is None:
+        alike = len(jobs) == 1 or isinstance(jobs, port.Alike)
+        if alike:  # every job as the first but for its payload: the path is the first's, no scans
+            first = jobs[0]
+            parents, keyed = waits_on_parents(first), _keyed(first)
+        else:
+            parents, keyed = has_parents(jobs), any(_keyed(job) for job in jobs)
+        if len(jobs) == 1 and tx is None and not (parents or keyed):
+            # The commonest call, one plain job on a pooled connection: one statement.
             job = jobs[0]
-            if not (waits_on_parents(job) or _keyed(job)):
-                # The commonest call, one plain job on a pooled connection: one statement, no scans.
-                channel = self._channels.get(job.queue)
-                if channel is None:
-                    with self._connections.connection() as pooled:
-                        channel = self._channel(pooled, job.queue)
-                params = _rows.job_params(job, now, channel)
-                job_id = self._connections.one(self._sql.enqueue_one, params, _SCALAR)
-                assert job_id is not None
-                return [int(job_id)]
-        if has_parents(jobs):
+            channel = self._channels.get(job.queue)
+            if channel is None:
+                with self._connections.connection() as pooled:
+                    channel = self._channel(pooled, job.queue)
+            params = _rows.job_params(job, now, channel)
+            job_id = self._connections.one(self._sql.enqueue_one, params, _SCALAR)
+            assert job_id is not None
+            return [int(job_id)]
+        if parents:
             if tx is not None:
                 try:
                     conn = caller_connection(tx)
@@ -293,7 +298,7 @@ class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
                     raise_translated(exc)
             with self._connections.transaction() as own:
                 return insert_with_parents(self._sql, own, jobs, now, self._channel, self._schema)
-        if any(_keyed(job) for job in jobs):
+        if keyed:
             if tx is not None:
                 try:
                     return self._insert_keyed(caller_connection(tx), jobs, now)
@@ -304,19 +309,20 @@ class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
         if tx is not None:
             conn = caller_connection(tx)
             try:
-                return self._insert(conn, jobs, now)
+                return self._insert(conn, jobs, now, alike)
             except psycopg.Error as exc:
                 raise_translated(exc)
         with self._connections.connection() as conn:
             if len(jobs) <= _ENQUEUE_CHUNK:
-                return self._insert(conn, jobs, now)
+                return self._insert(conn, jobs, now, alike)
             with conn.transaction():  # several statements: all of them or none
-                return self._insert(conn, jobs, now)
+                return self._insert(conn, jobs, now, alike)
 
     def _insert(
-        self, conn: psycopg.Connection[Any], jobs: Sequence[port.NewJob], now: datetime
+        self, conn: psycopg.Connection[Any], jobs: Sequence[port.NewJob], now: datetime, alike: bool
     ) -> list[int]:
-        """Insert ``jobs`` on ``conn`` (in its transaction, if it has one), ``_ENQUEUE_CHUNK`` per statement."""
+        """Insert ``jobs`` on ``conn`` (in its transaction, if it has one), ``_ENQUEUE_CHUNK`` per statement;
+        ``alike``: known to differ in their payloads only (else compared here)."""
         ids: list[int] = []
         with conn.cursor(row_factory=scalar_row) as cursor:
             if len(jobs) == 1:
@@ -324,11 +330,11 @@ class PostgresEngine(PostgresBookkeeping, port.Engine, PostgresSteps):
                 channel = self._channel(conn, job.queue)
                 cursor.execute(self._sql.enqueue_one, _rows.job_params(job, now, channel))
                 return [int(value) for value in cursor.fetchall() if value is not None]
-            alike = self._channel(conn, jobs[0].queue) if _rows.alike(jobs) else None
+            shared = self._channel(conn, jobs[0].queue) if alike or _rows.alike(jobs) else None
             for start in range(0, len(jobs), _ENQUEUE_CHUNK):
                 chunk = jobs[start : start + _ENQUEUE_CHUNK]
-                if alike is not None:
-                    cursor.execute(self._sql.enqueue_alike, _rows.alike_params(chunk, now, alike))
+                if shared is not None:
+                    cursor.execute(self._sql.enqueue_alike, _rows.alike_params(chunk, now, shared))
                 else:
                     cursor.execute(self._sql.enqueue_many, _rows.jobs_params(chunk, now, self._schema))
                 ids.extend(sorted(int(value) for value in cursor.fetchall() if value is not None))
