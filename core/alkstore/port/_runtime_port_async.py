@@ -151,6 +151,9 @@ class AsyncRuntimePort(ABC):
         claimed) until it succeeds; one already dead counts as having died then; one kept, or gone
         meanwhile, as succeeded. While it waits, a parent cannot be acked or die unseen: the
         promotion cannot miss a dependent that was being enqueued.
+
+        ``jobs`` given as ``Alike`` differ in their payloads only: an engine may take every other
+        field, and the path the batch needs (keys, parents), from the first job.
         """
 
     @abstractmethod
