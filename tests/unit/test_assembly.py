@@ -77,7 +77,7 @@ def test_a_claim_request_is_the_one_its_class_makes() -> None:
 
 
 def test_a_new_job_is_the_one_its_class_makes() -> None:
-    values = tuple(f"value of {f.name}" for f in fields(NewJob))
+    values: tuple[Any, ...] = tuple(f"value of {f.name}" for f in fields(NewJob))
     made = new_job(*values)
     assert type(made) is NewJob
     assert made == NewJob(*values)
