@@ -3,7 +3,7 @@ value distinct here so that two swapped slots would show (the row maker fills th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -46,3 +46,28 @@ def test_a_record_made_field_by_field_is_the_one_its_class_makes() -> None:
     assert (made.parents, made.on_parent_failure, made.children) == ((), ParentFailure.CANCEL, ())
     with pytest.raises(TypeError):
         job_record(*values[:-1])
+
+
+INSTANTS = ("run_at", "expires_at", "boundary", "enqueued_at", "lease_until", "claimed_at")
+
+
+@pytest.mark.parametrize("zone", ["utc", "other zone", "naive"])
+def test_every_instant_of_a_job_row_is_read_in_utc_and_a_null_stays_null(zone: str) -> None:
+    """A session in another time zone returns instants in it, a naive one as UTC's wall clock: each comes back
+    as the same instant in ``datetime.UTC`` (so equal to, and printed as, what the engine stored)."""
+    east = timezone(timedelta(hours=5, minutes=30))
+
+    def shown(value: datetime) -> datetime:
+        return {"utc": value, "other zone": value.astimezone(east), "naive": value.replace(tzinfo=None)}[zone]
+
+    row = dict(COLUMNS, **{name: shown(COLUMNS[name]) for name in INSTANTS})
+    record = _rows._job(tuple(row[name] for name in _rows.JOB_READ), shown(at(7)))
+    for name in (*INSTANTS, "died_at"):
+        value = getattr(record, name)
+        assert value.tzinfo is UTC, name
+        assert value == (at(7) if name == "died_at" else COLUMNS[name]), name
+    nulls = dict(COLUMNS, expires_at=None, boundary=None, lease_until=None, claimed_at=None)
+    nulls.update(last_error=None, last_traceback=None, visibility_us=None)
+    empty = _rows._job(tuple(nulls[name] for name in _rows.JOB_READ))
+    assert (empty.expires_at, empty.boundary, empty.lease_until, empty.claimed_at, empty.died_at) == (None,) * 5
+    assert (empty.last_error, empty.last_traceback, empty.visibility) == (None, None, None)
