@@ -19,6 +19,8 @@ from alkstore import engine as port
 from ._rates import rate_limit
 
 __all__ = [
+    "EPOCH",
+    "US",
     "bind_as_they_are",
     "claimed_of",
     "config_of",
@@ -38,8 +40,9 @@ __all__ = [
     "worker_of",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
+#: The epoch instants are stored from, and their unit: ``us`` and ``span``'s, for a caller that inlines them.
+EPOCH = _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+US = _US = timedelta(microseconds=1)
 _LEN = struct.Struct(">I")
 _STATES = {state.value: state for state in port.JobState}
 
@@ -47,8 +50,9 @@ _STATES = {state.value: state for state in port.JobState}
 # -- binds ----------------------------------------------------------------------------------------
 
 
-def _null(_: None) -> None:
-    return None
+#: ``None`` for ``None``, called in C: an empty dict's ``get`` (a function of Python's is a Python call, about
+#: 1,000 instructions, for each ``NULL`` bound: four a plain enqueue).
+_null = dict[None, None]().get
 
 
 def bind_as_they_are() -> None:
@@ -318,7 +322,7 @@ def plain_job_row(job_id: int, job: port.NewJob, now: int) -> tuple[Any, ...]:
         job.queue,
         job.payload,
         job.priority,
-        us(job.run_at),
+        (job.run_at - _EPOCH) // _US,  # ``us``, inline: a row of every enqueue
         None if job.expires_at is None else us(job.expires_at),
         job.max_attempts,
         now,
