@@ -334,6 +334,11 @@ class AsyncKernel:
         gone are renewed (fenced, as a heartbeat), and any another claim took meanwhile are left to it,
         unrun (ADR 050)."""
         now = self.clock.now()
+        for record in records:
+            if claimed_late(record, defaults, now):
+                break
+        else:  # none late (every claim but a stalled one's): no map of them to build
+            return records
         late = {
             record.id: lease_until(record, defaults, now) for record in records if claimed_late(record, defaults, now)
         }
