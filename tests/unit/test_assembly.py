@@ -12,7 +12,8 @@ import pytest
 
 from alkstore.engine import ClaimRequest, JobRecord
 from alkstore.port._assembly import assembler
-from alkstore.port._records import claim_request
+from alkstore.port._records import NewJob, claim_request, new_job
+from alkstore.rules._options import JobStamps, _job_stamps
 from alkstore.store._job import Claim, Job, make_job
 
 JOB_VALUES: tuple[Any, ...] = tuple(f"value of {f.name}" for f in fields(Job) if not f.kw_only)
@@ -74,3 +75,16 @@ def test_a_claim_request_is_the_one_its_class_makes() -> None:
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.limit = 1  # type: ignore[misc]
+
+
+def test_a_new_job_and_its_stamps_are_the_ones_their_classes_make() -> None:
+    makers: list[tuple[Any, Any, int]] = [(new_job, NewJob, 6), (_job_stamps, JobStamps, 4)]
+    for make, cls, required in makers:
+        values = tuple(f"value of {f.name}" for f in fields(cls))
+        made = make(*values)
+        assert type(made) is cls
+        assert made == cls(*values)
+        assert each_field(make(*values[:required])) == each_field(cls(*values[:required]))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.priority = 1
+    assert _job_stamps(priority=1, run_at="at", expires_at=None, max_attempts=2) == JobStamps(1, "at", None, 2)  # type: ignore[arg-type]

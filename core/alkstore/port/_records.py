@@ -57,6 +57,7 @@ __all__ = [
     "TickResult",
     "WorkerRecord",
     "job_record",
+    "new_job",
 ]
 
 #: ``last_error`` of a job buried because its lease lapsed on its last allowed attempt.
@@ -104,6 +105,11 @@ class NewJob:
     after: tuple[int, ...] = ()
     after_batch: tuple[int, ...] = ()
     on_parent_failure: ParentFailure = ParentFailure.CANCEL
+
+
+#: ``NewJob(...)`` made by plain assignments (``_assembly``): core makes one per job enqueued, whose frozen
+#: ``__init__`` (a setter call for each of its 16 fields) cost more than the engine's insert of it.
+new_job: Callable[..., NewJob] = assembler(NewJob)
 
 
 class Existing(int):

@@ -26,6 +26,7 @@ from alkstore.port._records import (
     TaskFiguresRecord,
     ThroughputRecord,
     WorkerRecord,
+    new_job,
 )
 
 from ._args import check_opts
@@ -186,7 +187,7 @@ def new_jobs(
         )
         after, policy = stamps.after, stamps.on_parent_failure
         return [
-            NewJob(
+            new_job(
                 queue,
                 payload,
                 priority,
@@ -233,7 +234,7 @@ def _new_job(
     ordering_key: str | None = None,
     rate_key: str | None = None,
 ) -> NewJob:
-    return NewJob(
+    return new_job(
         queue,
         payload,
         stamps.priority,
