@@ -51,6 +51,8 @@ from ._rates import rate_values, rated_rows, rated_soonest
 from ._rows import (
     EPOCH,
     US,
+    bare,
+    bare_job_row,
     bind_as_they_are,
     claimed_of,
     config_of,
@@ -239,7 +241,7 @@ class _Write:
                 db = tables._db
                 if db.in_transaction:
                     db.rollback()
-            else:
+            elif tables._ids.fresh:
                 tables._ids.committed()
         except sqlite3.Error as failed:  # the rollback's own
             exc = failed
@@ -487,11 +489,16 @@ class SqliteTables:
             stamp = (now - EPOCH) // US
             on = self.cursor if own else db  # the engine's own transaction: its cursor
             if count == 1:
-                on.execute(sql.INSERT_PLAIN_JOB, plain_job_row(first, fresh[0], stamp))
+                job = fresh[0]
+                if job.expires_at is None and job.visibility is None and job.task is None and job.trace is None:  # bare
+                    on.execute(sql.INSERT_BARE_JOB, bare_job_row(first, job, stamp))
+                else:
+                    on.execute(sql.INSERT_PLAIN_JOB, plain_job_row(first, job, stamp))
                 return [first]
-            on.executemany(
-                sql.INSERT_PLAIN_JOB, [plain_job_row(first + offset, job, stamp) for offset, job in enumerate(fresh)]
+            insert, row_of = (
+                (sql.INSERT_BARE_JOB, bare_job_row) if all(map(bare, fresh)) else (sql.INSERT_PLAIN_JOB, plain_job_row)
             )
+            on.executemany(insert, [row_of(first + offset, job, stamp) for offset, job in enumerate(fresh)])
             return list(range(first, first + count))
         deps.check_parents(db, fresh)
         first, line = self._next_jobs(db, len(fresh), own)
