@@ -13,6 +13,7 @@ import pytest
 from alkstore.engine import ClaimRequest, JobRecord, NewJob
 from alkstore.port._assembly import assembler
 from alkstore.port._records import claim_request, new_job
+from alkstore.rules._options import JobStamps, _job_stamps
 from alkstore.store._job import Claim, Job, make_job
 
 JOB_VALUES: tuple[Any, ...] = tuple(f"value of {f.name}" for f in fields(Job) if not f.kw_only)
@@ -76,11 +77,14 @@ def test_a_claim_request_is_the_one_its_class_makes() -> None:
         made.limit = 1  # type: ignore[misc]
 
 
-def test_a_new_job_is_the_one_its_class_makes() -> None:
-    values: tuple[Any, ...] = tuple(f"value of {f.name}" for f in fields(NewJob))
-    made = new_job(*values)
-    assert type(made) is NewJob
-    assert made == NewJob(*values)
-    assert each_field(new_job(*values[:6])) == each_field(NewJob(*values[:6]))  # the defaults as the class's
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        made.queue = "other"  # type: ignore[misc]
+def test_a_new_job_and_its_stamps_are_the_ones_their_classes_make() -> None:
+    makers: list[tuple[Any, Any, int]] = [(new_job, NewJob, 6), (_job_stamps, JobStamps, 4)]
+    for make, cls, required in makers:
+        values = tuple(f"value of {f.name}" for f in fields(cls))
+        made = make(*values)
+        assert type(made) is cls
+        assert made == cls(*values)
+        assert each_field(make(*values[:required])) == each_field(cls(*values[:required]))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.priority = 1
+    assert _job_stamps(priority=1, run_at="at", expires_at=None, max_attempts=2) == JobStamps(1, "at", None, 2)  # type: ignore[arg-type]

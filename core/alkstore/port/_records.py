@@ -108,8 +108,8 @@ class NewJob:
     on_parent_failure: ParentFailure = ParentFailure.CANCEL
 
 
-#: ``NewJob(...)`` made by plain assignments (``_assembly``): core makes one per job it enqueues. About a
-#: fifth of the frozen ``__init__``'s cost, which sets its 16 fields through ``object.__setattr__``.
+#: ``NewJob(...)`` made by plain assignments (``_assembly``): core makes one per job enqueued, whose frozen
+#: ``__init__`` (a setter call for each of its 16 fields) cost more than the engine's insert of it.
 new_job: Callable[..., NewJob] = assembler(NewJob)
 
 

@@ -10,12 +10,13 @@ any engine is touched.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, TypedDict, TypeVar
 
 from alkstore.errors import InvalidOptions
+from alkstore.port._assembly import assembler
 from alkstore.port._dependency_records import ParentFailure
 from alkstore.port._records import QueueConfig, RateLimit
 from alkstore.port._time import as_utc
@@ -365,6 +366,10 @@ class JobStamps:
     on_parent_failure: ParentFailure = ParentFailure.CANCEL
 
 
+#: ``JobStamps(...)`` made by plain assignments (``_assembly``): one per enqueue call, whose frozen ``__init__``
+#: set its 11 fields through a setter call each.
+_job_stamps: Callable[..., JobStamps] = assembler(JobStamps)
+
 #: The options of an enqueue given none (frozen, so one instance serves every call).
 NO_OPTS = EnqueueOpts()
 
@@ -380,7 +385,7 @@ def stamp_enqueue(opts: EnqueueOpts, defaults: QueueDefaults, now: datetime) -> 
     ``NO_OPTS`` (an enqueue given none) is stamped at once: it has nothing to resolve or refuse.
     """
     if opts is NO_OPTS:
-        return JobStamps(defaults.priority, now, None, defaults.max_attempts)
+        return _job_stamps(defaults.priority, now, None, defaults.max_attempts)
     if opts.run_at is not None:
         run_at = opts.run_at
     elif isinstance(opts.delay, timedelta):
@@ -400,7 +405,7 @@ def stamp_enqueue(opts: EnqueueOpts, defaults: QueueDefaults, now: datetime) -> 
         and not opts.after
     ):
         return stamps
-    return JobStamps(
+    return _job_stamps(
         stamps.priority,
         stamps.run_at,
         stamps.expires_at,
@@ -460,7 +465,7 @@ def _stamps(
             raise InvalidOptions(
                 f"the job would expire ({absolute.isoformat()}) before it may run ({run_at.isoformat()})"
             )
-    return JobStamps(
+    return _job_stamps(
         priority=defaults.priority if priority is None else priority,
         run_at=run_at,
         expires_at=absolute,

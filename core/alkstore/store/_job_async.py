@@ -49,13 +49,21 @@ class Claim:
     """What changes while a claim is held, kept apart from the job (which never changes): the lease end
     its last heartbeat wrote, and its stop token (made when first asked for)."""
 
-    __slots__ = ("lease_until", "steps", "stop")
+    __slots__ = ("_steps", "lease_until", "stop")
 
     def __init__(self) -> None:
         self.lease_until: datetime | None = None
         self.stop: StopToken | None = None
-        #: Its steps as read at its run's first step, sleep or wait (ADR 069).
-        self.steps = StepsHeld()
+        self._steps: StepsHeld | None = None
+
+    @property
+    def steps(self) -> StepsHeld:
+        """Its steps as read at its run's first step, sleep or wait (ADR 069): made when first asked for, as
+        ``stop`` is (a job acked by its caller never asks)."""
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = StepsHeld()
+        return steps
 
 
 @dataclass(frozen=True, slots=True, eq=False)

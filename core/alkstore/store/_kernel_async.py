@@ -222,8 +222,7 @@ class AsyncKernel:
         unique key (``JobId.created``).
         """
         opts = NO_OPTS if opts is None else check_opts(opts, EnqueueOpts)
-        encode = self.codec.encode
-        data = [encode(payload) for payload in payloads]
+        data = list(map(self.codec.encode, payloads))  # no comprehension's frame (an enqueue of one is most)
         now = self.clock.now()
         # Options that could be refused are resolved before any I/O; again below only if a stored config changes them.
         derived = None if opts is NO_OPTS else stamp_enqueue(opts, queue_defaults(queue), now)
@@ -334,6 +333,11 @@ class AsyncKernel:
         gone are renewed (fenced, as a heartbeat), and any another claim took meanwhile are left to it,
         unrun (ADR 050)."""
         now = self.clock.now()
+        for record in records:
+            if claimed_late(record, defaults, now):
+                break
+        else:  # none late (every claim but a stalled one's): no map of them to build
+            return records
         late = {
             record.id: lease_until(record, defaults, now) for record in records if claimed_late(record, defaults, now)
         }

@@ -28,12 +28,15 @@ if TYPE_CHECKING:
 __all__ = ["ack"]
 
 
-def ack(tables: SqliteTables, db: sqlite3.Connection, held: Sequence[port.Held]) -> list[port.Held]:
+def ack(
+    tables: SqliteTables, db: sqlite3.Connection, held: Sequence[port.Held], tried: bool = False
+) -> list[port.Held]:
     """Delete each held job (fenced) in ``db``'s write transaction, keeping its result where ``Done`` says;
-    the stale ones (not held at that fence) returned."""
+    the stale ones (not held at that fence) returned. ``tried``: one job, whose plain delete (where it has no
+    result to keep) its caller tried already, and which deleted nothing."""
     if len(held) == 1:
         item = held[0]
-        plain = not isinstance(item, port.Done)
+        plain = not tried and not isinstance(item, port.Done)
         if plain and tables.cursor.execute(sql.ACK_PLAIN_JOB, (item.job_id, item.fence)).rowcount:
             return []
         distinct = True

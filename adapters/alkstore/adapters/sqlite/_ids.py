@@ -24,12 +24,13 @@ class JobIds:
     transaction on another thread giving the block up (without the engine's lock, which its thread may be
     waiting for while holding the file's write lock) leaves either block or none, never half of each."""
 
-    __slots__ = ("_block", "_fresh")
+    __slots__ = ("_block", "fresh")
 
     def __init__(self) -> None:
         self._block = (0, 0)
-        #: The block was taken in the write transaction now open: kept only if it commits.
-        self._fresh = False
+        #: The block was taken in the write transaction now open: kept only if it commits (read by a commit, which
+        #: calls ``committed`` only when it is set).
+        self.fresh = False
 
     def take(self, db: sqlite3.Connection, count: int, own: bool = True) -> int:
         """The first of ``count`` new ids. ``own``: ``db`` is the engine's connection in its write transaction
@@ -43,7 +44,7 @@ class JobIds:
             self._block = (first + count, end)
             return first
         first = self._counter(db, count + BLOCK)
-        self._block, self._fresh = (first + count, first + count + BLOCK), True
+        self._block, self.fresh = (first + count, first + count + BLOCK), True
         return first
 
     @staticmethod
@@ -53,10 +54,10 @@ class JobIds:
 
     def committed(self) -> None:
         """The write transaction committed: a block it took is the engine's."""
-        self._fresh = False
+        self.fresh = False
 
     def rolled_back(self) -> None:
         """The write transaction rolled back: a block it took was never taken (another engine may take it)."""
-        if self._fresh:
+        if self.fresh:
             self._block = (0, 0)
-            self._fresh = False
+            self.fresh = False

@@ -34,7 +34,10 @@ class Signals:
 
     def __init__(self, options: SqliteOptions) -> None:
         self._options = options
-        self._cond = threading.Condition()
+        #: The condition's lock, entered by itself where the condition is not waited on (``signal``, ``count``):
+        #: the same lock, but entered in C, where ``Condition.__enter__`` and ``__exit__`` are two Python calls.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._count = 0
         #: Sync waits parked on the condition now: a signal with none notifies nobody (most commits' case).
         self._parked = 0
@@ -44,12 +47,12 @@ class Signals:
 
     @property
     def count(self) -> int:
-        with self._cond:
+        with self._lock:
             return self._count
 
     def signal(self) -> None:
         """Jobs may have become claimable: wake every parked wait of this engine."""
-        with self._cond:
+        with self._lock:
             self._count += 1
             if self._parked:
                 self._cond.notify_all()

@@ -90,6 +90,12 @@ INSERT_PLAIN_JOB = (
     " enqueued_at, fence, visibility, task, trace, unique_running) VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, ?, 0,"
     " ?, ?, ?, ?)"
 )
+#: ``INSERT_PLAIN_JOB`` of jobs with no expiry, visibility, task or trace (most plain ones): those columns left NULL
+#: by the table, not bound (each bound ``None`` is an adapter lookup of the ``sqlite3`` module, ``_rows``).
+INSERT_BARE_JOB = (
+    "INSERT INTO alkstore_jobs (id, queue, payload, state, priority, run_at, attempts, max_attempts, enqueued_at,"
+    " fence, unique_running) VALUES (?, ?, ?, 'pending', ?, ?, 0, ?, ?, 0, ?)"
+)
 UNIQUE_HOLDER = "SELECT id FROM alkstore_jobs WHERE queue = ? AND unique_key = ?"
 LINE_BUSY = (
     "SELECT 1 FROM alkstore_jobs WHERE queue = ? AND ordering_key = ? AND state IN ('pending', 'running') LIMIT 1"

@@ -49,6 +49,10 @@ from ._ids import JobIds
 from ._options import SqliteOptions
 from ._rates import rate_values, rated_rows, rated_soonest
 from ._rows import (
+    EPOCH,
+    US,
+    bare,
+    bare_job_row,
     bind_as_they_are,
     claimed_of,
     config_of,
@@ -197,9 +201,13 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
 
 class _Write:
     """``SqliteTables._write``'s transaction: a class rather than a generator's context manager, whose own
-    machinery cost about as much as a short statement on every write. Errors of SQLite are named here."""
+    machinery cost about as much as a short statement on every write. Errors of SQLite are named here.
 
-    __slots__ = ("_db", "_tables", "_what")
+    It keeps no state of its own between its enter and its exit (its transaction's is the tables', under their
+    lock), so one is made per kind of write and used again by every call of it: the claims, the acks and the
+    enqueues make none each."""
+
+    __slots__ = ("_tables", "_what")
 
     def __init__(self, tables: SqliteTables, what: str) -> None:
         self._tables = tables
@@ -211,7 +219,6 @@ class _Write:
         try:
             if tables._closed:
                 raise StoreClosed("this store is closed")
-            db = self._db = tables._db
             tables._signal = False
             tables.cursor.execute(sql.BEGIN_IMMEDIATE)
         except BaseException as exc:
@@ -219,10 +226,10 @@ class _Write:
             if isinstance(exc, sqlite3.Error):
                 raise named(exc, self._what) from exc
             raise
-        return db
+        return tables._db
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: object) -> None:
-        tables, db = self._tables, self._db
+        tables = self._tables
         try:
             if exc is None:
                 try:
@@ -231,9 +238,10 @@ class _Write:
                     exc = failed
             if exc is not None:
                 tables._ids.rolled_back()
+                db = tables._db
                 if db.in_transaction:
                     db.rollback()
-            else:
+            elif tables._ids.fresh:
                 tables._ids.committed()
         except sqlite3.Error as failed:  # the rollback's own
             exc = failed
@@ -269,6 +277,9 @@ class SqliteTables:
         #: The engine's own cursor, for the statements of every claim and ack, under the engine's lock, each read
         #: at once: ``Connection.execute`` makes a cursor per statement, which cost more than a short statement.
         self.cursor = self._db.cursor()
+        #: One ``_Write`` per kind of write, made at its first use (``_write``); every job's own kept at hand.
+        self._writes: dict[str, _Write] = {}
+        self._claiming, self._acking, self._enqueuing = (self._write(what) for what in ("claim", "ack", "enqueue"))
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.sqlite.SqliteTables {self.options.path!r}>"
@@ -335,7 +346,10 @@ class SqliteTables:
     def _write(self, what: str) -> _Write:
         """One write transaction on the engine's connection: ``BEGIN IMMEDIATE`` … ``COMMIT``; waiters are
         signalled after a commit that made jobs claimable."""
-        return _Write(self, what)
+        write = self._writes.get(what)
+        if write is None:
+            write = self._writes[what] = _Write(self, what)
+        return write
 
     @contextmanager
     def _read(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -440,7 +454,7 @@ class SqliteTables:
             if isinstance(caller, SqliteTransaction):
                 return self._buffer(caller, jobs, now)
             return self._enqueue_on(caller, jobs, now)
-        with self._write("enqueue") as db:
+        with self._enqueuing as db:
             ids = self._admit(db, jobs, now)
             self._signal = True
             return ids
@@ -462,26 +476,31 @@ class SqliteTables:
         for a taken unique key."""
         ids: list[int] = []
         fresh = list(jobs)
-        deps.check_parents(db, fresh)
-        if all(
-            job.unique_key is None
-            and job.ordering_key is None
-            and job.rate_key is None
-            and not job.after
-            and not job.after_batch
-            for job in fresh
-        ):
-            # No key to look up first, no line to take a place in, no parent: ids only, and the rows in order.
+        for job in fresh:
+            if job.unique_key is not None or job.ordering_key is not None or job.rate_key is not None:
+                break
+            if job.after or job.after_batch:
+                break
+        else:
+            # No key to look up first, no line to take a place in, no parent (none to check): ids only, and the rows
+            # in order.
             count = len(fresh)
             first = self._ids.take(db, count, own)
-            stamp = us(now)
-            rows = [plain_job_row(first + offset, job, stamp) for offset, job in enumerate(fresh)]
+            stamp = (now - EPOCH) // US
             on = self.cursor if own else db  # the engine's own transaction: its cursor
             if count == 1:
-                on.execute(sql.INSERT_PLAIN_JOB, rows[0])
-            else:
-                on.executemany(sql.INSERT_PLAIN_JOB, rows)
+                job = fresh[0]
+                if job.expires_at is None and job.visibility is None and job.task is None and job.trace is None:  # bare
+                    on.execute(sql.INSERT_BARE_JOB, bare_job_row(first, job, stamp))
+                else:
+                    on.execute(sql.INSERT_PLAIN_JOB, plain_job_row(first, job, stamp))
+                return [first]
+            insert, row_of = (
+                (sql.INSERT_BARE_JOB, bare_job_row) if all(map(bare, fresh)) else (sql.INSERT_PLAIN_JOB, plain_job_row)
+            )
+            on.executemany(insert, [row_of(first + offset, job, stamp) for offset, job in enumerate(fresh)])
             return list(range(first, first + count))
+        deps.check_parents(db, fresh)
         first, line = self._next_jobs(db, len(fresh), own)
         for offset, job in enumerate(fresh):
             if job.unique_key is not None:
@@ -563,10 +582,16 @@ class SqliteTables:
     # -- claims ----------------------------------------------------------------------------------
 
     def claim(self, request: port.ClaimRequest) -> list[port.JobRecord]:
-        if request.queue not in self._busy and not self._claimable(request):
+        queue, busy = request.queue, self._busy
+        if queue not in busy and not self._claimable(request):
             return []
-        with self._write("claim") as db:
-            return self._claim(db, request)
+        with self._claiming as db:
+            claimed = self._take(db, request)
+            if claimed:  # ``_claim``'s, inline: a claim of every job
+                busy.add(queue)
+            else:
+                busy.discard(queue)
+            return claimed
 
     def _claimable(self, request: port.ClaimRequest) -> bool:
         """Whether a claim has anything to do (a due job, a lapsed lease, an expired job): read first, so that
@@ -584,11 +609,11 @@ class SqliteTables:
 
     def _take(self, db: sqlite3.Connection, request: port.ClaimRequest) -> list[port.JobRecord]:
         """Sweep the queue's lapsed leases and expired jobs (when it has any), then take its best due jobs."""
-        now = us(request.now)
+        now = (request.now - EPOCH) // US  # ``us`` and ``span``, inline: a claim of every job
         cursor = self.cursor
         simple = request.limit > 0 and request.concurrency is None and request.rate is None and request.key_rate is None
         if simple:  # most claims: one statement, which takes nothing while a sweep is due
-            taken = (request.worker_id, now, span(request.lease), request.queue, request.limit)
+            taken = (request.worker_id, now, request.lease // US, request.queue, request.limit)
             if rows := cursor.execute(sql.CLAIM_JOBS_UNSWEPT, taken).fetchall():
                 return claimed_of(rows, request)
         if cursor.execute(sql.SWEEPS_DUE, (request.queue, now)).fetchone()[0]:
@@ -605,7 +630,7 @@ class SqliteTables:
             return []
         if request.rate is not None or request.key_rate is not None:
             return self._take_rated(db, request, limit)
-        taken = (request.worker_id, now, span(request.lease), request.queue, limit)
+        taken = (request.worker_id, now, request.lease // US, request.queue, limit)
         return claimed_of(cursor.execute(sql.CLAIM_JOBS, taken).fetchall(), request)
 
     def _take_rated(self, db: sqlite3.Connection, request: port.ClaimRequest, limit: int) -> list[port.JobRecord]:
@@ -720,8 +745,17 @@ class SqliteTables:
     def ack(self, held: Sequence[port.Held]) -> list[port.Held]:
         if not held:
             return []
-        with self._write("ack") as db:
-            return _acks.ack(self, db, held)
+        with self._acking as db:
+            if len(held) != 1:
+                return _acks.ack(self, db, held)
+            # An ack of one job (most acks): its plain delete here, on the engine's cursor, as ``_acks.ack`` tries it.
+            item = held[0]
+            if (
+                not isinstance(item, port.Done)
+                and self.cursor.execute(sql.ACK_PLAIN_JOB, (item.job_id, item.fence)).rowcount
+            ):
+                return []
+            return _acks.ack(self, db, held, tried=True)
 
     def retry(self, retries: Sequence[port.Retry], now: datetime) -> list[port.Held]:
         def retry(db: sqlite3.Connection, job: port.JobRecord, item: port.Retry) -> None:
