@@ -57,7 +57,7 @@ def test_every_instant_of_a_job_row_is_read_in_utc_and_a_null_stays_null(zone: s
     as the same instant in ``datetime.UTC`` (so equal to, and printed as, what the engine stored)."""
     east = timezone(timedelta(hours=5, minutes=30))
 
-    def shown(value: datetime) -> datetime:
+    def shown(value: Any) -> datetime:
         return {"utc": value, "other zone": value.astimezone(east), "naive": value.replace(tzinfo=None)}[zone]
 
     row = dict(COLUMNS, **{name: shown(COLUMNS[name]) for name in INSTANTS})
