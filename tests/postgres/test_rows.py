@@ -58,7 +58,10 @@ def test_every_instant_of_a_job_row_is_read_in_utc_and_a_null_stays_null(zone: s
     east = timezone(timedelta(hours=5, minutes=30))
 
     def shown(value: Any) -> datetime:
-        return {"utc": value, "other zone": value.astimezone(east), "naive": value.replace(tzinfo=None)}[zone]
+        assert isinstance(value, datetime)
+        if zone == "utc":
+            return value
+        return value.astimezone(east) if zone == "other zone" else value.replace(tzinfo=None)
 
     row = dict(COLUMNS, **{name: shown(COLUMNS[name]) for name in INSTANTS})
     record = _rows._job(tuple(row[name] for name in _rows.JOB_READ), shown(at(7)))
