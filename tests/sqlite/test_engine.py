@@ -430,3 +430,36 @@ def test_bytes_and_nulls_bind_through_identity_adapters_and_an_applications_own_
         for key in keys:
             sqlite3.adapters.pop(key, None)
         sqlite3.adapters.update(saved)
+
+
+def test_an_alike_batch_is_judged_by_its_first_job_and_a_plain_list_job_by_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch core hands as ``Alike`` takes the first job's insert (here the bare one, its options bound
+    once) after one look; a plain list of the same jobs is looked at job by job, and both store every job."""
+    from alkstore.adapters.sqlite import _rows, _tables
+
+    looked: list[bytes] = []
+
+    def bare(job: port.NewJob) -> bool:
+        looked.append(job.payload)
+        return _rows.bare(job)
+
+    monkeypatch.setattr(_tables, "bare", bare)
+    store = alkstore.open(url_of(tmp_path / "jobs.db"))
+    try:
+        engine = store.engine
+        now = store.clock.now()
+        jobs = [port.NewJob("alike", payload, 1, now, None, 3) for payload in (b"1", b"2", b"3")]
+        alike_ids = engine.enqueue(port.Alike(jobs), now)
+        assert looked == [b"1"]
+        listed_ids = engine.enqueue(list(jobs), now)
+        assert looked == [b"1", b"1", b"2", b"3"]
+        stored = [engine.get_job(job_id) for job_id in [*alike_ids, *listed_ids]]
+        assert [(job.payload, job.priority) for job in stored if job is not None] == [
+            (b"1", 1),
+            (b"2", 1),
+            (b"3", 1),
+        ] * 2
+    finally:
+        store.close()

@@ -45,6 +45,7 @@ from alkstore.errors import (
 from . import _acks
 from . import _dependencies as deps
 from . import _statements as sql
+from ._callers import caller_connection
 from ._ids import JobIds
 from ._options import SqliteOptions
 from ._rates import rate_values, rated_rows, rated_soonest
@@ -141,43 +142,6 @@ class SqliteTransaction:
 
     def __repr__(self) -> str:
         return f"<alkstore.adapters.sqlite.SqliteTransaction {self._state}, {len(self._pending)} enqueued>"
-
-
-_EXPECTED = (
-    "a transaction of this store's transaction(), the caller's sqlite3.Connection to its file,"
-    " or a SQLAlchemy Connection or Session on it"
-)
-
-
-def _caller_connection(tx: Any) -> sqlite3.Connection:
-    """The ``sqlite3.Connection`` to write on for the caller's ``tx``: itself, or the driver connection of a
-    SQLAlchemy ``Connection``/``Session``/``scoped_session`` (its transaction begun). SQLAlchemy is recognised by
-    its classes' module and name, never imported here."""
-    if isinstance(tx, sqlite3.Connection):
-        return tx
-    if not type(tx).__module__.startswith("sqlalchemy."):
-        raise InvalidTransaction(f"expected {_EXPECTED}, not {type(tx).__name__}")
-    kind = type(tx).__name__
-    if _is_a(tx, "sqlalchemy.orm.scoping", "scoped_session"):
-        tx = tx()
-    if _is_a(tx, "sqlalchemy.orm.session", "Session"):
-        connection = tx.connection()  # begins the session's transaction if it has none
-    elif _is_a(tx, "sqlalchemy.engine.base", "Connection"):
-        connection = tx
-        if connection.closed:
-            raise InvalidTransaction("the caller's SQLAlchemy Connection is closed; nothing was enqueued")
-        if not connection.in_transaction():
-            connection.begin()
-    else:
-        raise InvalidTransaction(f"expected {_EXPECTED}, not the SQLAlchemy {kind}")
-    driver = connection.connection.driver_connection
-    if not isinstance(driver, sqlite3.Connection):
-        raise InvalidTransaction(f"the SQLAlchemy {kind} is not on sqlite3 (sqlite://), but on {type(driver).__name__}")
-    return driver
-
-
-def _is_a(value: object, module: str, name: str) -> bool:
-    return any(cls.__module__ == module and cls.__name__ == name for cls in type(value).__mro__)
 
 
 # -- the tables ----------------------------------------------------------------------------------
@@ -437,7 +401,7 @@ class SqliteTables:
             if tx._state != "open":
                 raise InvalidTransaction(f"the transaction is already {tx._state}; nothing was enqueued")
             return tx
-        db = _caller_connection(tx)
+        db = caller_connection(tx)
         try:
             if not db.in_transaction:
                 db.execute(sql.BEGIN_IMMEDIATE)
@@ -476,7 +440,8 @@ class SqliteTables:
         for a taken unique key."""
         ids: list[int] = []
         fresh = list(jobs)
-        for job in fresh:
+        checked = fresh[:1] if isinstance(jobs, port.Alike) else fresh  # Alike: the first job tells for all
+        for job in checked:
             if job.unique_key is not None or job.ordering_key is not None or job.rate_key is not None:
                 break
             if job.after or job.after_batch:
@@ -496,7 +461,9 @@ class SqliteTables:
                     on.execute(sql.INSERT_PLAIN_JOB, plain_job_row(first, job, stamp))
                 return [first]
             insert, row_of = (
-                (sql.INSERT_BARE_JOB, bare_job_row) if all(map(bare, fresh)) else (sql.INSERT_PLAIN_JOB, plain_job_row)
+                (sql.INSERT_BARE_JOB, bare_job_row)
+                if all(map(bare, checked))
+                else (sql.INSERT_PLAIN_JOB, plain_job_row)
             )
             on.executemany(insert, [row_of(first + offset, job, stamp) for offset, job in enumerate(fresh)])
             return list(range(first, first + count))
