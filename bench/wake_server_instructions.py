@@ -46,8 +46,8 @@ def backend(dsn: str, schema: str, clock: alkstore.Clock | None = None) -> tuple
     """A store of one pooled connection on ``schema`` and the pid of its backend (by a name of its own)."""
     name = f"wake-{uuid.uuid4().hex[:12]}"
     separator = "&" if "?" in dsn else "?"
-    options = {} if clock is None else {"clock": clock}
-    store = alkstore.open(f"{dsn}{separator}application_name={name}", schema=schema, min_size=1, max_size=1, **options)
+    url = f"{dsn}{separator}application_name={name}"
+    store = alkstore.open(url, schema=schema, min_size=1, max_size=1, clock=clock)
     with psycopg.connect(dsn, autocommit=True) as admin:
         for _ in range(300):
             row = admin.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchone()
