@@ -89,6 +89,7 @@ MANIFEST: dict[str, dict[str, Run | Shown]] = {
         "worker_per_job.py floor --load-only": Shown("a by-hand count of the prefetching worker against the floor"),
         "async_call_counts.py --runtime async --calls": Shown("a by-hand count of an enqueue's calls and instructions"),
         "peer_server_instructions.py": Shown("a by-hand count under a server run by callgrind"),
+        "wake_server_instructions.py": Shown("a by-hand count of an idle wake under a server run by callgrind"),
     },
     "docs/deploying.md": {
         "--grant app": Run(

@@ -617,3 +617,30 @@ def test_a_claim_from_the_cursor_checks_run_at_on_the_rows_it_fetches_not_on_eve
     assert "(priority >= b.band_lo) AND (ROW(run_at, id) >= ROW(b.band_at, b.band_id))" in keys, plan
     assert "run_at <=" not in keys, plan
     assert "run_at <=" in rows, plan
+
+
+def test_a_claim_from_the_cursor_takes_its_segments_in_order_and_reads_no_further_than_its_limit(
+    open_store: OpenStore, clock: ManualClock
+) -> None:
+    # The segments cut the claim order in it (highest priorities first), and each reads in that order: the
+    # first ``limit`` rows of their concatenation are the best, so the claim sorts nothing and stops reading
+    # once it has them (ADR 061, amended "the segments in their order"). An idle worker's wake: one job of
+    # the band's priority, found by the band's segment; the priorities below are never read.
+    store = open_store(clock=clock, claim_backstop=HOUR)
+    queue = store.queue("order")
+    queue.enqueue_many(list(range(4)))
+    assert len(queue.claim_many("w", 1)) == 1  # the first claim is full; the next reads from the cursor
+    engine = engine_of(store)
+    now = store.clock.now()
+    params = {
+        **engine._cursors.params("order", now),
+        "probe": True, "queue": "order", "worker": "w", "now": now, "lease_us": 300_000_000, "limit": 1,
+        "limited": False, "lease_expired_error": b"lease expired", "job_expired_error": b"job expired",
+    }  # fmt: skip
+    assert params["full"] is False
+    assert len(params["band_his"]) == 3  # above the band, the band, below it
+    with engine.pool.connection() as conn:
+        plan = "\n".join(row[0] for row in conn.execute("EXPLAIN ANALYZE " + engine._sql.claim, params).fetchall())
+    assert "Sort" not in plan, plan
+    scans = re.findall(r"Index Scan using jobs_claim .*\(actual .* loops=(\d+)\)", plan)
+    assert scans == ["2"], plan  # the segment above (empty) and the band's; not the one below

@@ -252,7 +252,9 @@ def test_the_claim_takes_jobs_in_the_declared_claim_order(name: str, reads: int)
     text = flat(_sql._TEMPLATES[name])
     limit = r"\(SELECT n FROM allowed\)"
     found = re.findall(rf"ORDER BY ([^()]*?) LIMIT {limit}(?: FOR UPDATE SKIP LOCKED)?", text)
-    assert found == [order_by(CLAIM_ORDER)] * reads
+    # A claim from the cursor reads each segment in the claim order and takes the segments in theirs (the
+    # order cut into segments, highest priorities first: ADR 061, amended "the segments in their order").
+    assert found == ([order_by(CLAIM_ORDER), "b.segment"] if reads == 2 else [order_by(CLAIM_ORDER)])
     assert ("band_his" in text) == (reads == 2), "a full claim sends no segments; one from the cursor reads them"
 
 

@@ -71,7 +71,10 @@ UPDATE {s}.jobs SET state = 'running', attempts = attempts + 1, lease = lease + 
 -- were none looked cheaper) and where the lease probe starts.
 -- The read cuts the claim order into segments of priorities (band_his to band_los), each read
 -- from a lower bound on (run_at, id) ({claim_band}: an index range that starts there), and takes
--- the best of what they hold: a priority band this engine claimed from starts at its cursor,
+-- the best of what they hold: the segments come highest priorities first and each reads in the
+-- claim order, so the first rows of them in their order are the best, taken without a sort and
+-- without reading the segments after the limit (ADR 061, amended "the segments in their order").
+-- A priority band this engine claimed from starts at its cursor,
 -- every other priority at its left end, so only a job behind a band's cursor is left for a full
 -- claim ({claimed_full}), which the engine runs at least every claim_backstop seconds. The two
 -- are statements of their own, each with its own generic plan: one statement with both reads
@@ -86,7 +89,7 @@ claimed AS (
         SELECT picked.id
         FROM unnest((SELECT %(band_his)s::integer[]), (SELECT %(band_los)s::integer[]),
                     (SELECT %(band_ats)s::timestamptz[]), (SELECT %(band_ids)s::bigint[]))
-          AS b(band_hi, band_lo, band_at, band_id)
+          WITH ORDINALITY AS b(band_hi, band_lo, band_at, band_id, segment)
         CROSS JOIN LATERAL (
             SELECT id, priority, run_at FROM {s}.jobs
             WHERE queue = (SELECT %(queue)s::text) AND state = 'pending' AND {claim_band}
@@ -95,7 +98,7 @@ claimed AS (
             LIMIT (SELECT n FROM allowed)
             FOR UPDATE SKIP LOCKED) AS picked
         WHERE NOT (SELECT needed FROM sweep)
-        ORDER BY {order_claim}
+        ORDER BY b.segment
         LIMIT (SELECT n FROM allowed)))
     RETURNING {job_columns})
 
