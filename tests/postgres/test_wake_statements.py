@@ -120,8 +120,11 @@ def test_an_idle_workers_wake_sends_one_statement_the_claim_and_hands_the_job_to
     stop = StopToken()
     loop = threading.Thread(target=worker.run, args=(stop,), name=CLAIM_LOOP, daemon=True)
     loop.start()
+    counted = unparked = 0
     try:
-        for wake in range(WAKES + 1):  # the first is a warm-up: the worker's start, its first claims
+        for wake in range(3 * WAKES + 1):  # the first is a warm-up: the worker's start, its first claims
+            if counted == WAKES:
+                break
             parked = recorder.mark()
             # Parked: its last run's ack written (riding on a claim that found nothing), then the idle
             # read of the soonest due instant, after which it waits for a notification.
@@ -134,10 +137,17 @@ def test_an_idle_workers_wake_sends_one_statement_the_claim_and_hands_the_job_to
             if wake == 0:
                 continue
             window = recorder.log[before:at]
+            if uncached(window, CLAIM_LOOP)[:1] == ["soonest_due"]:
+                # Its idle wait lapsed on its own (its periodic re-read) as the job came: not a wake from
+                # the park. Counted again, a bounded number of times: a wake that always reads first fails.
+                unparked += 1
+                continue
+            counted += 1
             assert uncached(window, CLAIM_LOOP) == ["claim"], window
             assert uncached(window, threading.current_thread().name) == ["enqueue_one"], window
             assert [name for who, name in window if who == thread] == [], window  # the slot only runs it
             assert thread.startswith("alkstore-worker-waker-"), thread  # one hand-off: claim loop to slot
+        assert counted == WAKES, f"{unparked} of {counted + unparked} wakes read the soonest due instant first"
     finally:
         stop.cancel()
         loop.join(PATIENCE)
