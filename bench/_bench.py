@@ -82,9 +82,14 @@ def scratch_stores(dsn: str, names: Iterable[str]) -> Iterator[dict[str, alkstor
     finally:
         for store in stores.values():
             store.close()
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            for name in stores:
-                admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        drop_schemas(dsn, *stores)
+
+
+def drop_schemas(dsn: str, *names: str) -> None:
+    """Drop the scratch schemas ``names`` (those missing skipped): a bench's last step, whatever happened."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for name in names:
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def drop_trigger(dsn: str, schema: str, trigger: str) -> None:

@@ -34,7 +34,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import callgrind_instructions, enqueue_block
+from _bench import callgrind_instructions, drop_schemas, enqueue_block
 from chain_step_counts import on_connection
 
 import alkstore
@@ -88,8 +88,7 @@ def main() -> int:
             print(f"{subject:<12} {(high - low) / (more - fewer):>12,.0f} instructions per step")
     finally:
         owner.close()
-        with psycopg.connect(args.dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schemas(args.dsn, schema)
     return 0
 
 

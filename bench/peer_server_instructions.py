@@ -48,7 +48,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import callgrind_instructions
+from _bench import callgrind_instructions, drop_schemas
 
 import alkstore
 from alkstore.engine import ClaimRequest, Held
@@ -159,8 +159,7 @@ def main() -> int:
                 print(f"    {args.out.replace('%p', str(low_pid))} {args.out.replace('%p', str(high_pid))}")
     finally:
         owner.close()
-        with psycopg.connect(args.dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schemas(args.dsn, schema)
     return 0
 
 

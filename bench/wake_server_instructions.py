@@ -30,7 +30,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bench import callgrind_instructions
+from _bench import callgrind_instructions, drop_schemas
 
 import alkstore
 from alkstore.engine import ClaimRequest, Held
@@ -105,8 +105,7 @@ def main() -> int:
         print(f"per wake: enqueue {enqueue:,.0f}, {what} {worker:,.0f} server instructions")
     finally:
         owner.close()
-        with psycopg.connect(args.dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schemas(args.dsn, schema)
     return 0
 
 
